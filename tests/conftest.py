@@ -1,0 +1,38 @@
+"""Shared test setup: GPU markers skip cleanly on machines without a GPU (CI has none)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Keep the compile cache of test runs apart from a learner's, and fresh per test session on CI.
+os.environ.setdefault("TKLAB_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".cache", "tklab-tests"))
+
+
+def _gpu_arch() -> str | None:
+    try:
+        from tklab import gpu
+
+        return gpu.arch() if gpu.available() else None
+    except Exception:  # noqa: BLE001 - no driver, no bindings: no GPU
+        return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    arch = _gpu_arch()
+    no_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (run `make gpu-check` on a GPU machine)")
+    no_hopper = pytest.mark.skip(reason=f"needs an sm_90 GPU (H100/H200); this machine has {arch or 'no GPU'}")
+    for item in items:
+        if "gpu" in item.keywords and arch is None:
+            item.add_marker(no_gpu)
+        elif "hopper" in item.keywords and (arch is None or not arch.startswith("sm_90")):
+            item.add_marker(no_hopper)
+
+
+@pytest.fixture
+def gpu_arch() -> str:
+    arch = _gpu_arch()
+    if arch is None:
+        pytest.skip("needs an NVIDIA GPU")
+    return arch

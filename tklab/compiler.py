@@ -1,0 +1,332 @@
+"""``tklab.compile``: CUDA C++ source → a compiled, inspectable, launchable module.
+
+NVRTC is called directly through ``cuda.bindings`` (CuPy's compile helpers insist on a GPU; NVRTC
+does not), always with ``-std=c++20`` and the tile library on the include path, so ``#include "tk.cuh"``
+just works. One compile yields both PTX and a cubin for a real architecture; kernels are launched from
+the cubin (a cubin from a newer NVRTC loads on an older driver of the same major version, PTX may not).
+
+Public API: ``compile(source, *, arch=None, name=None, options=(), include_dirs=(), name_expressions=())``
+→ ``Module``; ``CompileError``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from . import cache, sass, signature, toolchain
+
+_ARCH = re.compile(r"^sm_(\d)(\d)(a|f)?$")
+
+
+class CompileError(Exception):
+    """NVRTC rejected the source. ``str(e)`` shows each message beside the numbered source lines."""
+
+    def __init__(self, log: str, source: str, program: str, line_offset: int = 0):
+        self.log = log
+        self.source = source
+        self.program = program
+        self.line_offset = line_offset
+        self.diagnostics = parse_diagnostics(log, program)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        lines = self.source.splitlines()
+        out = [f"compiling {self.program} failed:"]
+        shown = 0
+        for file, line, kind, message in self.diagnostics:
+            out.append(f"{file}:{line}: {kind}: {message}")
+            if file == self.program and kind == "error" and shown < 5:
+                shown += 1
+                first = max(1, line - 2)
+                for n in range(first, min(len(lines), line + 1) + 1):
+                    mark = ">" if n == line else " "
+                    out.append(f"  {mark}{n - self.line_offset:4d} | {lines[n - 1]}")
+        if not self.diagnostics:
+            out.append(self.log.strip())
+        return "\n".join(out)
+
+    @property
+    def lines(self) -> list[int]:
+        """Line numbers (as the learner sees them) of the errors in the learner's own source."""
+        return [ln - self.line_offset for f, ln, k, _ in self.diagnostics if f == self.program and k == "error"]
+
+
+_DIAG = re.compile(r"^(.*?)\((\d+)\): (error|warning|catastrophic error)[^:]*: (.*)$", re.M)
+
+
+def parse_diagnostics(log: str, program: str) -> list[tuple[str, int, str, str]]:
+    """(file, line, kind, message) for every NVRTC diagnostic; file is ``program`` for the main source."""
+    result = []
+    for m in _DIAG.finditer(log):
+        file = m.group(1).strip()
+        kind = "error" if "error" in m.group(3) else "warning"
+        result.append((file, int(m.group(2)), kind, m.group(4).strip()))
+    return result
+
+
+def _normalise_arch(arch: str | None) -> str:
+    if arch is None:
+        from . import gpu
+
+        if not gpu.available():
+            raise ValueError("No GPU found, so tklab cannot guess the target architecture: pass arch=, "
+                             "e.g. arch='sm_90a' (H100/H200, with wgmma) or arch='sm_80' (A100).")
+        return gpu.arch()
+    arch = arch.strip().lower()
+    if arch.startswith("compute_"):
+        arch = "sm_" + arch[len("compute_"):]
+    if not _ARCH.match(arch):
+        raise ValueError(f"arch={arch!r} is not a CUDA architecture; use e.g. 'sm_80', 'sm_90' or 'sm_90a'.")
+    return arch
+
+
+def compile(  # noqa: A001 - the name learners expect
+    source: str,
+    *,
+    arch: str | None = None,
+    name: str | None = None,
+    options: Sequence[str] = (),
+    include_dirs: Iterable[str | Path] = (),
+    name_expressions: Sequence[str] = (),
+    line_offset: int = 0,
+) -> Module:
+    """Compile CUDA C++ with NVRTC (cached on disk); see the module docstring.
+
+    ``name`` is the file name shown in messages; ``name_expressions`` are C++ names of template
+    instantiations to keep (``"gemm<128>"``), which then become kernels of the module; ``line_offset``
+    is subtracted from line numbers in error messages (for sources with a generated prelude).
+    """
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a str of CUDA C++, not {type(source).__name__}")
+    arch = _normalise_arch(arch)
+    program = name or "kernel.cu"
+    user_dirs = [str(Path(d).resolve()) for d in include_dirs]
+    header_dirs = [str(toolchain.tile_library_dir()), *user_dirs]
+    opts = ["-std=c++20", f"-arch={arch}", "--ptxas-options=-v", "-lineinfo", *map(str, options)]
+    key = cache.key(source=source, options=opts, arch=arch, header_dirs=header_dirs,
+                    toolchain=toolchain.fingerprint(), name_expressions=name_expressions)
+    entry = cache.load(key)
+    cached = entry is not None
+    if entry is None:
+        entry = _nvrtc(source, program, opts + [f"-I{d}" for d in [*header_dirs, *toolchain.include_dirs()]],
+                       name_expressions, line_offset)
+        cache.store(key, entry)
+    return Module(source=source, program=program, arch=arch, options=tuple(opts), key=key,
+                  cached=cached, **{k: entry[k] for k in ("cubin", "ptx", "log", "lowered", "seconds")})
+
+
+def _nvrtc(source: str, program: str, opts: list[str], name_expressions: Sequence[str],
+           line_offset: int) -> dict[str, Any]:
+    from cuda.bindings import nvrtc
+
+    def ok(result: Any, what: str) -> Any:
+        err, *rest = result
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise RuntimeError(f"{what}: {nvrtc.nvrtcGetErrorString(err)[1].decode()}")
+        return rest[0] if len(rest) == 1 else rest
+
+    start = time.perf_counter()
+    prog = ok(nvrtc.nvrtcCreateProgram(source.encode(), program.encode(), 0, [], []), "nvrtcCreateProgram")
+    try:
+        for expr in name_expressions:
+            ok(nvrtc.nvrtcAddNameExpression(prog, expr.encode()), f"name expression {expr!r}")
+        encoded = [o.encode() for o in opts]
+        (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
+        size = ok(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
+        buf = b" " * size
+        ok(nvrtc.nvrtcGetProgramLog(prog, buf), "log")
+        log = buf.rstrip(b"\0").decode(errors="replace")
+        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(log, source, program, line_offset)
+        size = ok(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
+        cubin = b" " * size
+        ok(nvrtc.nvrtcGetCUBIN(prog, cubin), "cubin")
+        size = ok(nvrtc.nvrtcGetPTXSize(prog), "ptx size")
+        ptx = b" " * size
+        ok(nvrtc.nvrtcGetPTX(prog, ptx), "ptx")
+        lowered = {}
+        for expr in name_expressions:
+            low = ok(nvrtc.nvrtcGetLoweredName(prog, expr.encode()), f"lowered name of {expr!r}")
+            lowered[expr] = low.decode() if isinstance(low, bytes) else str(low)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    return {"cubin": bytes(cubin), "ptx": ptx.rstrip(b"\0").decode(), "log": log, "lowered": lowered,
+            "seconds": time.perf_counter() - start}
+
+
+_ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
+
+
+class Module:
+    """A compiled translation unit: PTX, cubin, SASS, resources, and its kernels by name."""
+
+    def __init__(self, *, source: str, program: str, arch: str, options: tuple[str, ...], key: str,
+                 cached: bool, cubin: bytes, ptx: str, log: str, lowered: dict[str, str], seconds: float):
+        self.source, self.program, self.arch, self.options = source, program, arch, options
+        self.key, self.cached, self.cubin, self.ptx, self.log = key, cached, cubin, ptx, log
+        self.lowered = dict(lowered)
+        self.compile_seconds = seconds
+        self._kernels: dict[str, Kernel] = {}
+
+    # ---- kernels -------------------------------------------------------------------------------
+    @cached_property
+    def kernels(self) -> list[str]:
+        """Mangled/extern names of the kernels (``.entry`` points) in this module."""
+        return _ENTRY.findall(self.ptx)
+
+    def _resolve(self, name: str) -> str:
+        if name in self.lowered:
+            return self.lowered[name]
+        if name in self.kernels:
+            return name
+        raise KeyError(f"no kernel named {name!r} in {self.program}; kernels: {', '.join(self.kernels) or 'none'}"
+                       " (declare kernels extern \"C\", or pass templates via name_expressions=)")
+
+    def __getitem__(self, name: str) -> Kernel:
+        low = self._resolve(name)
+        if low not in self._kernels:
+            self._kernels[low] = Kernel(self, low, name)
+        return self._kernels[low]
+
+    def __getattr__(self, name: str) -> Kernel:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError as e:
+            raise AttributeError(str(e)) from None
+
+    def __iter__(self):
+        return (self[k] for k in self.kernels)
+
+    def _only(self) -> Kernel:
+        if len(self.kernels) != 1:
+            raise ValueError(f"{self.program} has {len(self.kernels)} kernels ({', '.join(self.kernels)}); "
+                             "pick one: module['name'].registers")
+        return self[self.kernels[0]]
+
+    # ---- inspection ------------------------------------------------------------------------------
+    @cached_property
+    def _ptxas(self) -> dict[str, dict[str, int]]:
+        return sass.parse_ptxas_log(self.log)
+
+    @cached_property
+    def _sass(self) -> dict[str, str]:
+        return sass.disassemble(self.cubin)
+
+    @property
+    def sass(self) -> str:
+        """SASS of every kernel in the module."""
+        return "".join(self._sass.values())
+
+    @property
+    def registers(self) -> int:
+        return self._only().registers
+
+    @property
+    def shared_bytes(self) -> int:
+        return self._only().shared_bytes
+
+    @property
+    def spill_bytes(self) -> int:
+        return self._only().spill_bytes
+
+    @property
+    def stack_bytes(self) -> int:
+        return self._only().stack_bytes
+
+    @property
+    def histogram(self) -> Counter[str]:
+        """Instruction counts (base opcodes) over all kernels in the module."""
+        total: Counter[str] = Counter()
+        for k in self:
+            total.update(k.histogram)
+        return total
+
+    def summary(self) -> str:
+        rows = [f"{self.program} → {self.arch}  ({'cached' if self.cached else f'{self.compile_seconds:.2f} s'})"]
+        for k in self:
+            rows.append("  " + k.summary())
+        return "\n".join(rows)
+
+    def __repr__(self) -> str:
+        return f"<tklab.Module {self.program} {self.arch} kernels={self.kernels}>"
+
+    def _repr_html_(self) -> str:
+        head = ("<tr><th>kernel</th><th>registers</th><th>static smem</th><th>spills</th>"
+                "<th>top instructions</th></tr>")
+        body = "".join(k._html_row() for k in self)
+        when = "from cache" if self.cached else f"compiled in {self.compile_seconds:.2f} s"
+        return (f"<div><b>{html.escape(self.program)}</b> → <code>{self.arch}</code> ({when})"
+                f"<table>{head}{body}</table></div>")
+
+
+# Instructions a lesson cares about, in the order the summary lists them.
+NOTABLE = ("HGMMA", "HMMA", "LDSM", "STSM", "UTMALDG", "UTMASTG", "LDGSTS", "LDG", "STG", "LDS", "STS",
+           "LDL", "STL", "FFMA", "BAR", "SHFL")
+
+
+class Kernel:
+    """One kernel of a module: its resources, SASS, instruction mix, and ``__call__`` to launch it."""
+
+    def __init__(self, module: Module, lowered: str, display: str):
+        self.module, self.name, self.display_name = module, lowered, display
+
+    @cached_property
+    def resources(self) -> sass.Resources:
+        ptxas = self.module._ptxas.get(self.name, {})
+        usage: dict[str, int] = {}
+        if "smem" in ptxas:
+            usage["SHARED"] = ptxas["smem"]
+        else:
+            usage = sass.resource_usage(self.module.cubin).get(self.name, {})
+        return sass.combine_resources(usage, ptxas)
+
+    registers = property(lambda self: self.resources.registers)
+    shared_bytes = property(lambda self: self.resources.shared_bytes)
+    spill_bytes = property(lambda self: self.resources.spill_bytes)
+    stack_bytes = property(lambda self: self.resources.stack_bytes)
+
+    @property
+    def sass(self) -> str:
+        return self.module._sass.get(self.name, "")
+
+    @cached_property
+    def histogram(self) -> Counter[str]:
+        return sass.histogram(self.sass)
+
+    @cached_property
+    def params(self) -> list[signature.Param] | None:
+        """The kernel's parameters as declared in the source (None if the declaration was not found)."""
+        return signature.find(self.module.source, self.display_name.split("<", 1)[0])
+
+    def summary(self) -> str:
+        notable = ", ".join(f"{op}×{self.histogram[op]}" for op in NOTABLE if self.histogram.get(op))
+        return (f"{self.display_name}: {self.registers} registers, {self.shared_bytes} B static smem, "
+                f"{self.spill_bytes} B spilled; {notable or 'no notable instructions'}")
+
+    def _html_row(self) -> str:
+        notable = ", ".join(f"{op}×{self.histogram[op]}" for op in NOTABLE if self.histogram.get(op))
+        spill = f"<b style='color:#c00'>{self.spill_bytes} B</b>" if self.spill_bytes else "0"
+        return (f"<tr><td><code>{html.escape(self.display_name)}</code></td><td>{self.registers}</td>"
+                f"<td>{self.shared_bytes} B</td><td>{spill}</td><td>{html.escape(notable)}</td></tr>")
+
+    def __call__(self, grid: Any, block: Any, args: Sequence[Any] = (), *, shared_mem: int = 0,
+                 stream: Any = None, sync: bool = False) -> None:
+        """Launch on the GPU, CuPy ``RawKernel`` style: ``k(grid, block, (a, b, n), shared_mem=...)``."""
+        from . import launch
+
+        launch.launch(self, grid, block, args, shared_mem=shared_mem, stream=stream, sync=sync)
+
+    def __repr__(self) -> str:
+        return f"<tklab.Kernel {self.display_name} ({self.module.arch})>"
+
+    def _repr_html_(self) -> str:
+        return f"<table>{self._html_row()}</table>"
