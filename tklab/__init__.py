@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 
 _LAZY_MODULES = {"banks", "bench", "cache", "ceilings", "check", "doctor", "exercises", "gpu", "grade",
                  "launch", "layouts", "magic", "sass", "signature", "tma", "toolchain", "widgets",
-                 "numba_compat", "report"}
+                 "numba_compat", "report", "recorded"}
 _LAZY_NAMES = {"bench": ("bench", "bench"), "BenchResult": ("bench", "BenchResult"),
                "check": ("check", "check"), "LaunchError": ("launch", "LaunchError")}
 

@@ -52,6 +52,10 @@ class CompileError(Exception):
             out.append(self.log.strip())
         return "\n".join(out)
 
+    def _render_traceback_(self) -> list[str]:
+        """IPython shows this instead of a Python traceback: the learner's lines, not tklab's."""
+        return ["CompileError: " + str(self)]
+
     @property
     def lines(self) -> list[int]:
         """Line numbers (as the learner sees them) of the errors in the learner's own source."""

@@ -1,0 +1,44 @@
+# tklab — two commands: `make lab` starts the workbook, `make test` runs the tests.
+# Both create .venv and install tklab with its dependencies from PyPI (no system CUDA toolkit needed).
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PORT   ?= 8888
+# The CuPy wheel for your driver: cupy-cuda13x (CUDA 13 drivers, e.g. our H200), cupy-cuda12x for CUDA 12.
+CUPY   ?= cupy-cuda13x
+# Set WHEELHOUSE=/path/to/wheels to install offline (GPU boxes without internet); see README.
+WHEELHOUSE ?=
+PIP_FLAGS := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
+
+.PHONY: lab test lint gpu-check install clean-cache
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q $(PIP_FLAGS) --upgrade pip
+	$(PY) -m pip install -q $(PIP_FLAGS) -e '.[dev]' $(CUPY)
+	@touch $@
+
+install: $(VENV)/.installed
+
+lab: install
+	@echo "Starting JupyterLab on port $(PORT) (open the URL printed below; notebooks are in notebooks/)"
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --port=$(PORT) --ip=$${LAB_IP:-127.0.0.1} \
+		$$( [ -z "$$DISPLAY" ] && echo --no-browser )
+
+test: install
+	$(PY) -m ruff check tklab tests bench
+	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks
+
+lint: install
+	$(PY) -m ruff check tklab tests bench
+
+# On a machine with an NVIDIA GPU: GPU tests, every notebook, the benchmarks, and a dated report in
+# bench/results/. Uses the current Python environment if GPU_PYTHON is set (e.g. a cluster module).
+GPU_PYTHON ?= $(PY)
+gpu-check:
+	$(GPU_PYTHON) -m tklab.report --out bench/results
+
+clean-cache:
+	rm -rf $${TKLAB_CACHE_DIR:-$$HOME/.cache/tklab} .cache

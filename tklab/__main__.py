@@ -1,0 +1,31 @@
+"""``python -m tklab <verb>``: doctor, exercises, check, grade, report."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+VERBS = {
+    "doctor": ("tklab.doctor", "what works on this machine and what a missing piece costs"),
+    "exercises": ("tklab.exercises", "regenerate exercises/ from solutions/ (--check to verify)"),
+    "check": ("tklab.check", "check a learner's file: python -m tklab check exercises/ch02_smem_tiling.cu"),
+    "grade": ("tklab.grade", "grade a class: python -m tklab grade --class DIR"),
+    "report": ("tklab.report", "GPU check and benchmarks, report to bench/results/ (make gpu-check)"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help") or argv[0] not in VERBS:
+        if argv and argv[0] not in ("-h", "--help", "help"):
+            print(f"tklab: unknown command {argv[0]!r}\n", file=sys.stderr)
+        print("usage: python -m tklab <command> [options]\n")
+        for verb, (_, text) in VERBS.items():
+            print(f"  {verb:<10} {text}")
+        return 0 if not argv or argv[0] in ("-h", "--help", "help") else 2
+    module = importlib.import_module(VERBS[argv[0]][0])
+    return int(module.main(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
