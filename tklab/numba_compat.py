@@ -6,11 +6,17 @@ anything. ``row_stack`` was an exact alias of ``vstack`` (deprecated in numpy 2.
 alias is behaviour-preserving. ``patch()`` only adds the name when it is missing; it never replaces
 anything numpy still has. Call it before importing ``numba.cuda`` (``tklab.numba_compat.cuda()``
 does both).
+
+``cuda()`` also picks numba's CUDA simulator when there is no GPU (``NUMBA_ENABLE_CUDASIM=1``), so
+chapter 01's kernels run on a laptop; it must run before anything imports ``numba.cuda``.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import os
+import sys
 
 import numpy as np
 
@@ -23,9 +29,20 @@ def patch() -> bool:
     return True
 
 
-def cuda() -> Any:
-    """``numba.cuda``, imported after ``patch()``."""
+def cuda(simulate: bool | None = None) -> Any:
+    """``numba.cuda``, imported after ``patch()``; the simulator when there is no GPU (or ``simulate=True``)."""
     patch()
+    if simulate is None:
+        from . import gpu
+
+        simulate = not gpu.available()
+    wanted = "1" if simulate else "0"
+    if "numba.cuda" in sys.modules:
+        if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != wanted:
+            raise RuntimeError("numba.cuda was already imported in the other mode; restart the kernel "
+                               "and call tklab.numba_compat.cuda() before importing numba.cuda")
+    else:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = wanted
     from numba import cuda as numba_cuda
 
     return numba_cuda
