@@ -1,0 +1,102 @@
+// Global memory <-> registers, directly: load(tile, gl, coord), store(gl, tile, coord).
+//
+// Each lane reads or writes exactly the elements its fragment holds (layout.cuh). For a row tile the
+// 4 lanes of a group touch 16 (bf16) or 32 (fp32) contiguous bytes of one row: fine for an epilogue
+// or a test, but the fast path for operands goes through shared memory (global_shared.cuh, then
+// shared_register.cuh). The element types may differ: values are converted on the way.
+#pragma once
+
+#include "../../types/types.cuh"
+
+namespace tk {
+
+/// dst = tile `t` (in units of dst's size) of src.
+template <element T, int R, int C, rt_layout L, typename U>
+__device__ inline void load(rt<T, R, C, L>& dst, const gl<U>& src, coord t) {
+    const U* base = src.template tile_ptr<R, C>(t);
+    const int lane = laneid();
+#pragma unroll
+    for (int i = 0; i < R / TILE; i++) {
+#pragma unroll
+        for (int j = 0; j < C / TILE; j++) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
+                const U* p0 = base + size_t(TILE * i + e0.r) * src.stride + TILE * j + e0.c;
+                const U* p1 = base + size_t(TILE * i + e1.r) * src.stride + TILE * j + e1.c;
+                if constexpr (cuda::std::is_same_v<L, row>) {  // the pair is contiguous: one access
+                    dst.tiles[i][j].data[k] = from_float2<T>(to_float2(*reinterpret_cast<const pair_t<cuda::std::remove_cv_t<U>>*>(p0)));
+                } else {
+                    dst.tiles[i][j].data[k] = make_pair<T>(*p0, *p1);
+                }
+            }
+        }
+    }
+}
+
+/// Tile `t` (in units of src's size) of dst = src.
+template <typename U, element T, int R, int C, rt_layout L>
+__device__ inline void store(const gl<U>& dst, const rt<T, R, C, L>& src, coord t) {
+    static_assert(!cuda::std::is_const_v<U>, "store: the global layout is read-only (gl<const T>)");
+    U* base = dst.template tile_ptr<R, C>(t);
+    const int lane = laneid();
+#pragma unroll
+    for (int i = 0; i < R / TILE; i++) {
+#pragma unroll
+        for (int j = 0; j < C / TILE; j++) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
+                U* p0 = base + size_t(TILE * i + e0.r) * dst.stride + TILE * j + e0.c;
+                U* p1 = base + size_t(TILE * i + e1.r) * dst.stride + TILE * j + e1.c;
+                const float2 x = to_float2(src.tiles[i][j].data[k]);
+                if constexpr (cuda::std::is_same_v<L, row>) {
+                    *reinterpret_cast<pair_t<U>*>(p0) = from_float2<U>(x);
+                } else {
+                    *p0 = from_float<U>(x.x);
+                    *p1 = from_float<U>(x.y);
+                }
+            }
+        }
+    }
+}
+
+/// dst = src[0 .. N): each lane reads the entries its layout holds.
+template <element T, int N, rv_layout VL, typename U>
+__device__ inline void load(rv<T, N, VL>& dst, const U* src) {
+    const int lane = laneid();
+#pragma unroll
+    for (int b = 0; b < N / TILE; b++) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if constexpr (cuda::std::is_same_v<VL, lane_g>) {
+                dst.data[b][h] = from_float<T>(to_float(src[vector_index<VL>(lane, b, h)]));
+            } else {
+                dst.data[b][h] = make_pair<T>(src[vector_index<VL>(lane, b, h, 0)], src[vector_index<VL>(lane, b, h, 1)]);
+            }
+        }
+    }
+}
+
+/// dst[0 .. N) = src. Every entry is held by 4 (lane_g) or 8 (lane_t) lanes; one of them writes it.
+template <typename U, element T, int N, rv_layout VL>
+__device__ inline void store(U* dst, const rv<T, N, VL>& src) {
+    const int lane = laneid();
+    const bool writer = cuda::std::is_same_v<VL, lane_g> ? lane % 4 == 0 : lane < 4;
+    if (!writer) return;
+#pragma unroll
+    for (int b = 0; b < N / TILE; b++) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if constexpr (cuda::std::is_same_v<VL, lane_g>) {
+                dst[vector_index<VL>(lane, b, h)] = from_float<U>(to_float(src.data[b][h]));
+            } else {
+                const float2 x = to_float2(src.data[b][h]);
+                dst[vector_index<VL>(lane, b, h, 0)] = from_float<U>(x.x);
+                dst[vector_index<VL>(lane, b, h, 1)] = from_float<U>(x.y);
+            }
+        }
+    }
+}
+
+}  // namespace tk

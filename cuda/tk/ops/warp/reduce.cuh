@@ -1,0 +1,100 @@
+// Row and column reductions: v[r] = max/sum over row r of a tile (or over each column).
+//
+// Take a row tile and a row reduction. Row g of a subtile lives in the 4 lanes of group g, each lane
+// holding 4 of its 16 values (2 pairs), in every subtile along the row. So: (1) each lane folds its own
+// values across the row's subtiles, (2) the 4 lanes of the group combine with two butterfly shuffles
+// (xor 1, xor 2). After that every lane of the group has the result: a lane_g vector, for free.
+// A column reduction folds the two row halves instead, then shuffles across the 8 groups (xor 4, 8, 16)
+// and yields a lane_t vector. A col tile swaps the two cases.
+//
+// The 3-argument forms accumulate: row_max(m, s, m) is m[r] = max(m[r], max of row r of s).
+#pragma once
+
+#include "maps.cuh"
+
+namespace tk {
+
+namespace detail {
+template <bool ROWS, register_vector V, register_tile A, typename F>
+__device__ inline void reduce(V& v, const A& a, F f, const V* prev) {
+    constexpr bool along_g = (ROWS == A::is_row);  // result indexed by the group-owned axis
+    static_assert(cuda::std::is_same_v<typename V::layout, cuda::std::conditional_t<along_g, lane_g, lane_t>>,
+                  "vector layout does not match: row_* ops give the tile's col_vec, col_* ops its row_vec");
+    static_assert(V::length == (ROWS ? A::rows : A::cols), "vector length does not match the tile");
+    constexpr int n_blocks = ROWS ? A::height : A::width;  // 16-blocks of the result
+    constexpr int n_other = ROWS ? A::width : A::height;   // subtiles folded into each block
+    using T = typename V::dtype;
+#pragma unroll
+    for (int b = 0; b < n_blocks; b++) {
+        const auto& first = ROWS ? a.tiles[b][0] : a.tiles[0][b];
+        if constexpr (along_g) {
+            float acc[2];  // entries g and g+8 of this block
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float2 x = to_float2(first.data[h]);
+                acc[h] = f(x.x, x.y);
+            }
+#pragma unroll
+            for (int o = 0; o < n_other; o++) {
+                const auto& sub = ROWS ? a.tiles[b][o] : a.tiles[o][b];
+#pragma unroll
+                for (int k = (o == 0 ? 2 : 0); k < 4; k++) {
+                    const float2 x = to_float2(sub.data[k]);
+                    acc[k & 1] = f(f(acc[k & 1], x.x), x.y);
+                }
+            }
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                acc[h] = f(acc[h], __shfl_xor_sync(0xffffffffu, acc[h], 1));  // lanes t and t^1
+                acc[h] = f(acc[h], __shfl_xor_sync(0xffffffffu, acc[h], 2));  // lanes t and t^2
+                if (prev) acc[h] = f(acc[h], to_float(prev->data[b][h]));
+                v.data[b][h] = from_float<T>(acc[h]);
+            }
+        } else {
+            float2 acc[2];  // entry pairs 2t(+1) and 2t+8(+1) of this block
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+                const float2 x = to_float2(first.data[2 * q]), y = to_float2(first.data[2 * q + 1]);
+                acc[q] = make_float2(f(x.x, y.x), f(x.y, y.y));  // the quadrant's two row halves
+            }
+#pragma unroll
+            for (int o = 1; o < n_other; o++) {
+                const auto& sub = ROWS ? a.tiles[b][o] : a.tiles[o][b];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const float2 x = to_float2(sub.data[k]);
+                    acc[k >> 1] = make_float2(f(acc[k >> 1].x, x.x), f(acc[k >> 1].y, x.y));
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < 2; q++) {
+#pragma unroll
+                for (int m = 4; m < 32; m *= 2) {  // across the 8 groups
+                    acc[q].x = f(acc[q].x, __shfl_xor_sync(0xffffffffu, acc[q].x, m));
+                    acc[q].y = f(acc[q].y, __shfl_xor_sync(0xffffffffu, acc[q].y, m));
+                }
+                if (prev) {
+                    const float2 p = to_float2(prev->data[b][q]);
+                    acc[q] = make_float2(f(acc[q].x, p.x), f(acc[q].y, p.y));
+                }
+                v.data[b][q] = from_float2<T>(acc[q]);
+            }
+        }
+    }
+}
+}  // namespace detail
+
+#define TK_REDUCE(name, rows, fn)                                                                   \
+    template <register_vector V, register_tile A>                                                   \
+    __device__ inline void name(V& v, const A& a) { detail::reduce<rows>(v, a, op::fn{}, (const V*)nullptr); } \
+    template <register_vector V, register_tile A>                                                   \
+    __device__ inline void name(V& v, const A& a, const V& prev) { detail::reduce<rows>(v, a, op::fn{}, &prev); }
+TK_REDUCE(row_max, true, max)
+TK_REDUCE(row_min, true, min)
+TK_REDUCE(row_sum, true, add)
+TK_REDUCE(col_max, false, max)
+TK_REDUCE(col_min, false, min)
+TK_REDUCE(col_sum, false, add)
+#undef TK_REDUCE
+
+}  // namespace tk

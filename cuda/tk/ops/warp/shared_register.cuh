@@ -1,0 +1,133 @@
+// Shared tiles <-> register tiles: ldmatrix (and stmatrix on sm_90) for 16-bit types.
+//
+// ldmatrix.x4 loads four 8x8 matrices of 16-bit values at once. Lane l names the address of one
+// 16-byte row: row l%8 of matrix l/8. Back comes, in register m of lane (g, t), row g / columns 2t, 2t+1
+// of matrix m -- the fragment layout, quadrant by quadrant. So we point matrix m at quadrant m of the
+// subtile (m&1: row half, m>>1: column half) and the four registers are exactly pairs [0..3] of a row
+// subtile. With .trans each 8x8 matrix arrives transposed: pointing matrix m at quadrant (m>>1, m&1)
+// fills a col subtile. 8 lanes read 8 rows of 16 bytes per step; with a swizzled tile those 8 chunks sit
+// in 8 different bank groups, so a step is one conflict-free wavefront.
+//
+// An optional coord picks a sub-block of the shared tile, in units of the register tile's size:
+// load(a, a_smem, {warp_row, k}) reads rows [warp_row*R, +R), columns [k*C, +C).
+// fp32 tiles (no ldmatrix for 32-bit) are read and written element-pair by element-pair.
+#pragma once
+
+#include "../../types/types.cuh"
+#include "global_register.cuh"
+
+namespace tk {
+
+namespace detail {
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ inline void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                 ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+}
+__device__ inline void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
+                 ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+}
+#endif
+
+/// The row (inside a subtile) whose 16-byte segment lane gives to ldmatrix/stmatrix, and its column.
+template <rt_layout L>
+__device__ inline rc matrix_row_of_lane(int lane) {
+    const int m = lane / 8, w = lane % 8;  // matrix m, its row w
+    if constexpr (cuda::std::is_same_v<L, row>) return {8 * (m & 1) + w, 8 * (m >> 1)};
+    else return {8 * (m >> 1) + w, 8 * (m & 1)};
+}
+}  // namespace detail
+
+/// dst = the sub-block t (in units of dst's size) of src.
+template <element T, int R, int C, rt_layout L, int SR, int SC, typename S>
+__device__ inline void load(rt<T, R, C, L>& dst, const st<T, SR, SC, S>& src, coord t = {0, 0}) {
+    static_assert(SR % R == 0 && SC % C == 0, "the register tile must tile the shared tile");
+    const int r0 = t.r * R, c0 = t.c * C, lane = laneid();
+    if constexpr (sizeof(T) == 2) {
+        const rc m = detail::matrix_row_of_lane<L>(lane);
+#pragma unroll
+        for (int i = 0; i < R / TILE; i++) {
+#pragma unroll
+            for (int j = 0; j < C / TILE; j++) {
+                uint32_t r[4];
+                const uint32_t addr = src.addr(r0 + TILE * i + m.r, c0 + TILE * j + m.c);
+                if constexpr (cuda::std::is_same_v<L, row>) detail::ldmatrix_x4(r, addr);
+                else detail::ldmatrix_x4_trans(r, addr);
+#pragma unroll
+                for (int k = 0; k < 4; k++) as_u32<T>(dst.tiles[i][j].data[k]) = r[k];
+            }
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < R / TILE; i++)
+#pragma unroll
+            for (int j = 0; j < C / TILE; j++)
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
+                    const int ra = r0 + TILE * i, ca = c0 + TILE * j;
+                    if constexpr (cuda::std::is_same_v<L, row>)  // neighbours share a 16-byte chunk
+                        dst.tiles[i][j].data[k] = *reinterpret_cast<const float2*>(&src(ra + e0.r, ca + e0.c));
+                    else
+                        dst.tiles[i][j].data[k] = make_float2(src(ra + e0.r, ca + e0.c), src(ra + e1.r, ca + e1.c));
+                }
+    }
+}
+
+/// The sub-block t (in units of src's size) of dst = src. stmatrix on sm_90, plain stores before.
+template <element T, int R, int C, rt_layout L, int SR, int SC, typename S>
+__device__ inline void store(st<T, SR, SC, S>& dst, const rt<T, R, C, L>& src, coord t = {0, 0}) {
+    static_assert(SR % R == 0 && SC % C == 0, "the register tile must tile the shared tile");
+    const int r0 = t.r * R, c0 = t.c * C, lane = laneid();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (sizeof(T) == 2) {
+        const rc m = detail::matrix_row_of_lane<L>(lane);
+#pragma unroll
+        for (int i = 0; i < R / TILE; i++) {
+#pragma unroll
+            for (int j = 0; j < C / TILE; j++) {
+                uint32_t r[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) r[k] = as_u32<T>(src.tiles[i][j].data[k]);
+                const uint32_t addr = dst.addr(r0 + TILE * i + m.r, c0 + TILE * j + m.c);
+                if constexpr (cuda::std::is_same_v<L, row>) detail::stmatrix_x4(addr, r);
+                else detail::stmatrix_x4_trans(addr, r);
+            }
+        }
+        return;
+    }
+#endif
+#pragma unroll
+    for (int i = 0; i < R / TILE; i++)
+#pragma unroll
+        for (int j = 0; j < C / TILE; j++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
+                const int ra = r0 + TILE * i, ca = c0 + TILE * j;
+                if constexpr (cuda::std::is_same_v<L, row>) {
+                    *reinterpret_cast<pair_t<T>*>(&dst(ra + e0.r, ca + e0.c)) = src.tiles[i][j].data[k];
+                } else {
+                    const float2 x = to_float2(src.tiles[i][j].data[k]);
+                    dst(ra + e0.r, ca + e0.c) = from_float<T>(x.x);
+                    dst(ra + e1.r, ca + e1.c) = from_float<T>(x.y);
+                }
+            }
+}
+
+/// Register vector <- shared vector, and back (one lane writes each entry).
+template <element T, int N, rv_layout VL, element U>
+__device__ inline void load(rv<T, N, VL>& dst, const sv<U, N>& src) { load(dst, src.data); }
+template <element U, element T, int N, rv_layout VL>
+__device__ inline void store(sv<U, N>& dst, const rv<T, N, VL>& src) { store(dst.data, src); }
+
+}  // namespace tk

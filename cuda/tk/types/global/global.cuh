@@ -1,0 +1,4 @@
+// Global-memory types.
+#pragma once
+
+#include "gl.cuh"
