@@ -48,8 +48,10 @@ class CompileError(Exception):
                 for n in range(first, min(len(lines), line + 1) + 1):
                     mark = ">" if n == line else " "
                     out.append(f"  {mark}{n - self.line_offset:4d} | {lines[n - 1]}")
-        if not self.diagnostics:
-            out.append(self.log.strip())
+        if not any(kind == "error" for _, _, kind, _ in self.diagnostics):
+            # Errors from ptxas (the assembler) or the driver have no file(line) prefix: show them raw.
+            raw = [ln for ln in self.log.splitlines() if "error" in ln.lower() or "fatal" in ln.lower()]
+            out.extend(raw or [self.log.strip()])
         return "\n".join(out)
 
     def _render_traceback_(self) -> list[str]:
@@ -165,7 +167,7 @@ def _nvrtc(source: str, program: str, opts: list[str], name_expressions: Sequenc
             "seconds": time.perf_counter() - start}
 
 
-_ENTRY = re.compile(r"^\s*\.(?:visible\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
+_ENTRY = re.compile(r"^\s*(?:\.(?:visible|weak|extern)\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
 
 
 class Module:

@@ -30,7 +30,7 @@ _DEFAULT_SMEM = 48 * 1024
 
 
 def _dims(value: Any, what: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    dims = (value,) if isinstance(value, (int, np.integer, float)) else tuple(value)
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and d >= 1 for d in dims):
         raise ValueError(f"{what} must be a positive int or a tuple of 1-3 positive ints, got {value!r}")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
