@@ -1,0 +1,52 @@
+// A ring of shared-memory stages between one producer (TMA) and consumer warpgroups (wgmma).
+//
+// Stage s has two mbarriers. full[s]: the producer announces the stage's bytes and TMA completes the
+// phase when they land. empty[s]: every consumer warp arrives once it is done reading the stage, which
+// hands it back to the producer. Both sides walk the ring with a cursor {stage, phase}; the phase
+// parity flips each time the cursor wraps, so a barrier is never confused with its previous round.
+//
+//   producer:  wait(p.empty[c.stage], c.phase ^ 1);  // slot free? (passes at once on the first lap)
+//              arrive_expect_bytes(p.full[c.stage], bytes);  tma::load_async(..., p.full[c.stage], ...);
+//   consumer:  wait(p.full[c.stage], c.phase);  ...mma, mma_async_wait...;  p.release(c.stage);
+//   both:      c.advance();
+#pragma once
+
+#include "mbarrier.cuh"
+
+namespace tk {
+
+template <int STAGES>
+struct pipeline {
+    mbarrier full[STAGES];
+    mbarrier empty[STAGES];
+
+    /// One thread, before the block's first __syncthreads(): `consumer_warps` arrivals free a stage.
+    __device__ void init(int consumer_warps) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            init_mbarrier(full[s], 1);  // the producer's arrive_expect_bytes; TMA brings the bytes
+            init_mbarrier(empty[s], consumer_warps);
+        }
+        fence_mbarrier_init();
+    }
+
+    /// A consumer warp is done with `stage` (call from all its lanes after its reads completed).
+    __device__ void release(int stage) {
+        if (laneid() == 0) arrive(empty[stage]);
+    }
+};
+
+/// Position in the ring: which stage, and the parity of the lap we are on.
+template <int STAGES>
+struct ring_cursor {
+    int stage = 0;
+    uint32_t phase = 0;
+    __device__ void advance() {
+        if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+};
+
+}  // namespace tk

@@ -1,0 +1,63 @@
+// TMA for whole shared tiles: the copies that fill an st<> from a tensor map, and write it back.
+//
+// An st<> with a swizzle is stored as panels one swizzle span wide (st.cuh); TMA writes one panel per
+// box (at most 256 rows), so a tile takes panels x row-blocks copies, each landing at the panel's own
+// offset. The tensor map must have been built for this tile (tklab.tma.tensor_map(x, (R, C))): its box
+// is one panel and its swizzle the tile's. Tile coordinates count in tiles, as for gl<> (coord{r, c}
+// = rows [r*R, r*R+R), columns [c*C, c*C+C)).
+//
+// Loading, as one producer thread does it:
+//     tk::arrive_expect_bytes(bar, sizeof(tile));        // announce the bytes, then
+//     tk::tma::load_async(tile, tmap, bar, {i, k});        // start the copies;
+//     ...  tk::wait(bar, phase);                            // consumers wait for the bytes.
+#pragma once
+
+#include "../types/shared/st.cuh"
+#include "../types/global/gl.cuh"
+#include "tma_raw.cuh"
+
+namespace tk::tma {
+
+/// How TMA sees a shared tile: box = panel_cols x box_rows, repeated over panels and row blocks.
+template <shared_tile ST>
+struct tile_boxes {
+    static constexpr int box_rows = ST::rows < 256 ? ST::rows : 256;
+    static constexpr int row_blocks = ST::rows / box_rows;
+    static_assert(ST::rows % box_rows == 0, "TMA tiles taller than 256 rows must be a multiple of 256");
+    static_assert(ST::panel_cols <= 256, "an unswizzled TMA tile row is at most 256 elements");
+
+    /// Issue op(shared pointer, row, col) for every box of tile t.
+    template <typename Op>
+    __device__ static void each(const ST& tile, coord t, Op op) {
+#pragma unroll
+        for (int p = 0; p < ST::panels; ++p) {
+#pragma unroll
+            for (int b = 0; b < row_blocks; ++b) {
+                const int r = b * box_rows, c = p * ST::panel_cols;
+                op(reinterpret_cast<const char*>(tile.data) + ST::byte_offset(r, c), t.r * ST::rows + r,
+                   t.c * ST::cols + c);
+            }
+        }
+    }
+};
+
+/// Start loading tile t of the tensor into `dst`; `bar` receives sizeof(dst) bytes when it lands.
+template <shared_tile ST>
+__device__ inline void load_async(ST& dst, const CUtensorMap& map, mbarrier& bar, coord t) {
+    tile_boxes<ST>::each(dst, t, [&](const char* p, int r, int c) { load_box(const_cast<char*>(p), map, bar, r, c); });
+}
+
+/// Start storing `src` to tile t of the tensor. Then store_commit(), and store_wait_read() before
+/// overwriting src. Threads that wrote src with ordinary stores must fence_proxy_async() first.
+template <shared_tile ST>
+__device__ inline void store_async(const CUtensorMap& map, const ST& src, coord t) {
+    tile_boxes<ST>::each(src, t, [&](const char* p, int r, int c) { store_box(map, p, r, c); });
+}
+
+/// Like store_async, but adds src into the tensor (atomic per element: tiles from many blocks may meet).
+template <shared_tile ST>
+__device__ inline void store_add_async(const CUtensorMap& map, const ST& src, coord t) {
+    tile_boxes<ST>::each(src, t, [&](const char* p, int r, int c) { store_add_box(map, p, r, c); });
+}
+
+}  // namespace tk::tma

@@ -1,0 +1,94 @@
+// Warpgroup matrix multiply: D (+)= A * B on the tensor cores with wgmma, 64 rows at a time.
+//
+// All 128 threads of a warpgroup call these together. D is 64 x N in fp32, held as each warp's share:
+// the 16 rows 16*warpid() .. +15, an rt<float, 16, N> (register-tile layout). A is 64 x K, B is K x N;
+// K is a multiple of 16 and one call issues K/16 wgmma instructions, then commits them as ONE group.
+// The call returns at once: the tensor core keeps running. Before reading D, or overwriting the
+// shared tiles it reads, wait:  mma_async_wait<0>()  (or <1> to keep the newest group in flight).
+//
+//   mma_AB  (d, a, b)   d += a * b       a: st 64 x K   (K-major)   b: st K x N (MN-major)
+//   mma_ABt (d, a, b)   d += a * b^T     a: st 64 x K                b: st N x K (K-major)
+//   mma_AtB (d, a, b)   d += a^T * b     a: st K x 64   (MN-major)   b: st K x N
+//   mma_AtBt(d, a, b)   d += a^T * b^T
+//   mm_*    (d, a, b)   d  = ...         (the old contents of d are ignored)
+// A may also be a register tile rt<T, 16, K> (each warp's 16 rows; row layout): mma_AB / mma_ABt.
+#pragma once
+
+#include "../../hopper/descriptor.cuh"
+#include "../../hopper/wgmma_instr.cuh"
+
+namespace tk::warpgroup {
+
+namespace detail {
+using wgmma::major;
+
+/// The common loop: one wgmma per 16-deep slice of K. MA / MB: how A and B are stored.
+template <major MA, major MB, int N, shared_tile SA, shared_tile SB>
+__device__ inline void mma_ss(rt<float, 16, N>& d, const SA& a, const SB& b, bool accumulate) {
+    using T = typename SA::dtype;
+    static_assert(cuda::std::is_same_v<T, typename SB::dtype>, "A and B must hold the same element type");
+    constexpr int K = MA == major::k ? SA::cols : SA::rows;
+    constexpr int M = MA == major::k ? SA::rows : SA::cols;
+    static_assert(M == 64, "a warpgroup's A operand has 64 rows (M = 64)");
+    static_assert((MB == major::k ? SB::cols : SB::rows) == K, "inner dimensions of A and B differ");
+    static_assert((MB == major::k ? SB::rows : SB::cols) == N, "B's N does not match the accumulator");
+    wgmma::fence();
+#pragma unroll
+    for (int k = 0; k < K / 16; ++k) {
+        wgmma::instr<T, N>::template ss<MA == major::mn, MB == major::mn>(
+            d, wgmma::descriptor<MA>(a, k), wgmma::descriptor<MB>(b, k), accumulate || k > 0);
+    }
+    wgmma::commit_group();
+}
+
+template <major MB, int N, element16 T, int K, shared_tile SB>
+__device__ inline void mma_rs(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, const SB& b, bool accumulate) {
+    static_assert(cuda::std::is_same_v<T, typename SB::dtype>, "A and B must hold the same element type");
+    static_assert((MB == major::k ? SB::cols : SB::rows) == K, "inner dimensions of A and B differ");
+    static_assert((MB == major::k ? SB::rows : SB::cols) == N, "B's N does not match the accumulator");
+    wgmma::fence();
+#pragma unroll
+    for (int k = 0; k < K / 16; ++k) {
+        const uint32_t regs[4] = {as_u32<T>(a.tiles[0][k].data[0]), as_u32<T>(a.tiles[0][k].data[1]),
+                                  as_u32<T>(a.tiles[0][k].data[2]), as_u32<T>(a.tiles[0][k].data[3])};
+        wgmma::instr<T, N>::template rs<MB == major::mn>(d, regs, wgmma::descriptor<MB>(b, k), accumulate || k > 0);
+    }
+    wgmma::commit_group();
+}
+}  // namespace detail
+
+using wgmma::major;
+
+// ---- A and B from shared memory -------------------------------------------------------------------
+template <int N, shared_tile SA, shared_tile SB>
+__device__ inline void mma_AB(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::k, major::mn>(d, a, b, true); }
+template <int N, shared_tile SA, shared_tile SB>
+__device__ inline void mm_AB(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::k, major::mn>(d, a, b, false); }
+template <int N, shared_tile SA, shared_tile SB>
+__device__ inline void mma_ABt(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::k, major::k>(d, a, b, true); }
+template <int N, shared_tile SA, shared_tile SB>
+__device__ inline void mm_ABt(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::k, major::k>(d, a, b, false); }
+template <int N, shared_tile SA, shared_tile SB>
+__device__ inline void mma_AtB(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::mn, major::mn>(d, a, b, true); }
+template <int N, shared_tile SA, shared_tile SB>
+__device__ inline void mm_AtB(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::mn, major::mn>(d, a, b, false); }
+template <int N, shared_tile SA, shared_tile SB>
+__device__ inline void mma_AtBt(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::mn, major::k>(d, a, b, true); }
+template <int N, shared_tile SA, shared_tile SB>
+__device__ inline void mm_AtBt(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::mn, major::k>(d, a, b, false); }
+
+// ---- A from registers (each warp's 16 rows), B from shared memory -----------------------------------
+template <int N, element16 T, int K, shared_tile SB>
+__device__ inline void mma_AB(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, const SB& b) { detail::mma_rs<major::mn>(d, a, b, true); }
+template <int N, element16 T, int K, shared_tile SB>
+__device__ inline void mm_AB(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, const SB& b) { detail::mma_rs<major::mn>(d, a, b, false); }
+template <int N, element16 T, int K, shared_tile SB>
+__device__ inline void mma_ABt(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, const SB& b) { detail::mma_rs<major::k>(d, a, b, true); }
+template <int N, element16 T, int K, shared_tile SB>
+__device__ inline void mm_ABt(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, const SB& b) { detail::mma_rs<major::k>(d, a, b, false); }
+
+/// Wait until at most N wgmma groups of this warpgroup are still running.
+template <int N = 0>
+__device__ inline void mma_async_wait() { wgmma::wait_group<N>(); }
+
+}  // namespace tk::warpgroup

@@ -1,0 +1,45 @@
+// Writing a warpgroup's 64 x N accumulator out: each warp writes its own 16 rows.
+//
+// After mma_async_wait(), warp w of the warpgroup holds rows 16w..16w+15 of the 64 x N product as an
+// rt<float, 16, N>. These helpers round it to T on the way out (register-tile layout, layout.cuh).
+#pragma once
+
+#include "../../types/global/gl.cuh"
+#include "../../types/register/rt.cuh"
+#include "../../types/shared/st.cuh"
+#include "scope.cuh"
+
+namespace tk::warpgroup {
+
+/// Store the warpgroup's tile to 64 x N tile t of a global matrix (coord counted in 64 x N tiles).
+template <typename T, int N>
+__device__ inline void store(const gl<T>& dst, const rt<float, 16, N>& d, coord t) {
+    using U = typename gl<T>::dtype;
+    const int row0 = t.r * 64 + 16 * warpid(), col0 = t.c * N;
+#pragma unroll
+    for (int j = 0; j < N / 16; ++j) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const rc p = fragment_pos<row>(laneid(), k, 0);
+            *reinterpret_cast<pair_t<U>*>(&dst(row0 + p.r, col0 + 16 * j + p.c)) = from_float2<U>(d.tiles[0][j].data[k]);
+        }
+    }
+}
+
+/// Store the warpgroup's tile into a 64 x N shared tile (any swizzle): e.g. to send it out with TMA
+/// (then fence_proxy_async(), sync the warpgroup, and let one thread call tma::store_async).
+template <shared_tile ST, int N>
+__device__ inline void store(ST& dst, const rt<float, 16, N>& d) {
+    static_assert(ST::rows == 64 && ST::cols == N, "the shared tile must be 64 x N");
+    using U = typename ST::dtype;
+#pragma unroll
+    for (int j = 0; j < N / 16; ++j) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const rc p = fragment_pos<row>(laneid(), k, 0);
+            *reinterpret_cast<pair_t<U>*>(&dst(16 * warpid() + p.r, 16 * j + p.c)) = from_float2<U>(d.tiles[0][j].data[k]);
+        }
+    }
+}
+
+}  // namespace tk::warpgroup
