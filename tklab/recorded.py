@@ -29,6 +29,8 @@ def _file() -> Path:
 
 
 def _commit() -> str:
+    if os.environ.get("TKLAB_COMMIT"):  # set by `make gpu-check` (a copied tree may have no .git)
+        return os.environ["TKLAB_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                              cwd=Path(__file__).parent, timeout=5)

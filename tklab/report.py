@@ -1,0 +1,117 @@
+"""``make gpu-check`` / ``python -m tklab report``: everything that needs a GPU, in one dated report.
+
+Runs, on a machine with an NVIDIA GPU: ``tklab doctor``; the GPU-marked tests; every notebook under
+nbval (with ``TKLAB_RECORD=1``, so measured numbers land in ``bench/results/recorded.json``); the
+benchmark scripts in ``bench/*.py``. Writes ``<out>/gpu-check_<date>_<commit>.md`` naming the device,
+driver, commit and date, with each step's verdict and the tail of its output. Works offline: it only
+needs the packages importable (see README, "GPU boxes without internet").
+
+Usage: ``python -m tklab report [--out DIR] [--skip tests,notebooks,bench] [--timeout S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Step:
+    name: str
+    command: list[str]
+    returncode: int = -1
+    seconds: float = 0.0
+    output: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return "passed" if self.returncode == 0 else ("timed out" if self.returncode == 124 else "FAILED")
+
+
+def commit() -> str:
+    if os.environ.get("TKLAB_COMMIT"):
+        return os.environ["TKLAB_COMMIT"]
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _run(step: Step, timeout: float, env: dict[str, str]) -> Step:
+    print(f"== {step.name}: {' '.join(step.command)}", flush=True)
+    start = time.perf_counter()
+    try:
+        out = subprocess.run(step.command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        step.returncode, step.output = out.returncode, out.stdout + out.stderr
+    except subprocess.TimeoutExpired as e:
+        step.returncode = 124
+        step.output = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+    step.seconds = time.perf_counter() - start
+    tail = "\n".join(step.output.strip().splitlines()[-3:])
+    print(f"   {step.verdict} in {step.seconds:.0f} s\n   {tail}", flush=True)
+    return step
+
+
+def steps(skip: set[str]) -> list[Step]:
+    py = sys.executable
+    found: list[Step] = [Step("doctor", [py, "-m", "tklab", "doctor"])]
+    if "tests" not in skip:
+        found.append(Step("GPU tests", [py, "-m", "pytest", "-q", "-m", "gpu or hopper", "-p", "no:cacheprovider",
+                                        "tests"]))
+    if "notebooks" not in skip:
+        found.append(Step("notebooks (nbval)", [py, "-m", "pytest", "-q", "--nbval-lax", "--nbval-current-env",
+                                                "-p", "no:cacheprovider", "notebooks"]))
+    if "bench" not in skip:
+        for script in sorted((ROOT / "bench").glob("*.py")):
+            if not script.name.startswith("_"):
+                found.append(Step(f"benchmark {script.name}", [py, str(script)]))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tklab report", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--skip", default="", help="comma-separated: tests, notebooks, bench")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per step")
+    args = ap.parse_args(argv)
+    from . import gpu
+
+    if not gpu.available():
+        print("make gpu-check needs an NVIDIA GPU; none is visible here (try `python -m tklab doctor`).")
+        return 2
+    from cuda.bindings import driver
+
+    _, version = driver.cuDriverGetVersion()
+    props = gpu.properties()
+    env = {**os.environ, "TKLAB_RECORD": "1", "PYTHONUNBUFFERED": "1", "TKLAB_COMMIT": commit()}
+    done = [_run(s, args.timeout, env) for s in steps({x.strip() for x in args.skip.split(",") if x.strip()})]
+    today = dt.date.today().isoformat()
+    lines = [f"# tklab GPU check, {today}", "",
+             f"- device: {props.name} ({gpu.arch()}, {props.sm_count} SMs, L2 {props.l2_bytes >> 20} MiB)",
+             f"- driver CUDA version: {version // 1000}.{version % 1000 // 10}",
+             f"- commit: {env['TKLAB_COMMIT']}", f"- date: {dt.datetime.now().isoformat(timespec='seconds')}",
+             f"- python: {sys.version.split()[0]}", "", "| step | verdict | seconds |", "|---|---|---|"]
+    lines += [f"| {s.name} | {s.verdict} | {s.seconds:.0f} |" for s in done]
+    for s in done:
+        tail = "\n".join(s.output.strip().splitlines()[-40:])
+        lines += ["", f"## {s.name} ({s.verdict})", "", "```", tail, "```"]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"gpu-check_{today}_{env['TKLAB_COMMIT']}.md"
+    path.write_text("\n".join(lines) + "\n")
+    print(f"report written to {path}")
+    return 0 if all(s.returncode == 0 for s in done) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
