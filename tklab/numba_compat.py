@@ -13,10 +13,9 @@ chapter 01's kernels run on a laptop; it must run before anything imports ``numb
 
 from __future__ import annotations
 
-from typing import Any
-
 import os
 import sys
+from typing import Any
 
 import numpy as np
 
