@@ -1,0 +1,310 @@
+"""Helpers the chapters share: a same-run comparison with the library, the results table, and two small
+models (occupancy, the main loop of a kernel's SASS) that lessons explain and tests check.
+
+Why these live here: every chapter measures its kernel against cuBLAS *in the same run* (a shared GPU
+is noisy; the ratio is what carries over), records it under a key like ``"ch02.tiled_fp32"``, and ends
+with the table of every chapter's recorded results so far. One helper keeps those records uniform, so
+the table can read any chapter's entry, including chapters written later.
+
+A comparison record (``compare`` writes it; anything with at least ``tflops`` is shown) holds::
+
+    {"tflops": .., "ms": .., "library_tflops": .., "library_ms": .., "ceiling_tflops": ..,
+     "ceiling": "fp32_simt", "label": "shared-memory tiling, 32×32"}
+
+Public API: ``compare(key, kernel, library, *, flops, label, peak="fp32_simt", verify=None)``,
+``comparison(...)``, ``results(*, upto=None, labels=None) -> Results``, ``EXPECTED``,
+``occupancy(registers, threads, smem_bytes=0) -> Occupancy``, ``main_loop(sass) -> list[str]``,
+``ffma_share(sass) -> float``, ``check(exercise_id)``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from . import ceilings, recorded
+
+# Kernels chapters 00-03 record, so the table can show what is still missing on a machine without a GPU.
+EXPECTED: dict[str, str] = {
+    "ch01.naive_numba": "naive, numba.cuda (one thread per element of C)",
+    "ch02.naive_uncoalesced": "naive CUDA C, threads along rows (uncoalesced)",
+    "ch02.naive_coalesced": "naive CUDA C, threads along columns (coalesced)",
+    "ch02.tiled_fp32": "shared-memory tiling, 32×32 tiles",
+    "ch03.regblock_scalar": "register blocking 8×8 per thread, scalar loads",
+    "ch03.regblock_float4": "register blocking 8×8 per thread, float4 loads",
+}
+
+
+# ---- same-run comparison ---------------------------------------------------------------------------
+def comparison(kernel_ms: float, library_ms: float, flops: float, *, label: str,
+               ceiling_tflops: float | None, ceiling: str) -> dict[str, Any]:
+    """The record ``compare`` stores: rates from the two median times, and the ceiling they are read against."""
+    if kernel_ms <= 0 or library_ms <= 0:
+        raise ValueError("times must be positive")
+    out: dict[str, Any] = {
+        "label": label,
+        "tflops": flops / (kernel_ms * 1e-3) / 1e12,
+        "ms": kernel_ms,
+        "library_tflops": flops / (library_ms * 1e-3) / 1e12,
+        "library_ms": library_ms,
+        "ceiling": ceiling,
+    }
+    if ceiling_tflops:
+        out["ceiling_tflops"] = ceiling_tflops
+    return out
+
+
+def compare(key: str, kernel: Callable[[], Any], library: Callable[[], Any], *, flops: float, label: str,
+            peak: str = "fp32_simt", verify: Callable[[], Any] | None = None) -> recorded.Recorded:
+    """Time ``kernel`` and ``library`` in the same run (GPU) or show the recorded pair (no GPU).
+
+    ``verify`` runs first and should raise when the kernel's output is wrong: a fast wrong kernel is
+    never recorded. ``peak`` names the ceiling (``"fp32_simt"`` or ``"bf16_tensor"``).
+    """
+
+    def run() -> dict[str, Any]:
+        from . import gpu
+        from .bench import bench
+
+        if verify is not None:
+            verify()
+        k = bench(kernel, flops=flops, peak=peak, name=key)
+        lib = bench(library, flops=flops, peak=peak, name="library")
+        try:
+            c = ceilings.for_device(gpu.name())
+            ceiling_tflops = getattr(c, f"{peak}_tflops", None)
+        except Exception:  # noqa: BLE001 - an unknown GPU just has no ceiling column
+            ceiling_tflops = None
+        return comparison(k.ms, lib.ms, flops, label=label, ceiling_tflops=ceiling_tflops, ceiling=peak)
+
+    return recorded.measure(key, run)
+
+
+# ---- the results table -------------------------------------------------------------------------------
+@dataclass
+class Row:
+    """One line of the results table; numbers are None where unknown."""
+
+    chapter: str
+    key: str
+    kernel: str
+    tflops: float | None
+    of_ceiling: float | None
+    of_library: float | None
+    origin: str
+
+
+def _chapter(key: str) -> str:
+    m = re.match(r"ch(\d+)", key)
+    return m.group(1) if m else "?"
+
+
+def _row(key: str, values: dict[str, Any] | None, origin: str, labels: dict[str, str]) -> Row:
+    label = labels.get(key) or (values or {}).get("label") or EXPECTED.get(key) or key.split(".", 1)[-1]
+    if values is None:
+        return Row(_chapter(key), key, str(label), None, None, None, origin)
+    tflops = values.get("tflops")
+    ceiling_tflops = values.get("ceiling_tflops")
+    if ceiling_tflops is None and tflops is not None:
+        kind = values.get("ceiling", "fp32_simt")
+        ceiling_tflops = getattr(ceilings.KNOWN["H200"], f"{kind}_tflops", None)
+    lib = values.get("library_tflops")
+    return Row(_chapter(key), key, str(label), tflops,
+               tflops / ceiling_tflops if tflops is not None and ceiling_tflops else None,
+               tflops / lib if tflops is not None and lib else None, origin)
+
+
+def _all_records() -> dict[str, Any]:
+    # recorded has no public "list every key" yet; read the same file it writes.
+    try:
+        return json.loads(recorded._file().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+@dataclass
+class Results:
+    """The results table; shows as HTML in a notebook and as a markdown table in text."""
+
+    rows: list[Row]
+
+    def _cells(self, row: Row) -> list[str]:
+        def pct(x: float | None) -> str:
+            return "—" if x is None else f"{100 * x:.1f} %"
+
+        return [row.chapter, row.kernel, "—" if row.tflops is None else f"{row.tflops:.2f}",
+                pct(row.of_ceiling), pct(row.of_library), row.origin]
+
+    HEADER = ("chapter", "kernel", "TFLOP/s", "% of ceiling", "% of library", "device/date")
+
+    def __str__(self) -> str:
+        if not self.rows:
+            return "no results recorded yet"
+        lines = ["| " + " | ".join(self.HEADER) + " |", "|" + "---|" * len(self.HEADER)]
+        lines += ["| " + " | ".join(self._cells(r)) + " |" for r in self.rows]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        if not self.rows:
+            return "<p>no results recorded yet</p>"
+        head = "".join(f"<th>{h}</th>" for h in self.HEADER)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in self._cells(r)) + "</tr>"
+                       for r in self.rows)
+        return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def results(*, upto: int | None = None, labels: dict[str, str] | None = None,
+            expected: Iterable[str] | None = None) -> Results:
+    """Every recorded kernel result of chapters ≤ ``upto``, plus expected ones not recorded yet.
+
+    Records without ``tflops`` (bandwidth measurements, ceilings) are left out: the table compares
+    matmul-like kernels by FLOP rate. ``labels`` overrides the kernel column for some keys.
+    """
+    labels = labels or {}
+    records = _all_records()
+    keys = {k for k, v in records.items() if isinstance(v, dict) and "tflops" in v.get("values", {})}
+    keys |= set(EXPECTED if expected is None else expected)
+    if upto is not None:
+        keys = {k for k in keys if _chapter(k).isdigit() and int(_chapter(k)) <= upto}
+    order = list(EXPECTED) if expected is None else list(expected)
+    keys_sorted = sorted(keys, key=lambda k: (_chapter(k), order.index(k) if k in order else len(order), k))
+    rows = []
+    for key in keys_sorted:
+        entry = records.get(key)
+        if entry is None:
+            rows.append(_row(key, None, "not recorded yet", labels))
+        else:
+            origin = f"{entry.get('device', '?')}, {entry.get('date', '?')}"
+            rows.append(_row(key, entry.get("values", {}), origin, labels))
+    return Results(rows)
+
+
+# ---- occupancy ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SMLimits:
+    """Per-SM limits of compute capability 9.0 (H100/H200), as the CUDA occupancy calculator uses them."""
+
+    registers: int = 65536
+    max_registers_per_thread: int = 255
+    register_unit: int = 256  # registers are handed to a warp in chunks of 256 (8 per thread)
+    max_warps: int = 64
+    max_blocks: int = 32
+    smem_bytes: int = 228 * 1024  # shared memory an SM can give to blocks
+    smem_reserved_per_block: int = 1024  # the system keeps 1 KB per resident block
+    smem_unit: int = 128
+
+
+HOPPER = SMLimits()
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """How many blocks of a kernel fit on one SM, and which resource runs out first."""
+
+    blocks_per_sm: int
+    warps_per_sm: int
+    limit: str  # "registers", "shared memory", "warps" or "blocks"
+    by: dict[str, int]  # blocks allowed by each resource
+
+    @property
+    def fraction(self) -> float:
+        """Resident warps over the SM's maximum (what profilers call occupancy)."""
+        return self.warps_per_sm / HOPPER.max_warps
+
+
+def _round_up(x: int, unit: int) -> int:
+    return -(-x // unit) * unit
+
+
+def occupancy(registers: int, threads: int, smem_bytes: int = 0, limits: SMLimits = HOPPER) -> Occupancy:
+    """Blocks per SM for a kernel using ``registers`` per thread, ``threads`` per block, ``smem_bytes`` per block."""
+    if not 1 <= registers <= limits.max_registers_per_thread:
+        raise ValueError(f"registers per thread must be 1..{limits.max_registers_per_thread}, got {registers}")
+    if threads < 1 or threads > 1024:
+        raise ValueError(f"threads per block must be 1..1024, got {threads}")
+    warps = -(-threads // 32)
+    per_warp = _round_up(registers * 32, limits.register_unit)
+    smem = _round_up(smem_bytes, limits.smem_unit) + limits.smem_reserved_per_block
+    by = {  # on a tie the first named wins: the hard caps before the resources a kernel chooses
+        "warps": limits.max_warps // warps,
+        "blocks": limits.max_blocks,
+        "registers": limits.registers // (per_warp * warps),
+        "shared memory": limits.smem_bytes // smem if smem_bytes else limits.max_blocks,
+    }
+    limit = min(by, key=lambda k: by[k])
+    blocks = by[limit]
+    return Occupancy(blocks, blocks * warps, limit, by)
+
+
+# ---- reading SASS --------------------------------------------------------------------------------------
+_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)(.*)")
+_TARGET = re.compile(r"\b(?:0x)?([0-9a-f]+)\s*;")
+
+
+def _parsed(sass: str) -> list[tuple[int, str, str]]:
+    out = []
+    for line in sass.splitlines():
+        if m := _LINE.search(line):
+            out.append((int(m.group(1), 16), m.group(2), m.group(3)))
+    return out
+
+
+def main_loop(sass: str) -> list[str]:
+    """Opcodes of the kernel's hot loop: the backward branch's body that holds the most FFMA/HMMA/HGMMA.
+
+    A loop in SASS is a branch (``BRA``) to an earlier address; its body runs from that address to the
+    branch. Returns [] when the kernel has no loop.
+    """
+    instrs = _parsed(sass)
+    best: tuple[int, int] | None = None
+    best_score = (-1, 0)
+    for i, (addr, op, rest) in enumerate(instrs):
+        if op.split(".")[0] != "BRA":
+            continue
+        m = _TARGET.search(rest)
+        if not m:
+            continue
+        target = int(m.group(1), 16)
+        if target >= addr:
+            continue
+        start = next((j for j, (a, _, _) in enumerate(instrs) if a >= target), None)
+        if start is None:
+            continue
+        body = [o.split(".")[0] for _, o, _ in instrs[start:i + 1]]
+        math = sum(o in ("FFMA", "HMMA", "HGMMA") for o in body)
+        score = (math, -len(body))
+        if score > best_score:
+            best_score, best = score, (start, i)
+    if best is None:
+        return []
+    return [o for _, o, _ in instrs[best[0]:best[1] + 1]]
+
+
+def ffma_share(sass: str) -> float:
+    """FFMA instructions over all instructions in the main loop (0 when there is no loop)."""
+    body = main_loop(sass)
+    return sum(o.split(".")[0] == "FFMA" for o in body) / len(body) if body else 0.0
+
+
+# ---- exercises -------------------------------------------------------------------------------------------
+def check(exercise_id: str) -> Any:
+    """``tklab.check(exercise_id)``; while the checker is not installed in this checkout, say so instead."""
+    import importlib
+
+    try:
+        module = importlib.import_module("tklab.check")
+    except ModuleNotFoundError as e:
+        if e.name != "tklab.check":
+            raise
+        print(f"tklab.check is not available in this checkout yet; your exercise is exercises/{exercise_id}.*")
+        return None
+    return module.check(exercise_id)
