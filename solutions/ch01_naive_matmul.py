@@ -14,17 +14,17 @@ C[y, x]; those accesses coalesce into few memory transactions.
 Check it with ``tklab.check("ch01")`` (runs in numba's CUDA simulator when there is no GPU).
 """
 
-from numba import cuda
+from numba import cuda, float32
 
 
 @cuda.jit
 def matmul(A, B, C):
     """C[row, col] = sum over k of A[row, k] * B[k, col], one thread per element of C."""
-    # BEGIN SOLUTION hint: cuda.grid(2) gives this thread's (x, y); return if it is outside C; sum over k in a local
+    # BEGIN SOLUTION hint: cuda.grid(2) gives this thread's (x, y); return if it is outside C; sum over k in a float32 local
     col, row = cuda.grid(2)
     if row >= C.shape[0] or col >= C.shape[1]:
         return
-    acc = 0.0
+    acc = float32(0.0)  # 0.0 alone would make acc (and the sum) float64
     for k in range(A.shape[1]):
         acc += A[row, k] * B[k, col]
     C[row, col] = acc

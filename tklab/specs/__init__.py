@@ -46,9 +46,9 @@ class Bench:
     """How to time an exercise against the library in the same run.
 
     ``baseline(gpu_inputs, dims)`` returns a function that runs the library operation and returns its
-    result; the learner's ``output`` at the benchmark size is compared with that result (loosely: it is
-    a sanity check that the speed belongs to a correct kernel). Speed ratio = baseline time / learner
-    time, so 1.0 means "as fast as the library".
+    result. The learner's ``output`` at the benchmark size is compared (loosely: a sanity check that
+    the speed belongs to a correct kernel) with ``expect(gpu_inputs, dims)`` if given, else with the
+    baseline's result. Speed ratio = baseline time / learner time: 1.0 is "as fast as the library".
     """
 
     dims: Dims
@@ -60,6 +60,7 @@ class Bench:
     bytes: Callable[[Dims], float] | None = None
     rtol: float = 1e-2
     atol: float = 1e-2
+    expect: Callable[[Arrays, Dims], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,8 @@ class UsesSharedMemory:
         static = ctx.kernel.shared_bytes
         if n:
             return StaticResult(self.name, True, f"{static} B static shared memory; {_forms(ctx, forms)}")
-        return StaticResult(self.name, False, f"the kernel never reads or writes shared memory ({static} B "
-                            "declared and used): stage the tiles through __shared__ arrays")
+        return StaticResult(self.name, False, "the kernel never reads or writes shared memory: stage the tiles "
+                            "through __shared__ arrays (arrays that are declared but unused are dropped)")
 
 
 @dataclass(frozen=True)
@@ -170,12 +171,14 @@ class SassHas:
         n, forms = ctx.count(self.pattern)
         if n >= self.min_count:
             return StaticResult(label, True, _forms(ctx, forms))
-        seen = f"found {n} ({_forms(ctx, forms)})" if n else "none found"
-        need = f"at least {self.min_count}" if self.min_count > 1 else "one"
-        return StaticResult(label, False, f"expected {need} {self.what}, {seen}: {self.fix}")
+        if n == 0:
+            return StaticResult(label, False, f"no {self.what} in the SASS: {self.fix}")
+        return StaticResult(label, False, f"only {n} {self.what} ({_forms(ctx, forms)}), at least "
+                            f"{self.min_count} expected: {self.fix}")
 
 
-_PROBE_VALUE = re.compile(r"\.global\s+\.align\s+\d+\s+\.[usb](?:8|16|32|64)\s+(tklab_probe_\w+)\s*(?:=\s*(-?\d+))?\s*;")
+_PROBE_VALUE = re.compile(
+    r"\.global\s+\.align\s+\d+\s+\.[usb](?:8|16|32|64)\s+(tklab_probe_\w+)\s*(?:=\s*(-?\d+))?\s*;")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,40 @@
+// GENERATED exercise from solutions/ch05_mma.cu by `python -m tklab exercises`. Fill in the TODOs, then: python -m tklab check <this file>
+// Chapter 5: tensor cores by hand. One warp computes C = A @ B for a single 16×16×16 tile:
+// A (16×16, row-major) and B (16×16 = K×N, row-major) hold bf16, C (16×16, row-major) is fp32.
+//
+// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32` multiplies a 16×16 A by a 16×8 B and adds
+// a 16×8 fp32 accumulator, all 32 lanes together. No lane holds a row or a column: each holds a
+// *fragment*, a fixed scattering of elements given in the PTX ISA ("Matrix Fragments for
+// mma.m16n8k16"). With g = lane / 4 and t = lane % 4:
+//
+//   A (4 registers, 2 bf16 each):   a[0] = A[g][2t, 2t+1]     a[1] = A[g+8][2t, 2t+1]
+//                                   a[2] = A[g][2t+8, 2t+9]   a[3] = A[g+8][2t+8, 2t+9]
+//   B (2 registers, 2 bf16 each):   b[0] = B[2t, 2t+1][n]     b[1] = B[2t+8, 2t+9][n]      with n = g
+//   C (4 floats):                   c[0], c[1] = C[g][2t, 2t+1]    c[2], c[3] = C[g+8][2t, 2t+1]
+//
+// Two bf16 share a 32-bit register; the one with the lower index sits in the low 16 bits. A 16-wide
+// C takes two mma's: one for columns 0..7 of B and C, one for columns 8..15 (same A fragment).
+// bf16 values are passed as their 16-bit patterns (unsigned short), so no header is needed.
+//
+// Launch: grid = 1, block = 32 (one warp).
+
+extern "C" __global__ void mma_16x16x16(const unsigned short* __restrict__ A,
+                                        const unsigned short* __restrict__ B, float* __restrict__ C) {
+    const int lane = threadIdx.x;
+    const int g = lane / 4, t = lane % 4;  // "groupID" and "threadID_in_group" in the PTX tables
+    unsigned a[4];                          // A fragment: 8 bf16
+    unsigned b[2][2];                       // B fragments of the two 8-column halves
+    float c[2][4] = {};                     // accumulators of the two halves
+
+    // TODO: your code here (about 4 lines).
+    // Hint: two neighbouring bf16 of a row of A are one aligned 32-bit word: load it as an unsigned (reinterpret_cast), at A[g][2t], A[g+8][2t], A[g][2t+8], A[g+8][2t+8]
+
+    // TODO: your code here (about 5 lines).
+    // Hint: for half h (columns n = 8h + g of B): the two bf16 of b[h][0] are B[2t][n] (low 16 bits) and B[2t+1][n] (high); b[h][1] likewise from rows 2t+8, 2t+9. They are a column apart in memory: pack them with shifts
+
+    // TODO: your code here (about 7 lines).
+    // Hint: per half h, inline asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" ...) with c[h][0..3] as "+f", a[0..3] and b[h][0..1] as "r"
+
+    // TODO: your code here (about 7 lines).
+    // Hint: c[h][0], c[h][1] go to C[g][8h + 2t], C[g][8h + 2t + 1]; c[h][2], c[h][3] to row g + 8
+}

@@ -1,0 +1,404 @@
+"""Checking a learner's exercise: ``tklab.check("ch02")`` in a notebook, ``python -m tklab check FILE``.
+
+What a check does, in order:
+
+1. finds the exercise (an id, a unique prefix such as ``"ch02"``, or a file named after its exercise)
+   and the file (by default the learner's copy in ``exercises/``);
+2. compiles it (CUDA: ``tklab.compile``, so errors are shown on the learner's own numbered lines;
+   numba: a syntax check) and runs the exercise's *static checks* on what the compiler made of it:
+   writes its output, uses shared memory, no spills, the instruction the chapter is about shows up in
+   SASS, a conflict-free layout … These need no GPU;
+3. runs it in a separate process with a time limit (``tklab.runner``): on the GPU when there is one,
+   numba exercises in the CPU simulator otherwise. Inputs are fresh random numbers, outputs start as
+   NaN (an element the kernel never writes fails), and the edge shapes the exercise promises are tried;
+4. times it against the library (cuBLAS, a plain copy …) in the same run, as a ratio, against the
+   exercise's target. The target is a goal shown beside the verdict, not a condition of passing.
+
+The result is a ``CheckResult``: ``passed`` is True, False, or None when nothing could say no and the
+run needs a GPU that is not there. It prints as a short report (``_repr_html_`` in a notebook).
+
+Public API: ``check(exercise, path=None, *, run=None, bench=True, timeout=None, seed=None)``,
+``CheckResult``, ``main(argv)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import html
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import specs
+from .specs import Exercise, StaticContext, StaticResult
+
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = ROOT / "exercises"
+
+#: Without a GPU, CUDA exercises are compiled for the course's target, Hopper.
+DEFAULT_ARCH = "sm_90a"
+
+
+@dataclass
+class CheckResult:
+    """The verdict on one file; ``repr`` is the report a learner reads."""
+
+    exercise: str
+    title: str
+    path: str
+    compiled: bool = False
+    passed: bool | None = None
+    arch: str = ""
+    resources: str = ""
+    compile_error: str = ""
+    static: list[StaticResult] = field(default_factory=list)
+    run_status: str = "not run"  # ok, wrong, error, crashed, timeout, skipped, not run
+    run_where: str = ""
+    run_message: str = ""
+    mismatch: dict[str, Any] | None = None
+    speed: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    # ---- numbers ----
+    @property
+    def speed_ratio(self) -> float | None:
+        """Library time / your time at the benchmark size (1.0 = as fast as the library)."""
+        return self.speed.get("ratio") if self.speed else None
+
+    @property
+    def speed_target(self) -> float | None:
+        return self.speed.get("target") if self.speed else None
+
+    @property
+    def static_ok(self) -> bool:
+        return all(s.ok for s in self.static)
+
+    @property
+    def verdict(self) -> str:
+        return {True: "PASSED", False: "FAILED", None: "NOT RUN"}[self.passed]
+
+    @property
+    def summary(self) -> str:
+        """One line: the verdict and its main reason (what ``grade`` puts in its CSV)."""
+        if not self.compiled:
+            first = next((ln for ln in self.compile_error.splitlines() if ": error" in ln),
+                         self.compile_error.splitlines()[0] if self.compile_error else "")
+            return f"does not compile: {first}".strip()
+        failed = [s for s in self.static if not s.ok]
+        if self.run_status in ("error", "crashed", "timeout"):
+            return self.run_message
+        if self.run_status == "wrong" and self.mismatch:
+            return _mismatch_line(self.mismatch)
+        if failed:
+            return f"{failed[0].name}: {failed[0].detail}"
+        if self.passed is None:
+            return "static checks passed; " + ("the run was not asked for" if self.run_message.startswith("not asked")
+                                               else "the run needs a GPU")
+        line = "correct"
+        if self.speed_ratio is not None:
+            line += f"; {self.speed_ratio:.2f}× {self.speed['baseline']}"
+            if self.speed_target is not None:
+                line += f" (target {self.speed_target:.2f}×)"
+        elif self.speed and self.speed.get("error"):
+            line += f"; {self.speed['error']}"
+        return line
+
+    @property
+    def messages(self) -> list[str]:
+        """The report, line by line."""
+        ok, bad, dot = "✔", "✘", "·"
+        out = [f"{self.exercise} · {self.title} · {self.path}"]
+        if not self.compiled:
+            out.append(f"  {bad} does not compile:")
+            out += ["      " + ln for ln in self.compile_error.splitlines()]
+        else:
+            out.append(f"  {ok} compiles" + (f" for {self.arch}: {self.resources}" if self.arch else ""))
+        for s in self.static:
+            out.append(f"  {ok if s.ok else bad} {s.name}: {s.detail}")
+        if self.compiled:
+            mark = {"ok": ok, "not run": dot, "skipped": dot}.get(self.run_status, bad)
+            where = f" on {self.run_where}" if self.run_where else ""
+            out.append(f"  {mark} run{where}: {self.run_message}")
+            if self.mismatch:
+                out += ["      " + ln for ln in _mismatch_lines(self.mismatch)]
+            if self.speed:
+                out.append("  " + _speed_line(self.speed))
+        out += [f"  {dot} {n}" for n in self.notes]
+        reason = "" if self.passed else f": {self.summary}"
+        out.append(f"{self.verdict}{reason}")
+        return out
+
+    def __repr__(self) -> str:
+        return "\n".join(self.messages)
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        colour = {True: "#1a7f37", False: "#cf222e", None: "#9a6700"}[self.passed]
+        rows = []
+        if not self.compiled:
+            rows.append(("✘", "compiles", f"<pre>{html.escape(self.compile_error)}</pre>"))
+        else:
+            rows.append(("✔", "compiles", html.escape(f"{self.arch}: {self.resources}" if self.arch else "")))
+        rows += [("✔" if s.ok else "✘", html.escape(s.name), html.escape(s.detail)) for s in self.static]
+        if self.compiled:
+            mark = {"ok": "✔", "not run": "·", "skipped": "·"}.get(self.run_status, "✘")
+            detail = html.escape(self.run_message)
+            if self.mismatch:
+                detail += _mismatch_html(self.mismatch)
+            rows.append((mark, "run" + (f" on {html.escape(self.run_where)}" if self.run_where else ""), detail))
+            if self.speed:
+                rows.append(("·", "speed", html.escape(_speed_line(self.speed)[2:])))
+        rows += [("·", "note", html.escape(n)) for n in self.notes]
+        body = "".join(f"<tr><td>{a}</td><td style='text-align:left'>{b}</td><td style='text-align:left'>{c}</td>"
+                       "</tr>" for a, b, c in rows)
+        reason = "" if self.passed else ": " + html.escape(self.summary)
+        return (f"<div><b>{html.escape(self.exercise)}</b> · {html.escape(self.title)} · "
+                f"<code>{html.escape(self.path)}</code><table>{body}</table>"
+                f"<b style='color:{colour}'>{self.verdict}</b>{reason}</div>")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(verdict=self.verdict, summary=self.summary, speed_ratio=self.speed_ratio)
+        return d
+
+
+def _fmt(x: float) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "nan"
+    return f"{x:.5g}"
+
+
+def _index(name: str, index: Sequence[int]) -> str:
+    return f"{name}[{', '.join(map(str, index))}]"
+
+
+def _mismatch_line(m: dict[str, Any]) -> str:
+    where = specs.dims_text(m["dims"]) if m.get("dims") else ""
+    if "reason" in m:
+        return f"wrong result ({where}): {m['reason']}"
+    unwritten = f", {m['unwritten']} never written" if m.get("unwritten") else ""
+    return (f"wrong result ({where}): {m['wrong']} of {m['total']} elements of {m['output']} wrong{unwritten}; "
+            f"first {_index(m['output'], m['index'])} = {_fmt(m['got'])}, expected {_fmt(m['expected'])}")
+
+
+def _mismatch_lines(m: dict[str, Any]) -> list[str]:
+    """First wrong element, then the window of output beside expected (wrong entries starred)."""
+    if "reason" in m:
+        return [m["reason"]]
+    name = m["output"]
+    lines = [f"{m['wrong']} of {m['total']} elements of {name} are wrong"
+             + (f" ({m['unwritten']} never written: still NaN)" if m.get("unwritten") else "")
+             + f"; the first is {_index(name, m['index'])}: got {_fmt(m['got'])}, expected {_fmt(m['expected'])}"]
+    w = m.get("window")
+    if not w:
+        return lines
+    r0, c0 = w["origin"]
+    rows, cols = len(w["got"]), len(w["got"][0]) if w["got"] else 0
+    span = f"rows {r0}..{r0 + rows - 1}, columns {c0}..{c0 + cols - 1}" if w.get("matrix") else \
+        f"elements {c0}..{c0 + cols - 1}"
+    lines.append(f"{span} of {name} (* = wrong):")
+    width = 10
+    head = "yours".ljust(cols * width) + "  │ expected"
+    lines.append("      " + head)
+    for i in range(rows):
+        mine = "".join((_fmt(v) + ("*" if w["bad"][i][j] else "")).rjust(width) for j, v in enumerate(w["got"][i]))
+        exp = "".join(_fmt(v).rjust(width) for v in w["expected"][i])
+        label = str(r0 + i).rjust(5) if w.get("matrix") else " " * 5
+        lines.append(f"{label} {mine}  │{exp}")
+    return lines
+
+
+def _mismatch_html(m: dict[str, Any]) -> str:
+    lines = _mismatch_lines(m)
+    return "<pre>" + html.escape("\n".join(lines)) + "</pre>"
+
+
+def _speed_line(s: dict[str, Any]) -> str:
+    where = specs.dims_text(s["dims"])
+    if s.get("error"):
+        return f"✘ speed ({where}): {s['error']}"
+    rate = ""
+    if s.get("tflops"):
+        rate = f"; {s['tflops']:.1f} vs {s['baseline_tflops']:.1f} TFLOP/s"
+    elif s.get("gbps"):
+        rate = f"; {s['gbps']:.0f} vs {s['baseline_gbps']:.0f} GB/s"
+    target = s.get("target")
+    verdict = ""
+    if target is not None:
+        verdict = f" (target {target:.2f}×: {'met' if s['ratio'] >= target else 'not yet'})"
+    mark = "✔" if target is None or s["ratio"] >= target else "·"
+    return (f"{mark} speed at {where}: {s['ms']:.3f} ms, {s['baseline']} {s['baseline_ms']:.3f} ms → "
+            f"{s['ratio']:.2f}× the library{verdict}{rate}")
+
+
+# ---- finding the exercise and the file ------------------------------------------------------------
+
+def _looks_like_path(x: str) -> bool:
+    return os.sep in x or "/" in x or Path(x).suffix in (".cu", ".py", ".cuh") or Path(x).exists()
+
+
+def resolve(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None = None,
+            exercises_dir: Path = EXERCISES) -> tuple[Exercise, Path]:
+    """(spec, file) for an exercise id/prefix or a file path, as ``check`` reads them."""
+    name = os.fspath(exercise)
+    if path is None and _looks_like_path(name):
+        return specs.find(Path(name).name), Path(name)
+    spec = specs.find(name)
+    return spec, Path(path) if path is not None else exercises_dir / spec.filename
+
+
+def _shown(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
+
+
+# ---- the check --------------------------------------------------------------------------------------
+
+def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch: str) -> None:
+    from . import compile as tk_compile
+    from .compiler import CompileError
+
+    res.arch = arch
+    try:
+        mod = tk_compile(source, arch=arch, name=shown, options=spec.options)
+    except CompileError as e:
+        res.compile_error = str(e)
+        return
+    res.compiled = True
+    try:
+        kernel = mod[spec.kernel]
+    except KeyError:
+        res.static.append(StaticResult("entry kernel", False, f"no kernel named {spec.kernel} (kernels: "
+                                       f"{', '.join(mod.kernels) or 'none'}); keep the name the exercise gives"))
+        return
+    res.resources = (f"{kernel.registers} registers, {kernel.shared_bytes} B static shared memory, "
+                     f"{kernel.spill_bytes} B spilled")
+    ctx = StaticContext(spec=spec, source=source, program=shown, arch=arch, module=mod, kernel=kernel)
+    for chk in spec.static:
+        res.static.append(chk.run(ctx))
+
+
+def _static_numba(spec: Exercise, source: str, shown: str, res: CheckResult) -> None:
+    try:
+        ast.parse(source, shown)
+    except SyntaxError as e:
+        res.compile_error = f"{shown}:{e.lineno}: error: {e.msg}\n  {(e.text or '').rstrip()}"
+        return
+    res.compiled = True
+    ctx = StaticContext(spec=spec, source=source, program=shown)
+    for chk in spec.static:
+        res.static.append(chk.run(ctx))
+
+
+def _fill_run(res: CheckResult, outcome: Any) -> None:
+    from .specs import dims_text
+
+    res.run_status = outcome.status
+    result = outcome.result or {}
+    res.run_where = result.get("device", res.run_where)
+    if outcome.status == "ok":
+        n = len(result.get("cases", []))
+        shapes = "; ".join(dims_text(c["dims"]) for c in result.get("cases", []))
+        res.run_message = f"correct on {n} fresh random input{'s' if n != 1 else ''} ({shapes})"
+    elif outcome.status == "wrong":
+        bad = next(c for c in result["cases"] if not c["ok"])
+        m = next(o for o in bad["outputs"] if not o["ok"])
+        res.mismatch = {**m, "dims": bad["dims"]}
+        res.run_message = f"wrong result for {dims_text(bad['dims'])}"
+    else:
+        res.run_message = outcome.message
+    if result.get("speed"):
+        res.speed = result["speed"]
+
+
+def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None = None, *,
+          run: bool | None = None, bench: bool = True, timeout: float | None = None,
+          seed: int | None = None) -> CheckResult:
+    """Check a learner's exercise file (see the module docstring); never raises for the learner's bugs.
+
+    ``exercise``: an id (``"ch02_smem_tiling"``), a unique prefix (``"ch02"``) or a path to a file named
+    after its exercise. ``path``: the file, if not the learner's copy in ``exercises/``. ``run=False``:
+    static checks only. ``bench=False``: no timing. ``timeout``: seconds for the run (default 60 in the
+    simulator, 180 on a GPU with timing).
+    """
+    from . import gpu
+
+    spec, file = resolve(exercise, path)
+    shown = _shown(file)
+    res = CheckResult(exercise=spec.id, title=spec.title, path=shown)
+    if not file.is_file():
+        res.compile_error = f"{shown}: no such file (run `python -m tklab exercises` to generate the exercises)"
+        res.passed = False
+        return res
+    source = file.read_text()
+    have_gpu = gpu.available()
+    if spec.language == "cuda":
+        _static_cuda(spec, source, shown, res, gpu.arch() if have_gpu else DEFAULT_ARCH)
+    else:
+        _static_numba(spec, source, shown, res)
+    if not res.compiled:
+        res.passed = False
+        return res
+    mode = "gpu" if have_gpu else ("sim" if spec.language == "numba" else None)
+    if run is False:
+        res.run_message = "not asked for (run=False)"
+    elif mode is None:
+        res.run_message = ("running it needs a GPU, and this machine has none; the static checks above are "
+                           "what can be checked here")
+    else:
+        from .runner import run_isolated
+
+        limit = timeout if timeout is not None else (180.0 if mode == "gpu" and bench else 60.0)
+        outcome = run_isolated(spec.id, file, mode=mode, timeout=limit, bench=bench and mode == "gpu", seed=seed)
+        _fill_run(res, outcome)
+        if mode == "sim":
+            res.notes.append("ran in numba's CUDA simulator on tiny shapes; speed is measured on a GPU only")
+    ran = res.run_status not in ("not run", "skipped")
+    if not res.static_ok:
+        res.passed = False
+    elif ran:
+        res.passed = res.run_status == "ok"
+    else:
+        res.passed = None
+    return res
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tklab check FILE|ID``: exit 0 when passed (or nothing could be run), 1 when failed."""
+    ap = argparse.ArgumentParser(prog="python -m tklab check", description="Check an exercise file.")
+    ap.add_argument("target", help="exercise file (named after its exercise) or exercise id / prefix")
+    ap.add_argument("--exercise", help="the exercise id, when the file name does not say it")
+    ap.add_argument("--no-run", action="store_true", help="static checks only")
+    ap.add_argument("--no-bench", action="store_true", help="do not time against the library")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds allowed for the run")
+    ap.add_argument("--seed", type=int, default=None, help="seed for the random inputs (default: fresh)")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        if args.exercise:
+            res = check(args.exercise, args.target, run=not args.no_run and None, bench=not args.no_bench,
+                        timeout=args.timeout, seed=args.seed)
+        else:
+            res = check(args.target, run=not args.no_run and None, bench=not args.no_bench,
+                        timeout=args.timeout, seed=args.seed)
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(res.to_dict(), default=str))
+    else:
+        print(res)
+    return 1 if res.passed is False else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""ch01: naive fp32 matmul in numba.cuda, one thread per element of C (runs in the simulator on CPU)."""
+
+from __future__ import annotations
+
+from . import (
+    AssignsTo,
+    Bench,
+    Dims,
+    Exercise,
+    Launch,
+    cupy_matmul,
+    matmul_flops,
+    matmul_inputs,
+    matmul_outputs,
+    matmul_reference,
+)
+
+
+def _launch(d: Dims) -> Launch:
+    return Launch(grid=((d["N"] + 15) // 16, (d["M"] + 15) // 16), block=(16, 16))
+
+
+SPEC = Exercise(
+    id="ch01_naive_matmul",
+    title="Naive matrix multiply in numba.cuda",
+    chapter="01",
+    solution="solutions/ch01_naive_matmul.py",
+    kernel="matmul",
+    language="numba",
+    inputs=matmul_inputs,
+    outputs=matmul_outputs,
+    reference=matmul_reference,
+    launch=_launch,
+    args=lambda a, d: (a["A"], a["B"], a["C"]),
+    # The first GPU case is the main size; the others are ragged edges (not multiples of 16).
+    cases=({"M": 512, "N": 512, "K": 512}, {"M": 37, "N": 53, "K": 29}),
+    # The simulator runs every thread as a Python thread: keep these tiny (a block or four).
+    sim_cases=({"M": 5, "N": 7, "K": 3}, {"M": 17, "N": 18, "K": 4}),
+    shapes="any M, N, K",
+    static=(AssignsTo("C"),),
+    bench=Bench(dims={"M": 2048, "N": 2048, "K": 2048}, baseline=cupy_matmul,
+                baseline_name="cuBLAS fp32 (cupy.matmul)", output="C", target=0.05, flops=matmul_flops),
+)

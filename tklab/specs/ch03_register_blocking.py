@@ -1,0 +1,60 @@
+"""ch03: 2D register blocking (8×8 per thread, 128×128 per block) with float4 loads."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import (
+    Bench,
+    Dims,
+    Exercise,
+    Launch,
+    NoSpills,
+    SassHas,
+    UsesSharedMemory,
+    WritesGlobal,
+    cupy_matmul,
+    matmul_flops,
+    matmul_inputs,
+    matmul_outputs,
+    matmul_reference,
+)
+
+
+def _launch(d: Dims) -> Launch:
+    return Launch(grid=(d["N"] // 128, d["M"] // 128), block=(256,))
+
+
+def _args(a: dict, d: Dims) -> tuple:
+    return (a["A"], a["B"], a["C"], np.int32(d["M"]), np.int32(d["N"]), np.int32(d["K"]))
+
+
+SPEC = Exercise(
+    id="ch03_register_blocking",
+    title="Register blocking with float4 loads",
+    chapter="03",
+    solution="solutions/ch03_register_blocking.cu",
+    kernel="regblock_matmul",
+    language="cuda",
+    inputs=matmul_inputs,
+    outputs=matmul_outputs,
+    reference=matmul_reference,
+    launch=_launch,
+    args=_args,
+    cases=({"M": 1024, "N": 1024, "K": 512}, {"M": 128, "N": 128, "K": 8}, {"M": 256, "N": 384, "K": 72}),
+    shapes="M and N multiples of 128, K a multiple of 8",
+    static=(
+        WritesGlobal(),
+        UsesSharedMemory(),
+        SassHas(r"LDG(\.[A-Z0-9_]+)*\.128(\..*)?", "128-bit global loads (LDG.E.128)",
+                "load A and B with float4 (reinterpret_cast<const float4*>)", name="float4 global loads"),
+        SassHas(r"LDS(\.[A-Z0-9_]+)*\.128(\..*)?", "128-bit shared loads (LDS.128)",
+                "read each thread's 8 values of As[k] and Bs[k] as two float4s", name="float4 shared loads"),
+        SassHas(r"FFMA(\..*)?", "fused multiply-adds (FFMA)", "8 steps of an 8×8 outer product are 512 per "
+                "tile step; unroll the k, i and j loops (#pragma unroll) so acc stays in registers",
+                min_count=512, name="unrolled outer products"),
+        NoSpills(),
+    ),
+    bench=Bench(dims={"M": 4096, "N": 4096, "K": 4096}, baseline=cupy_matmul,
+                baseline_name="cuBLAS fp32 (cupy.matmul)", output="C", target=0.5, flops=matmul_flops),
+)

@@ -1,0 +1,129 @@
+"""ch04: transpose through a conflict-free shared tile; the layout function is checked at compile time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import Arrays, Bench, Dims, Exercise, Launch, Probe, UsesSharedMemory, WritesGlobal, uniform
+
+# Appended to the learner's file and evaluated by NVRTC: for every row (writing phase: lanes are the
+# columns) and every column (reading phase: lanes are the rows) of the tile, how many passes one warp
+# needs (the most distinct words any bank serves); and whether tile_index is one-to-one and in range.
+PROBE = r"""
+namespace tklab_probe {
+__host__ __device__ constexpr int passes(bool column, int fixed) {
+    int words[32] = {};
+    int per_bank[32] = {};
+    int distinct = 0;
+    for (int lane = 0; lane < 32; ++lane) {
+        const int w = column ? tile_index(lane, fixed) : tile_index(fixed, lane);
+        bool seen = false;
+        for (int i = 0; i < distinct; ++i) seen = seen || words[i] == w;
+        if (!seen) {
+            words[distinct++] = w;
+            ++per_bank[((w % 32) + 32) % 32];
+        }
+    }
+    int worst = 0;
+    for (int b = 0; b < 32; ++b) worst = per_bank[b] > worst ? per_bank[b] : worst;
+    return worst;
+}
+__host__ __device__ constexpr int worst_passes(bool column) {
+    int worst = 0;
+    for (int f = 0; f < TILE; ++f) worst = passes(column, f) > worst ? passes(column, f) : worst;
+    return worst;
+}
+__host__ __device__ constexpr int outside() {
+    int n = 0;
+    for (int r = 0; r < TILE; ++r)
+        for (int c = 0; c < TILE; ++c) n += (tile_index(r, c) < 0 || tile_index(r, c) >= TILE_WORDS);
+    return n;
+}
+__host__ __device__ constexpr int collisions() {
+    bool used[TILE_WORDS] = {};
+    int n = 0;
+    for (int r = 0; r < TILE; ++r)
+        for (int c = 0; c < TILE; ++c) {
+            const int w = tile_index(r, c);
+            if (w < 0 || w >= TILE_WORDS) continue;
+            n += used[w];
+            used[w] = true;
+        }
+    return n;
+}
+}  // namespace tklab_probe
+extern "C" __device__ int tklab_probe_row_passes = tklab_probe::worst_passes(false);
+extern "C" __device__ int tklab_probe_column_passes = tklab_probe::worst_passes(true);
+extern "C" __device__ int tklab_probe_outside = tklab_probe::outside();
+extern "C" __device__ int tklab_probe_collisions = tklab_probe::collisions();
+"""
+
+
+def judge(v: dict[str, int]) -> list[str]:
+    """Problems with the layout, or one ``ok:`` note with the pass counts."""
+    problems = []
+    if v.get("outside", 0):
+        problems.append(f"{v['outside']} of the 1024 elements map outside the buffer [0, TILE_WORDS)")
+    if v.get("collisions", 0):
+        problems.append(f"{v['collisions']} of the 1024 elements share a word with another one: the layout "
+                        "must be one-to-one")
+    for key, what in (("row_passes", "writing a row"), ("column_passes", "reading a column")):
+        n = v.get(key, 0)
+        if n > 1:
+            problems.append(f"{what} of the tile takes {n} passes ({n}-way bank conflict); it should take 1")
+    if problems:
+        return problems
+    return [f"ok: one-to-one; a row write takes {v.get('row_passes')} pass, a column read "
+            f"{v.get('column_passes')} (conflict-free)"]
+
+
+def _inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
+    return {"inp": uniform(rng, (d["M"], d["N"]))}
+
+
+def _reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
+    return {"out": np.ascontiguousarray(x["inp"].T)}
+
+
+def _launch(d: Dims) -> Launch:
+    return Launch(grid=((d["N"] + 31) // 32, (d["M"] + 31) // 32), block=(32, 8))
+
+
+def _copy(arrays: Arrays, d: Dims) -> Callable[[], Any]:
+    """A device-to-device copy of the same bytes: what a transpose would cost if it were free."""
+    import cupy as cp
+
+    src = arrays["inp"]
+    dst = cp.empty_like(src)
+
+    def run() -> Any:
+        dst.data.copy_from_device_async(src.data, src.nbytes)
+        return dst
+
+    return run
+
+
+SPEC = Exercise(
+    id="ch04_swizzle",
+    title="A conflict-free transpose: swizzling shared memory",
+    chapter="04",
+    solution="solutions/ch04_swizzle.cu",
+    kernel="transpose",
+    language="cuda",
+    inputs=_inputs,
+    outputs=lambda d: {"out": ((d["N"], d["M"]), "float32")},
+    reference=_reference,
+    launch=_launch,
+    args=lambda a, d: (a["inp"], a["out"], np.int32(d["M"]), np.int32(d["N"])),
+    cases=({"M": 1024, "N": 2048}, {"M": 67, "N": 45}, {"M": 1, "N": 33}),
+    shapes="any M, N",
+    rtol=0.0,
+    atol=0.0,
+    static=(WritesGlobal(), UsesSharedMemory(), Probe(PROBE, judge, name="conflict-free tile layout")),
+    bench=Bench(dims={"M": 8192, "N": 8192}, baseline=_copy,
+                baseline_name="device-to-device copy of the same bytes", output="out", target=0.7,
+                bytes=lambda d: 2.0 * 4 * d["M"] * d["N"], expect=lambda a, d: a["inp"].T, rtol=0.0, atol=0.0),
+)
