@@ -1,0 +1,140 @@
+"""The %%tk magic, doctor, CLI, ceilings, recorded results and SASS parsing (all CPU)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import tklab
+from tklab import ceilings, doctor, magic, recorded, sass
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TKLAB_CACHE_DIR", str(tmp_path / "cache"))
+
+
+CELL = r"""
+extern "C" __global__ void scale(float* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+extern "C" __global__ void shift(float* x, float b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += b;
+}
+"""
+
+
+def test_magic_binds_kernels_by_name(monkeypatch):
+    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    ns: dict = {}
+    mod = magic.run_cell("--module m", CELL, ns)
+    assert isinstance(ns["scale"], tklab.Kernel) and isinstance(ns["shift"], tklab.Kernel)
+    assert ns["m"] is mod and mod.arch == magic.COURSE_ARCH
+    assert ns["scale"].params[1].ctype == "float"
+
+
+def test_magic_options_and_errors(monkeypatch):
+    ns: dict = {}
+    mod = magic.run_cell("--arch sm_80 -O=-DBIAS=3", "extern \"C\" __global__ void k(int* x){ x[0] = BIAS; }", ns)
+    assert mod.arch == "sm_80" and "3" in mod.ptx
+    with pytest.raises(ValueError, match="could not understand"):
+        magic.run_cell("--bogus", CELL, ns)
+    with pytest.raises(tklab.CompileError) as e:
+        magic.run_cell("--arch sm_80 --name cell.cu", "extern \"C\" __global__ void k(int* x){\n x[0] = ;\n}", ns)
+    assert e.value.lines == [2]
+    assert e.value._render_traceback_()[0].startswith("CompileError: ")
+
+
+def test_magic_registers_with_ipython(monkeypatch):
+    pytest.importorskip("IPython")
+    from IPython.testing.globalipapp import get_ipython
+
+    ip = get_ipython()
+    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    ip.run_line_magic("load_ext", "tklab")
+    ip.run_cell_magic("tk", "--quiet", CELL)
+    assert isinstance(ip.user_ns["shift"], tklab.Kernel)
+
+
+def test_sass_histogram_counts_base_and_full_opcodes():
+    text = """
+        /*0000*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+        /*0010*/              @!P0 FFMA R1, R2, R3, R4 ;
+        /*0020*/                   FFMA R1, R2, R3, R4 ;
+        /*0030*/               @P1 HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], R24 ;
+    """
+    assert sass.histogram(text) == {"LDG": 1, "FFMA": 2, "HGMMA": 1}
+    assert sass.histogram(text, full=True)["LDG.E.128"] == 1
+
+
+def test_ptxas_log_parsing():
+    log = """ptxas info    : Compiling entry function 'k' for 'sm_90a'
+ptxas info    : Function properties for k
+ptxas         .     16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem"""
+    parsed = sass.parse_ptxas_log(log)["k"]
+    assert parsed == {"stack": 16, "spill_stores": 8, "spill_loads": 12, "registers": 255, "barriers": 1,
+                      "smem": 4096}
+    assert sass.combine_resources({"SHARED": 4096}, parsed).spill_bytes == 20
+
+
+def test_doctor_reports_cpu_path(capsys, monkeypatch):
+    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr(doctor, "_simulator", lambda: "skipped in this test")
+    assert doctor.main([]) == 0
+    out = capsys.readouterr().out
+    assert "[ok  ] compiler (NVRTC)" in out and "Hopper SASS readable" in out
+    assert "CPU path (compile, inspect, models, widgets, simulator): ready" in out
+
+
+def test_cli_lists_verbs_and_rejects_unknown():
+    out = subprocess.run([sys.executable, "-m", "tklab", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "doctor" in out.stdout and "grade" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "tklab", "fly"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown command 'fly'" in bad.stderr
+
+
+def test_bench_without_gpu_says_so(monkeypatch):
+    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    with pytest.raises(RuntimeError, match="needs a GPU"):
+        tklab.bench(lambda: None)
+
+
+def test_ceilings_fractions():
+    h200 = ceilings.for_device("NVIDIA H200")
+    assert h200.bf16_tensor_tflops == 708.0 and h200.copy_tbps == 4.3
+    f = h200.fraction(tflops=354.0, tbps=2.15)
+    assert f == {"of bf16_tensor peak": 0.5, "of copy bandwidth": 0.5}
+    assert h200.fraction(tflops=25.5, kind="fp32_simt") == {"of fp32_simt peak": 0.5}
+
+
+def test_recorded_results_round_trip(tmp_path, monkeypatch):
+    path = tmp_path / "recorded.json"
+    monkeypatch.setenv("TKLAB_RECORD_FILE", str(path))
+    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    missing = recorded.measure("ch99.none", lambda: pytest.fail("must not run without a GPU"))
+    assert missing.values is None and "no recorded result" in str(missing)
+    path.write_text(json.dumps({"ch99.x": {"values": {"tflops": 12.5}, "device": "NVIDIA H200",
+                                           "date": "2026-11-29", "commit": "abc1234"}}))
+    rec = recorded.measure("ch99.x", lambda: pytest.fail("must not run without a GPU"))
+    assert rec["tflops"] == 12.5 and not rec.live
+    assert "recorded on NVIDIA H200, 2026-11-29, commit abc1234" in str(rec)
+
+
+def test_recorded_measure_stores_only_when_asked(tmp_path, monkeypatch):
+    path = tmp_path / "recorded.json"
+    monkeypatch.setenv("TKLAB_RECORD_FILE", str(path))
+    monkeypatch.setattr("tklab.gpu.available", lambda: True)
+    monkeypatch.setattr("tklab.gpu.name", lambda: "Fake GPU")
+    rec = recorded.measure("ch99.live", lambda: {"ms": 1.5})
+    assert rec.live and rec["ms"] == 1.5 and not path.exists()
+    monkeypatch.setenv("TKLAB_RECORD", "1")
+    recorded.measure("ch99.live", lambda: {"ms": 2.5})
+    assert json.loads(path.read_text())["ch99.live"]["values"] == {"ms": 2.5}
+    with pytest.raises(TypeError, match="dict of numbers or a BenchResult"):
+        recorded.measure("ch99.bad", lambda: 3)
