@@ -1,7 +1,10 @@
 // Hopper (sm_90a) additions to the tile library: TMA copies, mbarriers, the interleaved layout, wgmma
 // descriptors and instructions, the producer/consumer pipeline, and warpgroup-scope operations.
-// Everything here needs an sm_90a target; tk.cuh includes it only when compiling for one.
+// Everything here needs an sm_90 target (wgmma and setmaxnreg: sm_90a). tk.cuh always includes this
+// file; the guard below keeps it empty in device passes for older GPUs, so sm_80 builds still compile.
 #pragma once
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
 #include "descriptor.cuh"
 #include "fence.cuh"
@@ -12,3 +15,5 @@
 #include "tma.cuh"
 #include "wgmma_instr.cuh"
 #include "../ops/warpgroup/warpgroup.cuh"
+
+#endif  // sm_90+

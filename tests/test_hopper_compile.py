@@ -1,0 +1,145 @@
+"""CPU checks of the Hopper library: every probe kernel and the GEMM compile for sm_90a, the SASS holds
+the instructions we asked for, sm_80 builds are unaffected, and tklab.tma's host-side rules hold."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tklab
+from tklab import tma
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = Path(__file__).resolve().parent / "kernels"
+
+
+def _compile(name: str, arch: str = "sm_90a") -> tklab.compiler.Module:
+    return tklab.compile((KERNELS / name).read_text(), arch=arch, name=name)
+
+
+def load_gemm_module():
+    """bench/gemm_wgmma.py, imported by path (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("gemm_wgmma", ROOT / "bench" / "gemm_wgmma.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ---- the GEMM ---------------------------------------------------------------------------------------
+def test_gemm_uses_tma_and_wgmma_without_spills():
+    k = load_gemm_module().kernel()
+    assert k.histogram.get("HGMMA", 0) == 4  # 64-deep stage = 4 x m64n256k16, one copy of the loop body
+    assert k.histogram.get("UTMALDG", 0) > 0
+    assert k.spill_bytes == 0 and k.stack_bytes == 0
+    assert "64x256x16" in k.sass and "tnspB" in k.sass  # B read MN-major, straight from row-major memory
+    assert "C7508" not in k.module.log  # setmaxnreg was honoured (the compiler warns when it ignores it)
+
+
+def test_gemm_rejects_shapes_that_are_not_multiples_of_the_tile():
+    g = load_gemm_module()
+    g.check_shapes(256, 512, 128)  # fine: no exception
+    with pytest.raises(ValueError, match="M=100 is not a multiple of 128"):
+        g.gemm(np.zeros((100, 64)), np.zeros((64, 256)))
+    with pytest.raises(ValueError, match="N=200"):
+        g.check_shapes(128, 200, 64)
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        g.gemm(np.zeros((128, 64)), np.zeros((128, 256)))
+
+
+# ---- probe kernels ----------------------------------------------------------------------------------
+def test_wgmma_probes_issue_one_hgmma_per_k16_with_the_right_transposes():
+    mod = _compile("hopper_wgmma.cu")
+    assert len(mod.kernels) >= 20
+    for name in mod.kernels:
+        k = mod[name]
+        m = re.search(r"_k(\d+)", name)
+        depth = int(m.group(1)) if m else (32 if name == "ss_AtB_n64_il" else 64)
+        assert k.histogram.get("HGMMA", 0) == depth // 16, name
+        assert k.spill_bytes == 0, name
+        n = int(re.search(r"_n(\d+)", name).group(1))
+        hgmma = [ln for ln in k.sass.splitlines() if "HGMMA" in ln]
+        assert all(f"64x{n}x16" in ln for ln in hgmma), name
+        b_mn_major = "_AB_" in name or "_AtB_" in name
+        assert all(("tnspB" in ln) == b_mn_major for ln in hgmma), name
+        a_mn_major = "_At" in name
+        assert all(("tnspA" in ln) == a_mn_major for ln in hgmma), name
+        if name.startswith("rs_"):
+            assert all("gdesc" in ln and re.search(r"HGMMA\S* R\d+, R\d+", ln) for ln in hgmma), name
+
+
+def test_tma_and_mbarrier_probes_compile():
+    mod = _compile("hopper_tma.cu")
+    for name in mod.kernels:
+        op = "UTMALDG" if name.startswith("load_") else ("UTMAREDG" if name.startswith("add_") else "UTMASTG")
+        assert mod[name].histogram.get(op, 0) > 0, (name, op)
+    ring = _compile("hopper_mbarrier.cu")["ring"]
+    assert ring.histogram.get("SYNCS", 0) > 0  # mbarrier operations
+
+
+def test_sm80_builds_ignore_the_hopper_headers():
+    src = '#include "tk.cuh"\nextern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n'
+    assert tklab.compile(src, arch="sm_80").kernels == ["k"]
+    uses = '#include "tk.cuh"\nextern "C" __global__ void k() { tk::fence_proxy_async(); }\n'
+    with pytest.raises(tklab.CompileError):
+        tklab.compile(uses, arch="sm_80")
+
+
+def test_python_swizzle_choice_matches_the_device_tile():
+    """tklab.tma.pick_swizzle and st's default_swizzle must agree, or TMA writes another layout."""
+    cases = [(64, "bf16", 2), (32, "bf16", 2), (16, "bf16", 2), (128, "bf16", 2), (48, "bf16", 2),
+             (32, "float", 4), (16, "float", 4), (48, "float", 4)]
+    asserts = [f"static_assert(tk::st<{t}, 16, {c}>::swz::bytes == {tma.pick_swizzle(c, size)});"
+               for c, t, size in cases]
+    assert {tma.pick_swizzle(c, size) for c, _, size in cases} == {32, 64, 128}
+    src = '#include "tk.cuh"\nusing tk::bf16;\n' + "\n".join(asserts) + '\nextern "C" __global__ void k() {}\n'
+    tklab.compile(src, arch="sm_90a")
+
+
+# ---- tklab.tma host-side rules ----------------------------------------------------------------------
+def _plan(shape, tile, dtype="bfloat16", swizzle=None, address=0x10000, strides=None):
+    itemsize = tma.DTYPES[dtype][0] if dtype in tma.DTYPES else 2
+    if strides is None:
+        strides = tuple(int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1] * itemsize)
+    return tma.plan(address, tuple(shape), strides, dtype, tile, swizzle)
+
+
+def test_plan_boxes_are_one_panel_of_the_tile():
+    p = _plan((1024, 512), (64, 256))  # 512-byte rows: 128B swizzle, panels of 64 columns
+    assert (p.swizzle, p.box, p.copies_per_tile, p.tile_bytes) == (128, (64, 64), 4, 64 * 256 * 2)
+    assert p.dims == (512, 1024) and p.row_stride == 1024
+    assert _plan((1024, 512), (64, 16)).swizzle == 32
+    assert _plan((1024, 512), (64, 16)).box == (16, 64)
+    assert _plan((1024, 512), (512, 64)).box == (64, 256)  # boxes are at most 256 rows
+    assert _plan((1024, 512), (64, 64), swizzle=0).box == (64, 64)  # plain row-major: the whole row
+    assert _plan((1024, 512), (64, 64), swizzle=16).box == (8, 64)  # interleaved: 16-byte panels
+    assert _plan((64, 512), (64, 64), dtype="float32").box == (32, 64)
+
+
+def test_plan_folds_leading_dimensions_into_rows():
+    p = _plan((2, 4, 128, 64), (64, 64))
+    assert p.dims == (64, 2 * 4 * 128)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"address": 0x10008}, "16-byte aligned"),
+    ({"shape": (64, 100)}, "multiple of 16 bytes"),
+    ({"dtype": "float64"}, "support"),
+    ({"tile": (64, 64), "swizzle": 48}, "swizzle must be"),
+    ({"tile": (64, 16), "swizzle": 128}, "whole number"),
+    ({"tile": (64, 512), "swizzle": 0}, "256-element box"),
+    ({"tile": (384, 64)}, "multiple of 256"),
+    ({"strides": (2, 2 * 64)}, "contiguous"),
+])
+def test_plan_rejects_what_tma_cannot_do(kwargs, message):
+    args = {"shape": (256, 64), "tile": (64, 64)} | kwargs
+    with pytest.raises(tma.TmaError, match=message):
+        _plan(**args)
+
+
+def test_tensor_map_rejects_host_arrays():
+    with pytest.raises(tma.TmaError, match="CuPy array or a torch CUDA tensor"):
+        tma.tensor_map(np.zeros((64, 64), np.float32), (64, 64))
