@@ -9,3 +9,4 @@
 #include "tk/common/common.cuh"
 #include "tk/types/types.cuh"
 #include "tk/ops/warp/warp.cuh"
+#include "tk/hopper/hopper.cuh"  // TMA, mbarrier, wgmma, warpgroup ops (empty below sm_90)
