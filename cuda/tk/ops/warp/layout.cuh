@@ -60,7 +60,9 @@ __device__ inline void transpose(rt<T, C, R, transpose_layout<L>>& d, const rt<T
 #pragma unroll
     for (int i = 0; i < R / TILE; i++)
 #pragma unroll
-        for (int j = 0; j < C / TILE; j++) d.tiles[j][i] = a.tiles[i][j];
+        for (int j = 0; j < C / TILE; j++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) d.tiles[j][i].data[k] = a.tiles[i][j].data[k];
 }
 
 /// d = a^T in the same layout: data moves across lanes (swap_layout), then the free rename.

@@ -27,16 +27,19 @@ __device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// stmatrix (the store twin of ldmatrix) exists from sm_90 on; store() only calls these there.
 __device__ inline void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
                  ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+#endif
 }
 __device__ inline void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
                  ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
-}
 #endif
+}
 
 /// The row (inside a subtile) whose 16-byte segment lane gives to ldmatrix/stmatrix, and its column.
 template <rt_layout L>
@@ -89,7 +92,11 @@ __device__ inline void store(st<T, SR, SC, S>& dst, const rt<T, R, C, L>& src, c
     static_assert(SR % R == 0 && SC % C == 0, "the register tile must tile the shared tile");
     const int r0 = t.r * R, c0 = t.c * C, lane = laneid();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if constexpr (sizeof(T) == 2) {
+    constexpr bool use_stmatrix = sizeof(T) == 2;
+#else
+    constexpr bool use_stmatrix = false;
+#endif
+    if constexpr (use_stmatrix) {
         const rc m = detail::matrix_row_of_lane<L>(lane);
 #pragma unroll
         for (int i = 0; i < R / TILE; i++) {
@@ -103,25 +110,24 @@ __device__ inline void store(st<T, SR, SC, S>& dst, const rt<T, R, C, L>& src, c
                 else detail::stmatrix_x4_trans(addr, r);
             }
         }
-        return;
-    }
-#endif
+    } else {
 #pragma unroll
-    for (int i = 0; i < R / TILE; i++)
+        for (int i = 0; i < R / TILE; i++)
 #pragma unroll
-        for (int j = 0; j < C / TILE; j++)
+            for (int j = 0; j < C / TILE; j++)
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
-                const int ra = r0 + TILE * i, ca = c0 + TILE * j;
-                if constexpr (cuda::std::is_same_v<L, row>) {
-                    *reinterpret_cast<pair_t<T>*>(&dst(ra + e0.r, ca + e0.c)) = src.tiles[i][j].data[k];
-                } else {
-                    const float2 x = to_float2(src.tiles[i][j].data[k]);
-                    dst(ra + e0.r, ca + e0.c) = from_float<T>(x.x);
-                    dst(ra + e1.r, ca + e1.c) = from_float<T>(x.y);
+                for (int k = 0; k < 4; k++) {
+                    const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
+                    const int ra = r0 + TILE * i, ca = c0 + TILE * j;
+                    if constexpr (cuda::std::is_same_v<L, row>) {
+                        *reinterpret_cast<pair_t<T>*>(&dst(ra + e0.r, ca + e0.c)) = src.tiles[i][j].data[k];
+                    } else {
+                        const float2 x = to_float2(src.tiles[i][j].data[k]);
+                        dst(ra + e0.r, ca + e0.c) = from_float<T>(x.x);
+                        dst(ra + e1.r, ca + e1.c) = from_float<T>(x.y);
+                    }
                 }
-            }
+    }
 }
 
 /// Register vector <- shared vector, and back (one lane writes each entry).
