@@ -11,8 +11,21 @@ Public API::
     analyze_matrix(rows, num=4, *, store=False) -> Access   # ldmatrix / stmatrix .x1/.x2/.x4
 
 ``offsets`` are the 32 lanes' byte offsets (``None`` for a lane that sits out), ``width`` the bytes
-per lane (1, 2, 4, 8, 16). The rules below were fitted to, and are tested against, every row of
-``bench/results/banks_h200.json`` (ncu on an H200; ``bench/probes/banks_probe.py``).
+per lane (1, 2, 4, 8, 16).
+
+The rules, read off ncu's counters on an H200 (``bench/probes/banks_probe.py`` measures one
+instruction per launch; ``bench/results/banks_h200.json`` holds every row; the tests check each one):
+
+1. Lanes are served in *phases* of at most 128 bytes: the whole warp for 1-, 2- and 4-byte accesses,
+   half-warps (lanes 0-15, 16-31) for 8 bytes, quarter-warps (8 lanes) for 16 bytes, and for
+   ``ldmatrix``/``stmatrix`` one phase per 8x8 matrix (its 8 row addresses).
+2. Loads only: two neighbouring phases (halves → whole warp; quarters 0+1 and 2+3 → half-warps) are
+   served as one when every quad of lanes (4l..4l+3) in them asks for at most 2 distinct addresses.
+   That is how a broadcast of 8- or 16-byte values gets cheaper (a 16-byte load of one address by the
+   whole warp takes 2 wavefronts, not 4). Stores, ldmatrix and stmatrix never merge.
+3. Inside a phase, a bank delivers one 4-byte word per wavefront to every lane that wants it
+   (broadcast), so the phase takes as many wavefronts as the busiest bank has distinct words.
+4. ncu's bank-conflict counter is the wavefronts beyond one per phase that has an active lane.
 """
 
 from __future__ import annotations
@@ -24,8 +37,9 @@ BANKS = 32
 BANK_BYTES = 4
 WIDTHS = (1, 2, 4, 8, 16)
 
-# Lanes that the hardware schedules together ("phase"): measured, see the module docstring.
+# Lanes served together before any merging (rule 1 of the module docstring).
 PHASE_LANES = {1: 32, 2: 32, 4: 32, 8: 16, 16: 8}
+MERGE_MAX_ADDRESSES_PER_QUAD = 2  # rule 2
 
 
 @dataclass(frozen=True)
@@ -144,13 +158,35 @@ def _schedule(offs: tuple[int | None, ...], width: int, phases: list[tuple[int, 
     return waves
 
 
+def _few_addresses_per_quad(offs: tuple[int | None, ...], lanes: tuple[int, ...]) -> bool:
+    for q in range(lanes[0], lanes[-1] + 1, 4):
+        if len({offs[lane] for lane in range(q, q + 4) if offs[lane] is not None}) > MERGE_MAX_ADDRESSES_PER_QUAD:
+            return False
+    return True
+
+
+def phases(offsets: Sequence[int | None], width: int, *, store: bool = False) -> list[tuple[int, ...]]:
+    """The groups of lanes served together (rules 1 and 2 of the module docstring)."""
+    offs = _check(offsets, width)
+    step = PHASE_LANES[width]
+    base = [tuple(range(s, s + step)) for s in range(0, 32, step)]
+    if store or width < 8:
+        return base
+    out: list[tuple[int, ...]] = []
+    for a, b in zip(base[::2], base[1::2], strict=True):
+        if _few_addresses_per_quad(offs, a + b):
+            out.append(a + b)
+        else:
+            out += [a, b]
+    return out
+
+
 def analyze(offsets: Sequence[int | None], width: int, *, store: bool = False) -> Access:
     """The wavefront schedule of one warp-wide load (or store) of ``width`` bytes per lane."""
     offs = _check(offsets, width)
-    step = PHASE_LANES[width]
-    phases = [tuple(range(s, s + step)) for s in range(0, 32, step)]
-    waves = _schedule(offs, width, phases)
-    return Access(offs, width, store, "st" if store else "ld", tuple(phases), tuple(waves))
+    groups = phases(offs, width, store=store)
+    waves = _schedule(offs, width, groups)
+    return Access(offs, width, store, "st" if store else "ld", tuple(groups), tuple(waves))
 
 
 def wavefronts(offsets: Sequence[int | None], width: int, *, store: bool = False) -> int:
@@ -171,9 +207,9 @@ def analyze_matrix(rows: Sequence[int | None], num: int = 4, *, store: bool = Fa
     if len(rows) != 8 * num:
         raise ValueError(f".x{num} needs {8 * num} row addresses (lanes 0..{8 * num - 1}), not {len(rows)}")
     offs = _check(rows + [None] * (32 - 8 * num), 16)
-    phases = [tuple(range(8 * m, 8 * m + 8)) for m in range(num)]
-    waves = _schedule(offs, 16, phases)
-    return Access(offs, 16, store, "stmatrix" if store else "ldmatrix", tuple(phases), tuple(waves))
+    groups = [tuple(range(8 * m, 8 * m + 8)) for m in range(num)]
+    waves = _schedule(offs, 16, groups)
+    return Access(offs, 16, store, "stmatrix" if store else "ldmatrix", tuple(groups), tuple(waves))
 
 
 def predict_row(row: dict) -> tuple[int, int]:

@@ -52,6 +52,9 @@ def swizzle(byte_offset: int, mode: str = "none") -> int:
     return byte_offset ^ (((byte_offset >> 7) & mask) << 4)
 
 
+_swizzle = swizzle  # for functions whose ``swizzle`` argument hides the function
+
+
 def _span(mode: str) -> int:
     return {"none": 0, "32B": 32, "64B": 64, "128B": 128}[mode]
 
@@ -83,15 +86,17 @@ def st_offset(row: int, col: int, *, rows: int, cols: int, itemsize: int = 2, sw
     if cols % panel_cols:
         raise ValueError(f"{cols} columns of {itemsize} B do not fill whole {panel_cols * itemsize}-byte panels")
     linear = (col // panel_cols) * rows * panel_cols + row * panel_cols + col % panel_cols
-    return globals()["swizzle"](linear * itemsize, mode)
+    return _swizzle(linear * itemsize, mode)
 
 
 def tma_box_offset(row: int, col: int, *, box_cols: int, itemsize: int = 2, swizzle: str = "none") -> int:
     """Shared-memory byte offset where a TMA tile copy puts box element (row, col).
 
-    The box lands row after row, each row ``box_cols * itemsize`` bytes (a multiple of 16, at most the
-    swizzle span), and the swizzle is applied to the resulting address (the destination is 1024-byte
-    aligned, so offsets and addresses swizzle alike).
+    Without swizzle the box lands densely, row after row, each row ``box_cols * itemsize`` bytes (a
+    multiple of 16). With a swizzle, every box row takes one whole swizzle span (32/64/128 bytes) even
+    when it is narrower -- measured: a 64-byte box row under 128B swizzle starts 128 bytes after the
+    previous one, and the bytes in between stay untouched -- and the XOR is applied to that address
+    (the destination is 1024-byte aligned, so offsets and addresses swizzle alike).
     """
     inner = box_cols * itemsize
     if inner % 16:
@@ -100,7 +105,8 @@ def tma_box_offset(row: int, col: int, *, box_cols: int, itemsize: int = 2, swiz
         raise ValueError(f"a {swizzle} swizzle allows box rows of at most {_span(swizzle)} bytes, not {inner}")
     if not 0 <= col < box_cols:
         raise ValueError(f"column {col} is outside a box {box_cols} wide")
-    return globals()["swizzle"](row * inner + col * itemsize, swizzle)
+    pitch = inner if swizzle == "none" else _span(swizzle)
+    return _swizzle(row * pitch + col * itemsize, swizzle)
 
 
 def interleaved_offset(mn: int, k: int, *, lbo: int, sbo: int, itemsize: int = 2) -> int:

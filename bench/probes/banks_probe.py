@@ -81,8 +81,10 @@ class Pattern:
 # --------------------------------------------------------------------------------------------- kernels
 # One inline-PTX access per width. PTX has no 8-bit registers: a 16-bit register carries a byte.
 _LD = {
-    1: 'unsigned short h = 0; if (o >= 0) asm volatile("ld.shared.u8 %0, [%1];" : "=h"(h) : "r"(a) : "memory"); v0 = h;',
-    2: 'unsigned short h = 0; if (o >= 0) asm volatile("ld.shared.u16 %0, [%1];" : "=h"(h) : "r"(a) : "memory"); v0 = h;',
+    1: ('unsigned short h = 0; if (o >= 0) asm volatile("ld.shared.u8 %0, [%1];" : "=h"(h) : "r"(a) : "memory");'
+        ' v0 = h;'),
+    2: ('unsigned short h = 0; if (o >= 0) asm volatile("ld.shared.u16 %0, [%1];" : "=h"(h) : "r"(a) : "memory");'
+        ' v0 = h;'),
     4: 'if (o >= 0) asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v0) : "r"(a) : "memory");',
     8: 'if (o >= 0) asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v0), "=r"(v1) : "r"(a) : "memory");',
     16: ('if (o >= 0) asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"'
@@ -171,18 +173,18 @@ def _core(op: str) -> list[Pattern]:
         for s in STRIDES:
             if op == "st" and w in (1, 2) and s not in (*range(0, 9), 16, 17, 31, 32, 33, 64, 128):
                 continue
-            out.append(Pattern(f"stride {s}", "stride", op, w, _lanes(lambda l, s=s, w=w: l * s * w)))
+            out.append(Pattern(f"stride {s}", "stride", op, w, _lanes(lambda i, s=s, w=w: i * s * w)))
         row = 128 // w  # elements per 128-byte row of banks
         for k in (2, 4, 8, 16, 32):
-            out.append(Pattern(f"lane//{k}", "broadcast", op, w, _lanes(lambda l, k=k, w=w: (l // k) * w)))
+            out.append(Pattern(f"lane//{k}", "broadcast", op, w, _lanes(lambda i, k=k, w=w: (i // k) * w)))
         for k in (2, 4, 8, 16):
-            out.append(Pattern(f"lane%{k}", "broadcast", op, w, _lanes(lambda l, k=k, w=w: (l % k) * w)))
+            out.append(Pattern(f"lane%{k}", "broadcast", op, w, _lanes(lambda i, k=k, w=w: (i % k) * w)))
         out.append(Pattern("halves one row apart", "broadcast", op, w,
-                           _lanes(lambda l, w=w, row=row: ((l % 16) + (l // 16) * row) * w)))
+                           _lanes(lambda i, w=w, row=row: ((i % 16) + (i // 16) * row) * w)))
         out.append(Pattern("quarters one row apart", "broadcast", op, w,
-                           _lanes(lambda l, w=w, row=row: ((l % 8) + (l // 8) * row) * w)))
+                           _lanes(lambda i, w=w, row=row: ((i % 8) + (i // 8) * row) * w)))
         out.append(Pattern("pairs same word, stride 32 words", "broadcast", op, w,
-                           _lanes(lambda l, w=w: (l // 2) * 128 + (l % 2) * w * (w < 4))))
+                           _lanes(lambda i, w=w: (i // 2) * 128 + (i % 2) * w * (w < 4))))
     return out
 
 
@@ -190,30 +192,58 @@ def _diagnostics(op: str) -> list[Pattern]:
     """Patterns that tell 'per quarter/half warp' processing from 'whole warp, banks permitting'."""
     q16 = {
         "quarters share banks: q0+q1 fill one row, q2+q3 the next":
-            lambda l: ((l % 8) % 4 + 4 * ((l // 8) % 2) + 8 * (l // 16)) * 16,
-        "q0==q2, q1==q3, q0/q1 one row apart": lambda l: ((l % 8) + 8 * ((l // 8) % 2)) * 16,
-        "8-way inside each quarter, quarters on own banks": lambda l: (8 * (l % 8) + (l // 8)) * 16,
-        "8-way in quarter 0 only": lambda l: (8 * (l % 8)) * 16 if l < 8 else (64 + l) * 16,
-        "four lanes per chunk": lambda l: (l // 4) * 16,
-        "quarter q reads row q, reversed": lambda l: (8 * (l // 8) + 7 - (l % 8)) * 16,
-        "2-way pairs across quarters": lambda l: ((l % 8) + 8 * (l // 16)) * 16,
-        "q0 and q3 conflict, q1/q2 broadcast": lambda l: ((l % 8) * 8 if l < 8 or l >= 24 else 3) * 16,
+            lambda i: ((i % 8) % 4 + 4 * ((i // 8) % 2) + 8 * (i // 16)) * 16,
+        "q0==q2, q1==q3, q0/q1 one row apart": lambda i: ((i % 8) + 8 * ((i // 8) % 2)) * 16,
+        "8-way inside each quarter, quarters on own banks": lambda i: (8 * (i % 8) + (i // 8)) * 16,
+        "8-way in quarter 0 only": lambda i: (8 * (i % 8)) * 16 if i < 8 else (64 + i) * 16,
+        "four lanes per chunk": lambda i: (i // 4) * 16,
+        "quarter q reads row q, reversed": lambda i: (8 * (i // 8) + 7 - (i % 8)) * 16,
+        "2-way pairs across quarters": lambda i: ((i % 8) + 8 * (i // 16)) * 16,
+        "q0 and q3 conflict, q1/q2 broadcast": lambda i: ((i % 8) * 8 if i < 8 or i >= 24 else 3) * 16,
     }
     h8 = {
-        "halves share banks: h0 low banks, h1 high banks": lambda l: ((l % 16) % 8 + 8 * (l // 16)) * 8,
-        "h0==h1 one row": lambda l: (l % 16) * 8,
-        "8-way inside each half, halves on own banks": lambda l: (16 * (l % 8) + (l // 8)) * 8,
-        "4-way inside half 0 only": lambda l: (16 * (l % 4) + l // 4) * 8 if l < 16 else (48 + l) * 8,
-        "quarter-like: lanes 0-7 row 0 low, 8-15 row 1 high": lambda l: ((l % 8) + 24 * ((l // 8) % 2)
-                                                                           + 32 * (l // 16)) * 8,
+        "halves share banks: h0 low banks, h1 high banks": lambda i: ((i % 16) % 8 + 8 * (i // 16)) * 8,
+        "h0==h1 one row": lambda i: (i % 16) * 8,
+        "8-way inside each half, halves on own banks": lambda i: (16 * (i % 8) + (i // 8)) * 8,
+        "4-way inside half 0 only": lambda i: (16 * (i % 4) + i // 4) * 8 if i < 16 else (48 + i) * 8,
+        "quarter-like: lanes 0-7 row 0 low, 8-15 row 1 high": lambda i: ((i % 8) + 24 * ((i // 8) % 2)
+                                                                           + 32 * (i // 16)) * 8,
     }
-    out = [Pattern(n, "diagnostic", op, 16, _lanes(f)) for n, f in q16.items()]
+    # Loads of 8/16 bytes pair up their phases (halves→warp, quarters→half warp) when every quad of
+    # lanes asks for at most 2 distinct addresses; these tell which quads / which halves must qualify.
+    quad = (0, 1, 1, 0)
+    merge16 = {
+        "quads (a,b,b,a)": lambda i: 2 * (i // 4) + quad[i % 4],
+        "quads (a,a,a,b)": lambda i: 2 * (i // 4) + (i % 4 == 3),
+        "quads (a,a,b,c), all quads the same": lambda i: (0, 0, 1, 2)[i % 4],
+        "half 0 pairs, half 1 stride 1": lambda i: i // 2 if i < 16 else 16 + i,
+        "half 0 stride 1, half 1 pairs": lambda i: i if i < 16 else 32 + i // 2,
+        "pairs, but quad 7 has 3 addresses": lambda i: i // 2 if i < 28 else (14, 14, 15, 16)[i % 4],
+        "pairs, but quad 0 has 3 addresses": lambda i: i // 2 if i >= 4 else (0, 0, 1, 20)[i],
+        "quads (a,a,b,b) one row apart per quarter": lambda i: (i // 2) % 4 + 8 * (i // 8),
+    }
+    merge8 = {
+        "quads (a,b,b,a)": lambda i: 2 * (i // 4) + quad[i % 4],
+        "quads (a,a,b,c), all quads the same": lambda i: (0, 0, 1, 2)[i % 4],
+        "half 0 pairs, half 1 stride 1": lambda i: i // 2 if i < 16 else 16 + i,
+        "pairs, but quad 7 has 3 addresses": lambda i: i // 2 if i < 28 else (14, 14, 15, 16)[i % 4],
+        "quads (a,a,b,b), halves 16 units apart": lambda i: (i // 2) % 8 + 16 * (i // 16),
+    }
+    out = [Pattern(n, "merge rule", op, 16, _lanes(lambda i, f=f: 16 * f(i))) for n, f in merge16.items()]
+    out += [Pattern(n, "merge rule", op, 8, _lanes(lambda i, f=f: 8 * f(i))) for n, f in merge8.items()]
+    out.append(Pattern("quads (a,b,-,-)", "merge rule", op, 16,
+                       _lanes(lambda i: 16 * (2 * (i // 4) + i % 4) if i % 4 < 2 else -1)))
+    out.append(Pattern("quads (a,b,c,-)", "merge rule", op, 16,
+                       _lanes(lambda i: 16 * (3 * (i // 4) + i % 4) if i % 4 < 3 else -1)))
+    out.append(Pattern("quads (a,b,-,-)", "merge rule", op, 8,
+                       _lanes(lambda i: 8 * (2 * (i // 4) + i % 4) if i % 4 < 2 else -1)))
+    out += [Pattern(n, "diagnostic", op, 16, _lanes(f)) for n, f in q16.items()]
     out += [Pattern(n, "diagnostic", op, 8, _lanes(f)) for n, f in h8.items()]
     for w in (1, 2):  # sub-word accesses: bytes of one word are one broadcast
         out.append(Pattern("same word, different bytes, 32 rows", "subword", op, w,
-                           _lanes(lambda l, w=w: (l // (4 // w)) * 128 + (l % (4 // w)) * w)))
+                           _lanes(lambda i, w=w: (i // (4 // w)) * 128 + (i % (4 // w)) * w)))
         out.append(Pattern("two lanes per word, words stride 2", "subword", op, w,
-                           _lanes(lambda l, w=w: (l // 2) * 8 + (l % 2) * w)))
+                           _lanes(lambda i, w=w: (i // 2) * 8 + (i % 2) * w)))
     return out
 
 
@@ -221,12 +251,13 @@ def _tiles(op: str) -> list[Pattern]:
     """Row and column walks of bf16 tiles: plain, padded and swizzled (32B/64B/128B)."""
     out = []
     # 16x16 bf16 tile, rows of 32 bytes.
-    out.append(Pattern("16x16 bf16 column walk, 2B", "tile16", op, 2, _lanes(lambda l: (l % 16) * 32 + (l // 16) * 2)))
+    out.append(Pattern("16x16 bf16 column walk, 2B", "tile16", op, 2, _lanes(lambda i: (i % 16) * 32 + (i // 16) * 2)))
     out.append(Pattern("16x16 bf16 column walk, 4B pairs", "tile16", op, 4,
-                       _lanes(lambda l: (l % 16) * 32 + (l // 16) * 4)))
-    out.append(Pattern("16x16 bf16 column walk, 16B", "tile16", op, 16, _lanes(lambda l: (l % 16) * 32 + (l // 16) * 16)))
+                       _lanes(lambda i: (i % 16) * 32 + (i // 16) * 4)))
+    out.append(Pattern("16x16 bf16 column walk, 16B", "tile16", op, 16,
+                       _lanes(lambda i: (i % 16) * 32 + (i // 16) * 16)))
     out.append(Pattern("16x16 bf16 mma-A fragment pairs", "tile16", op, 4,
-                       _lanes(lambda l: (l // 4) * 32 + (l % 4) * 4)))
+                       _lanes(lambda i: (i // 4) * 32 + (i % 4) * 4)))
     # Tiles whose rows are 32, 64 or 128 bytes, under each swizzle that fits.
     for pitch, modes in ((128, ("none", "32B", "64B", "128B")), (64, ("none", "32B", "64B")), (32, ("none", "32B"))):
         cols = pitch // 2
@@ -234,27 +265,29 @@ def _tiles(op: str) -> list[Pattern]:
             def sw(o: int, mode=mode) -> int:
                 return swizzle(o, mode)
             tag = f"{32 if pitch == 32 else 64}x{cols} bf16, {mode} swizzle"
-            out.append(Pattern(f"{tag}: column walk 16B", "swizzle", op, 16, _lanes(lambda l, p=pitch, sw=sw: sw(l * p))))
-            out.append(Pattern(f"{tag}: column walk 4B", "swizzle", op, 4, _lanes(lambda l, p=pitch, sw=sw: sw(l * p))))
+            for w in (16, 4):
+                out.append(Pattern(f"{tag}: column walk {w}B", "swizzle", op, w,
+                                   _lanes(lambda i, p=pitch, sw=sw: sw(i * p))))
             if pitch == 128:
                 out.append(Pattern(f"{tag}: column walk 16B chunk 3", "swizzle", op, 16,
-                                   _lanes(lambda l, sw=sw: sw(l * 128 + 48))))
+                                   _lanes(lambda i, sw=sw: sw(i * 128 + 48))))
                 out.append(Pattern(f"{tag}: row walk 16B", "swizzle", op, 16,
-                                   _lanes(lambda l, sw=sw: sw((l // 8) * 128 + (l % 8) * 16))))
-                out.append(Pattern(f"{tag}: column walk 2B", "swizzle", op, 2, _lanes(lambda l, sw=sw: sw(l * 128 + 2))))
+                                   _lanes(lambda i, sw=sw: sw((i // 8) * 128 + (i % 8) * 16))))
+                out.append(Pattern(f"{tag}: column walk 2B", "swizzle", op, 2,
+                                   _lanes(lambda i, sw=sw: sw(i * 128 + 2))))
                 out.append(Pattern(f"{tag}: 16x16 subtile, ldmatrix-like 16B", "swizzle", op, 16,
-                                   _lanes(lambda l, sw=sw: sw((l % 16) * 128 + (l // 16) * 16))))
+                                   _lanes(lambda i, sw=sw: sw((i % 16) * 128 + (i // 16) * 16))))
     # Padded rows.
     for cols, pad in ((64, 1), (64, 2), (64, 4), (64, 8), (32, 8), (16, 8)):
         pitch = 2 * (cols + pad)
         tag = f"{cols}-col bf16 + {pad} pad"
         if pitch % 16 == 0:
-            out.append(Pattern(f"{tag}: column walk 16B", "padding", op, 16, _lanes(lambda l, p=pitch: l * p)))
+            out.append(Pattern(f"{tag}: column walk 16B", "padding", op, 16, _lanes(lambda i, p=pitch: i * p)))
         if pitch % 8 == 0:
-            out.append(Pattern(f"{tag}: column walk 8B", "padding", op, 8, _lanes(lambda l, p=pitch: l * p)))
+            out.append(Pattern(f"{tag}: column walk 8B", "padding", op, 8, _lanes(lambda i, p=pitch: i * p)))
         if pitch % 4 == 0:
-            out.append(Pattern(f"{tag}: column walk 4B", "padding", op, 4, _lanes(lambda l, p=pitch: l * p)))
-        out.append(Pattern(f"{tag}: column walk 2B", "padding", op, 2, _lanes(lambda l, p=pitch: l * p)))
+            out.append(Pattern(f"{tag}: column walk 4B", "padding", op, 4, _lanes(lambda i, p=pitch: i * p)))
+        out.append(Pattern(f"{tag}: column walk 2B", "padding", op, 2, _lanes(lambda i, p=pitch: i * p)))
     return out
 
 
@@ -277,17 +310,18 @@ def _random(op: str, seed: int) -> list[Pattern]:
 def _inactive(op: str) -> list[Pattern]:
     """Partial warps: lanes that sit out (offset -1) must not count."""
     m = []
-    m.append(Pattern("lanes 0-15, stride 32 words", "inactive", op, 4, _lanes(lambda l: l * 128 if l < 16 else -1)))
-    m.append(Pattern("even lanes, stride 1", "inactive", op, 4, _lanes(lambda l: -1 if l % 2 else l * 4)))
-    m.append(Pattern("lane 5 only", "inactive", op, 4, _lanes(lambda l: 20 if l == 5 else -1)))
-    m.append(Pattern("lanes 0-7, stride 1", "inactive", op, 16, _lanes(lambda l: l * 16 if l < 8 else -1)))
-    m.append(Pattern("lanes 0,8,16,24 one row apart", "inactive", op, 16, _lanes(lambda l: -1 if l % 8 else l * 16)))
-    m.append(Pattern("lanes 0-15, stride 1", "inactive", op, 16, _lanes(lambda l: l * 16 if l < 16 else -1)))
-    m.append(Pattern("lanes 16-31, chunk lane%8", "inactive", op, 16, _lanes(lambda l: (l % 8) * 16 if l >= 16 else -1)))
-    m.append(Pattern("lanes 0-15, stride 1", "inactive", op, 8, _lanes(lambda l: l * 8 if l < 16 else -1)))
+    m.append(Pattern("lanes 0-15, stride 32 words", "inactive", op, 4, _lanes(lambda i: i * 128 if i < 16 else -1)))
+    m.append(Pattern("even lanes, stride 1", "inactive", op, 4, _lanes(lambda i: -1 if i % 2 else i * 4)))
+    m.append(Pattern("lane 5 only", "inactive", op, 4, _lanes(lambda i: 20 if i == 5 else -1)))
+    m.append(Pattern("lanes 0-7, stride 1", "inactive", op, 16, _lanes(lambda i: i * 16 if i < 8 else -1)))
+    m.append(Pattern("lanes 0,8,16,24 one row apart", "inactive", op, 16, _lanes(lambda i: -1 if i % 8 else i * 16)))
+    m.append(Pattern("lanes 0-15, stride 1", "inactive", op, 16, _lanes(lambda i: i * 16 if i < 16 else -1)))
+    m.append(Pattern("lanes 16-31, chunk lane%8", "inactive", op, 16,
+                     _lanes(lambda i: (i % 8) * 16 if i >= 16 else -1)))
+    m.append(Pattern("lanes 0-15, stride 1", "inactive", op, 8, _lanes(lambda i: i * 8 if i < 16 else -1)))
     m.append(Pattern("lanes 0-7 and 16-23, unit lane%8", "inactive", op, 8,
-                     _lanes(lambda l: (l % 8) * 8 if (l % 16) < 8 else -1)))
-    m.append(Pattern("odd lanes, stride 16 units", "inactive", op, 8, _lanes(lambda l: l * 128 if l % 2 else -1)))
+                     _lanes(lambda i: (i % 8) * 8 if (i % 16) < 8 else -1)))
+    m.append(Pattern("odd lanes, stride 16 units", "inactive", op, 8, _lanes(lambda i: i * 128 if i % 2 else -1)))
     return m
 
 
@@ -307,7 +341,8 @@ def _matrix(op: str, seed: int) -> list[Pattern]:
     tile_a = [(i % 16) * 128 + (i // 16) * 16 for i in range(32)]
     out.append(pat("x4 16x16 of a 64-col bf16 tile", "matrix tile", 4, tile_a))
     out.append(pat("x4 16x16 of a 64-col bf16 tile, 128B swizzle", "matrix tile", 4, [sw(o) for o in tile_a]))
-    out.append(pat("x4 16x16 bf16 tile (32 B rows)", "matrix tile", 4, [(i % 16) * 32 + (i // 16) * 16 for i in range(32)]))
+    out.append(pat("x4 16x16 bf16 tile (32 B rows)", "matrix tile", 4,
+                   [(i % 16) * 32 + (i // 16) * 16 for i in range(32)]))
     out.append(pat("x4 4 matrices side by side in one 64 B row set", "matrix tile", 4,
                    [(i % 8) * 128 + (i // 8) * 16 for i in range(32)]))
     out.append(pat("x2 16 rows of a 64-col tile", "matrix tile", 2, [(i % 16) * 128 for i in range(32)]))
@@ -410,13 +445,29 @@ def number(s: str) -> int | None:
         return None
 
 
-def run_ncu(args: argparse.Namespace) -> None:
-    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-    pats = patterns()
-    if args.limit:
-        pats = pats[: args.limit]
+def find_ncu() -> str | None:
+    """Nsight Compute's command line, if this machine has it."""
+    for cand in (shutil.which("ncu"), "/usr/local/cuda/bin/ncu"):
+        if cand and Path(cand).exists():
+            return cand
+    return None
+
+
+@dataclass
+class Measurement:
+    patterns: list[Pattern]  # those measured, with .measured filled in
+    metrics: list[str]
+    baseline: dict[str, dict[str, int]]
+    skipped: int  # patterns left out (budget or a failed chunk)
+    log: str  # ncu's raw CSV output, all chunks
+
+
+def measure(pats: list[Pattern], *, budget_s: float = 240.0, chunk: int = 150) -> Measurement:
+    """Run ``pats`` under ncu, ``chunk`` launches per ncu process, stopping before ``budget_s`` runs out."""
+    ncu = find_ncu()
+    if ncu is None:
+        raise RuntimeError("ncu (Nsight Compute) is not on this machine; the bank table needs its counters")
     metrics = available_metrics(ncu)
-    print(f"{len(pats)} patterns, metrics: {metrics}", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="banks_probe_"))
     cubin = tmp / "probes.cubin"
     cubin.write_bytes(common.build_cubin(kernel_source(), "banks_probe.cu"))
@@ -424,16 +475,14 @@ def run_ncu(args: argparse.Namespace) -> None:
     pfile.write_text(json.dumps({"patterns": [asdict(p) for p in pats]}))
     start_all = time.time()
     baseline: dict[str, dict[str, int]] = {}
-    done = 0
-    chunk = args.chunk
-    per_pattern = None
+    done, per_pattern = 0, None
     logs: list[str] = []
-    failed: list[int] = []
+    ok: list[int] = []
     while done < len(pats):
         stop = min(len(pats), done + chunk)
         elapsed = time.time() - start_all
-        if per_pattern is not None and elapsed + 8 + per_pattern * (stop - done) > args.budget_s:
-            stop = done + max(0, int((args.budget_s - elapsed - 8) / per_pattern))
+        if per_pattern is not None and elapsed + 8 + per_pattern * (stop - done) > budget_s:
+            stop = done + max(0, int((budget_s - elapsed - 8) / per_pattern))
             if stop <= done:
                 print(f"budget reached: {len(pats) - done} patterns not measured", flush=True)
                 break
@@ -441,20 +490,20 @@ def run_ncu(args: argparse.Namespace) -> None:
         cmd = [ncu, "--clock-control", "none", "--csv", "--page", "raw", "--metrics", ",".join(metrics),
                "-k", "regex:^probe_", "--log-file", str(log), sys.executable, __file__, "--child",
                "--patterns", str(pfile), "--cubin", str(cubin), "--start", str(done), "--stop", str(stop)]
-        if done == 0:
+        nbase = 0
+        if not baseline:
             cmd.append("--baseline")
+            nbase = len(kernels_used(pats))
         t0 = time.time()
         res = subprocess.run(cmd, capture_output=True, text=True)
         text = log.read_text() if log.exists() else ""
         logs.append(text)
         rows = parse_csv(text)
-        nbase = len(kernels_used(pats)) if done == 0 else 0
         if res.returncode != 0 or len(rows) != nbase + (stop - done):
             # Keep going: the rows of this chunk stay unmeasured (and out of the table).
             print(f"chunk {done}:{stop} failed (exit {res.returncode}, {len(rows)} rows for "
                   f"{nbase + stop - done} launches):\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}\n{text[-2000:]}",
                   flush=True)
-            failed.extend(range(done, stop))
             done = stop
             continue
         for r in rows[:nbase]:
@@ -464,17 +513,33 @@ def run_ncu(args: argparse.Namespace) -> None:
             kname = r["Kernel Name"].split("(")[0]
             grid = r.get("Grid Size", "")
             if kname != p.kernel or (grid and not grid.strip("()").startswith(f"{grid_of(i)},")):
-                raise SystemExit(f"launch {i}: ncu row is {kname} {grid}, expected {p.kernel} grid {grid_of(i)}")
+                raise RuntimeError(f"launch {i}: ncu row is {kname} {grid}, expected {p.kernel} grid {grid_of(i)}")
             raw = {m: number(r.get(m, "")) for m in metrics}
             base = baseline.get(p.kernel, {})
             p.measured = {m: (v - base.get(m, 0)) if v is not None else None for m, v in raw.items()}
+            ok.append(i)
         per_pattern = (time.time() - t0) / max(1, stop - done)
         print(f"chunk {done}:{stop} in {time.time() - t0:.1f} s ({per_pattern * 1000:.0f} ms/pattern)", flush=True)
         done = stop
-    write_table(args, [p for i, p in enumerate(pats[:done]) if i not in set(failed)], metrics, baseline)
+    return Measurement([pats[i] for i in ok], metrics, baseline, len(pats) - len(ok), "\n".join(logs))
+
+
+def run_ncu(args: argparse.Namespace) -> None:
+    pats = patterns()
+    if args.limit:
+        pats = pats[: args.limit]
+    print(f"{len(pats)} patterns", flush=True)
+    m = measure(pats, budget_s=args.budget_s, chunk=args.chunk)
+    print(f"metrics: {m.metrics}; {m.skipped} patterns not measured", flush=True)
+    write_table(args, m.patterns, m.metrics, m.baseline)
     if args.log_dir:
         Path(args.log_dir).mkdir(parents=True, exist_ok=True)
-        Path(args.log_dir, "banks_ncu_raw.csv").write_text("\n".join(logs))
+        Path(args.log_dir, "banks_ncu_raw.csv").write_text(m.log)
+
+
+def summary(p: Pattern) -> dict:
+    """One row of the table: the pattern and what ncu counted for it (baseline subtracted)."""
+    return _summary(p)
 
 
 def _summary(p: Pattern) -> dict:

@@ -134,8 +134,8 @@ extern "C" __global__ void __launch_bounds__(128) probe_wgmma_n{n}(const unsigne
 {decl}
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
   asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + 5}, 0;\\n"
-               "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{dlist}}}, {{%{nd}, %{nd + 1}, %{nd + 2}, %{nd + 3}}}, "
-               "%{nd + 4}, p, 1, 1, 0;\\n}}"
+               "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{dlist}}}, "
+               "{{%{nd}, %{nd + 1}, %{nd + 2}, %{nd + 3}}}, %{nd + 4}, p, 1, 1, 0;\\n}}"
                : {outs}
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(0) : "memory");
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
@@ -168,8 +168,10 @@ extern "C" __global__ void probe_tma(const unsigned long long* tmap, int x0, int
   __syncthreads();
   if (threadIdx.x == 0) {
     unsigned long long state;
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(bar), "r"(nbytes) : "memory");
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 %0, [%1], %2;"
+                 : "=l"(state) : "r"(bar), "r"(nbytes) : "memory");
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];"
                  :: "r"(dst), "l"(tmap), "r"(x0), "r"(y0), "r"(bar) : "memory");
     (void)state;
   }
