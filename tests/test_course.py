@@ -151,3 +151,20 @@ def test_check_without_checker(capsys: pytest.CaptureFixture[str], monkeypatch: 
     monkeypatch.setattr(importlib, "import_module", fake)
     assert course.check("ch01_naive_matmul") is None
     assert "exercises/ch01_naive_matmul" in capsys.readouterr().out
+
+
+def test_verify_matmul_finds_the_first_wrong_element() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((24, 40)).astype(np.float32)
+    b = rng.standard_normal((40, 16)).astype(np.float32)
+    c = a @ b
+    assert course.verify_matmul(c, a, b) < 1e-5
+    c[3, 5] = np.nan  # an element a kernel never wrote
+    with pytest.raises(AssertionError, match=r"C\[3, 5\]"):
+        course.verify_matmul(c, a, b)
+    c = a @ b
+    c[7, 1] += 1.0
+    with pytest.raises(AssertionError, match=r"C\[7, 1\]"):
+        course.verify_matmul(c, a, b)

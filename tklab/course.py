@@ -14,7 +14,7 @@ A comparison record (``compare`` writes it; anything with at least ``tflops`` is
 Public API: ``compare(key, kernel, library, *, flops, label, peak="fp32_simt", verify=None)``,
 ``comparison(...)``, ``results(*, upto=None, labels=None) -> Results``, ``EXPECTED``,
 ``occupancy(registers, threads, smem_bytes=0) -> Occupancy``, ``main_loop(sass) -> list[str]``,
-``ffma_share(sass) -> float``, ``check(exercise_id)``.
+``ffma_share(sass) -> float``, ``verify_matmul(c, a, b)``, ``check(exercise_id)``, ``plots()``.
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from . import ceilings, recorded
 
 # Kernels chapters 00-03 record, so the table can show what is still missing on a machine without a GPU.
 EXPECTED: dict[str, str] = {
-    "ch01.naive_numba": "naive, numba.cuda (one thread per element of C)",
+    "ch01.naive_numba": "naive, numba.cuda, one thread per element (exercise reference)",
     "ch02.naive_uncoalesced": "naive CUDA C, threads along rows (uncoalesced)",
     "ch02.naive_coalesced": "naive CUDA C, threads along columns (coalesced)",
-    "ch02.tiled_fp32": "shared-memory tiling, 32×32 tiles",
-    "ch03.regblock_scalar": "register blocking 8×8 per thread, scalar loads",
-    "ch03.regblock_float4": "register blocking 8×8 per thread, float4 loads",
+    "ch02.tiled_fp32": "shared-memory tiling, 32×32 tiles (exercise reference)",
+    "ch03.blocktile_1d": "1D register blocking, 8 results per thread",
+    "ch03.regblock_float4": "2D register blocking 8×8, float4 loads (exercise reference)",
 }
 
 
@@ -82,6 +82,35 @@ def compare(key: str, kernel: Callable[[], Any], library: Callable[[], Any], *, 
         return comparison(k.ms, lib.ms, flops, label=label, ceiling_tflops=ceiling_tflops, ceiling=peak)
 
     return recorded.measure(key, run)
+
+
+def _xp(array: Any) -> Any:
+    """numpy or cupy, whichever owns ``array`` (cupy is only imported when the array is one of its own)."""
+    if type(array).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    import numpy
+
+    return numpy
+
+
+def verify_matmul(c: Any, a: Any, b: Any, *, tol: float = 1e-4) -> float:
+    """Check ``c == a @ b`` against a float64 reference; return the worst error relative to max |reference|.
+
+    Raises AssertionError naming the first wrong element (NaN counts as wrong, which is why GPU cells
+    fill outputs with NaN before a launch: an element the kernel never wrote cannot pass).
+    """
+    xp = _xp(c)
+    ref = xp.matmul(a.astype(xp.float64), b.astype(xp.float64))
+    err = xp.abs(c.astype(xp.float64) - ref)
+    scale = float(xp.abs(ref).max()) or 1.0
+    bad = ~(err <= tol * scale)
+    if bool(bad.any()):
+        where = tuple(int(i) for i in xp.argwhere(bad)[0])
+        raise AssertionError(f"wrong result at C{list(where)}: got {float(c[where])!r}, "
+                             f"expected {float(ref[where])!r} (tolerance {tol:g} × max |C| = {tol * scale:.3g})")
+    return float(err.max()) / scale
 
 
 # ---- the results table -------------------------------------------------------------------------------
@@ -149,9 +178,6 @@ class Results:
         return "\n".join(lines)
 
     __repr__ = __str__
-
-    def _repr_markdown_(self) -> str:
-        return str(self)
 
     def _repr_html_(self) -> str:
         if not self.rows:
@@ -308,3 +334,18 @@ def check(exercise_id: str) -> Any:
         print(f"tklab.check is not available in this checkout yet; your exercise is exercises/{exercise_id}.*")
         return None
     return module.check(exercise_id)
+
+
+# ---- figures -----------------------------------------------------------------------------------------
+def plots() -> None:
+    """Small SVG figures with text kept as text: readable on GitHub, small in git, stable between runs."""
+    import matplotlib as mpl
+
+    mpl.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "tklab", "figure.dpi": 80,
+                         "font.size": 9, "axes.titlesize": 10})
+    try:
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("svg", metadata={"Date": None})
+    except Exception:  # noqa: BLE001 - outside IPython there is nothing to configure
+        pass
