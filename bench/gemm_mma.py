@@ -25,6 +25,7 @@ SOURCE = ROOT / "solutions" / "gemm_mma_tiles.cu"
 sys.path.insert(0, str(ROOT))
 
 import tklab  # noqa: E402
+from tklab.bench import bench  # noqa: E402 - the function (tklab.bench can resolve to the module)
 
 SOLUTION = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 3}
 VARIANTS: dict[str, dict[str, int]] = {
@@ -115,7 +116,7 @@ def benchmark(gemms: dict[str, Gemm], n: int, rounds: int = 2) -> list[dict[str,
     for r in range(rounds):
         contenders = {"cuBLAS (torch.matmul)": cublas, **{k: g.launcher(a, b, c) for k, g in gemms.items()}}
         for name, fn in contenders.items():
-            res = tklab.bench(fn, flops=flops, name=name, progress=False)
+            res = bench(fn, flops=flops, name=name, progress=False)
             rows.append({"round": r, "name": name, "ms": res.ms, "tflops": res.tflops,
                          "batched_tflops": flops / batched_ms(fn) / 1e9})
     return rows
