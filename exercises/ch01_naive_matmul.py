@@ -1,4 +1,4 @@
-# GENERATED exercise from solutions/ch01_naive_matmul.py by `python -m tklab exercises`. Fill in the TODOs, then: python -m tklab check <this file>
+# GENERATED from solutions/ch01_naive_matmul.py by `python -m tklab exercises`: fill in the TODOs.
 """Chapter 1: your first GPU kernel, a naive matrix multiply in Python with numba.cuda.
 
 C = A @ B for float32 row-major matrices, A of shape (M, K), B of shape (K, N), C of shape (M, N).
@@ -15,12 +15,12 @@ C[y, x]; those accesses coalesce into few memory transactions.
 Check it with ``tklab.check("ch01")`` (runs in numba's CUDA simulator when there is no GPU).
 """
 
-from numba import cuda, float32
+from numba import cuda, float32  # noqa: F401 - float32 is for the part you write
 
 
 @cuda.jit
 def matmul(A, B, C):
     """C[row, col] = sum over k of A[row, k] * B[k, col], one thread per element of C."""
     # TODO: your code here (about 7 lines).
-    # Hint: cuda.grid(2) gives this thread's (x, y); return if it is outside C; sum over k in a float32 local
+    # Hint: cuda.grid(2) is this thread's (x, y); return if outside C; sum in a float32 local
     pass

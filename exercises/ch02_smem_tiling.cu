@@ -1,4 +1,4 @@
-// GENERATED exercise from solutions/ch02_smem_tiling.cu by `python -m tklab exercises`. Fill in the TODOs, then: python -m tklab check <this file>
+// GENERATED from solutions/ch02_smem_tiling.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 2: shared-memory tiling. C = A @ B, fp32, row-major; A is M×K, B is K×N, C is M×N.
 //
 // The naive kernel of chapter 1 reads every element of A N times and every element of B M times
@@ -25,10 +25,12 @@ extern "C" __global__ void smem_matmul(const float* __restrict__ A, const float*
 
     for (int k0 = 0; k0 < K; k0 += TILE) {
         // TODO: your code here (about 3 lines).
-        // Hint: each thread copies A[row][k0 + tx] into As[ty][tx] and B[k0 + ty][col] into Bs[ty][tx] (0 outside the matrix); then __syncthreads()
+        // Hint: each thread copies A[row][k0 + tx] into As[ty][tx] and B[k0 + ty][col] into Bs[ty][tx] (0
+        //       outside the matrix); then __syncthreads()
 
         // TODO: your code here (about 3 lines).
-        // Hint: TILE multiply-adds of row ty of As with column tx of Bs into acc; then __syncthreads() before the next copy overwrites the tiles
+        // Hint: TILE multiply-adds of row ty of As with column tx of Bs into acc; then __syncthreads()
+        //       before the next copy overwrites the tiles
     }
     if (row < M && col < N) C[row * N + col] = acc;
 }

@@ -1,4 +1,4 @@
-// GENERATED exercise from solutions/ch03_register_blocking.cu by `python -m tklab exercises`. Fill in the TODOs, then: python -m tklab check <this file>
+// GENERATED from solutions/ch03_register_blocking.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 3: register blocking. C = A @ B, fp32, row-major; A is M×K, B is K×N, C is M×N.
 //
 // Chapter 2's kernel does one multiply-add per two shared-memory loads, so shared memory, not the
@@ -41,10 +41,14 @@ regblock_matmul(const float* __restrict__ A, const float* __restrict__ B, float*
     float acc[TM][TN] = {};  // fully unrolled loops keep this array in registers
     for (int k0 = 0; k0 < K; k0 += BK) {
         // TODO: your code here (about 6 lines).
-        // Hint: one float4 load of A (row a_row, columns a_col..a_col+3) stored transposed (As[a_col + i][a_row]); one float4 copied from B[b_row][b_col..] to Bs[b_row][b_col..]; then __syncthreads()
+        // Hint: one float4 load of A (row a_row, columns a_col..a_col+3) stored transposed (As[a_col +
+        //       i][a_row]); one float4 copied from B[b_row][b_col..] to Bs[b_row][b_col..]; then
+        //       __syncthreads()
 
         // TODO: your code here (about 10 lines).
-        // Hint: for each k < BK: two float4 loads from As[k] (at tr*4 and 64 + tr*4) and two from Bs[k] (at tc*4 and 64 + tc*4) into register arrays a[8], b[8], then acc[i][j] += a[i] * b[j]; all loops #pragma unroll; __syncthreads() at the end
+        // Hint: for each k < BK: two float4 loads from As[k] (at tr*4 and 64 + tr*4) and two from Bs[k] (at
+        //       tc*4 and 64 + tc*4) into register arrays a[8], b[8], then acc[i][j] += a[i] * b[j]; all
+        //       loops #pragma unroll; __syncthreads() at the end
         A += BK;      // next 8 columns of A
         B += BK * N;  // next 8 rows of B
     }

@@ -1,4 +1,4 @@
-// GENERATED exercise from solutions/ch04_swizzle.cu by `python -m tklab exercises`. Fill in the TODOs, then: python -m tklab check <this file>
+// GENERATED from solutions/ch04_swizzle.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 4: bank conflicts and swizzling. out = inᵀ: `in` is M×N, `out` is N×M, fp32, row-major.
 //
 // A transpose through shared memory: a 32×8 block moves one 32×32 tile. It reads rows of `in`
@@ -22,7 +22,8 @@ constexpr int TILE_WORDS = TILE * (TILE + 1);  // room for a padded layout, shou
 // Word of the shared buffer that holds element (r, c) of the tile, 0 <= r, c < TILE.
 __host__ __device__ constexpr int tile_index(int r, int c) {
     // TODO: your code here (about 1 line).
-    // Hint: XOR the column with the row (an XOR swizzle: a row stays within its own 32 words, a column lands in 32 different banks), or pad each row by one word
+    // Hint: XOR the column with the row (an XOR swizzle: a row stays within its own 32 words, a column lands
+    //       in 32 different banks), or pad each row by one word
     return 0;  // a placeholder: every element lands on the same word
 }
 

@@ -1,4 +1,4 @@
-// GENERATED exercise from solutions/ch05_mma.cu by `python -m tklab exercises`. Fill in the TODOs, then: python -m tklab check <this file>
+// GENERATED from solutions/ch05_mma.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 5: tensor cores by hand. One warp computes C = A @ B for a single 16×16×16 tile:
 // A (16×16, row-major) and B (16×16 = K×N, row-major) hold bf16, C (16×16, row-major) is fp32.
 //
@@ -27,13 +27,18 @@ extern "C" __global__ void mma_16x16x16(const unsigned short* __restrict__ A,
     float c[2][4] = {};                     // accumulators of the two halves
 
     // TODO: your code here (about 4 lines).
-    // Hint: two neighbouring bf16 of a row of A are one aligned 32-bit word: load it as an unsigned (reinterpret_cast), at A[g][2t], A[g+8][2t], A[g][2t+8], A[g+8][2t+8]
+    // Hint: two neighbouring bf16 of a row of A are one aligned 32-bit word: load it as an unsigned
+    //       (reinterpret_cast), at A[g][2t], A[g+8][2t], A[g][2t+8], A[g+8][2t+8]
 
     // TODO: your code here (about 5 lines).
-    // Hint: for half h (columns n = 8h + g of B): the two bf16 of b[h][0] are B[2t][n] (low 16 bits) and B[2t+1][n] (high); b[h][1] likewise from rows 2t+8, 2t+9. They are a column apart in memory: pack them with shifts
+    // Hint: for half h (columns n = 8h + g of B): the two bf16 of b[h][0] are B[2t][n] (low 16 bits) and
+    //       B[2t+1][n] (high); b[h][1] likewise from rows 2t+8, 2t+9. They are a column apart in memory:
+    //       pack them with shifts
 
     // TODO: your code here (about 7 lines).
-    // Hint: per half h, inline asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" ...) with c[h][0..3] as "+f", a[0..3] and b[h][0..1] as "r"
+    // Hint: per half h, inline asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+    //       {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" ...) with c[h][0..3] as "+f", a[0..3] and
+    //       b[h][0..1] as "r"
 
     // TODO: your code here (about 7 lines).
     // Hint: c[h][0], c[h][1] go to C[g][8h + 2t], C[g][8h + 2t + 1]; c[h][2], c[h][3] to row g + 8

@@ -1,4 +1,4 @@
-// GENERATED exercise from solutions/ch06_tiles.cu by `python -m tklab exercises`. Fill in the TODOs, then: python -m tklab check <this file>
+// GENERATED from solutions/ch06_tiles.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 6: the same tensor-core GEMM as chapter 5's single tile, grown to a whole matrix with the
 // tk tile library. C (M×N, fp32) = A (M×K, bf16, row-major) @ B (K×N, bf16, row-major).
 //
@@ -39,12 +39,15 @@ tiles_gemm(const bf16* A_ptr, const bf16* B_ptr, float* C_ptr, int M, int N, int
 
     for (int k = 0; k < K / BK; k++) {
         // TODO: your code here (about 5 lines).
-        // Hint: all WARPS warps together copy tile {block_m, k} of A into a_s and tile {k, block_n} of B into b_s (load_async<WARPS>), then cp_async_commit(), cp_async_wait<0>() and __syncthreads()
+        // Hint: all WARPS warps together copy tile {block_m, k} of A into a_s and tile {k, block_n} of B
+        //       into b_s (load_async<WARPS>), then cp_async_commit(), cp_async_wait<0>() and __syncthreads()
 
         // TODO: your code here (about 7 lines).
-        // Hint: for each 16-deep step kk < BK/16: load(a, a_s, {warp_m, kk}), load(b, b_s, {kk, warp_n}), mma_AB(acc, a, b, acc); then __syncthreads() before the next copy overwrites the slices
+        // Hint: for each 16-deep step kk < BK/16: load(a, a_s, {warp_m, kk}), load(b, b_s, {kk, warp_n}),
+        //       mma_AB(acc, a, b, acc); then __syncthreads() before the next copy overwrites the slices
     }
 
     // TODO: your code here (about 1 line).
-    // Hint: store(C, acc, coord): in units of WM×WN tiles, the warp's piece is {block_m * WARPS_M + warp_m, block_n * WARPS_N + warp_n}
+    // Hint: store(C, acc, coord): in units of WM×WN tiles, the warp's piece is {block_m * WARPS_M + warp_m,
+    //       block_n * WARPS_N + warp_n}
 }

@@ -28,6 +28,7 @@ import json
 import re
 import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -105,9 +106,8 @@ def regions(text: str, suffix: str, name: str = "<source>") -> list[Region]:
 
 
 def header(source_name: str, suffix: str) -> str:
-    """The first line of every generated file: says it is generated, from what, and how to check it."""
-    return (f"{COMMENT[suffix]} GENERATED exercise from {source_name} by `python -m tklab exercises`. "
-            f"Fill in the TODOs, then: python -m tklab check <this file>")
+    """The first line of every generated file: says it is generated, and from which solution."""
+    return f"{COMMENT[suffix]} GENERATED from {source_name} by `python -m tklab exercises`: fill in the TODOs."
 
 
 def render(text: str, source_name: str, suffix: str) -> str:
@@ -120,8 +120,10 @@ def render(text: str, source_name: str, suffix: str) -> str:
         out.extend(lines[pos:r.begin - 1])
         n = r.code_lines
         out.append(f"{r.indent}{prefix} TODO: your code here (about {n} line{'s' if n != 1 else ''}).")
-        if r.hint:
-            out.append(f"{r.indent}{prefix} Hint: {r.hint}")
+        if r.hint:  # wrapped, so a long hint stays readable (and within a linter's line length)
+            width = max(40, 100 - len(r.indent))
+            for i, part in enumerate(textwrap.wrap(r.hint, width=width)):
+                out.append(f"{r.indent}{prefix} {'Hint: ' if i == 0 else '      '}{part}")
         if r.stub:
             out.extend(r.stub)
         elif suffix == ".py":

@@ -1,0 +1,1 @@
+../../../../solutions/ch01_naive_matmul.py

@@ -1,0 +1,1 @@
+../../../../solutions/ch02_smem_tiling.cu

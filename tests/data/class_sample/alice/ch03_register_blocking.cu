@@ -1,0 +1,1 @@
+../../../../solutions/ch03_register_blocking.cu

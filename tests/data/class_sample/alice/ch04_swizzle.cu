@@ -1,0 +1,1 @@
+../../../../solutions/ch04_swizzle.cu

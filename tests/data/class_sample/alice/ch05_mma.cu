@@ -1,0 +1,1 @@
+../../../../solutions/ch05_mma.cu

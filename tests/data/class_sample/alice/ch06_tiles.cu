@@ -1,0 +1,1 @@
+../../../../solutions/ch06_tiles.cu

@@ -1,0 +1,1 @@
+../../../../exercises/ch01_naive_matmul.py

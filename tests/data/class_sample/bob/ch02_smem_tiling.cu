@@ -1,0 +1,1 @@
+../../../../exercises/ch02_smem_tiling.cu

@@ -1,0 +1,1 @@
+../../../../exercises/ch04_swizzle.cu

@@ -1,0 +1,1 @@
+../../../../exercises/ch05_mma.cu

@@ -1,0 +1,12 @@
+# carol's ch01: the interpreter dies before any kernel runs (a stand-in for a segfaulting extension).
+import os
+
+from numba import cuda
+
+os.abort()
+
+
+@cuda.jit
+def matmul(A, B, C):
+    col, row = cuda.grid(2)
+    C[row, col] = 0.0

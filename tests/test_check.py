@@ -1,0 +1,270 @@
+"""Checking learners' files: solutions pass, untouched exercises fail for the right reason, faults and
+hangs are reported while the caller survives. CPU tests use the compiler, SASS and numba's simulator;
+GPU tests run the kernels for real."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tklab
+from tklab import gpu, specs
+from tklab.check import check, main, resolve
+from tklab.runner import compare, run_isolated
+
+ROOT = Path(__file__).resolve().parent.parent
+IDS = specs.all_ids()
+CUDA_IDS = [i for i in IDS if specs.get(i).language == "cuda"]
+NO_GPU = not gpu.available()
+
+# What an untouched exercise fails on without a GPU: (static check, words in its message).
+STUB_FAILS = {
+    "ch01_naive_matmul": ("writes its output", "never assigns to C"),
+    "ch02_smem_tiling": ("uses shared memory", "never reads or writes shared memory"),
+    "ch03_register_blocking": ("float4 global loads", "no 128-bit global loads"),
+    "ch04_swizzle": ("conflict-free tile layout", "one-to-one"),
+    "ch05_mma": ("tensor cores used", "no tensor-core instructions"),
+    "ch06_tiles": ("writes its output", "never stores to global memory"),
+}
+
+
+def test_every_exercise_has_a_spec_a_solution_and_an_exercise():
+    assert {"ch01_naive_matmul", "ch02_smem_tiling", "ch03_register_blocking", "ch04_swizzle", "ch05_mma",
+            "ch06_tiles"} <= set(IDS)
+    assert set(STUB_FAILS) == set(IDS)
+    for i in IDS:
+        spec = specs.get(i)
+        assert (ROOT / spec.solution).is_file()
+        assert (ROOT / "exercises" / spec.filename).is_file()
+        assert spec.cases and spec.static, i
+        if spec.language == "numba":
+            assert spec.sim_cases, i
+
+
+def test_resolve_by_id_prefix_and_path():
+    assert resolve("ch02")[0].id == "ch02_smem_tiling"
+    spec, path = resolve("ch04_swizzle")
+    assert path == ROOT / "exercises" / "ch04_swizzle.cu"
+    spec, path = resolve("somewhere/ch05_mma.cu")
+    assert spec.id == "ch05_mma" and path == Path("somewhere/ch05_mma.cu")
+    with pytest.raises(KeyError, match="exercises:"):
+        resolve("ch99")
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_solution_passes_its_cpu_check(exercise):
+    spec = specs.get(exercise)
+    res = check(exercise, ROOT / spec.solution, bench=False)
+    assert res.compiled, res
+    assert res.static_ok, res
+    if spec.language == "numba" or not NO_GPU:
+        assert res.passed is True, res
+    else:
+        assert res.passed is None and "needs a GPU" in res.run_message
+        assert res.verdict == "NOT RUN"
+
+
+@pytest.mark.parametrize("exercise", [i for i in CUDA_IDS if not specs.get(i).hopper_only])
+def test_cuda_solution_builds_for_sm80(exercise):
+    spec = specs.get(exercise)
+    mod = tklab.compile((ROOT / spec.solution).read_text(), arch="sm_80", name=spec.filename, options=spec.options)
+    assert spec.kernel in mod.kernels
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_untouched_exercise_fails_for_the_expected_reason(exercise):
+    res = check(exercise, bench=False, timeout=60)
+    assert res.compiled, res  # the stubs compile: the learner starts from a building file
+    assert res.passed is False, res
+    name, words = STUB_FAILS[exercise]
+    failed = {s.name: s.detail for s in res.static if not s.ok}
+    assert name in failed and words in failed[name], res
+    if not NO_GPU or specs.get(exercise).language == "numba":
+        assert res.run_status == "wrong", res  # it ran, and the output is wrong
+
+
+def test_untouched_numba_exercise_reports_unwritten_output_in_the_simulator():
+    if not NO_GPU:
+        pytest.skip("on a GPU the numba exercise runs on the GPU, not the simulator")
+    res = check("ch01")
+    assert res.run_where == "numba CUDA simulator (CPU)"
+    m = res.mismatch
+    assert m["index"] == [0, 0] and math.isnan(m["got"]) and m["unwritten"] == m["wrong"] == m["total"]
+    text = repr(res)
+    assert "FAILED" in text and "never written" in text and "yours" in text and "expected" in text
+    assert "<table>" in res._repr_html_()
+
+
+def test_compile_error_is_shown_on_the_learners_line(tmp_path):
+    src = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text().splitlines()
+    line = next(i for i, s in enumerate(src) if "C[row * N + col] = acc" in s)
+    src[line] = src[line].replace("acc;", "accc;")
+    f = tmp_path / "ch02_smem_tiling.cu"
+    f.write_text("\n".join(src) + "\n")
+    res = check(f)
+    assert res.compiled is False and res.passed is False
+    assert f":{line + 1}: error" in res.compile_error and "accc" in res.compile_error
+    assert res.summary.startswith("does not compile")
+
+
+def test_renamed_kernel_is_a_static_failure(tmp_path):
+    f = tmp_path / "ch05_mma.cu"
+    f.write_text((ROOT / "solutions" / "ch05_mma.cu").read_text().replace("mma_16x16x16", "my_mma"))
+    res = check(f, run=False)
+    assert res.compiled and res.passed is False
+    assert "no kernel named mma_16x16x16" in res.summary and "my_mma" in res.summary
+
+
+@pytest.mark.parametrize("layout, ok, words", [
+    ("r * (TILE + 1) + c", True, "conflict-free"),         # padding: also a right answer
+    ("r * TILE + c", False, "32 passes (32-way bank conflict)"),  # row-major: columns in one bank
+    ("c * TILE + r", False, "writing a row of the tile takes 32 passes"),
+    ("r * TILE + (c ^ (r % 2))", False, "reading a column of the tile takes 16 passes"),
+    ("r * TILE * 2 + c", False, "map outside the buffer"),
+])
+def test_swizzle_probe_counts_conflicts_at_compile_time(tmp_path, layout, ok, words):
+    f = tmp_path / "ch04_swizzle.cu"
+    f.write_text((ROOT / "solutions" / "ch04_swizzle.cu").read_text().replace("r * TILE + (c ^ r)", layout))
+    res = check(f, run=False)
+    probe = next(s for s in res.static if s.name == "conflict-free tile layout")
+    assert probe.ok is ok and words in probe.detail, probe
+
+
+def test_register_array_in_local_memory_fails_no_spills(tmp_path):
+    src = (ROOT / "solutions" / "ch03_register_blocking.cu").read_text()
+    # A loop that is not unrolled indexes acc at run time, which forces the array into local memory.
+    old = "#pragma unroll\n            for (int i = 0; i < TM; ++i) {"
+    assert old in src
+    src = src.replace(old, "#pragma unroll 1\n            for (int i = 0; i < TM; ++i) {")
+    f = tmp_path / "ch03_register_blocking.cu"
+    f.write_text(src)
+    res = check(f, run=False)
+    spill = next(s for s in res.static if s.name == "no spills / local memory")
+    assert not spill.ok and ("local memory" in spill.detail or "spilled" in spill.detail)
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    assert main([str(ROOT / "solutions" / "ch05_mma.cu"), "--no-run"]) == 0
+    assert "ch05_mma" in capsys.readouterr().out
+    assert main([str(ROOT / "exercises" / "ch05_mma.cu"), "--no-run"]) == 1
+    assert "FAILED" in capsys.readouterr().out
+    assert main(["nothing_like_this"]) == 2
+
+
+# ---- the comparison -------------------------------------------------------------------------------
+
+def test_compare_finds_first_wrong_element_and_window():
+    exp = np.arange(60, dtype=np.float64).reshape(6, 10)
+    got = exp.astype(np.float32).copy()
+    got[3, 7] += 1.0
+    got[4, 1] = np.nan
+    r = compare("C", got, exp, rtol=1e-6, atol=1e-6)
+    assert not r["ok"] and r["index"] == [3, 7] and r["got"] == 38.0 and r["expected"] == 37.0
+    assert r["wrong"] == 2 and r["unwritten"] == 1 and r["total"] == 60
+    w = r["window"]
+    r0, c0 = w["origin"]
+    assert len(w["got"]) == 4 and len(w["got"][0]) == 6
+    assert w["bad"][3 - r0][7 - c0] and w["expected"][3 - r0][7 - c0] == 37.0
+
+
+def test_compare_tolerance_and_nan():
+    exp = np.ones(5)
+    assert compare("x", exp * (1 + 1e-5), exp, rtol=1e-4, atol=0)["ok"]
+    assert not compare("x", exp * (1 + 1e-3), exp, rtol=1e-4, atol=0)["ok"]
+    assert not compare("x", np.full(5, np.nan), exp, rtol=1.0, atol=1.0)["ok"]
+    assert "shape" in compare("x", np.ones(4), exp, rtol=0, atol=0)["reason"]
+
+
+# ---- planted crashes and hangs: the caller survives -------------------------------------------------
+
+CRASH = "import os\nos.abort()\n"
+HANG = """\
+from numba import cuda
+
+
+@cuda.jit
+def matmul(A, B, C):
+    i = 0
+    while True:
+        i += 1
+        C[0, 0] = i
+"""
+RAISE = """\
+from numba import cuda
+
+
+@cuda.jit
+def matmul(A, B, C):
+    C[1000, 0] = 1.0
+"""
+
+
+def _planted(tmp_path: Path, text: str) -> Path:
+    f = tmp_path / "ch01_naive_matmul.py"
+    f.write_text(text)
+    return f
+
+
+def test_python_level_crash_is_reported(tmp_path):
+    out = run_isolated("ch01_naive_matmul", _planted(tmp_path, CRASH), mode="sim", timeout=30)
+    assert out.status == "crashed" and "SIGABRT" in out.message and "importing" in out.message
+    res = check(_planted(tmp_path, CRASH), timeout=30)
+    assert res.passed is False and res.run_status == "crashed"
+
+
+def test_endless_simulated_kernel_times_out(tmp_path):
+    out = run_isolated("ch01_naive_matmul", _planted(tmp_path, HANG), mode="sim", timeout=4)
+    assert out.status == "timeout" and "no result within 4 s" in out.message
+    assert "running M=5, N=7, K=3" in out.message  # where it hung
+    assert 4 <= out.seconds < 30
+
+
+def test_exception_in_kernel_names_the_learners_line(tmp_path):
+    out = run_isolated("ch01_naive_matmul", _planted(tmp_path, RAISE), mode="sim", timeout=30)
+    assert out.status == "error" and "IndexError" in out.message
+    assert "ch01_naive_matmul.py:6" in out.message
+
+
+# ---- on a GPU -----------------------------------------------------------------------------------------
+
+FAULTS = {
+    "illegal address": ("C[row * N + col] = acc;", "C[(size_t)row * N * 100000000 + col] = acc;", "error",
+                        "ILLEGAL_ADDRESS"),
+    "trap": ("C[row * N + col] = acc;", "if (row == 5 && col == 7) __trap(); C[row * N + col] = acc;", "error",
+             "outside|fault|trap|LAUNCH_FAILED|ILLEGAL_INSTRUCTION"),
+    "hang": ("C[row * N + col] = acc;", "while (!(C[0] == 1.0f)) __nanosleep(1000); C[row * N + col] = acc;",
+             "timeout", "no result within"),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("exercise", IDS)
+def test_solution_passes_on_the_gpu_with_a_speed_ratio(exercise):
+    spec = specs.get(exercise)
+    res = check(exercise, ROOT / spec.solution, timeout=240)
+    assert res.passed is True, res
+    assert res.run_status == "ok" and len(res.mismatch or {}) == 0
+    if spec.bench is not None:
+        assert res.speed and not res.speed.get("error"), res
+        assert res.speed_ratio > 0 and res.speed["ms"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_planted_cuda_fault_is_reported_and_the_caller_survives(tmp_path, fault):
+    old, new, status, words = FAULTS[fault]
+    src = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text()
+    assert old in src
+    f = tmp_path / "ch02_smem_tiling.cu"
+    f.write_text(src.replace(old, new.replace("C[0]", "((volatile float*)C)[0]")))
+    res = check(f, bench=False, timeout=20)
+    assert res.passed is False and res.run_status == status, res
+    import re
+
+    assert re.search(words, res.run_message), res
+    # This process still has a working GPU: the fault stayed in the child.
+    after = check("ch05_mma", ROOT / "solutions" / "ch05_mma.cu", bench=False)
+    assert after.passed is True, after
