@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(no_hopper)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def gpu_arch() -> str:
     arch = _gpu_arch()
     if arch is None:
