@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 import tklab  # noqa: E402
 from tklab import tma  # noqa: E402
+from tklab.bench import bench as tk_bench  # noqa: E402
 
 # Must match the constants at the top of solutions/gemm_wgmma.cu.
 BM, BN, BK, STAGES, CONSUMERS = 128, 256, 64, 4, 2
@@ -42,10 +43,14 @@ def check_shapes(m: int, n: int, k: int) -> None:
                          f"K: 64): {'; '.join(bad)}. Pad the matrices with zeros, or use torch.matmul.")
 
 
+#: Variants the benchmark compares (compile-time -D options of the solution); the first is the default.
+VARIANTS: dict[str, tuple[str, ...]] = {"in_flight=1": (), "in_flight=0": ("-DIN_FLIGHT=0",)}
+
+
 @functools.cache
-def kernel(arch: str = "sm_90a") -> Any:
+def kernel(arch: str = "sm_90a", options: tuple[str, ...] = ()) -> Any:
     """The compiled kernel (cached on disk by tklab.compile)."""
-    return tklab.compile(SOURCE.read_text(), arch=arch, name="gemm_wgmma.cu")["gemm"]
+    return tklab.compile(SOURCE.read_text(), arch=arch, name="gemm_wgmma.cu", options=options)["gemm"]
 
 
 def _shape(x: Any) -> tuple[int, int]:
@@ -63,7 +68,7 @@ def _problem(a: Any, b: Any) -> tuple[int, int, int]:
     return m, n, k
 
 
-def prepare(a: Any, b: Any, out: Any, *, dtype: str | None = None) -> Any:
+def prepare(a: Any, b: Any, out: Any, *, dtype: str | None = None, options: tuple[str, ...] = ()) -> Any:
     """Check shapes and build the tensor maps once; returns a function that launches the kernel.
 
     ``a``/``b``/``out`` are torch CUDA tensors (bf16) or CuPy arrays (dtype='bfloat16' for uint16 ones).
@@ -73,7 +78,7 @@ def prepare(a: Any, b: Any, out: Any, *, dtype: str | None = None) -> Any:
         raise ValueError(f"out must be {m} x {n}, got {tuple(out.shape)}")
     map_a = tma.tensor_map(a, (BM // CONSUMERS, BK), dtype=dtype)  # one consumer's 64 x 64 slice of A
     map_b = tma.tensor_map(b, (BK, BN), dtype=dtype)               # 64 x 256 of B, in 64-column panels
-    k_fn, grid, args = kernel(), ((m // BM) * (n // BN),), (map_a, map_b, out, m, n, k)
+    k_fn, grid, args = kernel(options=options), ((m // BM) * (n // BN),), (map_a, map_b, out, m, n, k)
     return lambda: k_fn(grid, (THREADS,), args, shared_mem=SHARED_BYTES)
 
 
@@ -103,7 +108,10 @@ def _rel_error(c: Any, a: Any, b: Any) -> float:
     return float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
 
 
-def check(shapes: list[tuple[int, int, int]]) -> list[tuple[tuple[int, int, int], float]]:
+Shape = tuple[int, int, int]
+
+
+def check(shapes: list[Shape], options: tuple[str, ...] = ()) -> list[tuple[Shape, float]]:
     """Run the kernel at each shape on fresh random inputs, output poisoned with NaN; relative errors."""
     import torch
 
@@ -112,7 +120,7 @@ def check(shapes: list[tuple[int, int, int]]) -> list[tuple[tuple[int, int, int]
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        gemm(a, b, c)
+        prepare(a, b, c, options=options)()
         torch.cuda.synchronize()
         results.append(((m, n, k), _rel_error(c, a, b)))
     return results
@@ -151,8 +159,8 @@ def _batched_ms(fn: Any, reps: int = 20, rounds: int = 7) -> float:
     return statistics.median(times)
 
 
-def benchmark(sizes: list[int], repeats: int = 2) -> list[dict[str, Any]]:
-    """Times of cuBLAS (torch.matmul) and the kernel at n^3, alternating, `repeats` rounds each.
+def benchmark(sizes: list[int], variants: dict[str, tuple[str, ...]], repeats: int = 2) -> list[dict[str, Any]]:
+    """Times of cuBLAS (torch.matmul) and each kernel variant at n^3, alternating, `repeats` rounds.
 
     Two methods: tklab.bench (one call per event pair, L2 flushed before each) and back-to-back batches.
     """
@@ -164,17 +172,19 @@ def benchmark(sizes: list[int], repeats: int = 2) -> list[dict[str, Any]]:
         b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
         c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
         c_ref = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-        ours_fn = prepare(a, b, c)
         ref_fn = lambda a=a, b=b, c_ref=c_ref: torch.matmul(a, b, out=c_ref)  # noqa: E731
+        fns = {name: prepare(a, b, c, options=opts) for name, opts in variants.items()}
         flops = 2.0 * n**3
         for r in range(repeats):
-            ref = tklab.bench(ref_fn, flops=flops, name=f"cuBLAS {n}^3", progress=False)
-            ours = tklab.bench(ours_fn, flops=flops, name=f"wgmma {n}^3", progress=False)
-            ref_b, ours_b = _batched_ms(ref_fn), _batched_ms(ours_fn)
-            rows.append({"n": n, "round": r, "cublas_ms": ref.ms, "ours_ms": ours.ms,
-                         "cublas_tflops": ref.tflops, "ours_tflops": ours.tflops, "ratio": ref.ms / ours.ms,
-                         "cublas_b_tflops": flops / ref_b / 1e9, "ours_b_tflops": flops / ours_b / 1e9,
-                         "ratio_b": ref_b / ours_b})
+            ref = tk_bench(ref_fn, flops=flops, name=f"cuBLAS {n}^3", progress=False)
+            ref_b = _batched_ms(ref_fn)
+            for name, fn in fns.items():
+                ours = tk_bench(fn, flops=flops, name=f"wgmma {n}^3", progress=False)
+                ours_b = _batched_ms(fn)
+                rows.append({"n": n, "round": r, "variant": name, "cublas_ms": ref.ms, "ours_ms": ours.ms,
+                             "cublas_tflops": ref.tflops, "ours_tflops": ours.tflops, "ratio": ref.ms / ours.ms,
+                             "cublas_b_tflops": flops / ref_b / 1e9, "ours_b_tflops": flops / ours_b / 1e9,
+                             "ratio_b": ref_b / ours_b})
     return rows
 
 
@@ -184,12 +194,14 @@ def write_report(checks: list, rows: list[dict[str, Any]], note: str = "") -> Pa
 
     today = datetime.date.today().isoformat()
     k = kernel()
+    variants = ", ".join(f"{name} {' '.join(opts) or '(default)'}" for name, opts in VARIANTS.items())
     lines = [
         f"# gemm_wgmma vs cuBLAS — {today}",
         "",
         f"- device: {torch.cuda.get_device_name()} ({tklab.gpu.arch()}), torch {torch.__version__}",
         f"- commit: {_commit()}; date: {datetime.datetime.now().isoformat(timespec='seconds')}",
         f"- kernel: {BM}x{BN}x{BK} block tile, {STAGES} stages, 1 producer + {CONSUMERS} consumer warpgroups; "
+        f"variants: {variants}; "
         f"{k.registers} registers at entry, {k.spill_bytes} spill bytes, {SHARED_BYTES} B dynamic shared memory",
         "- cuBLAS = torch.matmul bf16 (out= preallocated); both timed in the same run, alternating; tensor "
         "maps built once outside the timed calls",
@@ -205,12 +217,12 @@ def write_report(checks: list, rows: list[dict[str, Any]], note: str = "") -> Pa
         "tklab.bench: one call per event pair, L2 flushed before each; batched: 20 back-to-back calls per "
         "event pair, median of 7.",
         "",
-        "| size | round | cuBLAS ms | ours ms | cuBLAS TFLOP/s | ours TFLOP/s | ours / cuBLAS | batched: cuBLAS "
-        "TFLOP/s | batched: ours TFLOP/s | batched: ours / cuBLAS |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-        *[f"| {r['n']}³ | {r['round']} | {r['cublas_ms']:.4f} | {r['ours_ms']:.4f} | {r['cublas_tflops']:.0f} | "
-          f"{r['ours_tflops']:.0f} | {r['ratio']:.3f} | {r['cublas_b_tflops']:.0f} | {r['ours_b_tflops']:.0f} | "
-          f"{r['ratio_b']:.3f} |" for r in rows],
+        "| size | round | variant | cuBLAS ms | ours ms | cuBLAS TFLOP/s | ours TFLOP/s | ours / cuBLAS | "
+        "batched: cuBLAS TFLOP/s | batched: ours TFLOP/s | batched: ours / cuBLAS |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *[f"| {r['n']}³ | {r['round']} | {r['variant']} | {r['cublas_ms']:.4f} | {r['ours_ms']:.4f} | "
+          f"{r['cublas_tflops']:.0f} | {r['ours_tflops']:.0f} | {r['ratio']:.3f} | "
+          f"{r['cublas_b_tflops']:.0f} | {r['ours_b_tflops']:.0f} | {r['ratio_b']:.3f} |" for r in rows],
     ]
     if note:
         lines += ["", note]
@@ -231,13 +243,17 @@ def main() -> None:
         ((shape, err),) = check([tuple(args.sanitize)])
         print(f"sanitize run {shape}: rel. error {err:.2e}")
         return
-    checks = check([(128, 256, 64), (256, 512, 128), (384, 768, 1024), (1024, 256, 4096), (2048, 4096, 512),
-                    (4096, 4096, 4096)])
+    shapes = [(128, 256, 64), (256, 512, 128), (384, 768, 1024), (1024, 256, 4096), (2048, 4096, 512),
+              (4096, 4096, 4096)]
+    checks = check(shapes)
+    for name, opts in list(VARIANTS.items())[1:]:  # the other variants must be right too
+        worst = max(e for _, e in check(shapes, opts))
+        print(f"variant {name}: worst rel. error {worst:.2e} {'ok' if worst < 1e-2 else 'FAIL'}")
     for shape, err in checks:
         print(f"check {shape}: rel. error {err:.2e} {'ok' if err < 1e-2 else 'FAIL'}")
     if args.check_only:
         return
-    rows = benchmark(args.sizes)
+    rows = benchmark(args.sizes, VARIANTS)
     path = write_report(checks, rows)
     if args.out:
         args.out.write_text(path.read_text())

@@ -17,6 +17,9 @@ constexpr int BM = 128, BN = 256, BK = 64;  // block tile; K-slice per stage
 constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows of the tile each
 constexpr int STAGES = 4;
 constexpr int GROUP_M = 16;                 // block order: 16 row-tiles share B columns in L2
+#ifndef IN_FLIGHT
+#define IN_FLIGHT 1  // wgmma groups a consumer leaves running while it waits for the next stage (0 or 1)
+#endif
 
 struct stage {
     st_bf<BM / CONSUMERS, BK> a[CONSUMERS];  // 64 x 64: 128-byte rows, 128B swizzle, one TMA box each
@@ -64,13 +67,17 @@ gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtenso
         const int me = warpgroup::groupid() - 1;
         rt_fl<16, BN> acc;  // this warp's 16 rows of the warpgroup's 64 x 256
         zero(acc);
-        ring_cursor<STAGES> at;
+        ring_cursor<STAGES> at, reading;  // reading: the oldest stage our wgmmas may still read
         for (int k = 0; k < k_tiles; ++k, at.advance()) {
             wait(pipe.full[at.stage], at.phase);
             warpgroup::mma_AB(acc, stages[at.stage].a[me], stages[at.stage].b);
-            warpgroup::mma_async_wait<0>();
-            pipe.release(at.stage);
+            warpgroup::mma_async_wait<IN_FLIGHT>();  // all but the newest IN_FLIGHT groups are done,
+            if (k >= IN_FLIGHT) {                     // so the stage they read goes back to the producer
+                pipe.release(reading.stage);
+                reading.advance();
+            }
         }
+        warpgroup::mma_async_wait<0>();
         warpgroup::store(gl<bf16>(c, M, N), acc, {tile.r * CONSUMERS + me, tile.c});
     }
 }

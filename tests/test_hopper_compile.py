@@ -143,3 +143,13 @@ def test_plan_rejects_what_tma_cannot_do(kwargs, message):
 def test_tensor_map_rejects_host_arrays():
     with pytest.raises(tma.TmaError, match="CuPy array or a torch CUDA tensor"):
         tma.tensor_map(np.zeros((64, 64), np.float32), (64, 64))
+
+
+def test_tma_refuses_tiles_it_cannot_address():
+    """TMA needs 128-byte-aligned shared memory; a 16-byte-aligned row-major tile must not compile."""
+    src = ('#include "tk.cuh"\nusing namespace tk;\n'
+           'extern "C" __global__ void k(const __grid_constant__ CUtensorMap m) {\n'
+           '  __shared__ st<bf16, 16, 16, swizzle_none> t; __shared__ mbarrier b;\n'
+           '  tma::load_async(t, m, b, {0, 0});\n}\n')
+    with pytest.raises(tklab.CompileError, match="128-byte-aligned"):
+        tklab.compile(src, arch="sm_90a")

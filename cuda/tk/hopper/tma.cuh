@@ -25,6 +25,8 @@ struct tile_boxes {
     static constexpr int row_blocks = ST::rows / box_rows;
     static_assert(ST::rows % box_rows == 0, "TMA tiles taller than 256 rows must be a multiple of 256");
     static_assert(ST::panel_cols <= 256, "an unswizzled TMA tile row is at most 256 elements");
+    static_assert(alignof(ST) >= 128, "TMA moves shared memory at 128-byte-aligned addresses: use a swizzled "
+                  "st (1024-aligned) or tk::interleave; a plain row-major st needs a 128-byte-aligned layout policy");
 
     /// Issue op(shared pointer, row, col) for every box of tile t.
     template <typename Op>
