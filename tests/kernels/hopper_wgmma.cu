@@ -65,13 +65,13 @@ __device__ void product_rs(const typename SB::dtype* a, const typename SB::dtype
 // name, op, T, N, K, A's swizzle, B's swizzle. A is 64 x K (K x 64 for At), B is K x N (N x K for Bt).
 #define SS(name, OP, T, N, K, SWA, SWB)                                                                  \
     extern "C" __global__ void __launch_bounds__(128) name(const T* a, const T* b, float* d) {           \
-        using SA = cuda::std::conditional_t<OP == AtB || OP == AtBt, st<T, K, 64, SWA>, st<T, 64, K, SWA>>; \
-        using SB = cuda::std::conditional_t<OP == ABt || OP == AtBt, st<T, N, K, SWB>, st<T, K, N, SWB>>;   \
+        using SA = tk::conditional_t<OP == AtB || OP == AtBt, st<T, K, 64, SWA>, st<T, 64, K, SWA>>; \
+        using SB = tk::conditional_t<OP == ABt || OP == AtBt, st<T, N, K, SWB>, st<T, K, N, SWB>>;   \
         product_ss<OP, N, SA, SB>(a, b, d);                                                              \
     }
 #define RS(name, OP, T, N, K, SWB)                                                                       \
     extern "C" __global__ void __launch_bounds__(128) name(const T* a, const T* b, float* d) {           \
-        using SB = cuda::std::conditional_t<OP == ABt, st<T, N, K, SWB>, st<T, K, N, SWB>>;               \
+        using SB = tk::conditional_t<OP == ABt, st<T, N, K, SWB>, st<T, K, N, SWB>>;               \
         product_rs<OP, N, K, SB>(a, b, d);                                                               \
     }
 

@@ -30,13 +30,13 @@ template <typename VL, int N>
 __device__ void vec_probe(float* out, const float* in) {
     rv<float, N, VL> v;
     load(v, in);
-    constexpr int per_lane = N / 16 * (cuda::std::is_same_v<VL, lane_g> ? 2 : 4);
+    constexpr int per_lane = N / 16 * (tk::is_same_v<VL, lane_g> ? 2 : 4);
     float* mine = out + laneid() * per_lane;
 #pragma unroll
     for (int b = 0; b < N / 16; b++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            if constexpr (cuda::std::is_same_v<VL, lane_g>) mine[2 * b + h] = v.data[b][h];
+            if constexpr (tk::is_same_v<VL, lane_g>) mine[2 * b + h] = v.data[b][h];
             else { mine[4 * b + 2 * h] = v.data[b][h].x; mine[4 * b + 2 * h + 1] = v.data[b][h].y; }
         }
 }
@@ -287,7 +287,7 @@ REDUCE(reduce_bf16_col_16x48, bf16, 16, 48, col)
 template <typename T, int M, int N, int K, bool BT>
 __device__ void mma_test(float* d, const float* a, const float* b, const float* c, int in_place) {
     rt<T, M, K, row> x;
-    cuda::std::conditional_t<BT, rt<T, N, K, row>, rt<T, K, N, col>> y;
+    tk::conditional_t<BT, rt<T, N, K, row>, rt<T, K, N, col>> y;
     rt_fl<M, N> acc, out;
     load(x, gl<const float>(a, M, K), {0, 0});
     if constexpr (BT) load(y, gl<const float>(b, N, K), {0, 0});

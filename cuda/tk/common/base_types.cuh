@@ -9,7 +9,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda/std/cstdint>
-#include <cuda/std/type_traits>
+#include "traits.cuh"
 
 namespace tk {
 
@@ -20,12 +20,12 @@ using half_2 = __half2;
 
 /// The element types a tile may hold.
 template <typename T>
-concept element = cuda::std::is_same_v<T, bf16> || cuda::std::is_same_v<T, half> ||
-                  cuda::std::is_same_v<T, float>;
+concept element = tk::is_same_v<T, bf16> || tk::is_same_v<T, half> ||
+                  tk::is_same_v<T, float>;
 
 /// 16-bit elements: the ones the tensor cores (mma, ldmatrix) take as inputs.
 template <typename T>
-concept element16 = cuda::std::is_same_v<T, bf16> || cuda::std::is_same_v<T, half>;
+concept element16 = tk::is_same_v<T, bf16> || tk::is_same_v<T, half>;
 
 template <element T> struct packing;
 template <> struct packing<bf16> { using pair = bf16_2; };

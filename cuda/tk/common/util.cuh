@@ -2,7 +2,7 @@
 #pragma once
 
 #include <cuda/std/cstdint>
-#include <cuda/std/limits>
+
 
 namespace tk {
 
@@ -12,7 +12,7 @@ __device__ inline int laneid() { return threadIdx.x % 32; }
 __device__ inline int warpid() { return threadIdx.x / 32; }
 
 /// Minus infinity, the identity of max(): start a running maximum here.
-inline constexpr float neg_inf = -cuda::std::numeric_limits<float>::infinity();
+inline constexpr float neg_inf = __builtin_bit_cast(float, 0xff800000u);  // bits of -inf
 
 /// Shared-memory address (the 32-bit address space ldmatrix, cp.async and stmatrix take).
 __device__ inline uint32_t smem_u32(const void* p) {

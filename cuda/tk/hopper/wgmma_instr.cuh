@@ -81,12 +81,12 @@ template <element T, int N> struct instr;  // instr<T, N>::ss<TA, TB>(...) and :
     template <element16 T> struct instr<T, N> {                                                          \
         template <int TA, int TB>                                                                        \
         __device__ static void ss(rt<float, 16, N>& d, uint64_t desc_a, uint64_t desc_b, int scale_d) {  \
-            if constexpr (cuda::std::is_same_v<T, bf16>) TK_WG_SS(N, "bf16", i0, i1, i2, i3, i4);       \
+            if constexpr (tk::is_same_v<T, bf16>) TK_WG_SS(N, "bf16", i0, i1, i2, i3, i4);       \
             else TK_WG_SS(N, "f16", i0, i1, i2, i3, i4);                                                 \
         }                                                                                                \
         template <int TB>                                                                                \
         __device__ static void rs(rt<float, 16, N>& d, const uint32_t (&a)[4], uint64_t desc_b, int scale_d) { \
-            if constexpr (cuda::std::is_same_v<T, bf16>) TK_WG_RS(N, "bf16", i0, i1, i2, i3, i4, i5, i6); \
+            if constexpr (tk::is_same_v<T, bf16>) TK_WG_RS(N, "bf16", i0, i1, i2, i3, i4, i5, i6); \
             else TK_WG_RS(N, "f16", i0, i1, i2, i3, i4, i5, i6);                                         \
         }                                                                                                \
     };

@@ -20,7 +20,7 @@ __device__ inline void broadcast(D& d, const A& a, const V& v, F f) {
     // The vector runs along the axis a group owns (lane_g) when it indexes the row tile's rows or the
     // col tile's columns; otherwise along the axis spread over a group's lanes (lane_t).
     constexpr bool along_g = (ROWS == D::is_row);
-    static_assert(cuda::std::is_same_v<typename V::layout, cuda::std::conditional_t<along_g, lane_g, lane_t>>,
+    static_assert(tk::is_same_v<typename V::layout, tk::conditional_t<along_g, lane_g, lane_t>>,
                   "vector layout does not match: use the tile's col_vec for *_row ops, row_vec for *_col ops");
     static_assert(V::length == (ROWS ? D::rows : D::cols), "vector length does not match the tile");
     using T = typename D::dtype;

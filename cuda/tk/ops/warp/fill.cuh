@@ -11,7 +11,7 @@ __device__ inline void fill(X& x, float v) {
     using T = typename X::dtype;
 #pragma unroll
     for (int i = 0; i < X::n_regs; i++) {
-        if constexpr (cuda::std::is_same_v<typename X::reg_t, T>) x.reg(i) = from_float<T>(v);
+        if constexpr (tk::is_same_v<typename X::reg_t, T>) x.reg(i) = from_float<T>(v);
         else x.reg(i) = from_float2<T>(make_float2(v, v));
     }
 }

@@ -24,8 +24,8 @@ __device__ inline void load(rt<T, R, C, L>& dst, const gl<U>& src, coord t) {
                 const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
                 const U* p0 = base + size_t(TILE * i + e0.r) * src.stride + TILE * j + e0.c;
                 const U* p1 = base + size_t(TILE * i + e1.r) * src.stride + TILE * j + e1.c;
-                if constexpr (cuda::std::is_same_v<L, row>) {  // the pair is contiguous: one access
-                    dst.tiles[i][j].data[k] = from_float2<T>(to_float2(*reinterpret_cast<const pair_t<cuda::std::remove_cv_t<U>>*>(p0)));
+                if constexpr (tk::is_same_v<L, row>) {  // the pair is contiguous: one access
+                    dst.tiles[i][j].data[k] = from_float2<T>(to_float2(*reinterpret_cast<const pair_t<tk::remove_cv_t<U>>*>(p0)));
                 } else {
                     dst.tiles[i][j].data[k] = make_pair<T>(*p0, *p1);
                 }
@@ -37,7 +37,7 @@ __device__ inline void load(rt<T, R, C, L>& dst, const gl<U>& src, coord t) {
 /// Tile `t` (in units of src's size) of dst = src.
 template <typename U, element T, int R, int C, rt_layout L>
 __device__ inline void store(const gl<U>& dst, const rt<T, R, C, L>& src, coord t) {
-    static_assert(!cuda::std::is_const_v<U>, "store: the global layout is read-only (gl<const T>)");
+    static_assert(!tk::is_const_v<U>, "store: the global layout is read-only (gl<const T>)");
     U* base = dst.template tile_ptr<R, C>(t);
     const int lane = laneid();
 #pragma unroll
@@ -50,7 +50,7 @@ __device__ inline void store(const gl<U>& dst, const rt<T, R, C, L>& src, coord 
                 U* p0 = base + size_t(TILE * i + e0.r) * dst.stride + TILE * j + e0.c;
                 U* p1 = base + size_t(TILE * i + e1.r) * dst.stride + TILE * j + e1.c;
                 const float2 x = to_float2(src.tiles[i][j].data[k]);
-                if constexpr (cuda::std::is_same_v<L, row>) {
+                if constexpr (tk::is_same_v<L, row>) {
                     *reinterpret_cast<pair_t<U>*>(p0) = from_float2<U>(x);
                 } else {
                     *p0 = from_float<U>(x.x);
@@ -69,7 +69,7 @@ __device__ inline void load(rv<T, N, VL>& dst, const U* src) {
     for (int b = 0; b < N / TILE; b++) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            if constexpr (cuda::std::is_same_v<VL, lane_g>) {
+            if constexpr (tk::is_same_v<VL, lane_g>) {
                 dst.data[b][h] = from_float<T>(to_float(src[vector_index<VL>(lane, b, h)]));
             } else {
                 dst.data[b][h] = make_pair<T>(src[vector_index<VL>(lane, b, h, 0)], src[vector_index<VL>(lane, b, h, 1)]);
@@ -82,13 +82,13 @@ __device__ inline void load(rv<T, N, VL>& dst, const U* src) {
 template <typename U, element T, int N, rv_layout VL>
 __device__ inline void store(U* dst, const rv<T, N, VL>& src) {
     const int lane = laneid();
-    const bool writer = cuda::std::is_same_v<VL, lane_g> ? lane % 4 == 0 : lane < 4;
+    const bool writer = tk::is_same_v<VL, lane_g> ? lane % 4 == 0 : lane < 4;
     if (!writer) return;
 #pragma unroll
     for (int b = 0; b < N / TILE; b++) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            if constexpr (cuda::std::is_same_v<VL, lane_g>) {
+            if constexpr (tk::is_same_v<VL, lane_g>) {
                 dst[vector_index<VL>(lane, b, h)] = from_float<U>(to_float(src.data[b][h]));
             } else {
                 const float2 x = to_float2(src.data[b][h]);

@@ -44,7 +44,7 @@ __device__ inline void for_each_chunk(F f) {
 /// dst = tile t of src, asynchronously (cp.async). See the commit/wait protocol above.
 template <int W = 1, element T, int R, int C, typename S, typename U>
 __device__ inline void load_async(st<T, R, C, S>& dst, const gl<U>& src, coord t) {
-    static_assert(cuda::std::is_same_v<cuda::std::remove_cv_t<U>, T>, "load_async copies bytes: same element type");
+    static_assert(tk::is_same_v<tk::remove_cv_t<U>, T>, "load_async copies bytes: same element type");
     const U* base = src.template tile_ptr<R, C>(t);
     detail::for_each_chunk<W, R, C, 16 / sizeof(T)>([&](int r, int c) {
         cp_async_16(dst.addr(r, c), base + size_t(r) * src.stride + c);
@@ -54,7 +54,7 @@ __device__ inline void load_async(st<T, R, C, S>& dst, const gl<U>& src, coord t
 /// dst = tile t of src, through registers (synchronous; __syncthreads() before other warps read it).
 template <int W = 1, element T, int R, int C, typename S, typename U>
 __device__ inline void load(st<T, R, C, S>& dst, const gl<U>& src, coord t) {
-    static_assert(cuda::std::is_same_v<cuda::std::remove_cv_t<U>, T>, "load: same element type");
+    static_assert(tk::is_same_v<tk::remove_cv_t<U>, T>, "load: same element type");
     const U* base = src.template tile_ptr<R, C>(t);
     detail::for_each_chunk<W, R, C, 16 / sizeof(T)>([&](int r, int c) {
         *reinterpret_cast<uint4*>(&dst(r, c)) = *reinterpret_cast<const uint4*>(base + size_t(r) * src.stride + c);
@@ -64,7 +64,7 @@ __device__ inline void load(st<T, R, C, S>& dst, const gl<U>& src, coord t) {
 /// Tile t of dst = src (synchronous; __syncthreads() first if other warps wrote src).
 template <int W = 1, typename U, element T, int R, int C, typename S>
 __device__ inline void store(const gl<U>& dst, const st<T, R, C, S>& src, coord t) {
-    static_assert(cuda::std::is_same_v<U, T>, "store: same element type (and a writable gl)");
+    static_assert(tk::is_same_v<U, T>, "store: same element type (and a writable gl)");
     U* base = dst.template tile_ptr<R, C>(t);
     detail::for_each_chunk<W, R, C, 16 / sizeof(T)>([&](int r, int c) {
         *reinterpret_cast<uint4*>(base + size_t(r) * dst.stride + c) = *reinterpret_cast<const uint4*>(&src(r, c));

@@ -31,7 +31,7 @@ __device__ inline void map_slots(D& d, F f, const A&... a) {
     using T = typename D::dtype;
 #pragma unroll
     for (int i = 0; i < D::n_regs; i++) {
-        if constexpr (cuda::std::is_same_v<typename D::reg_t, T>) {
+        if constexpr (tk::is_same_v<typename D::reg_t, T>) {
             d.reg(i) = from_float<T>(f(to_float(a.reg(i))...));
         } else {
             d.reg(i) = from_float2<T>(make_float2(f(to_float2(a.reg(i)).x...), f(to_float2(a.reg(i)).y...)));
@@ -57,7 +57,7 @@ __device__ inline void map(D& d, const A& a, float s, F f) {
     using T = typename D::dtype;
 #pragma unroll
     for (int i = 0; i < D::n_regs; i++) {
-        if constexpr (cuda::std::is_same_v<typename D::reg_t, T>) {
+        if constexpr (tk::is_same_v<typename D::reg_t, T>) {
             d.reg(i) = from_float<T>(f(to_float(a.reg(i)), s));
         } else {
             const float2 x = to_float2(a.reg(i));

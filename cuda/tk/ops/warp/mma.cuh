@@ -20,7 +20,7 @@ namespace detail {
 template <element16 T>
 __device__ inline void mma16816(float2& d0, float2& d1, const pair_t<T> (&a)[4], const pair_t<T>& b0,
                                 const pair_t<T>& b1, const float2& c0, const float2& c1) {
-    if constexpr (cuda::std::is_same_v<T, bf16>) {
+    if constexpr (tk::is_same_v<T, bf16>) {
         asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
             "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
             : "=f"(d0.x), "=f"(d0.y), "=f"(d1.x), "=f"(d1.y)

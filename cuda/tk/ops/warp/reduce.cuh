@@ -18,7 +18,7 @@ namespace detail {
 template <bool ROWS, register_vector V, register_tile A, typename F>
 __device__ inline void reduce(V& v, const A& a, F f, const V* prev) {
     constexpr bool along_g = (ROWS == A::is_row);  // result indexed by the group-owned axis
-    static_assert(cuda::std::is_same_v<typename V::layout, cuda::std::conditional_t<along_g, lane_g, lane_t>>,
+    static_assert(tk::is_same_v<typename V::layout, tk::conditional_t<along_g, lane_g, lane_t>>,
                   "vector layout does not match: row_* ops give the tile's col_vec, col_* ops its row_vec");
     static_assert(V::length == (ROWS ? A::rows : A::cols), "vector length does not match the tile");
     constexpr int n_blocks = ROWS ? A::height : A::width;  // 16-blocks of the result

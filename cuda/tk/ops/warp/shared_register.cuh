@@ -45,7 +45,7 @@ __device__ inline void stmatrix_x4_trans(uint32_t addr, const uint32_t (&r)[4]) 
 template <rt_layout L>
 __device__ inline rc matrix_row_of_lane(int lane) {
     const int m = lane / 8, w = lane % 8;  // matrix m, its row w
-    if constexpr (cuda::std::is_same_v<L, row>) return {8 * (m & 1) + w, 8 * (m >> 1)};
+    if constexpr (tk::is_same_v<L, row>) return {8 * (m & 1) + w, 8 * (m >> 1)};
     else return {8 * (m >> 1) + w, 8 * (m & 1)};
 }
 }  // namespace detail
@@ -63,7 +63,7 @@ __device__ inline void load(rt<T, R, C, L>& dst, const st<T, SR, SC, S>& src, co
             for (int j = 0; j < C / TILE; j++) {
                 uint32_t r[4];
                 const uint32_t addr = src.addr(r0 + TILE * i + m.r, c0 + TILE * j + m.c);
-                if constexpr (cuda::std::is_same_v<L, row>) detail::ldmatrix_x4(r, addr);
+                if constexpr (tk::is_same_v<L, row>) detail::ldmatrix_x4(r, addr);
                 else detail::ldmatrix_x4_trans(r, addr);
 #pragma unroll
                 for (int k = 0; k < 4; k++) as_u32<T>(dst.tiles[i][j].data[k]) = r[k];
@@ -78,7 +78,7 @@ __device__ inline void load(rt<T, R, C, L>& dst, const st<T, SR, SC, S>& src, co
                 for (int k = 0; k < 4; k++) {
                     const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
                     const int ra = r0 + TILE * i, ca = c0 + TILE * j;
-                    if constexpr (cuda::std::is_same_v<L, row>)  // neighbours share a 16-byte chunk
+                    if constexpr (tk::is_same_v<L, row>)  // neighbours share a 16-byte chunk
                         dst.tiles[i][j].data[k] = *reinterpret_cast<const float2*>(&src(ra + e0.r, ca + e0.c));
                     else
                         dst.tiles[i][j].data[k] = make_float2(src(ra + e0.r, ca + e0.c), src(ra + e1.r, ca + e1.c));
@@ -106,7 +106,7 @@ __device__ inline void store(st<T, SR, SC, S>& dst, const rt<T, R, C, L>& src, c
 #pragma unroll
                 for (int k = 0; k < 4; k++) r[k] = as_u32<T>(src.tiles[i][j].data[k]);
                 const uint32_t addr = dst.addr(r0 + TILE * i + m.r, c0 + TILE * j + m.c);
-                if constexpr (cuda::std::is_same_v<L, row>) detail::stmatrix_x4(addr, r);
+                if constexpr (tk::is_same_v<L, row>) detail::stmatrix_x4(addr, r);
                 else detail::stmatrix_x4_trans(addr, r);
             }
         }
@@ -119,7 +119,7 @@ __device__ inline void store(st<T, SR, SC, S>& dst, const rt<T, R, C, L>& src, c
                 for (int k = 0; k < 4; k++) {
                     const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
                     const int ra = r0 + TILE * i, ca = c0 + TILE * j;
-                    if constexpr (cuda::std::is_same_v<L, row>) {
+                    if constexpr (tk::is_same_v<L, row>) {
                         *reinterpret_cast<pair_t<T>*>(&dst(ra + e0.r, ca + e0.c)) = src.tiles[i][j].data[k];
                     } else {
                         const float2 x = to_float2(src.tiles[i][j].data[k]);

@@ -26,7 +26,7 @@ using wgmma::major;
 template <major MA, major MB, int N, shared_tile SA, shared_tile SB>
 __device__ inline void mma_ss(rt<float, 16, N>& d, const SA& a, const SB& b, bool accumulate) {
     using T = typename SA::dtype;
-    static_assert(cuda::std::is_same_v<T, typename SB::dtype>, "A and B must hold the same element type");
+    static_assert(tk::is_same_v<T, typename SB::dtype>, "A and B must hold the same element type");
     constexpr int K = MA == major::k ? SA::cols : SA::rows;
     constexpr int M = MA == major::k ? SA::rows : SA::cols;
     static_assert(M == 64, "a warpgroup's A operand has 64 rows (M = 64)");
@@ -43,7 +43,7 @@ __device__ inline void mma_ss(rt<float, 16, N>& d, const SA& a, const SB& b, boo
 
 template <major MB, int N, element16 T, int K, shared_tile SB>
 __device__ inline void mma_rs(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, const SB& b, bool accumulate) {
-    static_assert(cuda::std::is_same_v<T, typename SB::dtype>, "A and B must hold the same element type");
+    static_assert(tk::is_same_v<T, typename SB::dtype>, "A and B must hold the same element type");
     static_assert((MB == major::k ? SB::cols : SB::rows) == K, "inner dimensions of A and B differ");
     static_assert((MB == major::k ? SB::rows : SB::cols) == N, "B's N does not match the accumulator");
     wgmma::fence();

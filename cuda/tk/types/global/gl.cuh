@@ -16,7 +16,7 @@ struct coord {
 
 template <typename T>  // T may be const-qualified for inputs
 struct gl {
-    using dtype = cuda::std::remove_cv_t<T>;
+    using dtype = tk::remove_cv_t<T>;
     static_assert(element<dtype>, "gl<T>: T must be bf16, half or float");
     T* ptr;
     int rows, cols, stride;

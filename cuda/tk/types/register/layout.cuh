@@ -17,7 +17,7 @@
 // ldmatrix.trans produces from a row-major tile in shared memory.
 #pragma once
 
-#include <cuda/std/type_traits>
+#include "../../common/traits.cuh"
 
 namespace tk {
 
@@ -26,9 +26,9 @@ struct row {};
 struct col {};
 
 template <typename L>
-concept rt_layout = cuda::std::is_same_v<L, row> || cuda::std::is_same_v<L, col>;
+concept rt_layout = tk::is_same_v<L, row> || tk::is_same_v<L, col>;
 
-template <rt_layout L> using transpose_layout = cuda::std::conditional_t<cuda::std::is_same_v<L, row>, col, row>;
+template <rt_layout L> using transpose_layout = tk::conditional_t<tk::is_same_v<L, row>, col, row>;
 
 /// Position of one element inside a 16x16 subtile.
 struct rc {
@@ -41,7 +41,7 @@ __host__ __device__ constexpr rc fragment_pos(int lane, int k, int p) {
     const int g = lane / 4, t = lane % 4;
     const int a = g + 8 * (k & 1);          // the index owned by a group (its "row" in the row layout)
     const int b = 2 * t + p + 8 * (k >> 1);  // the index spread over a group's 4 lanes, 2 per lane
-    if constexpr (cuda::std::is_same_v<L, row>) return {a, b};
+    if constexpr (tk::is_same_v<L, row>) return {a, b};
     else return {b, a};
 }
 

@@ -31,10 +31,10 @@ struct rt {
 
     rt_base<T, L> tiles[height][width];
 
-    static constexpr bool is_row = cuda::std::is_same_v<L, row>;
+    static constexpr bool is_row = tk::is_same_v<L, row>;
     /// One value per row (length R) -- e.g. a row max; one value per column (length C).
-    using col_vec = rv<T, R, cuda::std::conditional_t<is_row, lane_g, lane_t>>;
-    using row_vec = rv<T, C, cuda::std::conditional_t<is_row, lane_t, lane_g>>;
+    using col_vec = rv<T, R, tk::conditional_t<is_row, lane_g, lane_t>>;
+    using row_vec = rv<T, C, tk::conditional_t<is_row, lane_t, lane_g>>;
 
     /// Flat view for element-wise code; with a constant i it compiles to a plain register.
     __device__ reg_t& reg(int i) { return tiles[i / (4 * width)][(i / 4) % width].data[i % 4]; }
@@ -51,8 +51,8 @@ template <element T, int R, int C, rt_layout L> inline constexpr bool is_rt<rt<T
 template <typename X> inline constexpr bool is_rv = false;
 template <element T, int N, rv_layout VL> inline constexpr bool is_rv<rv<T, N, VL>> = true;
 
-template <typename X> concept register_tile = is_rt<cuda::std::remove_cvref_t<X>>;
-template <typename X> concept register_vector = is_rv<cuda::std::remove_cvref_t<X>>;
+template <typename X> concept register_tile = is_rt<tk::remove_cvref_t<X>>;
+template <typename X> concept register_vector = is_rv<tk::remove_cvref_t<X>>;
 /// Anything element-wise ops walk through: a register tile or a register vector.
 template <typename X> concept register_object = register_tile<X> || register_vector<X>;
 

@@ -19,7 +19,7 @@ struct lane_g {};
 struct lane_t {};
 
 template <typename V>
-concept rv_layout = cuda::std::is_same_v<V, lane_g> || cuda::std::is_same_v<V, lane_t>;
+concept rv_layout = tk::is_same_v<V, lane_g> || tk::is_same_v<V, lane_t>;
 
 template <element T, int N, rv_layout VL>
 struct rv {
@@ -27,7 +27,7 @@ struct rv {
     using dtype = T;
     using layout = VL;
     /// What one storage slot holds: a single value (lane_g) or a pair of neighbours (lane_t).
-    using reg_t = cuda::std::conditional_t<cuda::std::is_same_v<VL, lane_g>, T, pair_t<T>>;
+    using reg_t = tk::conditional_t<tk::is_same_v<VL, lane_g>, T, pair_t<T>>;
     static constexpr int length = N;
     static constexpr int blocks = N / TILE;
     static constexpr int n_regs = blocks * 2;
@@ -43,7 +43,7 @@ struct rv {
 /// Which vector entry storage slot (b, h) / pair half p of `lane` holds (see the table above).
 template <rv_layout VL>
 __host__ __device__ constexpr int vector_index(int lane, int b, int h, int p = 0) {
-    if constexpr (cuda::std::is_same_v<VL, lane_g>) return TILE * b + lane / 4 + 8 * h;
+    if constexpr (tk::is_same_v<VL, lane_g>) return TILE * b + lane / 4 + 8 * h;
     else return TILE * b + 2 * (lane % 4) + p + 8 * h;
 }
 

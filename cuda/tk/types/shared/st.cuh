@@ -48,6 +48,6 @@ template <int R, int C, typename S = default_swizzle<float, C>> using st_fl = st
 
 template <typename X> inline constexpr bool is_st = false;
 template <element T, int R, int C, typename S> inline constexpr bool is_st<st<T, R, C, S>> = true;
-template <typename X> concept shared_tile = is_st<cuda::std::remove_cvref_t<X>>;
+template <typename X> concept shared_tile = is_st<tk::remove_cvref_t<X>>;
 
 }  // namespace tk
