@@ -82,14 +82,17 @@ def test_wide_accesses_have_their_own_rules() -> None:
     assert banks.wavefronts([0] * 32, 16, store=True) == 4
     assert banks.wavefronts([0] * 32, 8) == 1
     assert banks.wavefronts([0] * 32, 8, store=True) == 2
-    # Every quad asks for 4 distinct addresses: no pairing, one wavefront per quarter.
+    # Addresses that depend on lane bits 0 and 1 both: no pairing, one wavefront per quarter...
     assert banks.wavefronts([16 * (lane % 4) for lane in range(32)], 16) == 4
+    assert banks.wavefronts([16 * (lane // 4 * 2 + (lane % 4 in (1, 2))) for lane in range(32)], 16) == 4
+    # ...on one of them only: quarters pair up.
     assert banks.wavefronts([16 * (lane // 2) for lane in range(32)], 16) == 2
+    assert banks.wavefronts([16 * (lane % 2) for lane in range(32)], 16) == 2
 
 
 def test_rule_2_is_needed_by_the_data(table: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the phase merge the model must disagree with some measured rows (the test can fail)."""
-    monkeypatch.setattr(banks, "MERGE_MAX_ADDRESSES_PER_QUAD", 0)
+    monkeypatch.setattr(banks, "MERGE_LANE_BITS", ())
     wrong = [r for r in table["rows"] if banks.predict_row(r) != (r["wavefronts"], r["conflicts"])]
     assert len(wrong) >= 10 and all(r["op"] == "ld" and r["width"] in (8, 16) for r in wrong)
 

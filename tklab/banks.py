@@ -19,10 +19,12 @@ instruction per launch; ``bench/results/banks_h200.json`` holds every row; the t
 1. Lanes are served in *phases* of at most 128 bytes: the whole warp for 1-, 2- and 4-byte accesses,
    half-warps (lanes 0-15, 16-31) for 8 bytes, quarter-warps (8 lanes) for 16 bytes, and for
    ``ldmatrix``/``stmatrix`` one phase per 8x8 matrix (its 8 row addresses).
-2. Loads only: two neighbouring phases (halves → whole warp; quarters 0+1 and 2+3 → half-warps) are
-   served as one when every quad of lanes (4l..4l+3) in them asks for at most 2 distinct addresses.
-   That is how a broadcast of 8- or 16-byte values gets cheaper (a 16-byte load of one address by the
-   whole warp takes 2 wavefronts, not 4). Stores, ldmatrix and stmatrix never merge.
+2. Loads only: neighbouring phases pair up (halves → the whole warp; quarters 0+1 and 2+3 → half-warps)
+   when the warp's addresses ignore lane bit 0 (lanes 2k and 2k+1 read the same address) or ignore
+   lane bit 1 (lanes l and l^2 do); a lane whose partner sits out does not spoil it. So a warp-wide
+   broadcast of one 16-byte value takes 2 wavefronts, not 4, and of one 8-byte value 1, not 2; a
+   pattern that pairs lanes otherwise (a,b,b,a), or only in part of the warp, is not merged.
+   Stores, ldmatrix and stmatrix never pair up.
 3. Inside a phase, a bank delivers one 4-byte word per wavefront to every lane that wants it
    (broadcast), so the phase takes as many wavefronts as the busiest bank has distinct words.
 4. ncu's bank-conflict counter is the wavefronts beyond one per phase that has an active lane.
@@ -39,7 +41,7 @@ WIDTHS = (1, 2, 4, 8, 16)
 
 # Lanes served together before any merging (rule 1 of the module docstring).
 PHASE_LANES = {1: 32, 2: 32, 4: 32, 8: 16, 16: 8}
-MERGE_MAX_ADDRESSES_PER_QUAD = 2  # rule 2
+MERGE_LANE_BITS = (0, 1)  # rule 2: lane bits whose flip may leave every address unchanged
 
 
 @dataclass(frozen=True)
@@ -158,11 +160,14 @@ def _schedule(offs: tuple[int | None, ...], width: int, phases: list[tuple[int, 
     return waves
 
 
-def _few_addresses_per_quad(offs: tuple[int | None, ...], lanes: tuple[int, ...]) -> bool:
-    for q in range(lanes[0], lanes[-1] + 1, 4):
-        if len({offs[lane] for lane in range(q, q + 4) if offs[lane] is not None}) > MERGE_MAX_ADDRESSES_PER_QUAD:
-            return False
-    return True
+def _pairs_up(offs: tuple[int | None, ...]) -> bool:
+    """Rule 2: does flipping lane bit 0 (or bit 1) leave every active lane's address unchanged?"""
+    for bit in MERGE_LANE_BITS:
+        partner = 1 << bit
+        if all(offs[lane] is None or offs[lane ^ partner] is None or offs[lane] == offs[lane ^ partner]
+               for lane in range(32)):
+            return True
+    return False
 
 
 def phases(offsets: Sequence[int | None], width: int, *, store: bool = False) -> list[tuple[int, ...]]:
@@ -170,15 +175,9 @@ def phases(offsets: Sequence[int | None], width: int, *, store: bool = False) ->
     offs = _check(offsets, width)
     step = PHASE_LANES[width]
     base = [tuple(range(s, s + step)) for s in range(0, 32, step)]
-    if store or width < 8:
+    if store or width < 8 or not _pairs_up(offs):
         return base
-    out: list[tuple[int, ...]] = []
-    for a, b in zip(base[::2], base[1::2], strict=True):
-        if _few_addresses_per_quad(offs, a + b):
-            out.append(a + b)
-        else:
-            out += [a, b]
-    return out
+    return [a + b for a, b in zip(base[::2], base[1::2], strict=True)]
 
 
 def analyze(offsets: Sequence[int | None], width: int, *, store: bool = False) -> Access:
