@@ -6,7 +6,8 @@ row-major); shapes that are not multiples of the block tile raise ``ValueError``
 Run ``python bench/gemm_wgmma.py`` on an H100/H200: it checks the kernel at a few shapes, times it and
 cuBLAS (torch.matmul) at 4096^3 and 8192^3 in the same run, and writes
 ``bench/results/gemm_wgmma_<date>.md`` with the device, commit and date. ``--check-only`` skips timing;
-``--sanitize M N K`` runs one small GEMM (for compute-sanitizer).
+``--sanitize M N K`` runs one small GEMM (for compute-sanitizer). On a machine without the git history
+set GIT_COMMIT to the commit being measured.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import functools
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +46,7 @@ def check_shapes(m: int, n: int, k: int) -> None:
 
 
 #: Variants the benchmark compares (compile-time -D options of the solution); the first is the default.
-VARIANTS: dict[str, tuple[str, ...]] = {"in_flight=1": (), "in_flight=0": ("-DIN_FLIGHT=0",)}
+VARIANTS: dict[str, tuple[str, ...]] = {"in_flight=0": (), "in_flight=1": ("-DIN_FLIGHT=1",)}
 
 
 @functools.cache
@@ -127,6 +129,9 @@ def check(shapes: list[Shape], options: tuple[str, ...] = ()) -> list[tuple[Shap
 
 
 def _commit() -> str:
+    """The commit measured: $GIT_COMMIT (the device machine's copy has no .git), else git's HEAD."""
+    if os.environ.get("GIT_COMMIT"):
+        return os.environ["GIT_COMMIT"]
     try:
         out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                              text=True, check=False)

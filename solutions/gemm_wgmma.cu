@@ -17,16 +17,18 @@ constexpr int BM = 128, BN = 256, BK = 64;  // block tile; K-slice per stage
 constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows of the tile each
 constexpr int STAGES = 4;
 constexpr int GROUP_M = 16;                 // block order: 16 row-tiles share B columns in L2
+// wgmma groups a consumer leaves running while it waits for the next stage. 1 overlaps a little more
+// but holds every stage one step longer; it measured no faster (the other consumer warpgroup already
+// keeps the tensor cores busy: bench/notes/gemm_wgmma.md).
 #ifndef IN_FLIGHT
-#define IN_FLIGHT 1  // wgmma groups a consumer leaves running while it waits for the next stage (0 or 1)
+#define IN_FLIGHT 0
 #endif
 
 struct stage {
     st_bf<BM / CONSUMERS, BK> a[CONSUMERS];  // 64 x 64: 128-byte rows, 128B swizzle, one TMA box each
     st_bf<BK, BN> b;                         // 64 x 256: four 64 x 64 panels, 128B swizzle
 };
-constexpr int STAGE_BYTES = sizeof(stage);
-constexpr int SHARED_BYTES = dynamic_shared_bytes<stage[STAGES]>();
+constexpr int STAGE_BYTES = sizeof(stage);  // launch with STAGES * STAGE_BYTES + 1024 (alignment slack)
 
 /// Block b's tile (row, column): blocks walk GROUP_M tile-rows at a time, so the B columns one wave
 /// reads stay in L2 while several row tiles use them.
