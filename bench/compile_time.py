@@ -76,7 +76,8 @@ def main() -> None:
              "| source | lines (+ tile library headers) | cold (s) | warm (ms) | goal |", "|---|---|---|---|---|"]
     for path, r in rows:
         ok = "met" if r["cold_s"] < 2 and r["warm_ms"] < 50 else "missed"
-        lines.append(f"| `{path}` | {r['lines']} | {r['cold_s']:.2f} | {r['warm_ms']:.1f} | cold < 2 s, warm < 50 ms: {ok} |")
+        lines.append(f"| `{path}` | {r['lines']} | {r['cold_s']:.2f} | {r['warm_ms']:.1f} | "
+                     f"cold < 2 s, warm < 50 ms: {ok} |")
     out = ROOT / "bench" / "results" / f"compile_time_{today}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")

@@ -18,16 +18,17 @@ import importlib
 from typing import Any
 
 from .bench import BenchResult, bench  # eager: binds tklab.bench to the function, not the submodule
+from .check import check  # eager, like bench: tklab.check stays the function
 from .compiler import CompileError, Kernel, Module, compile  # noqa: A004 - tklab.compile is the API
 
 __version__ = "0.1.0"
 
-_LAZY_MODULES = {"banks", "cache", "ceilings", "check", "doctor", "exercises", "gpu", "grade",
+_LAZY_MODULES = {"banks", "cache", "ceilings", "doctor", "exercises", "gpu", "grade",
                  "launch", "layouts", "magic", "sass", "signature", "tma", "toolchain", "widgets",
                  "numba_compat", "report", "recorded"}
-_LAZY_NAMES = {"check": ("check", "check"), "LaunchError": ("launch", "LaunchError")}
+_LAZY_NAMES = {"LaunchError": ("launch", "LaunchError")}
 
-__all__ = ["CompileError", "Kernel", "Module", "compile", "bench", "check", "LaunchError",
+__all__ = ["BenchResult", "CompileError", "Kernel", "Module", "compile", "bench", "check", "LaunchError",
            "load_ipython_extension"]
 
 

@@ -30,7 +30,6 @@ import json
 import math
 import os
 import sys
-import types
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -400,16 +399,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(res)
     return 1 if res.passed is False else 0
 
-
-class _CallableModule(types.ModuleType):
-    """``tklab.check(...)`` must work even after ``import tklab.check`` has made the package attribute
-    ``tklab.check`` this module (Python sets a submodule as an attribute of its package on import)."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> CheckResult:
-        return check(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
 
 if __name__ == "__main__":
     raise SystemExit(main())
