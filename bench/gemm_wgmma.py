@@ -71,7 +71,7 @@ def _problem(a: Any, b: Any) -> tuple[int, int, int]:
 
 
 def prepare(a: Any, b: Any, out: Any, *, dtype: str | None = None, options: tuple[str, ...] = ()) -> Any:
-    """Check shapes and build the tensor maps once; returns a function that launches the kernel.
+    """Check shapes and build the tensor maps once; returns ``run(stream=None)`` that launches the kernel.
 
     ``a``/``b``/``out`` are torch CUDA tensors (bf16) or CuPy arrays (dtype='bfloat16' for uint16 ones).
     """
@@ -81,7 +81,11 @@ def prepare(a: Any, b: Any, out: Any, *, dtype: str | None = None, options: tupl
     map_a = tma.tensor_map(a, (BM // CONSUMERS, BK), dtype=dtype)  # one consumer's 64 x 64 slice of A
     map_b = tma.tensor_map(b, (BK, BN), dtype=dtype)               # 64 x 256 of B, in 64-column panels
     k_fn, grid, args = kernel(options=options), ((m // BM) * (n // BN),), (map_a, map_b, out, m, n, k)
-    return lambda: k_fn(grid, (THREADS,), args, shared_mem=SHARED_BYTES)
+
+    def run(stream: Any = None) -> None:
+        k_fn(grid, (THREADS,), args, shared_mem=SHARED_BYTES, stream=stream)
+
+    return run
 
 
 def gemm(a: Any, b: Any, out: Any = None, *, dtype: str | None = None) -> Any:
@@ -164,10 +168,42 @@ def _batched_ms(fn: Any, reps: int = 20, rounds: int = 7) -> float:
     return statistics.median(times)
 
 
-def benchmark(sizes: list[int], variants: dict[str, tuple[str, ...]], repeats: int = 2) -> list[dict[str, Any]]:
-    """Times of cuBLAS (torch.matmul) and each kernel variant at n^3, alternating, `repeats` rounds.
+def _graphed(fn: Any) -> Any:
+    """fn captured once in a CUDA graph; replaying it costs the host a few µs instead of a Python launch."""
+    import torch
 
-    Two methods: tklab.bench (one call per event pair, L2 flushed before each) and back-to-back batches.
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        fn(side)  # warm-up outside the capture (module load, cuBLAS handle)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        fn(side)
+    return graph.replay
+
+
+def _host_us(fn: Any, calls: int = 50) -> float:
+    """Host time to enqueue one call (the GPU stays busy, so this is launch overhead alone)."""
+    import time
+
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host = (time.perf_counter() - t) / calls * 1e6
+    torch.cuda.synchronize()
+    return host
+
+
+def benchmark(sizes: list[int], variants: dict[str, tuple[str, ...]], repeats: int = 3) -> list[dict[str, Any]]:
+    """TFLOP/s of cuBLAS (torch.matmul) and each kernel variant at n^3, `repeats` rounds, three methods.
+
+    "bench": tklab.bench on the Python call (one call per event pair, L2 flushed before each: includes
+    the host launch cost whenever the GPU has drained); "graph": tklab.bench on a CUDA-graph replay of
+    the call (same flushing, launch cost gone); "batched": 20 back-to-back calls per event pair.
     """
     import torch
 
@@ -177,20 +213,24 @@ def benchmark(sizes: list[int], variants: dict[str, tuple[str, ...]], repeats: i
         b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
         c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
         c_ref = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-        ref_fn = lambda a=a, b=b, c_ref=c_ref: torch.matmul(a, b, out=c_ref)  # noqa: E731
-        fns = {name: prepare(a, b, c, options=opts) for name, opts in variants.items()}
+        contenders = {"cuBLAS": lambda stream=None, a=a, b=b, c_ref=c_ref: torch.matmul(a, b, out=c_ref)}
+        contenders |= {name: prepare(a, b, c, options=opts) for name, opts in variants.items()}
+        graphs = {name: _graphed(fn) for name, fn in contenders.items()}
         flops = 2.0 * n**3
         for r in range(repeats):
-            ref = tk_bench(ref_fn, flops=flops, name=f"cuBLAS {n}^3", progress=False)
-            ref_b = _batched_ms(ref_fn)
-            for name, fn in fns.items():
-                ours = tk_bench(fn, flops=flops, name=f"wgmma {n}^3", progress=False)
-                ours_b = _batched_ms(fn)
-                rows.append({"n": n, "round": r, "variant": name, "cublas_ms": ref.ms, "ours_ms": ours.ms,
-                             "cublas_tflops": ref.tflops, "ours_tflops": ours.tflops, "ratio": ref.ms / ours.ms,
-                             "cublas_b_tflops": flops / ref_b / 1e9, "ours_b_tflops": flops / ours_b / 1e9,
-                             "ratio_b": ref_b / ours_b})
+            for name, fn in contenders.items():
+                row = {"n": n, "round": r, "who": name, "host_us": _host_us(fn)}
+                row["bench"] = tk_bench(fn, flops=flops, progress=False).tflops
+                row["graph"] = tk_bench(graphs[name], flops=flops, progress=False).tflops
+                row["batched"] = flops / _batched_ms(fn) / 1e9
+                rows.append(row)
     return rows
+
+
+def _row(r: dict[str, Any], ref: dict[str, Any]) -> str:
+    ratios = " | ".join(f"{r[m] / ref[m]:.3f}" for m in ("bench", "graph", "batched"))
+    return (f"| {r['n']}³ | {r['round']} | {r['who']} | {r['host_us']:.0f} | {r['bench']:.0f} | {r['graph']:.0f} | "
+            f"{r['batched']:.0f} | {ratios} |")
 
 
 def write_report(checks: list, rows: list[dict[str, Any]], note: str = "") -> Path:
@@ -219,18 +259,18 @@ def write_report(checks: list, rows: list[dict[str, Any]], note: str = "") -> Pa
         "",
         "## speed",
         "",
-        "tklab.bench: one call per event pair, L2 flushed before each; batched: 20 back-to-back calls per "
-        "event pair, median of 7.",
+        "TFLOP/s. bench: tklab.bench on the Python call (one call per event pair, L2 flushed before each; "
+        "includes the host launch cost when the GPU has drained). graph: the same on a CUDA-graph replay of the "
+        "call (launch cost gone). batched: 20 back-to-back calls per event pair, median of 7. host µs: time "
+        "to enqueue one call from Python. Ratios are to cuBLAS in the same round.",
         "",
-        "| size | round | variant | cuBLAS ms | ours ms | cuBLAS TFLOP/s | ours TFLOP/s | ours / cuBLAS | "
-        "batched: cuBLAS TFLOP/s | batched: ours TFLOP/s | batched: ours / cuBLAS |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-        *[f"| {r['n']}³ | {r['round']} | {r['variant']} | {r['cublas_ms']:.4f} | {r['ours_ms']:.4f} | "
-          f"{r['cublas_tflops']:.0f} | {r['ours_tflops']:.0f} | {r['ratio']:.3f} | "
-          f"{r['cublas_b_tflops']:.0f} | {r['ours_b_tflops']:.0f} | {r['ratio_b']:.3f} |" for r in rows],
+        "| size | round | who | host µs | bench | graph | batched | bench ratio | graph ratio | batched ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *[_row(r, next(x for x in rows if x["n"] == r["n"] and x["round"] == r["round"] and x["who"] == "cuBLAS"))
+          for r in rows],
     ]
     if note:
-        lines += ["", note]
+        lines += ["", "## summary", "", note]
     path = ROOT / "bench" / "results" / f"gemm_wgmma_{today}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
@@ -251,15 +291,23 @@ def main() -> None:
     shapes = [(128, 256, 64), (256, 512, 128), (384, 768, 1024), (1024, 256, 4096), (2048, 4096, 512),
               (4096, 4096, 4096)]
     checks = check(shapes)
+    notes = []
     for name, opts in list(VARIANTS.items())[1:]:  # the other variants must be right too
         worst = max(e for _, e in check(shapes, opts))
-        print(f"variant {name}: worst rel. error {worst:.2e} {'ok' if worst < 1e-2 else 'FAIL'}")
+        notes.append(f"variant {name}: worst rel. error over the same shapes {worst:.2e}")
     for shape, err in checks:
         print(f"check {shape}: rel. error {err:.2e} {'ok' if err < 1e-2 else 'FAIL'}")
     if args.check_only:
         return
     rows = benchmark(args.sizes, VARIANTS)
-    path = write_report(checks, rows)
+    default = next(iter(VARIANTS))
+    for n in args.sizes:
+        for method in ("bench", "graph", "batched"):
+            ratios = [r[method] / ref[method] for r in rows for ref in rows
+                      if r["n"] == ref["n"] == n and r["round"] == ref["round"] and r["who"] == default
+                      and ref["who"] == "cuBLAS"]
+            notes.append(f"{n}³ {method}: {default} / cuBLAS = {min(ratios):.3f} .. {max(ratios):.3f}")
+    path = write_report(checks, rows, "\n".join(f"- {x}" for x in notes))
     if args.out:
         args.out.write_text(path.read_text())
     print(path.read_text())
