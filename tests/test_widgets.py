@@ -1,0 +1,143 @@
+"""Widgets: every state change must redraw the figure from the model; bad patterns must explain themselves."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tklab import banks, layouts, widgets
+
+
+def _cells(svg: str, cls: str) -> list[dict[str, str]]:
+    return [dict(re.findall(r'([\w-]+)="([^"]*)"', m)) for m in re.findall(rf'<rect class="{cls}" ([^>]*)>', svg)]
+
+
+def test_bank_svg_is_the_schedule() -> None:
+    offs = [16 * (lane % 8) * 8 for lane in range(32)]  # column of a 128-byte-row tile, rows repeat
+    acc = banks.analyze(offs, 16)
+    svg = widgets.bank_svg(acc, title="demo")
+    assert svg.startswith("<svg") and svg.endswith("</svg>") and "demo" in svg
+    cells = _cells(svg, "cell")
+    assert len(cells) == sum(len(w.banks) for w in acc.waves)
+    for c in cells:
+        wave = acc.waves[int(c["data-wave"])]
+        lanes = sorted({r.lane for r in wave.requests if r.bank == int(c["data-bank"])})
+        assert c["data-lanes"] == " ".join(map(str, lanes)) and int(c["data-lane"]) == lanes[0]
+        assert c["fill"] == widgets.lane_color(lanes[0])
+    assert f"{acc.wavefronts} wavefronts" in svg
+    assert widgets.bank_svg(acc, title="demo") == svg  # deterministic
+
+
+def test_bank_svg_marks_lanes_that_sit_out() -> None:
+    acc = banks.analyze([4 * lane if lane < 4 else None for lane in range(32)], 4)
+    lanes = _cells(widgets.bank_svg(acc), "lane")
+    assert [c["data-waves"] for c in lanes[:5]] == ["0", "0", "0", "0", ""]
+    assert lanes[5]["fill"] == "#fff"
+
+
+def test_ncu_numbers_name_the_right_counters() -> None:
+    acc = banks.analyze([128 * lane for lane in range(32)], 4, store=True)
+    assert widgets.ncu_numbers(acc) == {"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum": 32,
+                                        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": 31}
+
+
+def test_bank_explorer_redraws_on_every_change() -> None:
+    ex = widgets.bank_explorer(pattern="tile column walk", width=16, cols=64)
+    assert ex.access is not None and ex.access.wavefronts == 32 and "32 wavefronts" in ex.figure.value
+    ex.swizzle.value = "128B"
+    assert ex.access.wavefronts == 4 and len(_cells(ex.figure.value, "cell")) == 4 * 32
+    assert "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum</code> = 0" in ex.status.value
+    ex.store.value = True
+    assert ex.access.op == "st" and "_op_st.sum" in ex.status.value
+    ex.swizzle.value, ex.padding.value = "none", 16
+    assert ex.offsets[1] == 144 and ex.access.wavefronts == 4
+    ex.instruction.value = "ldmatrix/stmatrix .x2"
+    assert ex.access.op == "stmatrix" and len(ex.access.phases) == 2
+
+
+def test_bank_explorer_shows_errors_instead_of_raising() -> None:
+    ex = widgets.bank_explorer(pattern="tile column walk", width=16)
+    ex.padding.value = 2  # rows 130 bytes apart: 16-byte loads are no longer aligned
+    assert ex.access is None and ex.figure.value == ""
+    assert "not a multiple of the access width 16" in ex.error and "not a multiple" in ex.status.value
+    ex.padding.value = 0
+    assert ex.error is None and ex.access is not None
+    ex.pattern.value, ex.expression.value = "expression", "lane +"
+    assert "cannot read the expression" in ex.error
+
+
+def test_bank_explorer_takes_a_learners_function() -> None:
+    ex = widgets.bank_explorer(fn=lambda lane: 4 * (lane * 33 % 64) if lane % 2 == 0 else None)
+    assert ex.pattern.value == "function"
+    assert ex.offsets[1] is None and ex.access.wavefronts == banks.wavefronts(ex.offsets, 4)
+    with pytest.raises(ValueError, match="no control 'colour'"):
+        widgets.bank_explorer(colour="red")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"pattern": "zigzag"}, "unknown pattern 'zigzag'"),
+        ({"pattern": "function"}, "needs a function of the lane"),
+        ({"pattern": "expression", "expression": "__import__('os')"}, "only 'lane' is defined|may call"),
+        ({"pattern": "expression", "expression": "lane / 2"}, "must give an integer"),
+        ({"pattern": "function", "fn": lambda lane: "x"}, r"fn\(0\) returned 'x'"),
+        ({"pattern": "tile column walk", "width": 16, "column": 8, "cols": 64}, "outside a 128-byte row"),
+        ({"pattern": "broadcast", "group": 0}, "at least 1"),
+    ],
+)
+def test_bad_patterns_say_what_is_wrong(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        widgets.bank_pattern(**kwargs)
+
+
+def test_patterns_are_what_they_say() -> None:
+    assert widgets.bank_pattern("stride", width=4, stride=33)[:3] == [0, 132, 264]
+    assert widgets.bank_pattern("broadcast", width=8, stride=1, group=4)[:9] == [0] * 4 + [8] * 4 + [16]
+    assert widgets.bank_pattern("tile row walk", width=16, cols=16)[:4] == [0, 16, 32, 48]
+    assert widgets.bank_pattern("tile row walk", width=16, cols=16, padding=16)[2] == 48
+    col = widgets.bank_pattern("tile column walk", width=16, cols=64, swizzle="128B", column=1)
+    assert col == [layouts.swizzle(128 * lane + 16, "128B") for lane in range(32)]
+    assert widgets.expression_offsets("4 * (lane * 33 % 64)")[2] == 4 * 66 % 256
+
+
+def test_layout_svg_places_every_element_by_the_model() -> None:
+    for name, operand in (("mma.m16n8k16", "B"), ("ldmatrix.x4.trans", None), ("rt.32x32", "col")):
+        f = layouts.fragment(name, operand)
+        cells = _cells(widgets.layout_svg(f), "elem")
+        assert len(cells) == f.lanes * f.elements
+        for c in cells:
+            coord = f.coords(int(c["data-lane"]), int(c["data-i"]))
+            r, col = (coord[1], 8 * coord[0] + coord[2]) if len(coord) == 3 else coord
+            assert (int(c["data-row"]), int(c["data-col"])) == (r, col)
+
+
+def test_layout_explorer_highlights_a_lane_and_its_banks() -> None:
+    ex = widgets.layout_explorer("mma.m16n8k16", "A", lane=5, swizzle="32B")
+    f = layouts.fragment("mma.m16n8k16", "A")
+    marked = [c for c in _cells(ex.figure.value, "elem") if c.get("stroke") == "#000"]
+    assert sorted(int(c["data-i"]) for c in marked) == list(range(f.elements))
+    assert all(c["data-lane"] == "5" for c in marked)
+    smem = [c for c in _cells(ex.figure.value, "smem") if c["data-lane"] == "5"]
+    for c in smem:
+        r, col = f.coords(5, int(c["data-i"]))
+        off = layouts.st_offset(r, col, rows=16, cols=16, swizzle="32B")
+        assert int(c["data-byte"]) == off and int(c["data-bank"]) == off // 4 % 32
+    assert "lane 5</b> holds" in ex.status.value and "r0.lo = (row 1, k 2)" in ex.status.value
+    ex.lane.value = -1
+    assert not [c for c in _cells(ex.figure.value, "elem") if c.get("stroke") == "#000"]
+    ex.swizzle.value = "none"
+    assert {c["data-byte"] for c in _cells(ex.figure.value, "smem") if c["data-lane"] == "0"} == {"0", "2", "16", "18",
+                                                                                                   "256", "258", "272",
+                                                                                                   "274"}
+
+
+def test_layout_explorer_keeps_working_when_a_swizzle_does_not_fit() -> None:
+    ex = widgets.layout_explorer("mma.m16n8k16", "B", swizzle="128B")  # 8 bf16 = 16-byte rows
+    assert "do not fill whole 128-byte panels" in ex.error and "shared-memory panel" in ex.status.value
+    assert _cells(ex.figure.value, "elem") and not _cells(ex.figure.value, "smem")
+    ex.fragment.value = ("wgmma.m64n256k16", "D")
+    assert ex.lane.max == 127 and ex.error is None and len(ex.figure.value) < 600_000
+    with pytest.raises(ValueError, match="unknown fragment"):
+        widgets.layout_explorer("mma.m8n8k4", None)

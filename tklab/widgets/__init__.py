@@ -1,0 +1,27 @@
+"""Interactive explorers for shared-memory banks and fragment layouts, and the SVG drawings behind them.
+
+Public API::
+
+    bank_explorer(*, fn=None, **controls) -> BankExplorer     # ipywidgets; .access, .offsets, .error
+    layout_explorer(name, operand, *, lane=-1, swizzle=None) -> LayoutExplorer
+    bank_svg(access, *, title=None) -> str                      # tklab.banks.Access → SVG
+    layout_svg(fragment, *, lane=None, swizzle=None, max_cols=64) -> str
+    bank_pattern(pattern, *, width, stride, group, cols, padding, swizzle, column, expression, fn) -> offsets
+    ncu_numbers(access) -> {metric: value}                      # what Nsight Compute would report
+
+The drawing functions need no widget state: ``IPython.display.SVG(bank_svg(banks.analyze(offs, 16)))``.
+"""
+
+from .draw import bank_svg, lane_color, layout_svg, ncu_numbers
+from .patterns import PATTERNS, bank_pattern, expression_offsets
+
+__all__ = ["PATTERNS", "BankExplorer", "LayoutExplorer", "bank_explorer", "bank_pattern", "bank_svg",
+           "expression_offsets", "lane_color", "layout_explorer", "layout_svg", "ncu_numbers"]
+
+
+def __getattr__(name: str):  # the explorers import ipywidgets only when asked for
+    if name in ("BankExplorer", "LayoutExplorer", "bank_explorer", "layout_explorer"):
+        from . import explorers
+
+        return getattr(explorers, name)
+    raise AttributeError(f"module 'tklab.widgets' has no attribute {name!r}")

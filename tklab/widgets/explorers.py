@@ -1,0 +1,181 @@
+"""The two interactive explorers (ipywidgets 8). All the work is in draw.py and patterns.py; these only
+wire controls to them, so every state a learner can reach is also reachable (and tested) in plain Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from html import escape
+from typing import Any
+
+import ipywidgets as W
+
+from .. import banks, layouts
+from .draw import bank_svg, layout_svg, ncu_numbers
+from .patterns import PATTERNS, bank_pattern
+
+INSTRUCTIONS = ("per-lane access", "ldmatrix/stmatrix .x1", "ldmatrix/stmatrix .x2", "ldmatrix/stmatrix .x4")
+
+
+def _error_html(msg: str) -> str:
+    return f'<div style="color:#b00020;font-weight:bold">{escape(msg)}</div>'
+
+
+class BankExplorer(W.VBox):
+    """Pick a pattern; see 32 banks x wavefronts coloured by lane, and what ncu would count."""
+
+    def __init__(self, *, fn: Callable[[int], int | None] | None = None, **initial: Any):
+        self.fn = fn
+        style = {"description_width": "110px"}
+        lay = W.Layout(width="330px")
+        self.pattern = W.Dropdown(options=[p for p in PATTERNS if p != "function" or fn is not None],
+                                  value="function" if fn is not None else "stride", description="pattern",
+                                  style=style, layout=lay)
+        self.instruction = W.Dropdown(options=INSTRUCTIONS, value=INSTRUCTIONS[0], description="instruction",
+                                      style=style, layout=lay)
+        self.width = W.Dropdown(options=list(banks.WIDTHS), value=4, description="bytes per lane", style=style,
+                                layout=lay)
+        self.store = W.Checkbox(value=False, description="store (else load)", style=style)
+        self.stride = W.IntSlider(value=1, min=0, max=64, description="stride (elements)", style=style, layout=lay)
+        self.group = W.IntSlider(value=1, min=1, max=32, description="lanes / element", style=style, layout=lay)
+        self.cols = W.Dropdown(options=[16, 32, 64, 128], value=64, description="tile cols (bf16)", style=style,
+                               layout=lay)
+        self.padding = W.IntSlider(value=0, min=0, max=64, step=2, description="row padding (B)", style=style,
+                                   layout=lay)
+        self.column = W.IntSlider(value=0, min=0, max=63, description="column (pieces)", style=style, layout=lay)
+        self.swizzle = W.Dropdown(options=list(layouts.SWIZZLE_MODES), value="none", description="swizzle",
+                                  style=style, layout=lay)
+        self.expression = W.Text(value="4 * (lane * 33 % 64)", description="offset(lane) =", style=style,
+                                 layout=W.Layout(width="330px"), continuous_update=False)
+        self.figure = W.HTML()
+        self.status = W.HTML()
+        self.access: banks.Access | None = None
+        self.offsets: list[int | None] = []
+        self.error: str | None = None
+        controls = [self.pattern, self.instruction, self.width, self.store, self.stride, self.group, self.cols,
+                    self.padding, self.column, self.swizzle, self.expression]
+        for name, value in initial.items():
+            if not hasattr(self, name) or not isinstance(getattr(self, name), W.ValueWidget):
+                raise ValueError(f"bank_explorer has no control {name!r}")
+            getattr(self, name).value = value
+        for c in controls:
+            c.observe(self._changed, names="value")
+        super().__init__([W.HBox([W.VBox(controls[:6]), W.VBox(controls[6:])]), self.status, self.figure])
+        self.update()
+
+    def _changed(self, _change: dict) -> None:
+        self.update()
+
+    def state(self) -> dict[str, Any]:
+        """The controls' values (what a notebook prints for this widget)."""
+        return {k: getattr(self, k).value for k in ("pattern", "instruction", "width", "store", "stride", "group",
+                                                    "cols", "padding", "column", "swizzle", "expression")}
+
+    def update(self) -> None:
+        """Recompute offsets → schedule → picture; a bad pattern shows its error instead of raising."""
+        s = self.state()
+        matrix = s["instruction"] != INSTRUCTIONS[0]
+        try:
+            self.offsets = bank_pattern(
+                s["pattern"], width=16 if matrix else s["width"], stride=s["stride"], group=s["group"],
+                cols=s["cols"], padding=s["padding"], swizzle=s["swizzle"], column=s["column"],
+                expression=s["expression"], fn=self.fn)
+            if matrix:
+                num = int(s["instruction"][-1])
+                self.access = banks.analyze_matrix(self.offsets[: 8 * num], num, store=s["store"])
+            else:
+                self.access = banks.analyze(self.offsets, s["width"], store=s["store"])
+            self.error = None
+        except ValueError as e:
+            self.access, self.error = None, str(e)
+            self.status.value = _error_html(self.error)
+            self.figure.value = ""
+            return
+        acc = self.access
+        what = acc.op + (f".x{len(acc.phases)}" if matrix else f", {acc.width} B per lane")
+        ncu = "<br>".join(f"<code>{k}</code> = {v}" for k, v in ncu_numbers(acc).items())
+        self.status.value = (f"<b>{acc.wavefronts} wavefront{'s' if acc.wavefronts != 1 else ''}</b> ({what}); "
+                             f"conflict-free would be {acc.ideal}.<br>ncu would report:<br>{ncu}")
+        self.figure.value = bank_svg(acc)
+
+    def __repr__(self) -> str:
+        got = f"{self.access.wavefronts} wavefronts" if self.access else f"error: {self.error}"
+        return f"BankExplorer({self.state()}) -> {got}"
+
+
+def _label(name: str, operand: str | None) -> str:
+    return f"{name} {operand}" if operand else name
+
+
+class LayoutExplorer(W.VBox):
+    """Pick an instruction's fragment or a register tile; highlight a lane; see where a swizzle puts it."""
+
+    SMEM_CHOICES = ("(no shared-memory panel)", "none", "32B", "64B", "128B", "interleave")
+
+    def __init__(self, name: str = "mma.m16n8k16", operand: str | None = "A", *, lane: int = -1,
+                 swizzle: str | None = None):
+        style = {"description_width": "90px"}
+        options = [(_label(n, o), (n, o)) for n, o in layouts.names()]
+        if (name, operand) not in [v for _, v in options]:
+            layouts.fragment(name, operand)  # raises a clear ValueError for unknown names
+            options.append((_label(name, operand), (name, operand)))
+        self.fragment = W.Dropdown(options=options, value=(name, operand), description="fragment", style=style,
+                                   layout=W.Layout(width="330px"))
+        self.lane = W.IntSlider(value=lane, min=-1, max=127, description="lane (-1: all)", style=style,
+                                layout=W.Layout(width="330px"))
+        self.swizzle = W.Dropdown(options=self.SMEM_CHOICES, value=swizzle or self.SMEM_CHOICES[0],
+                                  description="smem swizzle", style=style, layout=W.Layout(width="330px"))
+        self.figure = W.HTML()
+        self.status = W.HTML()
+        self.error: str | None = None
+        for c in (self.fragment, self.lane, self.swizzle):
+            c.observe(lambda _ch: self.update(), names="value")
+        super().__init__([W.HBox([self.fragment, self.lane, self.swizzle]), self.status, self.figure])
+        self.update()
+
+    @property
+    def frag(self) -> layouts.Fragment:
+        return layouts.fragment(*self.fragment.value)
+
+    def state(self) -> dict[str, Any]:
+        return {"fragment": _label(*self.fragment.value), "lane": self.lane.value, "swizzle": self.swizzle.value}
+
+    def update(self) -> None:
+        f = self.frag
+        self.lane.max = f.lanes - 1
+        lane = self.lane.value if self.lane.value >= 0 else None
+        swz = None if self.swizzle.value == self.SMEM_CHOICES[0] else self.swizzle.value
+        max_cols = 16 if f.lanes > 32 else 64  # warpgroup fragments: 64 rows; the pattern repeats every 8 columns
+        try:
+            self.figure.value = layout_svg(f, lane=lane, swizzle=swz, max_cols=max_cols)
+            self.error = None
+        except ValueError as e:
+            self.error = str(e)
+            self.figure.value = layout_svg(f, lane=lane, max_cols=max_cols)
+        lines = []
+        if lane is not None:
+            regs = []
+            for i in range(f.elements):
+                r, half = f.register_of(i)
+                where = ", ".join(f"{d} {v}" for d, v in zip(f.dims, f.coords(lane, i), strict=True))
+                regs.append(f"{i}: r{r}{'.hi' if half else '.lo' if f.bits == 16 else ''} = ({where})")
+            shown = regs if len(regs) <= 16 else regs[:16] + [f"... {len(regs) - 16} more"]
+            lines.append(f"<b>lane {lane}</b> holds " + "; ".join(shown))
+        if self.error:
+            lines.append(_error_html(f"shared-memory panel: {self.error}"))
+        self.status.value = "<br>".join(lines)
+
+    def __repr__(self) -> str:
+        return f"LayoutExplorer({self.state()})" + (f" error: {self.error}" if self.error else "")
+
+
+def bank_explorer(*, fn: Callable[[int], int | None] | None = None, **initial: Any) -> BankExplorer:
+    """The bank-conflict explorer. ``fn(lane) -> byte offset | None`` adds your own pattern; keyword
+    arguments set controls (``width=16, pattern="tile column walk", swizzle="128B"``)."""
+    return BankExplorer(fn=fn, **initial)
+
+
+def layout_explorer(name: str = "mma.m16n8k16", operand: str | None = "A", *, lane: int = -1,
+                    swizzle: str | None = None) -> LayoutExplorer:
+    """The layout explorer, opened on ``fragment(name, operand)`` with ``lane`` highlighted."""
+    return LayoutExplorer(name, operand, lane=lane, swizzle=swizzle)
