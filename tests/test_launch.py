@@ -183,3 +183,20 @@ def test_bench_agrees_with_cuda_events_for_a_copy():
     manual = float(np.median(times))
     assert abs(r.ms - manual) / manual < 0.15, (r.ms, manual)
     assert r.gbps is not None and r.gbps > 100
+
+
+@pytest.mark.gpu
+def test_prepared_launch_repeats_the_checked_launch():
+    import cupy as cp
+
+    mod = tklab.compile(SAXPY)
+    n = 10_000
+    x, y = cp.random.rand(n, dtype=cp.float32), cp.random.rand(n, dtype=cp.float32)
+    expected = 3 * 1.5 * x.get().astype(np.float64) + y.get()
+    run = mod.saxpy.prepare((n + 127) // 128, 128, (y, x, 1.5, n))
+    for _ in range(3):
+        run()
+    run(sync=True)
+    np.testing.assert_allclose(y.get(), expected + 1.5 * x.get(), rtol=1e-5)
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        mod.saxpy.prepare(1, 32, (y,))

@@ -331,6 +331,13 @@ class Kernel:
 
         launch.launch(self, grid, block, args, shared_mem=shared_mem, stream=stream, sync=sync)
 
+    def prepare(self, grid: Any, block: Any, args: Sequence[Any] = (), *, shared_mem: int = 0,
+                stream: Any = None) -> Any:
+        """Check and pack a launch once; the returned ``Prepared`` launches when called (GPU)."""
+        from . import launch
+
+        return launch.prepare(self, grid, block, args, shared_mem=shared_mem, stream=stream)
+
     def __repr__(self) -> str:
         return f"<tklab.Kernel {self.display_name} ({self.module.arch})>"
 

@@ -6,6 +6,7 @@ that does not fit its ``int`` are Python errors naming the parameter, not a sile
 crashed notebook. Dynamic shared memory above 48 KB is opted into automatically.
 
 Public API: ``launch(kernel, grid, block, args, *, shared_mem=0, stream=None, sync=False)``,
+``prepare(...)`` → ``Prepared`` (pack once, launch many times: for timing short kernels),
 ``LaunchError``, ``device_pointer(obj)``.
 """
 
@@ -167,9 +168,45 @@ def _stream_handle(stream: Any) -> int:
     return int(stream)
 
 
-def launch(kernel: Any, grid: Any, block: Any, args: Sequence[Any] = (), *, shared_mem: int = 0,
-           stream: Any = None, sync: bool = False) -> None:
-    """Launch ``kernel`` (a ``tklab.Kernel``); see the module docstring."""
+class Prepared:
+    """A launch with its arguments packed once: calling it only calls ``cuLaunchKernel``.
+
+    Use it where host overhead matters (timing a kernel that runs for a fraction of a millisecond): the
+    checks and packing of ``launch()`` cost tens of microseconds per call, a prepared launch a few.
+    The arrays passed stay referenced here, so they cannot be freed while the launch can still run.
+    """
+
+    def __init__(self, name: str, func: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 shared_mem: int, stream: int, packed: list[bytes], keep_alive: Sequence[Any]):
+        self.name, self.func, self.grid, self.block = name, func, grid, block
+        self.shared_mem, self.stream, self._keep_alive = int(shared_mem), stream, tuple(keep_alive)
+        # Each argument lives in its own 16-byte-aligned buffer; kernelParams points at them.
+        self._buffers = [ctypes.create_string_buffer(raw, max(len(raw), 16)) for raw in packed]
+        self._pointers = (ctypes.c_void_p * max(len(self._buffers), 1))(*map(ctypes.addressof, self._buffers))
+        self._params = ctypes.addressof(self._pointers) if self._buffers else 0
+
+    def __call__(self, sync: bool = False) -> None:
+        from cuda.bindings import driver
+
+        err, = driver.cuLaunchKernel(self.func, *self.grid, *self.block, self.shared_mem, self.stream,
+                                     self._params, 0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            try:
+                gpu.check((err,), "launch")
+            except gpu.CudaError as e:
+                raise LaunchError(f"{self.name} could not be launched with grid={self.grid}, block={self.block}, "
+                                  f"shared_mem={self.shared_mem}: {e}") from None
+        if sync or os.environ.get("TKLAB_SYNC", "") in ("1", "true", "yes"):
+            try:
+                gpu.synchronize()
+            except gpu.CudaError as e:
+                raise LaunchError(f"{self.name} failed while running: {e}. After a fault like an illegal "
+                                  "address the GPU context is unusable: restart the Python kernel.") from None
+
+
+def prepare(kernel: Any, grid: Any, block: Any, args: Sequence[Any] = (), *, shared_mem: int = 0,
+            stream: Any = None) -> Prepared:
+    """Check and pack a launch of ``kernel`` (a ``tklab.Kernel``) without running it."""
     from cuda.bindings import driver
 
     g, b = _dims(grid, "grid"), _dims(block, "block")
@@ -202,20 +239,10 @@ def launch(kernel: Any, grid: Any, block: Any, args: Sequence[Any] = (), *, shar
         attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         gpu.check(driver.cuFuncSetAttribute(func, attr, shared_mem), "raising the dynamic shared-memory limit")
         loaded.smem_limit[kernel.name] = shared_mem
-    # Each argument lives in its own 16-byte-aligned buffer; kernelParams points at them.
-    buffers = [ctypes.create_string_buffer(raw.ljust(max(len(raw), 1), b"\0"), max(len(raw), 16)) for raw in packed]
-    pointers = (ctypes.c_void_p * max(len(buffers), 1))(*[ctypes.addressof(x) for x in buffers])
-    err, = driver.cuLaunchKernel(func, *g, *b, int(shared_mem), _stream_handle(stream),
-                                 ctypes.addressof(pointers) if buffers else 0, 0)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        try:
-            gpu.check((err,), "launch")
-        except gpu.CudaError as e:
-            raise LaunchError(f"{kernel.display_name} could not be launched with grid={g}, block={b}, "
-                              f"shared_mem={shared_mem}: {e}") from None
-    if sync or os.environ.get("TKLAB_SYNC", "") in ("1", "true", "yes"):
-        try:
-            gpu.synchronize()
-        except gpu.CudaError as e:
-            raise LaunchError(f"{kernel.display_name} failed while running: {e}. After a fault like an illegal "
-                              "address the GPU context is unusable: restart the Python kernel.") from None
+    return Prepared(kernel.display_name, func, g, b, shared_mem, _stream_handle(stream), packed, args)
+
+
+def launch(kernel: Any, grid: Any, block: Any, args: Sequence[Any] = (), *, shared_mem: int = 0,
+           stream: Any = None, sync: bool = False) -> None:
+    """Launch ``kernel`` (a ``tklab.Kernel``); see the module docstring."""
+    prepare(kernel, grid, block, args, shared_mem=shared_mem, stream=stream)(sync=sync)

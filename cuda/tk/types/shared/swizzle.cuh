@@ -23,8 +23,9 @@ struct swizzle {
     static_assert(Bytes == 0 || Bytes == 32 || Bytes == 64 || Bytes == 128, "swizzle: 0, 32, 64 or 128 bytes");
     /// Width of the swizzled row ("span") in bytes; 0 means no swizzle.
     static constexpr int bytes = Bytes;
-    /// Alignment the tile's storage needs (1024: every swizzle pattern repeats within 1024 bytes).
-    static constexpr int alignment = Bytes ? 1024 : 16;
+    /// Alignment the tile's storage needs: 1024 when swizzled (every pattern repeats within 1024 bytes);
+    /// 128 otherwise, the least the copy engine (TMA) accepts for a shared-memory destination.
+    static constexpr int alignment = Bytes ? 1024 : 128;
 
     __host__ __device__ static constexpr uint32_t apply(uint32_t byte) {
         if constexpr (Bytes == 0) {
