@@ -9,6 +9,8 @@ Public API::
     wavefronts(offsets, width, *, store=False) -> int      # what ncu counts for the instruction
     analyze(offsets, width, *, store=False) -> Access       # the schedule, for drawing
     analyze_matrix(rows, num=4, *, store=False) -> Access   # ldmatrix / stmatrix .x1/.x2/.x4
+    phases(offsets, width, *, store=False) -> [lanes, ...]   # which lanes are served together
+    predict_row(row) -> (wavefronts, conflicts)             # for a row of the measured table
 
 ``offsets`` are the 32 lanes' byte offsets (``None`` for a lane that sits out), ``width`` the bytes
 per lane (1, 2, 4, 8, 16).
@@ -28,6 +30,10 @@ instruction per launch; ``bench/results/banks_h200.json`` holds every row; the t
 3. Inside a phase, a bank delivers one 4-byte word per wavefront to every lane that wants it
    (broadcast), so the phase takes as many wavefronts as the busiest bank has distinct words.
 4. ncu's bank-conflict counter is the wavefronts beyond one per phase that has an active lane.
+
+Reading ncu for these: ldmatrix wavefronts count in ``..._op_ld``, stmatrix ones in ``..._op_st``, but
+neither instruction in ``smsp__inst_executed_op_shared_ld/st`` (ldmatrix is in ``..._op_ldsm``); and the
+total ``l1tex__data_pipe_lsu_wavefronts_mem_shared.sum`` read one more than ld + st in every probe.
 """
 
 from __future__ import annotations
