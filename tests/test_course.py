@@ -168,3 +168,32 @@ def test_verify_matmul_finds_the_first_wrong_element() -> None:
     c[7, 1] += 1.0
     with pytest.raises(AssertionError, match=r"C\[7, 1\]"):
         course.verify_matmul(c, a, b)
+
+
+def test_numba_gpu_ready_is_false_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    course.numba_gpu_ready.cache_clear()
+    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+
+    def no_child(*args: object, **kwargs: object) -> None:
+        raise AssertionError("no probe process without a GPU")
+
+    monkeypatch.setattr(subprocess, "run", no_child)
+    try:
+        assert course.numba_gpu_ready() is False
+    finally:
+        course.numba_gpu_ready.cache_clear()
+
+
+def test_numba_gpu_ready_reports_a_failed_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    course.numba_gpu_ready.cache_clear()
+    monkeypatch.setattr("tklab.gpu.available", lambda: True)
+    monkeypatch.setattr(subprocess, "run",
+                        lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "libNVVM cannot be found"))
+    try:
+        assert course.numba_gpu_ready() is False
+    finally:
+        course.numba_gpu_ready.cache_clear()

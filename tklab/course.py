@@ -14,14 +14,18 @@ A comparison record (``compare`` writes it; anything with at least ``tflops`` is
 Public API: ``compare(key, kernel, library, *, flops, label, peak="fp32_simt", verify=None)``,
 ``comparison(...)``, ``results(*, upto=None, labels=None) -> Results``, ``EXPECTED``,
 ``occupancy(registers, threads, smem_bytes=0) -> Occupancy``, ``main_loop(sass) -> list[str]``,
-``ffma_share(sass) -> float``, ``verify_matmul(c, a, b)``, ``check(exercise_id)``, ``plots()``.
+``ffma_share(sass) -> float``, ``verify_matmul(c, a, b)``, ``numba_gpu_ready()``, ``check(exercise_id)``,
+``plots()``.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -319,6 +323,42 @@ def ffma_share(sass: str) -> float:
     """FFMA instructions over all instructions in the main loop (0 when there is no loop)."""
     body = main_loop(sass)
     return sum(o.split(".")[0] == "FFMA" for o in body) / len(body) if body else 0.0
+
+
+# ---- numba on a real GPU -------------------------------------------------------------------------------
+_NUMBA_PROBE = """
+import numpy as np
+from tklab import numba_compat
+cuda = numba_compat.cuda(simulate=False)
+
+@cuda.jit
+def probe(a):
+    a[cuda.grid(1)] = 1.0
+
+a = cuda.device_array(32, dtype=np.float32)
+probe[1, 32](a)
+assert (a.copy_to_host() == 1.0).all()
+"""
+
+
+@functools.cache
+def numba_gpu_ready(timeout: float = 300.0) -> bool:
+    """Can numba.cuda compile and run a kernel on this machine's GPU? False without a GPU.
+
+    Why a real attempt in a child process: numba needs NVVM and libdevice (a CUDA toolkit, or the
+    ``nvidia-nvvm`` wheel) to compile for a GPU, and once ``numba.cuda`` is imported its mode cannot
+    change; probing outside lets a notebook fall back to the simulator before it imports numba.cuda.
+    """
+    from . import gpu
+
+    if not gpu.available():
+        return False
+    try:
+        done = subprocess.run([sys.executable, "-c", _NUMBA_PROBE], capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
 
 
 # ---- exercises -------------------------------------------------------------------------------------------
