@@ -146,10 +146,14 @@ def test_tensor_map_rejects_host_arrays():
 
 
 def test_tma_refuses_tiles_it_cannot_address():
-    """TMA needs 128-byte-aligned shared memory; a 16-byte-aligned row-major tile must not compile."""
-    src = ('#include "tk.cuh"\nusing namespace tk;\n'
-           'extern "C" __global__ void k(const __grid_constant__ CUtensorMap m) {\n'
-           '  __shared__ st<bf16, 16, 16, swizzle_none> t; __shared__ mbarrier b;\n'
-           '  tma::load_async(t, m, b, {0, 0});\n}\n')
+    """TMA needs 128-byte-aligned shared memory: a 16-byte-aligned layout policy must not compile,
+    while the library's own unswizzled tile (128-byte aligned) does."""
+    body = ('extern "C" __global__ void k(const __grid_constant__ CUtensorMap m) {{\n'
+            '  __shared__ st<bf16, 16, 16, {policy}> t; __shared__ mbarrier b;\n'
+            '  tma::load_async(t, m, b, {{0, 0}});\n}}\n')
+    head = ('#include "tk.cuh"\nusing namespace tk;\n'
+            'struct row_major_16 { static constexpr int bytes = 0; static constexpr int alignment = 16;\n'
+            '  __host__ __device__ static constexpr uint32_t apply(uint32_t b) { return b; } };\n')
     with pytest.raises(tklab.CompileError, match="128-byte-aligned"):
-        tklab.compile(src, arch="sm_90a")
+        tklab.compile(head + body.format(policy="row_major_16"), arch="sm_90a")
+    assert tklab.compile(head + body.format(policy="swizzle_none"), arch="sm_90a").histogram["UTMALDG"] >= 1

@@ -5,7 +5,8 @@
 
 using namespace tk;
 
-/// Plain row-major, aligned for TMA (which needs 128-byte-aligned shared addresses).
+/// Plain row-major, aligned for TMA (which needs 128-byte-aligned shared addresses); the same as
+/// tk::swizzle_none, kept explicit here so the probe states what it relies on.
 struct row_major_128 {
     static constexpr int bytes = 0;
     static constexpr int alignment = 128;
