@@ -138,21 +138,6 @@ def test_main_loop_on_a_compiled_kernel() -> None:
     assert 0 < course.ffma_share(mod.sass) < 1
 
 
-def test_check_without_checker(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib
-
-    real = importlib.import_module
-
-    def fake(name: str, *args: object) -> object:
-        if name == "tklab.check":
-            raise ModuleNotFoundError("no", name="tklab.check")
-        return real(name, *args)
-
-    monkeypatch.setattr(importlib, "import_module", fake)
-    assert course.check("ch01_naive_matmul") is None
-    assert "exercises/ch01_naive_matmul" in capsys.readouterr().out
-
-
 def test_verify_matmul_finds_the_first_wrong_element() -> None:
     import numpy as np
 

@@ -14,8 +14,7 @@ A comparison record (``compare`` writes it; anything with at least ``tflops`` is
 Public API: ``compare(key, kernel, library, *, flops, label, peak="fp32_simt", verify=None)``,
 ``comparison(...)``, ``results(*, upto=None, labels=None) -> Results``, ``EXPECTED``,
 ``occupancy(registers, threads, smem_bytes=0) -> Occupancy``, ``main_loop(sass) -> list[str]``,
-``ffma_share(sass) -> float``, ``verify_matmul(c, a, b)``, ``numba_gpu_ready()``, ``check(exercise_id)``,
-``plots()``.
+``ffma_share(sass) -> float``, ``verify_matmul(c, a, b)``, ``numba_gpu_ready()``, ``plots()``.
 """
 
 from __future__ import annotations
@@ -359,21 +358,6 @@ def numba_gpu_ready(timeout: float = 300.0) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
-
-
-# ---- exercises -------------------------------------------------------------------------------------------
-def check(exercise_id: str) -> Any:
-    """``tklab.check(exercise_id)``; while the checker is not installed in this checkout, say so instead."""
-    import importlib
-
-    try:
-        module = importlib.import_module("tklab.check")
-    except ModuleNotFoundError as e:
-        if e.name != "tklab.check":
-            raise
-        print(f"tklab.check is not available in this checkout yet; your exercise is exercises/{exercise_id}.*")
-        return None
-    return module.check(exercise_id)
 
 
 # ---- figures -----------------------------------------------------------------------------------------
