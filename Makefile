@@ -5,8 +5,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8888
-# The CuPy wheel for your driver: cupy-cuda13x (CUDA 13 drivers, e.g. our H200), cupy-cuda12x for CUDA 12.
-CUPY   ?= cupy-cuda13x
+# GPU-side wheels matching your driver: CuPy, and numba-cuda's NVVM/nvJitLink for chapter 01 on a GPU.
+# CUDA 13 drivers (e.g. our H200): the default. CUDA 12 drivers: GPU_PKGS="cupy-cuda12x numba-cuda[cu12]".
+GPU_PKGS ?= cupy-cuda13x numba-cuda[cu13]
 # Set WHEELHOUSE=/path/to/wheels to install offline (GPU boxes without internet); see README.
 WHEELHOUSE ?=
 PIP_FLAGS := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
@@ -16,7 +17,7 @@ PIP_FLAGS := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q $(PIP_FLAGS) --upgrade pip
-	$(PY) -m pip install -q $(PIP_FLAGS) -e '.[dev]' $(CUPY)
+	$(PY) -m pip install -q $(PIP_FLAGS) -e '.[dev]' $(GPU_PKGS)
 	@touch $@
 
 install: $(VENV)/.installed
