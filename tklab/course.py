@@ -14,14 +14,14 @@ A comparison record (``compare`` writes it; anything with at least ``tflops`` is
 Public API: ``compare(key, kernel, library, *, flops, label, peak="fp32_simt", verify=None)``,
 ``comparison(...)``, ``results(*, upto=None, labels=None) -> Results``, ``EXPECTED``,
 ``occupancy(registers, threads, smem_bytes=0) -> Occupancy``, ``main_loop(sass) -> list[str]``,
-``ffma_share(sass) -> float``, ``verify_matmul(c, a, b)``, ``numba_gpu_ready()``, ``plots()``.
+``ffma_share(sass) -> float``, ``verify_matmul(c, a, b)``, ``numba_gpu_ready()``, ``plots()``,
+``bf16_random(shape)``, ``bf16_to_float32(x)``, ``cublas_bf16(a, b, c)`` (bf16 on CuPy, the tensor-core baseline).
 """
 
 from __future__ import annotations
 
 import functools
 import html
-import json
 import re
 import subprocess
 import sys
@@ -39,6 +39,8 @@ EXPECTED: dict[str, str] = {
     "ch02.tiled_fp32": "shared-memory tiling, 32×32 tiles (exercise reference)",
     "ch03.blocktile_1d": "1D register blocking, 8 results per thread",
     "ch03.regblock_float4": "2D register blocking 8×8, float4 loads (exercise reference)",
+    "ch05.mma_gemm": "mma.sync + ldmatrix, 128×128 block, 64×64 per warp",
+    "ch06.gemm_mma_tiles": "tk tiles: mma.sync + ldmatrix, 3-stage cp.async, 128×128 block",
 }
 
 
@@ -116,6 +118,51 @@ def verify_matmul(c: Any, a: Any, b: Any, *, tol: float = 1e-4) -> float:
     return float(err.max()) / scale
 
 
+# ---- bf16 on CuPy ---------------------------------------------------------------------------------------
+def bf16_random(shape: tuple[int, ...], rng: Any = None) -> Any:
+    """Uniform [-1, 1) values as bf16 bit patterns (uint16 CuPy array), rounded to nearest even.
+
+    CuPy has no bfloat16 dtype; kernels declare ``__nv_bfloat16*`` and the launcher accepts uint16 for it.
+    """
+    import cupy as cp
+
+    rng = rng or cp.random.default_rng()
+    u = rng.uniform(-1, 1, shape, dtype=cp.float32).view(cp.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(cp.uint16)
+
+
+def bf16_to_float32(x: Any) -> Any:
+    """The float32 values of bf16 bit patterns (uint16, numpy or CuPy)."""
+    xp = _xp(x)
+    return (x.astype(xp.uint32) << 16).view(xp.float32)
+
+
+def cublas_bf16(a: Any, b: Any, c: Any) -> Callable[[], None]:
+    """A function running ``c = a @ b`` with cuBLAS (bf16 in and out, fp32 accumulation) on row-major
+    uint16 CuPy arrays: the library baseline of the tensor-core chapters.
+
+    cuBLAS is column-major; a row-major C = A·B is the column-major Cᵀ = Bᵀ·Aᵀ, so B goes first.
+    """
+    import cupy as cp
+    import numpy as np
+    from cupy_backends.cuda.libs import cublas
+
+    (m, k), n = a.shape, b.shape[1]
+    if b.shape[0] != k or c.shape != (m, n):
+        raise ValueError(f"cublas_bf16: shapes {a.shape} @ {b.shape} -> {c.shape} do not match")
+    handle = cp.cuda.device.get_cublas_handle()
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    cuda_r_16bf, cublas_compute_32f, cublas_gemm_default = 14, 68, -1  # cudaDataType / cublasComputeType_t
+
+    def run() -> None:
+        cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)  # alpha, beta live on the host
+        cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, n, m, k,
+                      one.ctypes.data, b.data.ptr, cuda_r_16bf, n, a.data.ptr, cuda_r_16bf, k,
+                      zero.ctypes.data, c.data.ptr, cuda_r_16bf, n, cublas_compute_32f, cublas_gemm_default)
+
+    return run
+
+
 # ---- the results table -------------------------------------------------------------------------------
 @dataclass
 class Row:
@@ -151,11 +198,8 @@ def _row(key: str, values: dict[str, Any] | None, origin: str, labels: dict[str,
 
 
 def _all_records() -> dict[str, Any]:
-    # recorded has no public "list every key" yet; read the same file it writes.
-    try:
-        return json.loads(recorded._file().read_text())
-    except (OSError, ValueError):
-        return {}
+    return {key: {"values": r.values, "device": r.device, "date": r.date, "commit": r.commit}
+            for key, r in recorded.all_records().items()}
 
 
 @dataclass

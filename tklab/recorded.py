@@ -6,7 +6,8 @@ device, date and commit in ``bench/results/recorded.json`` (``TKLAB_RECORD_FILE`
 written unless ``TKLAB_RECORD=1``, so a learner's runs never touch the repository). Without a GPU it
 shows the stored numbers, clearly labelled as recorded elsewhere, or says that none exist yet.
 
-Public API: ``measure(key, fn) -> Recorded``, ``load(key)``, ``Recorded``.
+Public API: ``measure(key, fn) -> Recorded``, ``load(key)``, ``all_records() -> dict[str, Recorded]``,
+``Recorded``.
 """
 
 from __future__ import annotations
@@ -100,6 +101,11 @@ def _read() -> dict[str, Any]:
         return json.loads(_file().read_text())
     except (OSError, ValueError):
         return {}
+
+
+def all_records() -> dict[str, Recorded]:
+    """Every recorded result, by key (what the course's results table is built from)."""
+    return {key: load(key) for key in sorted(_read())}
 
 
 def load(key: str) -> Recorded:
