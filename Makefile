@@ -36,10 +36,13 @@ lint: install
 	$(PY) -m ruff check tklab tests bench
 
 # On a machine with an NVIDIA GPU: GPU tests, every notebook, the benchmarks, and a dated report in
-# bench/results/. Uses the current Python environment if GPU_PYTHON is set (e.g. a cluster module).
+# bench/results/. GPU_PYTHON=python3 uses an environment that already has the packages (a cluster module,
+# an offline box) instead of .venv; REPORT_ARGS passes options (e.g. --skip bench --timeout 600).
 GPU_PYTHON ?= $(PY)
-gpu-check:
-	$(GPU_PYTHON) -m tklab.report --out bench/results
+REPORT_DIR ?= bench/results
+REPORT_ARGS ?=
+gpu-check: $(if $(filter $(PY),$(GPU_PYTHON)),install)
+	$(GPU_PYTHON) -m tklab.report --out $(REPORT_DIR) $(REPORT_ARGS)
 
 clean-cache:
 	rm -rf $${TKLAB_CACHE_DIR:-$$HOME/.cache/tklab} .cache
