@@ -3,8 +3,9 @@
 Runs, on a machine with an NVIDIA GPU: ``tklab doctor``; the GPU-marked tests; every notebook under
 nbval (with ``TKLAB_RECORD=1``, so measured numbers land in ``bench/results/recorded.json``); the
 benchmark scripts in ``bench/*.py``. Writes ``<out>/gpu-check_<date>_<commit>.md`` naming the device,
-driver, commit and date, with each step's verdict and the tail of its output. Works offline: it only
-needs the packages importable (see README, "GPU boxes without internet").
+driver, commit and date, with each step's verdict and the tail of its output, and
+``<out>/exercises_<date>_<commit>.json`` with every reference solution's check (verdict, speed ratio).
+Works offline: it only needs the packages importable (see README, "GPU boxes without internet").
 
 Usage: ``python -m tklab report [--out DIR] [--skip tests,notebooks,bench] [--timeout S]``.
 """
@@ -93,7 +94,12 @@ def main(argv: list[str] | None = None) -> int:
 
     _, version = driver.cuDriverGetVersion()
     props = gpu.properties()
-    env = {**os.environ, "TKLAB_RECORD": "1", "PYTHONUNBUFFERED": "1", "TKLAB_COMMIT": commit()}
+    import json
+    import tempfile
+
+    checks_dir = tempfile.mkdtemp(prefix="tklab-checks-")
+    env = {**os.environ, "TKLAB_RECORD": "1", "PYTHONUNBUFFERED": "1", "TKLAB_COMMIT": commit(),
+           "TKLAB_CHECK_RESULTS": checks_dir}
     done = [_run(s, args.timeout, env) for s in steps({x.strip() for x in args.skip.split(",") if x.strip()})]
     today = dt.date.today().isoformat()
     lines = [f"# tklab GPU check, {today}", "",
@@ -107,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         lines += ["", f"## {s.name} ({s.verdict})", "", "```", tail, "```"]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    checks = {p.stem: json.loads(p.read_text()) for p in sorted(Path(checks_dir).glob("*.json"))}
+    if checks:
+        (out / f"exercises_{today}_{env['TKLAB_COMMIT']}.json").write_text(json.dumps(checks, indent=1, default=str))
+        lines += ["", "## exercise checks (reference solutions)", "",
+                  "| exercise | passed | speed ratio |", "|---|---|---|"]
+        lines += [f"| {k} | {v.get('passed')} | {v.get('speed_ratio')} |" for k, v in checks.items()]
     path = out / f"gpu-check_{today}_{env['TKLAB_COMMIT']}.md"
     path.write_text("\n".join(lines) + "\n")
     print(f"report written to {path}")
