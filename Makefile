@@ -12,7 +12,7 @@ GPU_PKGS ?= cupy-cuda13x numba-cuda[cu13]
 WHEELHOUSE ?=
 PIP_FLAGS := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
-.PHONY: lab test lint gpu-check install clean-cache
+.PHONY: lab test lint gpu-check install clean-cache notebooks
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ REPORT_DIR ?= bench/results
 REPORT_ARGS ?=
 gpu-check: $(if $(filter $(PY),$(GPU_PYTHON)),install)
 	$(GPU_PYTHON) -m tklab.report --out $(REPORT_DIR) $(REPORT_ARGS)
+
+# Re-execute every notebook and store clean outputs (after new GPU results are recorded).
+notebooks: install
+	$(PY) -m tklab.nbrefresh
 
 clean-cache:
 	rm -rf $${TKLAB_CACHE_DIR:-$$HOME/.cache/tklab} .cache
