@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SOURCES = ["solutions/gemm_mma_tiles.cu", "solutions/gemm_wgmma.cu"]
+DEFAULT_SOURCES = ["solutions/gemm_mma_tiles.cu", "solutions/gemm_wgmma.cu",
+                   "tests/kernels/tile_ops.cu"]  # the last: ~350 lines, 59 kernels
 
 
 def cpu_name() -> str:
@@ -73,7 +74,8 @@ def main() -> None:
              f"- machine: {cpu_name()}, {os.cpu_count()} cores (no GPU needed)",
              f"- NVRTC {major}.{minor}, arch {args.arch}, commit {report.commit()}",
              f"- median of {args.reps} cold compiles (fresh cache) and {5 * args.reps} warm ones", "",
-             "| source | lines (+ tile library headers) | cold (s) | warm (ms) | goal |", "|---|---|---|---|---|"]
+             "| source | lines (+ ~2000 lines of tile-library headers) | cold (s) | warm (ms) | goal |",
+             "|---|---|---|---|---|"]
     for path, r in rows:
         ok = "met" if r["cold_s"] < 2 and r["warm_ms"] < 50 else "missed"
         lines.append(f"| `{path}` | {r['lines']} | {r['cold_s']:.2f} | {r['warm_ms']:.1f} | "
