@@ -324,6 +324,11 @@ def matmul_reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]
     return {"C": x["A"].astype(np.float64) @ x["B"].astype(np.float64)}
 
 
+def matmul_args(a: dict, d: Dims) -> tuple:
+    """The argument list of every CUDA C matmul exercise: ``(A, B, C, M, N, K)``."""
+    return (a["A"], a["B"], a["C"], np.int32(d["M"]), np.int32(d["N"]), np.int32(d["K"]))
+
+
 def matmul_flops(d: Dims) -> float:
     return 2.0 * d["M"] * d["N"] * d["K"]
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from . import (
     Bench,
     Dims,
@@ -14,6 +12,7 @@ from . import (
     UsesSharedMemory,
     WritesGlobal,
     cupy_matmul,
+    matmul_args,
     matmul_flops,
     matmul_inputs,
     matmul_outputs,
@@ -23,10 +22,6 @@ from . import (
 
 def _launch(d: Dims) -> Launch:
     return Launch(grid=((d["N"] + 31) // 32, (d["M"] + 31) // 32), block=(32, 32))
-
-
-def _args(a: dict, d: Dims) -> tuple:
-    return (a["A"], a["B"], a["C"], np.int32(d["M"]), np.int32(d["N"]), np.int32(d["K"]))
 
 
 SPEC = Exercise(
@@ -40,7 +35,7 @@ SPEC = Exercise(
     outputs=matmul_outputs,
     reference=matmul_reference,
     launch=_launch,
-    args=_args,
+    args=matmul_args,
     cases=({"M": 1024, "N": 768, "K": 512}, {"M": 33, "N": 65, "K": 47}, {"M": 1, "N": 1, "K": 100}),
     shapes="any M, N, K",
     static=(

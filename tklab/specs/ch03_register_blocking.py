@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from . import (
     Bench,
     Dims,
@@ -14,6 +12,7 @@ from . import (
     UsesSharedMemory,
     WritesGlobal,
     cupy_matmul,
+    matmul_args,
     matmul_flops,
     matmul_inputs,
     matmul_outputs,
@@ -23,10 +22,6 @@ from . import (
 
 def _launch(d: Dims) -> Launch:
     return Launch(grid=(d["N"] // 128, d["M"] // 128), block=(256,))
-
-
-def _args(a: dict, d: Dims) -> tuple:
-    return (a["A"], a["B"], a["C"], np.int32(d["M"]), np.int32(d["N"]), np.int32(d["K"]))
 
 
 SPEC = Exercise(
@@ -40,7 +35,7 @@ SPEC = Exercise(
     outputs=matmul_outputs,
     reference=matmul_reference,
     launch=_launch,
-    args=_args,
+    args=matmul_args,
     cases=({"M": 1024, "N": 1024, "K": 512}, {"M": 128, "N": 128, "K": 8}, {"M": 256, "N": 384, "K": 72}),
     shapes="M and N multiples of 128, K a multiple of 8",
     static=(

@@ -18,6 +18,7 @@ from . import (
     UsesSharedMemory,
     WritesGlobal,
     bf16_bits_to_float,
+    matmul_args,
     matmul_flops,
     to_bf16_bits,
     uniform,
@@ -30,10 +31,6 @@ def _inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
 
 def _reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
     return {"C": bf16_bits_to_float(x["A"]).astype(np.float64) @ bf16_bits_to_float(x["B"]).astype(np.float64)}
-
-
-def _args(a: dict, d: Dims) -> tuple:
-    return (a["A"], a["B"], a["C"], np.int32(d["M"]), np.int32(d["N"]), np.int32(d["K"]))
 
 
 def _as_float(bits: Any) -> Any:
@@ -76,7 +73,7 @@ SPEC = Exercise(
     outputs=lambda d: {"C": ((d["M"], d["N"]), "float32")},
     reference=_reference,
     launch=lambda d: Launch(grid=(d["N"] // 128, d["M"] // 128), block=(128,)),
-    args=_args,
+    args=matmul_args,
     cases=({"M": 1024, "N": 1024, "K": 512}, {"M": 128, "N": 128, "K": 32}, {"M": 256, "N": 384, "K": 96}),
     shapes="M and N multiples of 128, K a multiple of 32",
     rtol=1e-3,
