@@ -25,7 +25,7 @@ SOURCE = ROOT / "solutions" / "gemm_mma_tiles.cu"
 sys.path.insert(0, str(ROOT))
 
 import tklab  # noqa: E402
-from tklab.bench import bench  # noqa: E402 - the function (tklab.bench can resolve to the module)
+from tklab.bench import bench  # noqa: E402
 
 SOLUTION = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 3}
 VARIANTS: dict[str, dict[str, int]] = {
@@ -85,23 +85,10 @@ def check(g: Gemm, shapes: list[tuple[int, int, int]]) -> list[tuple[tuple[int, 
     return out
 
 
-def batched_ms(fn: Any, reps: int = 20, rounds: int = 9) -> float:
-    """Median over rounds of one event pair around `reps` back-to-back calls, divided by reps: Python's
-    launch cost overlaps the previous call instead of landing between the events."""
-    import torch
-
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(rounds):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / reps)
-    return statistics.median(times)
+def batched_ms(fn: Any, reps: int = 20) -> float:
+    """Per-call time of `reps` back-to-back calls per event pair: Python's launch cost overlaps the
+    previous call instead of landing between the events."""
+    return bench(fn, batch=reps, flush_l2=False, ceilings=False, progress=False).ms
 
 
 def benchmark(gemms: dict[str, Gemm], n: int, rounds: int = 2) -> list[dict[str, Any]]:

@@ -149,28 +149,9 @@ def _commit() -> str:
         return "unknown"
 
 
-def _batched_ms(fn: Any, reps: int = 20, rounds: int = 7) -> float:
-    """Median over rounds of (one event pair around `reps` back-to-back calls) / reps.
-
-    Back-to-back launches keep the GPU's queue full, so Python's launch overhead (tens of µs, less than
-    one 4096^3 GEMM) stays off the clock for both contenders.
-    """
-    import statistics
-
-    import torch
-
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(rounds):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) / reps)
-    return statistics.median(times)
+def _batched_ms(fn: Any, reps: int = 20) -> float:
+    """Per-call time of `reps` back-to-back calls per event pair (launch cost overlaps the GPU's work)."""
+    return tk_bench(fn, batch=reps, flush_l2=False, ceilings=False, progress=False).ms
 
 
 def _graphed(fn: Any) -> Any:

@@ -200,3 +200,16 @@ def test_prepared_launch_repeats_the_checked_launch():
     np.testing.assert_allclose(y.get(), expected + 1.5 * x.get(), rtol=1e-5)
     with pytest.raises(TypeError, match="takes 4 arguments"):
         mod.saxpy.prepare(1, 32, (y,))
+
+
+@pytest.mark.gpu
+def test_bench_batch_reports_per_call_time():
+    import cupy as cp
+
+    n = 1 << 26
+    src, dst = cp.random.rand(n, dtype=cp.float32), cp.empty(n, cp.float32)
+    one = tklab.bench(lambda: cp.copyto(dst, src), bytes=2 * src.nbytes, flush_l2=False)
+    ten = tklab.bench(lambda: cp.copyto(dst, src), bytes=2 * src.nbytes, flush_l2=False, batch=10)
+    assert abs(ten.ms - one.ms) / one.ms < 0.2, (one.ms, ten.ms)
+    with pytest.raises(ValueError, match="batch"):
+        tklab.bench(lambda: None, batch=0)

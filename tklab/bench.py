@@ -5,6 +5,8 @@
 - The **median** of many calls, with the spread, because single timings on a shared GPU lie.
 - L2 does not flatter: by default a buffer larger than L2 is overwritten between timed calls (outside
   the timed region), or pass ``inputs=[args0, args1, ...]`` to rotate among input sets.
+- ``batch=n`` times n back-to-back calls per event pair (reported per call): Python's launch cost then
+  overlaps the GPU's work instead of sitting between the events — the throughput a loop of launches sees.
 - Rates against the ceilings of this GPU (``tklab.ceilings``): TFLOP/s and TB/s as a fraction of what
   cuBLAS / a copy reach on the same card.
 
@@ -117,6 +119,7 @@ def bench(
     name: str | None = None,
     ceilings: bool = True,
     peak: str = "bf16_tensor",
+    batch: int = 1,
     stream: int = 0,
     progress: bool = True,
 ) -> BenchResult:
@@ -132,7 +135,14 @@ def bench(
                            "recorded on an H200 instead.")
     if inputs is not None and len(inputs) == 0:
         raise ValueError("inputs= must hold at least one argument tuple")
-    call: Callable[[int], Any] = (lambda i: fn(*inputs[i % len(inputs)])) if inputs else (lambda i: fn())
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
+    one: Callable[[int], Any] = (lambda i: fn(*inputs[i % len(inputs)])) if inputs else (lambda i: fn())
+
+    def call(i: int) -> None:
+        for j in range(batch):
+            one(i * batch + j)
+
     flush = _l2_flusher() if (flush_l2 if flush_l2 is not None else inputs is None) else None
     timer = _Timer(stream)
     try:
@@ -163,6 +173,7 @@ def bench(
             from cuda.bindings import driver
 
             driver.cuMemFree(flush.ptr)  # type: ignore[attr-defined]
+    times = [t / batch for t in times]
     q = statistics.quantiles(times, n=4) if len(times) >= 4 else [min(times), statistics.median(times), max(times)]
     result = BenchResult(name=name or getattr(fn, "__name__", "fn"), ms=statistics.median(times),
                          ms_min=min(times), ms_max=max(times), ms_q1=q[0], ms_q3=q[2], reps=len(times),
