@@ -25,7 +25,7 @@ install: $(VENV)/.installed
 lab: install
 	@echo "Starting JupyterLab on port $(PORT) (open the URL printed below; notebooks are in notebooks/)"
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --port=$(PORT) --ip=$${LAB_IP:-127.0.0.1} \
-		$$( [ -z "$$DISPLAY" ] && echo --no-browser )
+		$$( [ -z "$$DISPLAY" ] && echo --no-browser ) $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 test: install
 	$(PY) -m ruff check tklab tests bench
