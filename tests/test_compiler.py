@@ -175,3 +175,21 @@ def test_unknown_kernel_name_lists_the_kernels():
     with pytest.raises(KeyError, match="alpha"):
         mod["beta"]
     assert mod.alpha is mod["alpha"]
+
+
+def test_nvrtc_outputs_are_read_into_fresh_buffers():
+    """Regression: an empty NVRTC log (size 1) once made NVRTC write a NUL into CPython's cached b" ",
+    after which every " ".encode() in the process gave b"\\x00" (print separators, torch schemas broke)."""
+    import ctypes
+
+    def size_fn(prog):
+        return (0, 1)
+
+    def get_fn(prog, buf):  # what NVRTC does: write the terminating NUL into the caller's buffer
+        ctypes.memmove((ctypes.c_char * len(buf)).from_buffer(buf), b"\0", 1)
+        return (0,)
+
+    out = compiler._read(None, size_fn, get_fn, lambda r, what: r[1] if len(r) > 1 else None, "log")
+    assert out == b""
+    assert " ".encode() == b" "
+    assert bytes([32]) == b" "

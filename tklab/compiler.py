@@ -145,26 +145,33 @@ def _nvrtc(source: str, program: str, opts: list[str], name_expressions: Sequenc
             ok(nvrtc.nvrtcAddNameExpression(prog, expr.encode()), f"name expression {expr!r}")
         encoded = [o.encode() for o in opts]
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
-        size = ok(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
-        buf = b" " * size
-        ok(nvrtc.nvrtcGetProgramLog(prog, buf), "log")
-        log = buf.rstrip(b"\0").decode(errors="replace")
+        log = _read(prog, nvrtc.nvrtcGetProgramLogSize, nvrtc.nvrtcGetProgramLog, ok, "log").decode(errors="replace")
         if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(log, source, program, line_offset)
-        size = ok(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
-        cubin = b" " * size
-        ok(nvrtc.nvrtcGetCUBIN(prog, cubin), "cubin")
-        size = ok(nvrtc.nvrtcGetPTXSize(prog), "ptx size")
-        ptx = b" " * size
-        ok(nvrtc.nvrtcGetPTX(prog, ptx), "ptx")
+        cubin = _read(prog, nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN, ok, "cubin", strip=False)
+        ptx = _read(prog, nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX, ok, "ptx")
         lowered = {}
         for expr in name_expressions:
             low = ok(nvrtc.nvrtcGetLoweredName(prog, expr.encode()), f"lowered name of {expr!r}")
             lowered[expr] = low.decode() if isinstance(low, bytes) else str(low)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return {"cubin": bytes(cubin), "ptx": ptx.rstrip(b"\0").decode(), "log": log, "lowered": lowered,
+    return {"cubin": cubin, "ptx": ptx.decode(), "log": log, "lowered": lowered,
             "seconds": time.perf_counter() - start}
+
+
+def _read(prog: Any, size_fn: Any, get_fn: Any, ok: Any, what: str, *, strip: bool = True) -> bytes:
+    """Copy one of NVRTC's outputs (log, PTX, cubin) into Python bytes.
+
+    NVRTC writes into the buffer it is given, so the buffer must be fresh and mutable: a ``bytearray``.
+    The common ``b" " * size`` is a trap: for ``size == 1`` (an empty log) CPython returns its shared,
+    cached ``b" "`` object, NVRTC writes a NUL into it, and every later ``" ".encode()`` in the process
+    yields ``b"\\x00"`` (seen on the H200: print separators and a torch schema broke).
+    """
+    size = ok(size_fn(prog), f"{what} size")
+    buf = bytearray(size)
+    ok(get_fn(prog, buf), what)
+    return bytes(buf).rstrip(b"\0") if strip else bytes(buf)
 
 
 _ENTRY = re.compile(r"^\s*(?:\.(?:visible|weak|extern)\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
