@@ -138,3 +138,14 @@ def test_recorded_measure_stores_only_when_asked(tmp_path, monkeypatch):
     assert json.loads(path.read_text())["ch99.live"]["values"] == {"ms": 2.5}
     with pytest.raises(TypeError, match="dict of numbers or a BenchResult"):
         recorded.measure("ch99.bad", lambda: 3)
+
+
+def test_missing_ptxas_report_is_said_not_hidden():
+    mod = tklab.compile('extern "C" __global__ void k(float* x){ x[0] = 1; }', arch="sm_80")
+    k = mod["k"]
+    assert k.resources.from_ptxas and "0 B spilled" in k.summary()
+    mod.log = ""  # as if the compiler had put no ptxas report in its log
+    del mod._ptxas
+    k2 = tklab.Kernel(mod, "k", "k")
+    assert not k2.resources.from_ptxas and "spills unknown" in k2.summary()
+    assert k2.registers == k.registers  # still read from the cubin by cuobjdump

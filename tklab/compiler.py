@@ -322,8 +322,9 @@ class Kernel:
 
     def summary(self) -> str:
         notable = ", ".join(f"{op}×{self.histogram[op]}" for op in NOTABLE if self.histogram.get(op))
+        spilled = f"{self.spill_bytes} B spilled" if self.resources.from_ptxas else "spills unknown (no ptxas report)"
         return (f"{self.display_name}: {self.registers} registers, {self.shared_bytes} B static smem, "
-                f"{self.spill_bytes} B spilled; {notable or 'no notable instructions'}")
+                f"{spilled}; {notable or 'no notable instructions'}")
 
     def _html_row(self) -> str:
         notable = ", ".join(f"{op}×{self.histogram[op]}" for op in NOTABLE if self.histogram.get(op))

@@ -32,6 +32,7 @@ class Resources:
     spill_stores: int = 0
     spill_loads: int = 0
     barriers: int = 0
+    from_ptxas: bool = True  # False: the compiler's log had no ptxas report, so spill counts are unknown (0)
 
     @property
     def spill_bytes(self) -> int:
@@ -113,6 +114,7 @@ def combine_resources(res_usage: dict[str, int], ptxas: dict[str, int]) -> Resou
         spill_stores=ptxas.get("spill_stores", 0),
         spill_loads=ptxas.get("spill_loads", 0),
         barriers=ptxas.get("barriers", 0),
+        from_ptxas="spill_stores" in ptxas,
     )
 
 
