@@ -141,3 +141,18 @@ def test_layout_explorer_keeps_working_when_a_swizzle_does_not_fit() -> None:
     assert ex.lane.max == 127 and ex.error is None and len(ex.figure.value) < 600_000
     with pytest.raises(ValueError, match="unknown fragment"):
         widgets.layout_explorer("mma.m8n8k4", None)
+
+
+def test_explorers_carry_a_static_copy_of_their_figure() -> None:
+    """A static HTML export cannot draw a widget view; the output's text/html fallback is the current figure."""
+    from tklab.widgets import explorers
+
+    ex = widgets.bank_explorer(pattern="stride", width=4, stride=1)
+    first = ex._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in first and "<svg" in first["text/html"]
+    ex.stride.value = 32  # 32-way conflict: a different picture
+    second = ex._repr_mimebundle_()["text/html"]
+    assert second != first["text/html"] and second.endswith(ex.figure.value)
+    big = widgets.layout_explorer("wgmma.m64n256k16", "D", lane=0)
+    assert len(big.figure.value) > explorers.STATIC_FIGURE_LIMIT
+    assert "too large for a static copy" in big._repr_mimebundle_()["text/html"]

@@ -21,7 +21,30 @@ def _error_html(msg: str) -> str:
     return f'<div style="color:#b00020;font-weight:bold">{escape(msg)}</div>'
 
 
-class BankExplorer(W.VBox):
+#: Largest figure copied into a notebook's stored output as a static fallback (bytes of SVG).
+STATIC_FIGURE_LIMIT = 160_000
+
+
+class _StaticFallback:
+    """A live explorer is a widget view, which a static HTML export (nbconvert, GitHub) cannot draw unless
+    widget state was saved. Adding the current figure as ``text/html`` to the output lets the export show
+    it; JupyterLab still prefers the live widget. Very large figures are left out to keep notebooks small.
+    """
+
+    status: W.HTML
+    figure: W.HTML
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
+        bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
+        if bundle is not None:
+            figure = self.figure.value
+            if len(figure) > STATIC_FIGURE_LIMIT:
+                figure = ("<p><i>(figure too large for a static copy: run the notebook to see it)</i></p>")
+            bundle["text/html"] = self.status.value + figure
+        return bundle
+
+
+class BankExplorer(_StaticFallback, W.VBox):
     """Pick a pattern; see 32 banks x wavefronts coloured by lane, and what ncu would count."""
 
     def __init__(self, *, fn: Callable[[int], int | None] | None = None, **initial: Any):
@@ -107,7 +130,7 @@ def _label(name: str, operand: str | None) -> str:
     return f"{name} {operand}" if operand else name
 
 
-class LayoutExplorer(W.VBox):
+class LayoutExplorer(_StaticFallback, W.VBox):
     """Pick an instruction's fragment or a register tile; highlight a lane; see where a swizzle puts it."""
 
     SMEM_CHOICES = ("(no shared-memory panel)", "none", "32B", "64B", "128B", "interleave")
