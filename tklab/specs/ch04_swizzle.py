@@ -124,6 +124,6 @@ SPEC = Exercise(
     atol=0.0,
     static=(WritesGlobal(), UsesSharedMemory(), Probe(PROBE, judge, name="conflict-free tile layout")),
     bench=Bench(dims={"M": 8192, "N": 8192}, baseline=_copy,
-                baseline_name="device-to-device copy of the same bytes", output="out", target=0.6,  # reference: 0.70×
+                baseline_name="device-to-device copy of the same bytes", output="out", target=0.5,  # ref. 0.58-0.70×
                 bytes=lambda d: 2.0 * 4 * d["M"] * d["N"], expect=lambda a, d: a["inp"].T, rtol=0.0, atol=0.0),
 )
