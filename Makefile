@@ -30,7 +30,7 @@ lab: install
 test: install
 	$(PY) -m ruff check tklab tests bench
 	$(PY) -m pytest -q tests
-	$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks
+	$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider --ignore-glob='*.bak-*' notebooks
 
 lint: install
 	$(PY) -m ruff check tklab tests bench
@@ -44,9 +44,10 @@ REPORT_ARGS ?=
 gpu-check: $(if $(filter $(PY),$(GPU_PYTHON)),install)
 	$(GPU_PYTHON) -m tklab.report --out $(REPORT_DIR) $(REPORT_ARGS)
 
-# Re-execute every notebook and store clean outputs (after new GPU results are recorded).
+# Re-execute every notebook and store clean outputs (after new GPU results are recorded). Notebooks with
+# uncommitted edits are refused unless NB_ARGS=--backup (they are copied aside first).
 notebooks: install
-	$(PY) -m tklab.nbrefresh
+	$(PY) -m tklab.nbrefresh $(NB_ARGS)
 
 clean-cache:
 	rm -rf $${TKLAB_CACHE_DIR:-$$HOME/.cache/tklab} .cache
