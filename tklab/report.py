@@ -71,7 +71,7 @@ def steps(skip: set[str]) -> list[Step]:
                                         "tests"]))
     if "notebooks" not in skip:
         found.append(Step("notebooks (nbval)", [py, "-m", "pytest", "-q", "--nbval-lax", "--nbval-current-env",
-                                                "-p", "no:cacheprovider", "notebooks"]))
+                                                "-p", "no:cacheprovider", "--ignore-glob=*.bak-*", "notebooks"]))
     if "bench" not in skip:
         for script in sorted((ROOT / "bench").glob("*.py")):
             if not script.name.startswith("_"):
