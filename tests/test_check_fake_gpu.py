@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,23 +16,9 @@ import pytest
 
 import tklab
 from tklab import gpu, runner, specs
+from tklab.bench import BenchResult
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@dataclass
-class _Timed:
-    ms: float
-    flops: float | None
-    bytes: float | None
-
-    @property
-    def tflops(self) -> float | None:
-        return self.flops / (self.ms * 1e-3) / 1e12 if self.flops else None
-
-    @property
-    def gbps(self) -> float | None:
-        return self.bytes / (self.ms * 1e-3) / 1e9 if self.bytes else None
 
 
 class _Kernel:
@@ -58,7 +44,9 @@ def fake_device(monkeypatch):
 
     def fake_bench(fn, *, flops=None, bytes=None, **kw):  # noqa: A002
         fn()
-        return _Timed(next(times), flops, bytes)
+        ms = next(times)
+        return BenchResult(name="fake", ms=ms, ms_min=ms, ms_max=ms, ms_q1=ms, ms_q3=ms, reps=1, flops=flops,
+                           bytes=bytes)
 
     monkeypatch.setattr(importlib.import_module("tklab.bench"), "bench", fake_bench)
     state = {}
