@@ -5,6 +5,11 @@
 // (TMA, mbarrier, wgmma) live in tk/hopper and tk/ops/warpgroup and are included for sm_90a builds.
 // Compiles under NVRTC (no host standard library: CUDA headers and libcu++'s <cuda/std/cstdint> only; our own
 // traits in tk/common/traits.cuh keep a cold compile of this header near 0.3 s), C++20, sm_80 and up.
+//
+// Naming rule: kernels take their knobs as ALL_CAPS macros (-DSTAGES=3, -DHEAD_DIM=64). So that such a
+// macro can never silently rewrite the library, the library's only multi-letter ALL_CAPS names are the
+// constants TILE, WARP_THREADS, warpgroup::WARPS and warpgroup::THREADS (and TK_-prefixed macros);
+// template parameters are CamelCase or single letters. tests/test_tile_compile.py checks this.
 #pragma once
 
 #include "tk/common/common.cuh"

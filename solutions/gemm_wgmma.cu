@@ -24,11 +24,14 @@ constexpr int GROUP_M = 16;                 // block order: 16 row-tiles share B
 #define IN_FLIGHT 0
 #endif
 
+using a_tile = st_bf<BM / CONSUMERS, BK>;  // 64 x 64: 128-byte rows, 128B swizzle, one TMA box each
+using b_tile = st_bf<BK, BN>;              // 64 x 256: four 64 x 64 panels, 128B swizzle
 struct stage {
-    st_bf<BM / CONSUMERS, BK> a[CONSUMERS];  // 64 x 64: 128-byte rows, 128B swizzle, one TMA box each
-    st_bf<BK, BN> b;                         // 64 x 256: four 64 x 64 panels, 128B swizzle
+    a_tile a[CONSUMERS];
+    b_tile b;
 };
-constexpr int STAGE_BYTES = sizeof(stage);  // launch with STAGES * STAGE_BYTES + 1024 (alignment slack)
+constexpr uint32_t STAGE_BYTES = CONSUMERS * tma::bytes<a_tile> + tma::bytes<b_tile>;  // TMA brings these
+// launch with STAGES * sizeof(stage) + 1024 bytes of dynamic shared memory (alignment slack)
 
 /// Block b's tile (row, column): blocks walk GROUP_M tile-rows at a time, so the B columns one wave
 /// reads stay in L2 while several row tiles use them.

@@ -100,11 +100,11 @@ def test_python_swizzle_choice_matches_the_device_tile():
 
 
 # ---- tklab.tma host-side rules ----------------------------------------------------------------------
-def _plan(shape, tile, dtype="bfloat16", swizzle=None, address=0x10000, strides=None):
+def _plan(shape, tile, dtype="bfloat16", swizzle=None, address=0x10000, strides=None, fold=False):
     itemsize = tma.DTYPES[dtype][0] if dtype in tma.DTYPES else 2
     if strides is None:
         strides = tuple(int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1] * itemsize)
-    return tma.plan(address, tuple(shape), strides, dtype, tile, swizzle)
+    return tma.plan(address, tuple(shape), strides, dtype, tile, swizzle, fold=fold)
 
 
 def test_plan_boxes_are_one_panel_of_the_tile():
@@ -119,9 +119,25 @@ def test_plan_boxes_are_one_panel_of_the_tile():
     assert _plan((64, 512), (64, 64), dtype="float32").box == (32, 64)
 
 
-def test_plan_folds_leading_dimensions_into_rows():
-    p = _plan((2, 4, 128, 64), (64, 64))
-    assert p.dims == (64, 2 * 4 * 128)
+def test_plan_keeps_leading_dimensions_so_tiles_stay_inside_one_matrix():
+    p = _plan((2, 4, 128, 64), (64, 64))  # [batch, heads, seq, d]
+    assert p.rank == 4 and p.dims == (64, 128, 4, 2)
+    assert p.strides == (128, 128 * 128, 4 * 128 * 128) and p.box == (64, 64, 1, 1)
+
+
+def test_plan_takes_any_strides_of_the_leading_dimensions():
+    """[batch, seq, heads, d] memory seen as [batch, heads, seq, d] (a transposed view): no copy needed."""
+    b, n, h, d = 2, 100, 4, 64
+    strides = (n * h * d * 2, d * 2, h * d * 2, 2)  # bytes, for the (b, h, n, d) view
+    p = _plan((b, h, n, d), (64, 64), strides=strides)
+    assert p.dims == (d, n, h, b) and p.strides == (h * d * 2, d * 2, n * h * d * 2)
+
+
+def test_plan_folds_leading_dimensions_into_rows_when_asked():
+    p = _plan((2, 4, 128, 64), (64, 64), fold=True)
+    assert p.dims == (64, 2 * 4 * 128) and p.rank == 2
+    with pytest.raises(tma.TmaError, match="cannot be folded"):
+        _plan((2, 4, 128, 64), (64, 64), fold=True, strides=(4 * 256 * 128, 256 * 128, 128, 2))
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -133,6 +149,7 @@ def test_plan_folds_leading_dimensions_into_rows():
     ({"tile": (64, 512), "swizzle": 0}, "256-element box"),
     ({"tile": (384, 64)}, "multiple of 256"),
     ({"strides": (2, 2 * 64)}, "contiguous"),
+    ({"shape": (2, 2, 2, 2, 64, 64)}, "at most 5"),
 ])
 def test_plan_rejects_what_tma_cannot_do(kwargs, message):
     args = {"shape": (256, 64), "tile": (64, 64)} | kwargs

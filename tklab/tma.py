@@ -13,7 +13,7 @@ width exactly as the device-side ``default_swizzle`` chooses it. Without swizzle
 row-major and one copy moves it whole; ``swizzle=16`` selects the *interleaved* layout of
 ``tk::interleave`` (16-byte panels, no XOR: WGMMA's no-swizzle operand layout).
 
-Public API: ``tensor_map(array, tile, *, swizzle=None, dtype=None) -> TensorMap``, ``TensorMap``
+Public API: ``tensor_map(array, tile, *, swizzle=None, dtype=None, fold=False) -> TensorMap``, ``TensorMap``
 (``.as_kernel_arg()`` gives the 128 raw bytes), ``TmaError``, ``plan(...)`` (the checks and numbers
 alone, no GPU needed), ``pick_swizzle(tile_cols, itemsize)``.
 """
@@ -65,11 +65,21 @@ class Plan:
 
     dtype: str
     address: int
-    dims: tuple[int, int]  # (columns, rows): innermost first, as the driver and PTX count them
-    row_stride: int  # bytes between rows
-    box: tuple[int, int]  # (columns, rows) one copy moves: one slab of the tile
+    dims: tuple[int, ...]  # (columns, rows, ...outer): innermost first, as the driver and PTX count them
+    strides: tuple[int, ...]  # bytes between consecutive indices of dims[1], dims[2], ...
+    box: tuple[int, ...]  # (columns, rows, 1, ...) one copy moves: one slab of the tile
     swizzle: int  # bytes: 0 (none), 16 (interleaved), 32, 64, 128
     tile: tuple[int, int]  # (rows, columns) of the shared tile the kernel loads
+
+    @property
+    def rank(self) -> int:
+        """Dimensions of the tensor map (2 for a matrix; 4 for [batch, heads, seq, d])."""
+        return len(self.dims)
+
+    @property
+    def row_stride(self) -> int:
+        """Bytes between rows."""
+        return self.strides[0]
 
     @property
     def copies_per_tile(self) -> int:
@@ -107,12 +117,18 @@ def _describe(array: Any, dtype: str | None) -> tuple[int, tuple[int, ...], tupl
     return int(cai["data"][0]), shape, tuple(int(s) for s in strides), name
 
 
+MAX_RANK = 5  # TMA tensor maps have 1 to 5 dimensions
+
+
 def plan(address: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: str,
-         tile: tuple[int, int], swizzle: int | None = None) -> Plan:
+         tile: tuple[int, int], swizzle: int | None = None, *, fold: bool = False) -> Plan:
     """Check a tensor (shape, byte strides) and tile against TMA's rules; say what to encode.
 
-    Leading dimensions are folded into rows when they are contiguous, so a (B, H, N, d) tensor is
-    seen as (B*H*N, d).
+    The tile covers the last two dimensions (rows, columns). Leading dimensions stay dimensions of the
+    map, with a box of 1 along each: a kernel names them in its coordinate (``tk::coord4{b, h, r, c}``),
+    and a tile that runs past the end of one matrix (a head, say) reads zeros and writes nothing there,
+    instead of spilling into the next matrix. ``fold=True`` folds contiguous leading dimensions into the
+    rows instead (one tall matrix; tiles may then straddle two matrices).
     """
     if dtype not in DTYPES:
         raise TmaError(f"TMA tensor maps here support {', '.join(DTYPES)}; got {dtype} (for bf16 data in a "
@@ -122,15 +138,21 @@ def plan(address: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: 
         raise TmaError(f"need a matrix (2 or more dimensions), got shape {shape}")
     if strides[-1] != itemsize:
         raise TmaError(f"the last dimension must be contiguous (stride {itemsize} B), got {strides[-1]} B")
-    for i in range(len(shape) - 2):
-        if strides[i] != strides[i + 1] * shape[i + 1]:
-            raise TmaError(f"dimension {i} of shape {shape} cannot be folded into rows (strides {strides})")
-    rows, cols, row_stride = prod(shape[:-1]), shape[-1], strides[-2]
+    if fold:
+        for i in range(len(shape) - 2):
+            if strides[i] != strides[i + 1] * shape[i + 1]:
+                raise TmaError(f"dimension {i} of shape {shape} cannot be folded into rows (strides {strides})")
+        shape, strides = (prod(shape[:-1]), shape[-1]), (strides[-2], strides[-1])
+    if len(shape) > MAX_RANK:
+        raise TmaError(f"TMA tensor maps have at most {MAX_RANK} dimensions, got shape {shape}")
     if address % 16:
         raise TmaError(f"the tensor's address must be 16-byte aligned (it is {address:#x})")
-    if row_stride % 16:
-        raise TmaError(f"the row stride must be a multiple of 16 bytes, got {row_stride} B "
-                       f"({cols} columns of {itemsize} B): pad the rows")
+    cols = shape[-1]
+    outer = tuple(reversed(strides[:-1]))  # byte strides of rows, then the leading dims, innermost first
+    for s in outer:
+        if s % 16:
+            raise TmaError(f"every stride but the last must be a multiple of 16 bytes, got {s} B in strides "
+                           f"{strides} ({cols} columns of {itemsize} B): pad the rows")
     tr, tc = tile
     if tr % 8 or tc % 8 or tr <= 0 or tc <= 0:
         raise TmaError(f"tile {tile}: rows and columns must be positive multiples of 8")
@@ -146,7 +168,9 @@ def plan(address: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: 
         raise TmaError(f"an unswizzled tile row of {tc} elements exceeds TMA's {MAX_BOX}-element box")
     if tr % box_rows:
         raise TmaError(f"tile rows {tr} must be a multiple of {box_rows} (TMA boxes are at most {MAX_BOX})")
-    return Plan(dtype, address, (cols, rows), row_stride, (box_cols, box_rows), span, (tr, tc))
+    dims = tuple(reversed(shape))
+    box = (box_cols, box_rows) + (1,) * (len(shape) - 2)
+    return Plan(dtype, address, dims, outer, box, span, (tr, tc))
 
 
 class TensorMap:
@@ -157,9 +181,9 @@ class TensorMap:
     """
 
     def __init__(self, array: Any, tile: tuple[int, int], *, swizzle: int | None = None,
-                 dtype: str | None = None):
+                 dtype: str | None = None, fold: bool = False):
         address, shape, strides, name = _describe(array, dtype)
-        self.plan = plan(address, shape, strides, name, tuple(tile), swizzle)  # type: ignore[arg-type]
+        self.plan = plan(address, shape, strides, name, tuple(tile), swizzle, fold=fold)  # type: ignore[arg-type]
         self._array = array  # keeps the memory alive as long as the map
         self._raw = _encode(self.plan)
 
@@ -179,7 +203,8 @@ class TensorMap:
 
     def __repr__(self) -> str:
         p = self.plan
-        return (f"TensorMap({p.dtype}, {p.dims[1]}x{p.dims[0]}, tile {p.tile[0]}x{p.tile[1]}, "
+        shape = "x".join(str(d) for d in reversed(p.dims))
+        return (f"TensorMap({p.dtype}, {shape}, tile {p.tile[0]}x{p.tile[1]}, "
                 f"box {p.box[1]}x{p.box[0]}, swizzle {p.swizzle} B)")
 
 
@@ -192,12 +217,12 @@ def _encode(p: Plan) -> bytes:
         raise TmaError(f"the CUDA driver is not usable here ({err.name}): tensor maps need a GPU")
     err, tmap = driver.cuTensorMapEncodeTiled(
         getattr(driver.CUtensorMapDataType, DTYPES[p.dtype][1]),
-        2,
+        p.rank,
         p.address,
         [driver.cuuint64_t(d) for d in p.dims],
-        [driver.cuuint64_t(p.row_stride)],
+        [driver.cuuint64_t(s) for s in p.strides],
         [driver.cuuint32_t(b) for b in p.box],
-        [driver.cuuint32_t(1), driver.cuuint32_t(1)],
+        [driver.cuuint32_t(1)] * p.rank,
         driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(driver.CUtensorMapSwizzle, SWIZZLES[p.swizzle]),
         driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -209,11 +234,14 @@ def _encode(p: Plan) -> bytes:
 
 
 def tensor_map(array: Any, tile: tuple[int, int], *, swizzle: int | None = None,
-               dtype: str | None = None) -> TensorMap:
+               dtype: str | None = None, fold: bool = False) -> TensorMap:
     """A tensor map that moves ``tile = (rows, cols)`` tiles of ``array`` (CuPy or torch, on the GPU).
+
+    Arrays of 3 to 5 dimensions keep their leading dimensions (see ``plan``): a ``[B, H, N, d]`` tensor
+    gives a rank-4 map whose tiles never cross from one head into the next; ``fold=True`` folds them.
 
     ``swizzle``: None picks the widest span dividing the tile row (as the device tile does); 0 means
     none, 16 interleaved, 32/64/128 force a span. ``dtype`` overrides the element type (bf16 held as
     uint16).
     """
-    return TensorMap(array, tile, swizzle=swizzle, dtype=dtype)
+    return TensorMap(array, tile, swizzle=swizzle, dtype=dtype, fold=fold)

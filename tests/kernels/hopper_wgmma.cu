@@ -18,7 +18,7 @@ __device__ void fill(rt<T, 16, K>& dst, const T* src) {
     for (int j = 0; j < K / 16; ++j)
         for (int k = 0; k < 4; ++k) {
             const rc p = fragment_pos<row>(laneid(), k, 0);
-            const T* e = src + (16 * warpgroup::warpid() + p.r) * K + 16 * j + p.c;
+            const T* e = src + (16 * warpgroup::warp() + p.r) * K + 16 * j + p.c;
             dst.tiles[0][j].data[k] = make_pair<T>(e[0], e[1]);
         }
 }

@@ -15,15 +15,15 @@
 
 namespace tk {
 
-template <int STAGES>
+template <int Stages>
 struct pipeline {
-    mbarrier full[STAGES];
-    mbarrier empty[STAGES];
+    mbarrier full[Stages];
+    mbarrier empty[Stages];
 
     /// One thread, before the block's first __syncthreads(): `consumer_warps` arrivals free a stage.
     __device__ void init(int consumer_warps) {
 #pragma unroll
-        for (int s = 0; s < STAGES; ++s) {
+        for (int s = 0; s < Stages; ++s) {
             init_mbarrier(full[s], 1);  // the producer's arrive_expect_bytes; TMA brings the bytes
             init_mbarrier(empty[s], consumer_warps);
         }
@@ -37,12 +37,12 @@ struct pipeline {
 };
 
 /// Position in the ring: which stage, and the parity of the lap we are on.
-template <int STAGES>
+template <int Stages>
 struct ring_cursor {
     int stage = 0;
     uint32_t phase = 0;
     __device__ void advance() {
-        if (++stage == STAGES) {
+        if (++stage == Stages) {
             stage = 0;
             phase ^= 1;
         }

@@ -7,14 +7,27 @@
 // = rows [r*R, r*R+R), columns [c*C, c*C+C)).
 //
 // Loading, as one producer thread does it:
-//     tk::arrive_expect_bytes(bar, sizeof(tile));        // announce the bytes, then
+//     tk::tma::expect(bar, tile);                          // announce the bytes the tile will bring,
 //     tk::tma::load_async(tile, tmap, bar, {i, k});        // start the copies;
 //     ...  tk::wait(bar, phase);                            // consumers wait for the bytes.
+// Every call takes its arguments in one order: destination, source, barrier (loads), coordinate.
+//
+// Tensors with batch dimensions ([batch, heads, seq, d], a rank-4 map from tklab.tma.tensor_map) take a
+// coord4{b, h, r, c}: the tile is rows [r*R, r*R+R) of matrix (b, h). Rows past that matrix's end read
+// as zeros and are not written back -- a tile never spills into the next head.
 #pragma once
 
 #include "../types/shared/st.cuh"
 #include "../types/global/gl.cuh"
 #include "tma_raw.cuh"
+
+namespace tk {
+/// A tile's position in a batch of matrices: matrix (b, h), tile (r, c) inside it, in tiles.
+struct coord4 {
+    int b, h, r, c;
+    __host__ __device__ constexpr coord4(int b_, int h_, int r_, int c_) : b(b_), h(h_), r(r_), c(c_) {}
+};
+}  // namespace tk
 
 namespace tk::tma {
 
@@ -43,10 +56,27 @@ struct tile_boxes {
     }
 };
 
-/// Start loading tile t of the tensor into `dst`; `bar` receives sizeof(dst) bytes when it lands.
+/// Bytes that TMA delivers for these tiles: what their mbarrier must expect. (Not sizeof: a swizzled
+/// tile's alignment can pad sizeof beyond its data, e.g. st_bf<16, 16> is 512 bytes in a 1024 sizeof.)
+template <shared_tile... STs>
+inline constexpr uint32_t bytes = (uint32_t(STs::bytes) + ...);
+
+/// Announce, with one arrival, the bytes that loading these tiles will bring (the producer's call).
+template <shared_tile... STs>
+__device__ inline void expect(mbarrier& bar, const STs&...) { arrive_expect_bytes(bar, bytes<STs...>); }
+
+/// Start loading tile t of the tensor into `dst`; `bar` receives bytes<ST> bytes when it lands.
 template <shared_tile ST>
 __device__ inline void load_async(ST& dst, const CUtensorMap& map, mbarrier& bar, coord t) {
     tile_boxes<ST>::each(dst, t, [&](const char* p, int r, int c) { load_box(const_cast<char*>(p), map, bar, r, c); });
+}
+
+/// The same for a rank-4 map: tile (t.r, t.c) of matrix (t.b, t.h).
+template <shared_tile ST>
+__device__ inline void load_async(ST& dst, const CUtensorMap& map, mbarrier& bar, coord4 t) {
+    tile_boxes<ST>::each(dst, {t.r, t.c}, [&](const char* p, int r, int c) {
+        load_box(const_cast<char*>(p), map, bar, t.b, t.h, r, c);
+    });
 }
 
 /// Start storing `src` to tile t of the tensor. Then store_commit(), and store_wait_read() before
@@ -54,6 +84,12 @@ __device__ inline void load_async(ST& dst, const CUtensorMap& map, mbarrier& bar
 template <shared_tile ST>
 __device__ inline void store_async(const CUtensorMap& map, const ST& src, coord t) {
     tile_boxes<ST>::each(src, t, [&](const char* p, int r, int c) { store_box(map, p, r, c); });
+}
+
+/// The same for a rank-4 map: rows past the end of matrix (t.b, t.h) are not written.
+template <shared_tile ST>
+__device__ inline void store_async(const CUtensorMap& map, const ST& src, coord4 t) {
+    tile_boxes<ST>::each(src, {t.r, t.c}, [&](const char* p, int r, int c) { store_box(map, p, t.b, t.h, r, c); });
 }
 
 /// Like store_async, but adds src into the tensor (atomic per element: tiles from many blocks may meet).

@@ -1,7 +1,8 @@
 // TMA, one instruction at a time: the bulk tensor copies between global and shared memory.
 //
-// A copy names a box of the tensor by the coordinates of its first element, innermost dimension first
-// (column, then row), and the tensor map (tensor_map.cuh) supplies everything else: address, strides,
+// A copy names a box of the tensor by the coordinates of its first element (PTX lists them innermost
+// first: column, then row, then any outer dimensions; our functions take them outermost first, as the
+// tensor is indexed), and the tensor map (tensor_map.cuh) supplies everything else: address, strides,
 // box size and the swizzle TMA applies while writing shared memory. One thread issues a copy; the
 // hardware moves the whole box.
 //   * load:  completes on an mbarrier, which counts the bytes as they land (mbarrier.cuh).
@@ -22,10 +23,27 @@ __device__ inline void load_box(void* dst, const CUtensorMap& map, mbarrier& bar
         : "memory");
 }
 
+/// The same for a rank-4 map ([batch, heads, rows, cols] tensors): the box's first element is
+/// (b, h, row, col). Elements of the box outside the tensor arrive as zeros (and still count as bytes).
+__device__ inline void load_box(void* dst, const CUtensorMap& map, mbarrier& bar, int b, int h, int row, int col) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%3, %4, %5, %6}], [%2];\n"
+        ::"r"(smem_u32(dst)), "l"(&map), "r"(smem_u32(&bar)), "r"(col), "r"(row), "r"(h), "r"(b)
+        : "memory");
+}
+
 /// Store the box at `src` to the tensor, first element at (row, col).
 __device__ inline void store_box(const CUtensorMap& map, const void* src, int row, int col) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
                  ::"l"(&map), "r"(smem_u32(src)), "r"(col), "r"(row)
+                 : "memory");
+}
+
+/// The same for a rank-4 map; elements of the box outside the tensor are not written.
+__device__ inline void store_box(const CUtensorMap& map, const void* src, int b, int h, int row, int col) {
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n"
+                 ::"l"(&map), "r"(smem_u32(src)), "r"(col), "r"(row), "r"(h), "r"(b)
                  : "memory");
 }
 

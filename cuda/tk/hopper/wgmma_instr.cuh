@@ -125,4 +125,23 @@ __device__ inline void wait_group() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
+/// Pin every register of a tile at this point of the program.
+///
+/// Why: the compiler sees a wgmma asm statement as writing the accumulator at ISSUE, not when the
+/// tensor core finishes, so it may move a read of the accumulator (a softmax max, a conversion) above
+/// the wait, or reuse an A-operand register the tensor core is still reading. An empty asm that
+/// "reads and writes" each register, placed right after the wait (and around the issue), ties those
+/// registers to that point: code using them cannot move across it. It costs no instruction.
+template <register_tile RT>
+__device__ inline void fence_operands(RT& t) {
+#pragma unroll
+    for (int i = 0; i < RT::n_regs; ++i) {
+        if constexpr (tk::is_same_v<typename RT::dtype, float>) {
+            asm volatile("" : "+f"(t.reg(i).x), "+f"(t.reg(i).y)::"memory");
+        } else {
+            asm volatile("" : "+r"(as_u32<typename RT::dtype>(t.reg(i)))::"memory");
+        }
+    }
+}
+
 }  // namespace tk::wgmma

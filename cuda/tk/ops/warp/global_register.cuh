@@ -79,8 +79,9 @@ __device__ inline void load(rv<T, N, VL>& dst, const U* src) {
 }
 
 /// dst[0 .. N) = src. Every entry is held by 4 (lane_g) or 8 (lane_t) lanes; one of them writes it.
+/// Entries at index `length` or beyond are not written (the ragged end of a sequence).
 template <typename U, element T, int N, rv_layout VL>
-__device__ inline void store(U* dst, const rv<T, N, VL>& src) {
+__device__ inline void store(U* dst, const rv<T, N, VL>& src, int length = N) {
     const int lane = laneid();
     const bool writer = tk::is_same_v<VL, lane_g> ? lane % 4 == 0 : lane < 4;
     if (!writer) return;
@@ -89,11 +90,13 @@ __device__ inline void store(U* dst, const rv<T, N, VL>& src) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             if constexpr (tk::is_same_v<VL, lane_g>) {
-                dst[vector_index<VL>(lane, b, h)] = from_float<U>(to_float(src.data[b][h]));
+                const int i = vector_index<VL>(lane, b, h);
+                if (i < length) dst[i] = from_float<U>(to_float(src.data[b][h]));
             } else {
                 const float2 x = to_float2(src.data[b][h]);
-                dst[vector_index<VL>(lane, b, h, 0)] = from_float<U>(x.x);
-                dst[vector_index<VL>(lane, b, h, 1)] = from_float<U>(x.y);
+                const int i = vector_index<VL>(lane, b, h, 0);
+                if (i < length) dst[i] = from_float<U>(x.x);
+                if (i + 1 < length) dst[i + 1] = from_float<U>(x.y);
             }
         }
     }

@@ -21,6 +21,12 @@ namespace tk {
 __device__ inline void cp_async_16(uint32_t smem_addr, const void* gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr), "l"(gmem) : "memory");
 }
+/// The same, but copies 16 zero bytes instead when `valid` is false (cp.async's source size 0: nothing is
+/// read from gmem, which may then point anywhere).
+__device__ inline void cp_async_16_or_zero(uint32_t smem_addr, const void* gmem, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr), "l"(gmem), "r"(valid ? 16 : 0)
+                 : "memory");
+}
 /// Close the group of copies this thread issued since the last commit.
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 /// Wait until at most N of this thread's committed groups are still in flight.
@@ -51,6 +57,19 @@ __device__ inline void load_async(st<T, R, C, S>& dst, const gl<U>& src, coord t
     });
 }
 
+/// Like load_async, for the ragged last tile of a matrix: rows at or past src.rows arrive as zeros (the
+/// tile's rows must still be whole: src.cols a multiple of the tile's columns).
+template <int W = 1, element T, int R, int C, typename S, typename U>
+__device__ inline void load_async_bounded(st<T, R, C, S>& dst, const gl<U>& src, coord t) {
+    static_assert(tk::is_same_v<tk::remove_cv_t<U>, T>, "load_async copies bytes: same element type");
+    const U* base = src.template tile_ptr<R, C>(t);
+    const int rows_left = src.rows - t.r * R;
+    detail::for_each_chunk<W, R, C, 16 / sizeof(T)>([&](int r, int c) {
+        const bool valid = r < rows_left;
+        cp_async_16_or_zero(dst.addr(r, c), valid ? base + size_t(r) * src.stride + c : src.ptr, valid);
+    });
+}
+
 /// dst = tile t of src, through registers (synchronous; __syncthreads() before other warps read it).
 template <int W = 1, element T, int R, int C, typename S, typename U>
 __device__ inline void load(st<T, R, C, S>& dst, const gl<U>& src, coord t) {
@@ -71,4 +90,18 @@ __device__ inline void store(const gl<U>& dst, const st<T, R, C, S>& src, coord 
     });
 }
 
+}  // namespace tk
+
+namespace tk {
+/// Like store(gl, st, t), for the ragged last tile: rows at or past dst.rows are not written.
+template <int W = 1, typename U, element T, int R, int C, typename S>
+__device__ inline void store_bounded(const gl<U>& dst, const st<T, R, C, S>& src, coord t) {
+    static_assert(tk::is_same_v<U, T>, "store: same element type (and a writable gl)");
+    U* base = dst.template tile_ptr<R, C>(t);
+    const int rows_left = dst.rows - t.r * R;
+    detail::for_each_chunk<W, R, C, 16 / sizeof(T)>([&](int r, int c) {
+        if (r < rows_left)
+            *reinterpret_cast<uint4*>(base + size_t(r) * dst.stride + c) = *reinterpret_cast<const uint4*>(&src(r, c));
+    });
+}
 }  // namespace tk

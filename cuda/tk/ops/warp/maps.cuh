@@ -14,8 +14,11 @@ namespace op {
 struct copy { __device__ float operator()(float a) const { return a; } };
 struct neg  { __device__ float operator()(float a) const { return -a; } };
 struct abs  { __device__ float operator()(float a) const { return fabsf(a); } };
-struct exp  { __device__ float operator()(float a) const { return __expf(a); } };  // fast: ex2.approx
-struct exp2 { __device__ float operator()(float a) const { return exp2f(a); } };
+struct exp  { __device__ float operator()(float a) const { return fast::exp2(a * 1.4426950408889634f); } };
+struct exp2 { __device__ float operator()(float a) const { return fast::exp2(a); } };
+struct log  { __device__ float operator()(float a) const { return fast::log(a); } };
+struct log2 { __device__ float operator()(float a) const { return fast::log2(a); } };
+struct rcp  { __device__ float operator()(float a) const { return fast::rcp(a); } };
 struct add  { __device__ float operator()(float a, float b) const { return a + b; } };
 struct sub  { __device__ float operator()(float a, float b) const { return a - b; } };
 struct mul  { __device__ float operator()(float a, float b) const { return a * b; } };
@@ -50,6 +53,11 @@ template <register_object D, register_object A, register_object B, typename F>
     requires same_shape<D, A> && same_shape<D, B>
 __device__ inline void map(D& d, const A& a, const B& b, F f) { detail::map_slots(d, f, a, b); }
 
+/// d = f(a, b, c), element by element (e.g. the running softmax sum l = alpha * l + rowsum).
+template <register_object D, register_object A, register_object B, register_object C, typename F>
+    requires same_shape<D, A> && same_shape<D, B> && same_shape<D, C>
+__device__ inline void map(D& d, const A& a, const B& b, const C& c, F f) { detail::map_slots(d, f, a, b, c); }
+
 /// d = f(a, s) with the same scalar s for every element.
 template <register_object D, register_object A, typename F>
     requires same_shape<D, A>
@@ -73,8 +81,11 @@ __device__ inline void map(D& d, const A& a, float s, F f) {
     __device__ inline void name(D& d, const A& a) { map(d, a, op::name{}); }
 TK_UNARY_MAP(neg)
 TK_UNARY_MAP(abs)
-TK_UNARY_MAP(exp)   // e^a, fast approximation (__expf): a few ulp, more for large |a|
+TK_UNARY_MAP(exp)   // e^a = 2^(a log2 e), one ex2.approx (tk/common/fast_math.cuh states its accuracy)
 TK_UNARY_MAP(exp2)  // 2^a: what softmax kernels use after folding log2(e) into the scale
+TK_UNARY_MAP(log)   // ln a, one lg2.approx and a multiply
+TK_UNARY_MAP(log2)  // log2 a, one lg2.approx
+TK_UNARY_MAP(rcp)   // 1/a, one rcp.approx
 #undef TK_UNARY_MAP
 
 #define TK_BINARY_MAP(name)                                                                         \

@@ -15,18 +15,18 @@
 namespace tk {
 
 namespace detail {
-template <bool ROWS, register_vector V, register_tile A, typename F>
+template <bool Rows, register_vector V, register_tile A, typename F>
 __device__ inline void reduce(V& v, const A& a, F f, const V* prev) {
-    constexpr bool along_g = (ROWS == A::is_row);  // result indexed by the group-owned axis
+    constexpr bool along_g = (Rows == A::is_row);  // result indexed by the group-owned axis
     static_assert(tk::is_same_v<typename V::layout, tk::conditional_t<along_g, lane_g, lane_t>>,
                   "vector layout does not match: row_* ops give the tile's col_vec, col_* ops its row_vec");
-    static_assert(V::length == (ROWS ? A::rows : A::cols), "vector length does not match the tile");
-    constexpr int n_blocks = ROWS ? A::height : A::width;  // 16-blocks of the result
-    constexpr int n_other = ROWS ? A::width : A::height;   // subtiles folded into each block
+    static_assert(V::length == (Rows ? A::rows : A::cols), "vector length does not match the tile");
+    constexpr int n_blocks = Rows ? A::height : A::width;  // 16-blocks of the result
+    constexpr int n_other = Rows ? A::width : A::height;   // subtiles folded into each block
     using T = typename V::dtype;
 #pragma unroll
     for (int b = 0; b < n_blocks; b++) {
-        const auto& first = ROWS ? a.tiles[b][0] : a.tiles[0][b];
+        const auto& first = Rows ? a.tiles[b][0] : a.tiles[0][b];
         if constexpr (along_g) {
             float acc[2];  // entries g and g+8 of this block
 #pragma unroll
@@ -36,7 +36,7 @@ __device__ inline void reduce(V& v, const A& a, F f, const V* prev) {
             }
 #pragma unroll
             for (int o = 0; o < n_other; o++) {
-                const auto& sub = ROWS ? a.tiles[b][o] : a.tiles[o][b];
+                const auto& sub = Rows ? a.tiles[b][o] : a.tiles[o][b];
 #pragma unroll
                 for (int k = (o == 0 ? 2 : 0); k < 4; k++) {
                     const float2 x = to_float2(sub.data[k]);
@@ -59,7 +59,7 @@ __device__ inline void reduce(V& v, const A& a, F f, const V* prev) {
             }
 #pragma unroll
             for (int o = 1; o < n_other; o++) {
-                const auto& sub = ROWS ? a.tiles[b][o] : a.tiles[o][b];
+                const auto& sub = Rows ? a.tiles[b][o] : a.tiles[o][b];
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
                     const float2 x = to_float2(sub.data[k]);

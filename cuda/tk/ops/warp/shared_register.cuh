@@ -48,6 +48,20 @@ __device__ inline rc matrix_row_of_lane(int lane) {
     if constexpr (tk::is_same_v<L, row>) return {8 * (m & 1) + w, 8 * (m >> 1)};
     else return {8 * (m >> 1) + w, 8 * (m & 1)};
 }
+
+/// The 16x16 subtile of a 16-bit shared tile whose first element is (r, c), in layout L: one
+/// ldmatrix.x4 (.trans for col).
+template <rt_layout L, element16 T, int SR, int SC, typename S>
+__device__ inline rt_base<T, L> load_subtile(const st<T, SR, SC, S>& src, int r, int c) {
+    const rc m = matrix_row_of_lane<L>(laneid());
+    uint32_t reg[4];
+    if constexpr (tk::is_same_v<L, row>) ldmatrix_x4(reg, src.addr(r + m.r, c + m.c));
+    else ldmatrix_x4_trans(reg, src.addr(r + m.r, c + m.c));
+    rt_base<T, L> out;
+#pragma unroll
+    for (int k = 0; k < 4; k++) as_u32<T>(out.data[k]) = reg[k];
+    return out;
+}
 }  // namespace detail
 
 /// dst = the sub-block t (in units of dst's size) of src.
@@ -56,19 +70,10 @@ __device__ inline void load(rt<T, R, C, L>& dst, const st<T, SR, SC, S>& src, co
     static_assert(SR % R == 0 && SC % C == 0, "the register tile must tile the shared tile");
     const int r0 = t.r * R, c0 = t.c * C, lane = laneid();
     if constexpr (sizeof(T) == 2) {
-        const rc m = detail::matrix_row_of_lane<L>(lane);
 #pragma unroll
-        for (int i = 0; i < R / TILE; i++) {
+        for (int i = 0; i < R / TILE; i++)
 #pragma unroll
-            for (int j = 0; j < C / TILE; j++) {
-                uint32_t r[4];
-                const uint32_t addr = src.addr(r0 + TILE * i + m.r, c0 + TILE * j + m.c);
-                if constexpr (tk::is_same_v<L, row>) detail::ldmatrix_x4(r, addr);
-                else detail::ldmatrix_x4_trans(r, addr);
-#pragma unroll
-                for (int k = 0; k < 4; k++) as_u32<T>(dst.tiles[i][j].data[k]) = r[k];
-            }
-        }
+            for (int j = 0; j < C / TILE; j++) dst.tiles[i][j] = detail::load_subtile<L>(src, r0 + TILE * i, c0 + TILE * j);
     } else {
 #pragma unroll
         for (int i = 0; i < R / TILE; i++)

@@ -9,6 +9,7 @@
 #include "global_shared.cuh"
 #include "layout.cuh"
 #include "maps.cuh"
+#include "mask.cuh"
 #include "mma.cuh"
 #include "reduce.cuh"
 #include "shared_register.cuh"

@@ -1,10 +1,14 @@
 // Warpgroup matrix multiply: D (+)= A * B on the tensor cores with wgmma, 64 rows at a time.
 //
 // All 128 threads of a warpgroup call these together. D is 64 x N in fp32, held as each warp's share:
-// the 16 rows 16*warpid() .. +15, an rt<float, 16, N> (register-tile layout). A is 64 x K, B is K x N;
+// the 16 rows 16*warp() .. +15, an rt<float, 16, N> (register-tile layout). A is 64 x K, B is K x N;
 // K is a multiple of 16 and one call issues K/16 wgmma instructions, then commits them as ONE group.
 // The call returns at once: the tensor core keeps running. Before reading D, or overwriting the
-// shared tiles it reads, wait:  mma_async_wait<0>()  (or <1> to keep the newest group in flight).
+// shared tiles (or the register A) it reads, wait and name the tiles the wait hands back:
+//     mma_async_wait<0>(d)        every group done; d may be read
+//     mma_async_wait<1>(s)        all but the newest group done (s belonged to an older one)
+// Naming them pins their registers after the wait (wgmma::fence_operands), so the compiler cannot
+// move a read of d above it.
 //
 //   mma_AB  (d, a, b)   d += a * b       a: st 64 x K   (K-major)   b: st K x N (MN-major)
 //   mma_ABt (d, a, b)   d += a * b^T     a: st 64 x K                b: st N x K (K-major)
@@ -32,6 +36,7 @@ __device__ inline void mma_ss(rt<float, 16, N>& d, const SA& a, const SB& b, boo
     static_assert(M == 64, "a warpgroup's A operand has 64 rows (M = 64)");
     static_assert((MB == major::k ? SB::cols : SB::rows) == K, "inner dimensions of A and B differ");
     static_assert((MB == major::k ? SB::rows : SB::cols) == N, "B's N does not match the accumulator");
+    wgmma::fence_operands(d);
     wgmma::fence();
 #pragma unroll
     for (int k = 0; k < K / 16; ++k) {
@@ -39,6 +44,7 @@ __device__ inline void mma_ss(rt<float, 16, N>& d, const SA& a, const SB& b, boo
             d, wgmma::descriptor<MA>(a, k), wgmma::descriptor<MB>(b, k), accumulate || k > 0);
     }
     wgmma::commit_group();
+    wgmma::fence_operands(d);
 }
 
 template <major MB, int N, element16 T, int K, shared_tile SB>
@@ -46,6 +52,7 @@ __device__ inline void mma_rs(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, c
     static_assert(tk::is_same_v<T, typename SB::dtype>, "A and B must hold the same element type");
     static_assert((MB == major::k ? SB::cols : SB::rows) == K, "inner dimensions of A and B differ");
     static_assert((MB == major::k ? SB::rows : SB::cols) == N, "B's N does not match the accumulator");
+    wgmma::fence_operands(d);
     wgmma::fence();
 #pragma unroll
     for (int k = 0; k < K / 16; ++k) {
@@ -54,6 +61,7 @@ __device__ inline void mma_rs(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, c
         wgmma::instr<T, N>::template rs<MB == major::mn>(d, regs, wgmma::descriptor<MB>(b, k), accumulate || k > 0);
     }
     wgmma::commit_group();
+    wgmma::fence_operands(d);
 }
 }  // namespace detail
 
@@ -87,8 +95,12 @@ __device__ inline void mma_ABt(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, 
 template <int N, element16 T, int K, shared_tile SB>
 __device__ inline void mm_ABt(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, const SB& b) { detail::mma_rs<major::k>(d, a, b, false); }
 
-/// Wait until at most N wgmma groups of this warpgroup are still running.
-template <int N = 0>
-__device__ inline void mma_async_wait() { wgmma::wait_group<N>(); }
+/// Wait until at most N wgmma groups of this warpgroup are still running, then pin the registers of
+/// the given tiles (accumulators to read next, register A operands to overwrite next) after the wait.
+template <int N = 0, register_tile... RTs>
+__device__ inline void mma_async_wait(RTs&... tiles) {
+    wgmma::wait_group<N>();
+    (wgmma::fence_operands(tiles), ...);
+}
 
 }  // namespace tk::warpgroup

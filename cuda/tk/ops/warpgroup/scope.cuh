@@ -3,6 +3,10 @@
 // A warpgroup starts at a warp index divisible by 4, so in a block of 384 threads warpgroup 0 is
 // threads 0-127, and so on. Warp-specialised kernels give each warpgroup one role (producer: issue TMA
 // copies; consumer: run wgmma) and rebalance the register file between them with setmaxnreg.
+//
+// Two "which warp" questions have two names: tk::warpid() is the warp in the BLOCK (0..11 in a block of
+// 384), warpgroup::warp() the warp in its WARPGROUP (0..3) -- the one that owns rows 16w..16w+15 of a
+// wgmma accumulator.
 #pragma once
 
 #include "../../common/common.cuh"
@@ -15,14 +19,20 @@ inline constexpr int THREADS = 128;
 /// Which warpgroup of the block this thread belongs to.
 __device__ inline int groupid() { return threadIdx.x / THREADS; }
 /// This thread's warp inside its warpgroup (0..3): the warp owning rows 16w..16w+15 of a wgmma tile.
-__device__ inline int warpid() { return (threadIdx.x / WARP_THREADS) % WARPS; }
+__device__ inline int warp() { return (threadIdx.x / WARP_THREADS) % WARPS; }
 /// This thread's index inside its warpgroup (0..127).
 __device__ inline int threadid() { return threadIdx.x % THREADS; }
 
-/// Barrier for the 128 threads of one warpgroup only (hardware named barrier `id`; 0 is __syncthreads,
-/// so give each warpgroup its own id >= 1).
-__device__ inline void sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory"); }
+/// True in exactly one lane of the calling warp (elect.sync): the lane that issues a warp's TMA copies.
+/// Cheaper than `threadIdx.x == 0`, which the compiler turns into a loop over the warp's active lanes.
+__device__ inline bool elect_one() {
+    uint32_t elected;
+    asm volatile("{\n .reg .b32 lane;\n .reg .pred p;\n elect.sync lane|p, 0xffffffff;\n selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(elected));
+    return elected != 0;
+}
 
+// ---- register rebalancing ---------------------------------------------------------------------------
 /// setmaxnreg: every thread of the warpgroup now owns N registers (24..256, a multiple of 8). Producers
 /// that only issue copies give registers back (decrease), consumers holding big accumulators take them
 /// (increase). Works only when the kernel has a register cap at entry: __launch_bounds__(threads, 1).
@@ -36,5 +46,74 @@ __device__ inline void decrease_registers() {
     static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24..256 in steps of 8");
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 }
+
+/// A producer/consumer register split, checked where it is written: Producers warpgroups keeping P
+/// registers each and Consumers warpgroups taking C must fit the SM's 64K-register file, or an
+/// increase waits forever for registers nobody can give back.
+template <int P, int C, int Consumers, int Producers = 1>
+struct register_split {
+    static_assert((Producers * P + Consumers * C) * THREADS <= 65536,
+                  "register_split: the warpgroups' registers exceed the 65536 of the register file");
+    __device__ static void producer() { decrease_registers<P>(); }
+    __device__ static void consumer() { increase_registers<C>(); }
+};
+
+// ---- named barriers ----------------------------------------------------------------------------------
+/// One of the block's 16 hardware barriers (0 is __syncthreads), for Count threads. sync() arrives and
+/// waits until Count threads have arrived; arrive() only counts this thread's warp and goes on. The id
+/// is a compile-time constant, so the assembler knows exactly which barriers a kernel uses.
+template <int Id, int Count>
+struct named_barrier {
+    static_assert(Id >= 1 && Id < 16, "named barrier ids are 1..15 (0 is __syncthreads)");
+    static_assert(Count % WARP_THREADS == 0, "a named barrier counts whole warps");
+    __device__ static void sync() { asm volatile("bar.sync %0, %1;\n" ::"n"(Id), "n"(Count) : "memory"); }
+    __device__ static void arrive() { asm volatile("bar.arrive %0, %1;\n" ::"n"(Id), "n"(Count) : "memory"); }
+};
+
+/// Barrier for the 128 threads of one warpgroup only: warpgroup g uses named barrier FirstId + g.
+template <int FirstId = 1>
+__device__ inline void sync_group(int g) {
+    static_assert(FirstId >= 1 && FirstId + 3 < 16, "four warpgroups need four barrier ids");
+    switch (g) {  // a constant id per branch: the assembler reserves only these four barriers
+        case 0: named_barrier<FirstId + 0, THREADS>::sync(); break;
+        case 1: named_barrier<FirstId + 1, THREADS>::sync(); break;
+        case 2: named_barrier<FirstId + 2, THREADS>::sync(); break;
+        default: named_barrier<FirstId + 3, THREADS>::sync(); break;
+    }
+}
+
+/// G warpgroups taking turns on the tensor cores ("ping-pong" for G = 2): while one issues its matrix
+/// products, the others run their softmax. Group g waits on named barrier Id + g; the group before it
+/// (g - 1, cyclically) hands it the turn by arriving there, so each barrier counts 256 threads: 128
+/// that sync, 128 that arrive. One token goes round: a group cannot pass twice before the next group
+/// took its turn, because passing again needs its own turn back first.
+///   start(me)            once: the last group hands the first turn to group 0
+///   wait(me) ... pass(me) around the products; the last group skips its very last pass (final=true)
+///                        so that no arrival is left pending when the block exits
+template <int Id, int G>
+struct turns {
+    static_assert(G >= 2 && Id >= 1 && Id + G <= 16, "turns: G >= 2 groups, barrier ids Id .. Id+G-1 in 1..15");
+    template <int I = 0>
+    __device__ static void sync_at(int g) {  // constant ids, one branch each
+        if constexpr (I < G) {
+            if (g == I) named_barrier<Id + I, 2 * THREADS>::sync();
+            else sync_at<I + 1>(g);
+        }
+    }
+    template <int I = 0>
+    __device__ static void arrive_at(int g) {
+        if constexpr (I < G) {
+            if (g == I) named_barrier<Id + I, 2 * THREADS>::arrive();
+            else arrive_at<I + 1>(g);
+        }
+    }
+    __device__ static void start(int me) {
+        if (me == G - 1) arrive_at(0);
+    }
+    __device__ static void wait(int me) { sync_at(me); }
+    __device__ static void pass(int me, bool final = false) {
+        if (!(final && me == G - 1)) arrive_at((me + 1) % G);
+    }
+};
 
 }  // namespace tk::warpgroup

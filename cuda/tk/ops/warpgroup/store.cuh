@@ -7,6 +7,8 @@
 #include "../../types/global/gl.cuh"
 #include "../../types/register/rt.cuh"
 #include "../../types/shared/st.cuh"
+#include "../warp/convert.cuh"
+#include "../warp/shared_register.cuh"
 #include "scope.cuh"
 
 namespace tk::warpgroup {
@@ -15,7 +17,7 @@ namespace tk::warpgroup {
 template <typename T, int N>
 __device__ inline void store(const gl<T>& dst, const rt<float, 16, N>& d, coord t) {
     using U = typename gl<T>::dtype;
-    const int row0 = t.r * 64 + 16 * warpid(), col0 = t.c * N;
+    const int row0 = t.r * 64 + 16 * warp(), col0 = t.c * N;
 #pragma unroll
     for (int j = 0; j < N / 16; ++j) {
 #pragma unroll
@@ -28,16 +30,24 @@ __device__ inline void store(const gl<T>& dst, const rt<float, 16, N>& d, coord 
 
 /// Store the warpgroup's tile into a 64 x N shared tile (any swizzle): e.g. to send it out with TMA
 /// (then fence_proxy_async(), sync the warpgroup, and let one thread call tma::store_async).
+/// 16-bit tiles are rounded in registers and written with stmatrix (16 bytes per lane and row, 4 rows
+/// of 8x8 at once), not one 4-byte pair per store.
 template <shared_tile ST, int N>
 __device__ inline void store(ST& dst, const rt<float, 16, N>& d) {
     static_assert(ST::rows == 64 && ST::cols == N, "the shared tile must be 64 x N");
     using U = typename ST::dtype;
+    if constexpr (sizeof(U) == 2) {
+        rt<U, 16, N> rounded;
+        copy(rounded, d);
+        tk::store(dst, rounded, {warp(), 0});  // this warp's 16 rows
+    } else {
 #pragma unroll
-    for (int j = 0; j < N / 16; ++j) {
+        for (int j = 0; j < N / 16; ++j) {
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const rc p = fragment_pos<row>(laneid(), k, 0);
-            *reinterpret_cast<pair_t<U>*>(&dst(16 * warpid() + p.r, 16 * j + p.c)) = from_float2<U>(d.tiles[0][j].data[k]);
+            for (int k = 0; k < 4; ++k) {
+                const rc p = fragment_pos<row>(laneid(), k, 0);
+                *reinterpret_cast<float2*>(&dst(16 * warp() + p.r, 16 * j + p.c)) = d.tiles[0][j].data[k];
+            }
         }
     }
 }

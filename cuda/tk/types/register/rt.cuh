@@ -45,6 +45,11 @@ template <int R, int C, rt_layout L = row> using rt_bf = rt<bf16, R, C, L>;
 template <int R, int C, rt_layout L = row> using rt_hf = rt<half, R, C, L>;
 template <int R, int C, rt_layout L = row> using rt_fl = rt<float, R, C, L>;
 
+/// Short names for a tile's vectors: col_vec<S> holds one value per ROW of S (a column of values: the
+/// row max, the row sum); row_vec<S> one value per COLUMN (a row of values: a bias).
+template <typename RT> using col_vec = typename RT::col_vec;
+template <typename RT> using row_vec = typename RT::row_vec;
+
 // ---- traits the ops use to check their arguments at compile time ------------------------------------
 template <typename X> inline constexpr bool is_rt = false;
 template <element T, int R, int C, rt_layout L> inline constexpr bool is_rt<rt<T, R, C, L>> = true;

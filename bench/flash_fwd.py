@@ -1,0 +1,271 @@
+"""FlashAttention forward: chapters 09 and 10's kernels against PyTorch's SDPA backends, on the GPU.
+
+    python bench/flash_fwd.py check  [--variants NAME ...]   correctness of each variant (child processes)
+    python bench/flash_fwd.py bench  [--variants NAME ...]   TFLOP/s vs SDPA flash / cuDNN / efficient
+    python bench/flash_fwd.py run --variant NAME --d 128 --n 8192 [--causal]   one launch (for ncu, sanitizers)
+
+``check`` runs every variant on awkward sequence lengths (1, 77, 128, 1000, 4097), causal and not, d = 64
+and 128, on fresh random inputs with the output poisoned, against a float64 reference; also on inputs
+with large logits (where a naive softmax overflows) and on the [batch, seq, heads, d] memory layout. Each
+variant runs in its own process with a time limit, so a hang or a fault is reported, not fatal.
+``bench`` times the configurations of ``shared/anchors.md`` (16k tokens per batch, hidden 2048) for every
+variant and the SDPA backends in the same run, ``--rounds`` rounds, and writes
+``bench/results/flash_fwd_<date>_<commit>.md`` (and .json). Set GIT_COMMIT on machines without git.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tklab import attention  # noqa: E402
+
+#: name -> (kernel, options over attention.DEFAULTS). Chapter 10's progression is the "hopper" rows.
+VARIANTS: dict[str, tuple[str, dict[str, int]]] = {
+    "ch09 tiles": ("tiles", {}),
+    "ch09 tiles 32x64": ("tiles", {"WARP_ROWS": 32, "BC": 64}),
+    "ch09 tiles 16x64": ("tiles", {"WARP_ROWS": 16, "BC": 64}),
+    "ch10 plain": ("hopper", {"SCHEDULE": 0}),
+    "ch10 overlap": ("hopper", {"SCHEDULE": 1}),
+    "ch10 ping-pong": ("hopper", {"SCHEDULE": 2}),
+    "ch10 ping-pong 3 stages": ("hopper", {"SCHEDULE": 2, "STAGES": 3}),
+}
+SDPA = ("sdpa flash", "sdpa cudnn", "sdpa efficient")
+#: (d, N, causal) of the anchors table; batch = 16384 / N, heads = 2048 / d.
+CONFIGS = [(d, n, c) for d in (128, 64) for n in (4096, 8192) for c in (False, True)]
+
+
+def _commit() -> str:
+    if os.environ.get("GIT_COMMIT"):
+        return os.environ["GIT_COMMIT"]
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def _out_dirs() -> list[Path]:
+    dirs = [ROOT / "bench" / "results"]
+    if os.environ.get("OUT"):
+        dirs.append(Path(os.environ["OUT"]))
+    return dirs
+
+
+def _inputs(b: int, h: int, n: int, d: int, *, layout: str = "bhnd", logit_scale: float = 1.0) -> tuple[Any, ...]:
+    import torch
+
+    def one() -> Any:
+        if layout == "bnhd":  # the memory order of a projection's output, seen as [b, h, n, d]
+            return torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        return torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16)
+
+    q, k, v = one(), one(), one()
+    if logit_scale != 1.0:
+        q = (q.float() * logit_scale).to(torch.bfloat16)
+    return q, k, v
+
+
+# ---- check ---------------------------------------------------------------------------------------------
+CHECK_SHAPES = [(1, 2, 1), (1, 2, 77), (2, 2, 128), (1, 3, 1000), (1, 1, 4097)]
+
+
+def check_one(name: str, d: int) -> list[dict[str, Any]]:
+    """Every check shape of one variant at head dimension d; one row per case."""
+    import torch
+
+    kernel, opts = VARIANTS[name]
+    cases = [(b, h, n, c, "bhnd", 1.0) for b, h, n in CHECK_SHAPES for c in (False, True)]
+    cases += [(1, 2, 1000, c, "bhnd", 30.0) for c in (False, True)]  # logits in the thousands
+    cases += [(2, 3, 300, c, "bnhd", 1.0) for c in (False, True)]
+    rows = []
+    for b, h, n, causal, layout, ls in cases:
+        q, k, v = _inputs(b, h, n, d, layout=layout, logit_scale=ls)
+        o = torch.full_like(q, float("nan"))
+        lse = torch.full((b, h, n), float("nan"), device="cuda")
+        attention.prepare(q, k, v, o, lse, causal=causal, kernel=kernel, **opts)()
+        torch.cuda.synchronize()
+        e = attention.errors(o, lse, q, k, v, causal=causal)
+        rows.append({"variant": name, "d": d, "shape": [b, h, n], "causal": causal, "layout": layout,
+                     "logit_scale": ls, "o_rel": e.o_rel, "lse_max_abs": e.lse_max_abs, "unwritten": e.unwritten,
+                     "first_wrong": e.first_wrong, "ok": e.ok()})
+    return rows
+
+
+def check(names: list[str], timeout: float) -> list[dict[str, Any]]:
+    """check_one for every variant and d, each in a child process that may hang or crash."""
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        for d in (128, 64):
+            cmd = [sys.executable, __file__, "check-one", "--variant", name, "--d", str(d)]
+            t = time.time()
+            try:
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                lines = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
+                if out.returncode or not lines:
+                    rows.append({"variant": name, "d": d, "ok": False,
+                                 "error": (out.stderr or out.stdout).strip()[-800:]})
+                rows += lines
+            except subprocess.TimeoutExpired:
+                rows.append({"variant": name, "d": d, "ok": False, "error": f"timed out after {timeout:.0f} s (hang?)"})
+            bad = [r for r in rows if r["variant"] == name and r["d"] == d and not r["ok"]]
+            worst = max((r.get("o_rel", 0.0) for r in rows if r["variant"] == name and r["d"] == d), default=0.0)
+            print(f"check {name:26s} d={d:3d}: {'ok' if not bad else f'{len(bad)} FAILED'} "
+                  f"(worst o rel {worst:.1e}, {time.time() - t:.0f} s)", flush=True)
+            for r in bad[:3]:
+                print("    ", {k: r[k] for k in r if k in ("shape", "causal", "layout", "logit_scale", "error",
+                                                         "first_wrong", "o_rel", "unwritten")}, flush=True)
+    return rows
+
+
+# ---- bench ---------------------------------------------------------------------------------------------
+def _sdpa(which: str, q: Any, k: Any, v: Any, causal: bool) -> Any:
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = {"sdpa flash": SDPBackend.FLASH_ATTENTION, "sdpa cudnn": SDPBackend.CUDNN_ATTENTION,
+               "sdpa efficient": SDPBackend.EFFICIENT_ATTENTION}[which]
+
+    def run() -> None:
+        with sdpa_kernel(backend):
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return run
+
+
+def bench(names: list[str], rounds: int, configs: list[tuple[int, int, bool]]) -> list[dict[str, Any]]:
+    import torch
+
+    from tklab.bench import bench as tk_bench
+
+    rows = []
+    for d, n, causal in configs:
+        b, h = 16384 // n, 2048 // d
+        q, k, v = _inputs(b, h, n, d)
+        o, lse = torch.empty_like(q), torch.empty(b, h, n, device="cuda")
+        fl = attention.flops(b, h, n, d, causal)
+        contenders: dict[str, Any] = {}
+        for who in SDPA:
+            try:
+                fn = _sdpa(who, q, k, v, causal)
+                fn()
+                contenders[who] = fn
+            except RuntimeError as e:  # a backend that refuses this configuration
+                print(f"  {who} unavailable for d={d} n={n} causal={causal}: {str(e)[:120]}", flush=True)
+        for name in names:
+            kernel, opts = VARIANTS[name]
+            try:
+                contenders[name] = attention.prepare(q, k, v, o, lse, causal=causal, kernel=kernel, **opts)
+            except Exception as e:  # noqa: BLE001 - report and go on with the others
+                print(f"  {name}: {e}", flush=True)
+        for r in range(rounds):
+            for who, fn in contenders.items():
+                res = tk_bench(fn, flops=fl, target_ms=150, progress=False, ceilings=False)
+                rows.append({"d": d, "n": n, "causal": causal, "batch": b, "heads": h, "round": r, "who": who,
+                             "ms": res.ms, "tflops": res.tflops})
+        for who in contenders:
+            best = max(x["tflops"] for x in rows if (x["d"], x["n"], x["causal"], x["who"]) == (d, n, causal, who))
+            print(f"  d={d} n={n} causal={int(causal)} {who:26s} {best:6.0f} TFLOP/s", flush=True)
+    return rows
+
+
+def _ratio_table(rows: list[dict[str, Any]], names: list[str]) -> list[str]:
+    """Per configuration: each variant's median over rounds, and its range of same-round ratios to SDPA."""
+    import statistics
+
+    lines = ["| d | N | causal | who | TFLOP/s (median of rounds) | / cuDNN (per round) | / flash (per round) |",
+             "|---|---|---|---|---|---|---|"]
+    for d, n, causal in sorted({(x["d"], x["n"], x["causal"]) for x in rows}, key=lambda t: (-t[0], t[1], t[2])):
+        sel = [x for x in rows if (x["d"], x["n"], x["causal"]) == (d, n, causal)]
+        for who in [*SDPA, *names]:
+            mine = {x["round"]: x["tflops"] for x in sel if x["who"] == who}
+            if not mine:
+                continue
+            cells = []
+            for ref in ("sdpa cudnn", "sdpa flash"):
+                base = {x["round"]: x["tflops"] for x in sel if x["who"] == ref}
+                rs = [mine[r] / base[r] for r in mine if r in base]
+                cells.append(f"{min(rs):.2f}–{max(rs):.2f}" if rs else "–")
+            med = statistics.median(mine.values())
+            lines.append(f"| {d} | {n} | {'yes' if causal else 'no'} | {who} | {med:.0f} | {cells[0]} | {cells[1]} |")
+    return lines
+
+
+def write_report(kind: str, body: list[str], data: Any) -> Path:
+    import torch
+
+    today = datetime.date.today().isoformat()
+    head = [f"# FlashAttention forward — {kind}, {today}", "",
+            f"- device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+            f"cuDNN {torch.backends.cudnn.version()}",
+            f"- commit: {_commit()}; date: {datetime.datetime.now().isoformat(timespec='seconds')}",
+            "- written by `python bench/flash_fwd.py " + " ".join(sys.argv[1:]) + "`", ""]
+    stem = f"flash_fwd_{kind}_{today}_{_commit()}"
+    for folder in _out_dirs():
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{stem}.md").write_text("\n".join(head + body) + "\n")
+        (folder / f"{stem}.json").write_text(json.dumps(data, indent=1))
+    return _out_dirs()[0] / f"{stem}.md"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("what", choices=["check", "check-one", "bench", "run"])
+    p.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    p.add_argument("--variant")
+    p.add_argument("--d", type=int, default=128)
+    p.add_argument("--n", type=int, default=8192)
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--timeout", type=float, default=180)
+    p.add_argument("--configs", default="all", help="'all' or e.g. 128,8192,0;64,4096,1")
+    args = p.parse_args()
+    unknown = [v for v in [*args.variants, args.variant] if v and v not in VARIANTS]
+    if unknown:
+        p.error(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
+    if args.what == "check-one":
+        for row in check_one(args.variant, args.d):
+            print(json.dumps(row), flush=True)
+    elif args.what == "check":
+        rows = check(args.variants, args.timeout)
+        failed = sorted({(r["variant"], r["d"]) for r in rows if not r["ok"]})
+        body = ["| variant | d | cases | failed | worst o rel. error | worst lse abs. error |",
+                "|---|---|---|---|---|---|"]
+        for name in args.variants:
+            for d in (128, 64):
+                sel = [r for r in rows if r["variant"] == name and r["d"] == d]
+                body.append(f"| {name} | {d} | {len(sel)} | {sum(not r['ok'] for r in sel)} | "
+                            f"{max((r.get('o_rel', 0) for r in sel), default=0):.1e} | "
+                            f"{max((r.get('lse_max_abs', 0) for r in sel), default=0):.1e} |")
+        path = write_report("check", body, rows)
+        print(f"{path}: {len(rows)} cases, failed variants: {failed or 'none'}")
+    elif args.what == "bench":
+        configs = CONFIGS if args.configs == "all" else [
+            (int(a), int(b), bool(int(c))) for a, b, c in (x.split(",") for x in args.configs.split(";"))]
+        rows = bench(args.variants, args.rounds, configs)
+        body = ["FLOPs counted as 4·B·H·N²·d (halved for causal); 16k tokens per batch, hidden 2048; "
+                "tklab.bench (CUDA events, L2 flushed before each call, median); every contender in the "
+                "same run, rounds alternating.", "", *_ratio_table(rows, args.variants)]
+        path = write_report("bench", body, rows)
+        print("\n".join(body[2:]))
+        print(path)
+    else:  # run: one launch of one variant, for ncu / compute-sanitizer
+        import torch
+
+        kernel, opts = VARIANTS[args.variant]
+        b, h = max(1, 16384 // args.n), 2048 // args.d
+        q, k, v = _inputs(b, h, args.n, args.d)
+        o, lse = attention.flash_fwd(q, k, v, causal=args.causal, kernel=kernel, **opts)
+        torch.cuda.synchronize()
+        print(args.variant, attention.errors(o, lse, q, k, v, causal=args.causal) if args.n <= 4096 else "ran")
+
+
+if __name__ == "__main__":
+    main()
