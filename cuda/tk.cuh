@@ -7,9 +7,10 @@
 // traits in tk/common/traits.cuh keep a cold compile of this header near 0.3 s), C++20, sm_80 and up.
 //
 // Naming rule: kernels take their knobs as ALL_CAPS macros (-DSTAGES=3, -DHEAD_DIM=64). So that such a
-// macro can never silently rewrite the library, the library's only multi-letter ALL_CAPS names are the
-// constants TILE, WARP_THREADS, warpgroup::WARPS and warpgroup::THREADS (and TK_-prefixed macros);
-// template parameters are CamelCase or single letters. tests/test_tile_compile.py checks this.
+// macro can never silently rewrite the library, the library's only ALL_CAPS names of three or more
+// letters are the constants TILE, WARP_THREADS, warpgroup::WARPS and warpgroup::THREADS (and TK_ macros);
+// template parameters are CamelCase or one or two letters (T, R, C, ST, ...), which knobs avoid.
+// tests/test_tile_compile.py checks this.
 #pragma once
 
 #include "tk/common/common.cuh"

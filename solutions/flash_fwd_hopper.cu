@@ -66,9 +66,10 @@ struct softmax_state {
         row_sum(rs, s);
         map(l, l, a, rs, [](float l, float a, float r) { return a * l + r; });
     }
-    /// O = a O, and P rounded to bf16 for the next product (only once no product reads O or P).
+    /// O = a O, and P rounded to bf16 for the next product (only once no product reads O or P). Once
+    /// the row maxima settle, a = 1 in most blocks: then the warp skips the multiplies.
     __device__ void rescale_and_round() {
-        mul_row(o, o, a);
+        if (warp_any(a, [](float x) { return x != 1.0f; })) mul_row(o, o, a);
         copy(p, s);
     }
 };

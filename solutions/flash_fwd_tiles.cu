@@ -83,7 +83,7 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
         map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - c * mx); });      // P, fp32
         row_sum(rs, s);
         map(l, l, m_old, rs, [](float l, float a, float r) { return a * l + r; });
-        mul_row(acc, acc, m_old);
+        if (warp_any(m_old, [](float a) { return a != 1.0f; })) mul_row(acc, acc, m_old);  // no new max: a = 1
         copy(p, s);                         // round P to bf16: the A operand of the next product
         mma_AB(acc, p, sm.v[stage], acc);   // O += P V_j
     }

@@ -102,3 +102,37 @@ def test_gemm_uses_tensor_cores_without_spills(gemm: tklab.compiler.Module) -> N
     assert h["LDSM"] > 0 and h["LDGSTS"] > 0
     assert k.spill_bytes == 0 and k.stack_bytes == 0, (gemm.arch, k.spill_bytes, k.stack_bytes)
     assert k.registers <= 255
+
+
+def test_lane_addressing_equals_the_swizzled_offsets() -> None:
+    """tests/kernels/lane_addressing.cu proves it with static_asserts: compiling is the check."""
+    src = (ROOT / "tests" / "kernels" / "lane_addressing.cu").read_text()
+    assert tklab.compile(src, arch="sm_90a").kernels == ["lane_addressing_compiles"]
+    broken = src.replace("if (ST::lane_offset(ST::lane(lr, lc), r, c) != ST::byte_offset(r + lr, c + lc))",
+                         "if (ST::lane_offset(ST::lane(lr, lc), r, c) != ST::byte_offset(r + lr + 1, c + lc))")
+    assert broken != src
+    with pytest.raises(tklab.CompileError, match="static assertion"):  # the check can fail
+        tklab.compile(broken, arch="sm_90a")
+
+
+# ALL_CAPS words of three or more letters the library may use: kernels must not define macros named so.
+_LIBRARY_CAPS = {"TILE", "WARP_THREADS", "WARPS", "THREADS"}
+
+
+def test_library_names_cannot_be_rewritten_by_kernel_macros() -> None:
+    """Kernels take knobs as ALL_CAPS macros (-DSTAGES=3): the library must not use such words itself,
+    or a knob would silently rewrite it (tk.cuh states the rule)."""
+    found = {}
+    for header in (ROOT / "cuda").rglob("*.cuh"):
+        code = re.sub(r"//.*|\"(?:\\.|[^\"\\])*\"", "", header.read_text())  # comments and strings out
+        code = re.sub(r"^\s*#.*$", "", code, flags=re.M)  # preprocessor lines (include guards, TK_ macros)
+        for word in re.findall(r"\b[A-Z][A-Z0-9_]*[A-Z0-9]\b", code):
+            if word not in _LIBRARY_CAPS and not word.startswith("TK_") and len(word) > 2:
+                found.setdefault(word, header.relative_to(ROOT).as_posix())
+    assert not found, f"ALL_CAPS names in the library (rename them, or add a constant to the rule): {found}"
+
+
+def test_a_kernel_knob_macro_leaves_the_library_alone() -> None:
+    src = '#include "tk.cuh"\nextern "C" __global__ void k() {}\n'
+    for knob in ("STAGES", "CONSUMERS", "PRODUCERS", "ROWS", "COUNT", "ID", "HEAD_DIM", "BC", "SCHEDULE"):
+        tklab.compile(src, arch="sm_90a", options=(f"-D{knob}=3",))

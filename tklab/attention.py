@@ -128,7 +128,7 @@ class Build:
 KERNELS = {"tiles": "flash_fwd_tiles.cu", "hopper": "flash_fwd_hopper.cu"}
 #: Option names each kernel understands, with the defaults the launch uses for d = 64 and d = 128.
 DEFAULTS: dict[str, dict[int, dict[str, int]]] = {
-    "tiles": {64: {"WARP_ROWS": 32, "BC": 64}, 128: {"WARP_ROWS": 32, "BC": 32}},
+    "tiles": {64: {"WARP_ROWS": 32, "BC": 64}, 128: {"WARP_ROWS": 32, "BC": 64}},
     "hopper": {64: {"CONSUMERS": 3, "BC": 128, "STAGES": 2, "SCHEDULE": 2},
                128: {"CONSUMERS": 2, "BC": 128, "STAGES": 2, "SCHEDULE": 2}},
 }
@@ -159,8 +159,8 @@ def build(kernel: str = "hopper", head_dim: int = 128, **options: int) -> Build:
         threads, rows, smem = warps * 32, warps * wr, _round_up(tiles, _TILE_ALIGN) + 1024
     else:
         cons, bc, stages = opts["CONSUMERS"], opts["BC"], opts["STAGES"]
-        if cons not in (1, 2, 3) or bc % 64 or bc > 256 or stages < 1:
-            raise ValueError(f"CONSUMERS must be 1-3, BC a multiple of 64 up to 256, STAGES >= 1; got {opts}")
+        if cons not in (1, 2, 3) or bc % 16 or bc > 256 or stages < 1:
+            raise ValueError(f"CONSUMERS must be 1-3, BC a multiple of 16 up to 256, STAGES >= 1; got {opts}")
         if opts["SCHEDULE"] == 2 and cons < 2:
             raise ValueError("SCHEDULE=2 (ping-pong) needs at least 2 consumer warpgroups")
         tiles = cons * 64 * head_dim * bf16 + 2 * stages * bc * head_dim * bf16

@@ -34,6 +34,37 @@ template <int N = 0>
 __device__ inline void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 namespace detail {
+/// Calls f(r, c, s) for the chunks of an R x C tile that this thread (of W warps) handles.
+///
+/// When the W warps cover whole rows per step, and a multiple of 8 rows (as for 64 x 128 bf16 tiles and
+/// 4 warps: 16 chunks a row, 8 rows a step), a thread keeps its column and moves down a fixed number of
+/// rows per chunk; since every swizzle pattern repeats each 8 rows, its shared address moves by a fixed
+/// number of bytes too. f then gets s = the chunk's shared-memory byte offset computed that way (one add),
+/// else s = the tile's own byte_offset(r, c).
+template <int W, typename ST, int ChunkElems, typename F>
+__device__ inline void for_each_chunk_of(F f) {
+    constexpr int R = ST::rows, C = ST::cols;
+    constexpr int per_row = C / ChunkElems, total = R * per_row, threads = W * WARP_THREADS;
+    const int tid = laneid() + WARP_THREADS * (warpid() % W);
+    if constexpr (threads % per_row == 0 && total % threads == 0 && (threads / per_row) % 8 == 0) {
+        constexpr int rows_per_step = threads / per_row;
+        const int r0 = tid / per_row, c = tid % per_row * ChunkElems;
+        const uint32_t s0 = ST::byte_offset(r0, c);
+#pragma unroll
+        for (int step = 0; step < total / threads; step++)
+            f(r0 + step * rows_per_step, c, s0 + uint32_t(step * rows_per_step * ST::row_bytes));
+    } else {
+#pragma unroll
+        for (int step = 0; step < (total + threads - 1) / threads; step++) {
+            const int chunk = step * threads + tid;
+            if (total % threads == 0 || chunk < total) {
+                const int r = chunk / per_row, c = chunk % per_row * ChunkElems;
+                f(r, c, ST::byte_offset(r, c));
+            }
+        }
+    }
+}
+
 /// Calls f(r, c) for the chunks of an R x C tile that this thread (of W warps) handles.
 template <int W, int R, int C, int ChunkElems, typename F>
 __device__ inline void for_each_chunk(F f) {
@@ -52,8 +83,9 @@ template <int W = 1, element T, int R, int C, typename S, typename U>
 __device__ inline void load_async(st<T, R, C, S>& dst, const gl<U>& src, coord t) {
     static_assert(tk::is_same_v<tk::remove_cv_t<U>, T>, "load_async copies bytes: same element type");
     const U* base = src.template tile_ptr<R, C>(t);
-    detail::for_each_chunk<W, R, C, 16 / sizeof(T)>([&](int r, int c) {
-        cp_async_16(dst.addr(r, c), base + size_t(r) * src.stride + c);
+    const uint32_t smem = smem_u32(dst.data);
+    detail::for_each_chunk_of<W, st<T, R, C, S>, 16 / sizeof(T)>([&](int r, int c, uint32_t off) {
+        cp_async_16(smem + off, base + size_t(r) * src.stride + c);
     });
 }
 
@@ -63,10 +95,11 @@ template <int W = 1, element T, int R, int C, typename S, typename U>
 __device__ inline void load_async_bounded(st<T, R, C, S>& dst, const gl<U>& src, coord t) {
     static_assert(tk::is_same_v<tk::remove_cv_t<U>, T>, "load_async copies bytes: same element type");
     const U* base = src.template tile_ptr<R, C>(t);
+    const uint32_t smem = smem_u32(dst.data);
     const int rows_left = src.rows - t.r * R;
-    detail::for_each_chunk<W, R, C, 16 / sizeof(T)>([&](int r, int c) {
+    detail::for_each_chunk_of<W, st<T, R, C, S>, 16 / sizeof(T)>([&](int r, int c, uint32_t off) {
         const bool valid = r < rows_left;
-        cp_async_16_or_zero(dst.addr(r, c), valid ? base + size_t(r) * src.stride + c : src.ptr, valid);
+        cp_async_16_or_zero(smem + off, valid ? base + size_t(r) * src.stride + c : src.ptr, valid);
     });
 }
 

@@ -64,8 +64,9 @@ __device__ inline void mma_tiles(rt<float, M, N, row>& d, const rt<T, M, K, row>
         }
     }
 }
-/// The same product, K slice by K slice: asub(i, kk) / bsub(j, kk) return subtiles by value
-/// (fetched from shared memory or copied from registers), each fetched once per slice.
+/// The same product, K slice by K slice: asub(i, kk) returns an A subtile, bsub(j, kk) a B subtile in
+/// mma order (pairs [0] [1] for output columns 0..7, [2] [3] for 8..15: load_subtile_mma_b), each
+/// fetched once per slice (from shared memory, or copied from registers).
 template <int M, int N, int K, element16 T, typename ASub, typename BSub>
 __device__ inline void mma_slices(rt<float, M, N, row>& d, ASub asub, BSub bsub, const rt<float, M, N, row>& c) {
 #pragma unroll
@@ -80,8 +81,8 @@ __device__ inline void mma_slices(rt<float, M, N, row>& d, ASub asub, BSub bsub,
             for (int i = 0; i < M / TILE; i++) {
                 const auto& acc = kk == 0 ? c.tiles[i][j] : d.tiles[i][j];
                 auto& out = d.tiles[i][j];
-                mma16816<T>(out.data[0], out.data[1], a[i].data, b.data[0], b.data[2], acc.data[0], acc.data[1]);
-                mma16816<T>(out.data[2], out.data[3], a[i].data, b.data[1], b.data[3], acc.data[2], acc.data[3]);
+                mma16816<T>(out.data[0], out.data[1], a[i].data, b.data[0], b.data[1], acc.data[0], acc.data[1]);
+                mma16816<T>(out.data[2], out.data[3], a[i].data, b.data[2], b.data[3], acc.data[2], acc.data[3]);
             }
         }
     }
@@ -92,6 +93,12 @@ template <typename A>
 __device__ inline auto a_subtile(const A& a, int i, int kk) {
     if constexpr (register_tile<A>) return a.tiles[i][kk];
     else return load_subtile<row>(a, TILE * i, TILE * kk);
+}
+
+/// A register subtile of B put in mma order (see mma_slices).
+template <element16 T, rt_layout L>
+__device__ inline rt_base<T, L> mma_order(const rt_base<T, L>& b) {
+    return {{b.data[0], b.data[2], b.data[1], b.data[3]}};
 }
 }  // namespace detail
 
@@ -110,8 +117,8 @@ __device__ inline void mma_AB(rt<float, M, N, row>& d, const A& a, const B& b, c
     if constexpr (register_tile<A>) static_assert(A::is_row, "mma_AB: a register A must be a row tile");
     if constexpr (register_tile<B>) static_assert(!B::is_row, "mma_AB: a register B must be a col tile");
     auto bsub = [&](int j, int kk) {
-        if constexpr (register_tile<B>) return b.tiles[kk][j];
-        else return detail::load_subtile<col>(b, TILE * kk, TILE * j);
+        if constexpr (register_tile<B>) return detail::mma_order(b.tiles[kk][j]);
+        else return detail::load_subtile_mma_b<col>(b, TILE * kk, TILE * j);
     };
     detail::mma_slices<M, N, A::cols, T>(d, [&](int i, int kk) { return detail::a_subtile(a, i, kk); }, bsub, c);
 }
@@ -126,8 +133,8 @@ __device__ inline void mma_ABt(rt<float, M, N, row>& d, const A& a, const B& b, 
     if constexpr (register_tile<A>) static_assert(A::is_row, "mma_ABt: a register A must be a row tile");
     if constexpr (register_tile<B>) static_assert(B::is_row, "mma_ABt: a register B must be a row tile");
     auto bsub = [&](int j, int kk) {
-        if constexpr (register_tile<B>) return b.tiles[j][kk];
-        else return detail::load_subtile<row>(b, TILE * j, TILE * kk);
+        if constexpr (register_tile<B>) return detail::mma_order(b.tiles[j][kk]);
+        else return detail::load_subtile_mma_b<row>(b, TILE * j, TILE * kk);
     };
     detail::mma_slices<M, N, A::cols, T>(d, [&](int i, int kk) { return detail::a_subtile(a, i, kk); }, bsub, c);
 }

@@ -97,4 +97,22 @@ TK_REDUCE(col_min, false, min)
 TK_REDUCE(col_sum, false, add)
 #undef TK_REDUCE
 
+/// Does pred hold for some entry of v, in any lane of the warp? The same answer in every lane (a warp
+/// vote), so it can steer a branch without divergence: e.g. skip rescaling the output when no row's
+/// maximum changed, `if (warp_any(a, [](float x) { return x != 1.0f; })) mul_row(o, o, a);`.
+template <register_object V, typename Pred>
+__device__ inline bool warp_any(const V& v, Pred pred) {
+    bool mine = false;
+#pragma unroll
+    for (int i = 0; i < V::n_regs; i++) {
+        if constexpr (tk::is_same_v<typename V::reg_t, typename V::dtype>) {
+            mine |= pred(to_float(v.reg(i)));
+        } else {
+            const float2 x = to_float2(v.reg(i));
+            mine |= pred(x.x) || pred(x.y);
+        }
+    }
+    return __any_sync(0xffffffffu, mine);
+}
+
 }  // namespace tk

@@ -49,14 +49,39 @@ __device__ inline rc matrix_row_of_lane(int lane) {
     else return {8 * (m >> 1) + w, 8 * (m & 1)};
 }
 
+/// Address of this lane's ldmatrix/stmatrix row for the subtile at (r, c), given the lane's offset m in
+/// it: through st's lane addressing (the lane's part hoisted out of loops) where the layout allows.
+template <typename ST>
+__device__ inline uint32_t lane_row_addr(const ST& t, rc m, int r, int c) {
+    if constexpr (ST::lane_addressing) return t.addr(ST::lane(m.r, m.c), r, c);
+    else return t.addr(r + m.r, c + m.c);
+}
+
 /// The 16x16 subtile of a 16-bit shared tile whose first element is (r, c), in layout L: one
 /// ldmatrix.x4 (.trans for col).
 template <rt_layout L, element16 T, int SR, int SC, typename S>
 __device__ inline rt_base<T, L> load_subtile(const st<T, SR, SC, S>& src, int r, int c) {
     const rc m = matrix_row_of_lane<L>(laneid());
     uint32_t reg[4];
-    if constexpr (tk::is_same_v<L, row>) ldmatrix_x4(reg, src.addr(r + m.r, c + m.c));
-    else ldmatrix_x4_trans(reg, src.addr(r + m.r, c + m.c));
+    if constexpr (tk::is_same_v<L, row>) ldmatrix_x4(reg, lane_row_addr(src, m, r, c));
+    else ldmatrix_x4_trans(reg, lane_row_addr(src, m, r, c));
+    rt_base<T, L> out;
+#pragma unroll
+    for (int k = 0; k < 4; k++) as_u32<T>(out.data[k]) = reg[k];
+    return out;
+}
+
+/// The same subtile as an mma B operand: its four registers in the order the mma instruction takes them,
+/// [0] [2] (output columns 0..7, k 0..7 and 8..15) then [1] [3] (columns 8..15). mma.m16n8k16 wants each
+/// pair in two CONSECUTIVE registers; loading in tile order would cost two register moves per mma.
+/// Pointing ldmatrix's matrices 1 and 2 at each other's quadrants (the other layout's lane-to-row map)
+/// makes the instruction deliver them in mma order for free.
+template <rt_layout L, element16 T, int SR, int SC, typename S>
+__device__ inline rt_base<T, L> load_subtile_mma_b(const st<T, SR, SC, S>& src, int r, int c) {
+    const rc m = matrix_row_of_lane<transpose_layout<L>>(laneid());
+    uint32_t reg[4];
+    if constexpr (tk::is_same_v<L, row>) ldmatrix_x4(reg, lane_row_addr(src, m, r, c));
+    else ldmatrix_x4_trans(reg, lane_row_addr(src, m, r, c));
     rt_base<T, L> out;
 #pragma unroll
     for (int k = 0; k < 4; k++) as_u32<T>(out.data[k]) = reg[k];
@@ -110,7 +135,7 @@ __device__ inline void store(st<T, SR, SC, S>& dst, const rt<T, R, C, L>& src, c
                 uint32_t r[4];
 #pragma unroll
                 for (int k = 0; k < 4; k++) r[k] = as_u32<T>(src.tiles[i][j].data[k]);
-                const uint32_t addr = dst.addr(r0 + TILE * i + m.r, c0 + TILE * j + m.c);
+                const uint32_t addr = detail::lane_row_addr(dst, m, r0 + TILE * i, c0 + TILE * j);
                 if constexpr (tk::is_same_v<L, row>) detail::stmatrix_x4(addr, r);
                 else detail::stmatrix_x4_trans(addr, r);
             }

@@ -40,6 +40,28 @@ struct alignas(Swz::alignment) st {
     __device__ const T& operator()(int r, int c) const { return data[idx(r, c)]; }
     /// Shared-space address of (r, c): what ldmatrix / cp.async take.
     __device__ uint32_t addr(int r, int c) const { return smem_u32(data) + byte_offset(r, c); }
+
+    // ---- the same address with each lane's part computed once (ldmatrix / stmatrix patterns) ----------
+    // A lane that always reads at an offset (lr, lc) from the corner (r, c) of one subtile after another
+    // (lr < 16, lc = 0 or 8; r a multiple of 8, c of 16) sees the same swizzle XOR in every subtile: it
+    // depends on the row's position modulo 8 only. So the lane's row offset and its swizzled 16-byte
+    // chunk are computed once (lane()), and each subtile's address is an add and an XOR (addr(lp, r, c)).
+    static constexpr int row_bytes = panel_cols * int(sizeof(T));  // bytes from one row of a panel to the next
+    static constexpr bool lane_addressing = panel_cols >= 16;       // lc = 8 stays inside the panel
+    struct lane_part {
+        uint32_t row_off, chunk;
+    };
+    __host__ __device__ static constexpr lane_part lane(int lr, int lc) {
+        const uint32_t x = Swz::bytes ? (uint32_t(lr * row_bytes) >> 7) & (Swz::bytes / 16 - 1) : 0;
+        return {uint32_t(lr * row_bytes), uint32_t(lc * int(sizeof(T)) / 16) ^ x};
+    }
+    /// byte_offset(r + lr, c + lc) for lp = lane(lr, lc), under the conditions above.
+    __host__ __device__ static constexpr uint32_t lane_offset(lane_part lp, int r, int c) {
+        static_assert(lane_addressing, "lane addressing needs panels at least 16 elements wide");
+        const uint32_t chunk = uint32_t((c % panel_cols) * int(sizeof(T)) / 16) ^ lp.chunk;
+        return uint32_t((c / panel_cols) * R * row_bytes + r * row_bytes) + lp.row_off + (chunk << 4);
+    }
+    __device__ uint32_t addr(lane_part lp, int r, int c) const { return smem_u32(data) + lane_offset(lp, r, c); }
 };
 
 template <int R, int C, typename S = default_swizzle<bf16, C>> using st_bf = st<bf16, R, C, S>;
