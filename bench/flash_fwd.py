@@ -37,6 +37,8 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch09 tiles 32x32": ("tiles", {"WARP_ROWS": 32, "BC": 32}, (128,)),
     "ch09 tiles 32x64": ("tiles", {"WARP_ROWS": 32, "BC": 64}, ()),  # the default now (kept for old reports)
     "ch09 tiles 16x64": ("tiles", {"WARP_ROWS": 16, "BC": 64}, (64, 128)),
+    "ch09 tiles 32x96": ("tiles", {"WARP_ROWS": 32, "BC": 96}, (64,)),
+    "ch09 tiles 32x128": ("tiles", {"WARP_ROWS": 32, "BC": 128}, (64,)),
     "ch10 plain": ("hopper", {"SCHEDULE": 0}, (64, 128)),
     "ch10 overlap": ("hopper", {"SCHEDULE": 1}, (64, 128)),
     "ch10 ping-pong": ("hopper", {"SCHEDULE": 2}, (64, 128)),

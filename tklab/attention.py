@@ -126,11 +126,12 @@ class Build:
 
 
 KERNELS = {"tiles": "flash_fwd_tiles.cu", "hopper": "flash_fwd_hopper.cu"}
-#: Option names each kernel understands, with the defaults the launch uses for d = 64 and d = 128.
+#: Option names each kernel understands, with the defaults the launch uses for d = 64 and d = 128: the
+#: fastest variants measured on the H200 (bench/results/flash_fwd_bench_2026-12-01_e9e13a5.md).
 DEFAULTS: dict[str, dict[int, dict[str, int]]] = {
     "tiles": {64: {"WARP_ROWS": 32, "BC": 64}, 128: {"WARP_ROWS": 32, "BC": 64}},
-    "hopper": {64: {"CONSUMERS": 3, "BC": 128, "STAGES": 2, "SCHEDULE": 2},
-               128: {"CONSUMERS": 2, "BC": 128, "STAGES": 2, "SCHEDULE": 2}},
+    "hopper": {64: {"CONSUMERS": 3, "BC": 128, "STAGES": 2, "SCHEDULE": 1},
+               128: {"CONSUMERS": 2, "BC": 176, "STAGES": 2, "SCHEDULE": 2}},
 }
 _KV_ALIGN, _TILE_ALIGN = 1024, 1024  # swizzled tiles start on 1024-byte boundaries
 
