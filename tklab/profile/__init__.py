@@ -126,7 +126,8 @@ def profile(run: Any, *, flops: float | None = None, peak: str | None = None, ke
         if report is not None:
             Path(report).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(folder / "profile.ncu-rep", report)
-        launch_record = parse.select(parse.parse_csv(csv_text))
+        records = parse.parse_csv(csv_text)
+        launch_record = parse.select(records, None if len(records) == 1 else run.kernel.name)
         result = ProfileResult(
             kernel=run.kernel.display_name, metrics=launch_record.metrics, device=device, flops=flops,
             peak=peak or _default_peak(run.kernel), grid=tuple(run.grid), block=tuple(run.block),

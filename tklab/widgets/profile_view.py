@@ -58,6 +58,25 @@ def _tick(decade: int) -> str:
     return f"{10.0**decade:g}" if -3 <= decade <= 3 else f"1e{decade}"
 
 
+#: Every roofline shows at least this much (FLOP/byte, TFLOP/s), so kernels of different chapters share axes.
+DEFAULT_VIEW = ((0.125, 800.0), (1.25, 800.0))
+
+
+def roofline_axes(r: Any) -> tuple[int, int, int, int]:
+    """The decades (log10 of x0, x1, y0, y1) the roofline of ``r`` spans: the default view, widened to hold
+    the kernel's point and the ridge points of the ceilings."""
+    c = r.ceilings()
+    bw = c.copy_tbps if c is not None else None
+    peaks = [v for k in ("bf16_tensor", "fp32_simt") if c is not None and (v := getattr(c, f"{k}_tflops", None))]
+    xs, ys = list(DEFAULT_VIEW[0]), list(DEFAULT_VIEW[1]) + peaks
+    if bw:
+        xs += [v / bw for v in peaks]
+    if r.intensity and r.tflops:
+        xs.append(r.intensity)
+        ys.append(r.tflops)
+    return roofline_range(xs, ys)
+
+
 def _roofline(r: Any, left: float) -> list[str]:
     body: list[str] = [_text(left - 40, TOP - 10, "roofline", size=11, weight="bold"),
                        _text(left + 28, TOP - 10, "TFLOP/s up, FLOP per DRAM byte across", size=9, fill="#444")]
@@ -66,18 +85,7 @@ def _roofline(r: Any, left: float) -> list[str]:
     roofs = [(k, getattr(c, f"{k}_tflops", None)) for k in ("bf16_tensor", "fp32_simt")] if c is not None else []
     roofs = [(k, v) for k, v in roofs if v]
     x, y = r.intensity, r.tflops
-    xs = [v / bw for _, v in roofs] if bw else []
-    ys = [v for _, v in roofs]
-    if x and y:
-        xs.append(x)
-        ys.append(y)
-    if not xs:
-        xs = [1.0, 100.0]
-    if not ys:
-        ys = [1.0, 100.0]
-    if bw:
-        ys.append(bw * min(xs) / 1.5)
-    x0, x1, y0, y1 = roofline_range(xs, ys)
+    x0, x1, y0, y1 = roofline_axes(r)
     w, h = ROOF_W, PANEL_H
 
     def px(v: float) -> float:
