@@ -36,7 +36,10 @@ if args == ["--version"]:
     print("Version 2025.3.1.0 (build 36398880) (public-release)")
     sys.exit(0)
 if args == ["--query-metrics"] or args == ["--list-sections"]:
-    sys.exit(0)  # says nothing: tklab then asks only for metrics known to work
+    listing = os.environ.get("FAKE_NCU_LISTING" if args == ["--query-metrics"] else "FAKE_NCU_SECTIONS")
+    if listing:  # else it says nothing: tklab then asks only for metrics known to work
+        sys.stdout.write(open(listing).read())
+    sys.exit(0)
 if "--import" in args:
     sys.stdout.write(open(os.environ["FAKE_NCU_CSV"]).read())
     sys.exit(0)
@@ -51,6 +54,14 @@ print("==PROF== Connected to process 4242")
 if mode == "ok":
     open(args[args.index("--export") + 1], "wb").write(b"NVIDIA Nsight Compute report stand-in")
     print("==PROF== Report: profile.ncu-rep")
+elif mode == "badmetric" and "sm__pipe_tensor_cycles_active" in args[args.index("--metrics") + 1]:
+    print("==ERROR== Failed to find metric regex:^sm__pipe_tensor_cycles_active\\.(sum|avg|min|max)$")
+    sys.exit(1)
+elif mode == "metricerror" and "dram__bytes_read.sum" in args[args.index("--metrics") + 1]:
+    print("==ERROR== The metric list is not valid for this device")
+    sys.exit(1)
+elif mode in ("badmetric", "metricerror"):
+    open(args[args.index("--export") + 1], "wb").write(b"report")
 elif mode == "perm":
     print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
           "Counters on the target device 0. For instructions on enabling permissions and to get more "
@@ -200,6 +211,43 @@ def test_profile_end_to_end_through_ncu(monkeypatch, on_gpu, fake_ncu, kernel, t
     # Recorded for the chapter, with the metrics as ncu reported them.
     again = store.load("ch02.tiled_fp32")
     assert again is not None and again.metrics == r.metrics and again.commit == r.commit
+
+
+def _listing(tmp_path: Path) -> None:
+    """What `ncu --query-metrics` and `--list-sections` print on a GPU that has every metric tklab asks for."""
+    bases = sorted({m.split(".", 1)[0] for m in ncu.WANTED_METRICS} | {f"pad__metric_{i}" for i in range(50)})
+    (tmp_path / "metrics.txt").write_text("Metric Name   Metric Description\n"
+                                          + "".join(f"{b}   # something\n" for b in bases))
+    (tmp_path / "sections.txt").write_text("Identifier   Display Name   Enabled   Filename\n"
+                                           + "".join(f"{x}   {x}   yes   {x}.section\n" for x in ncu.WANTED_SECTIONS))
+
+
+def test_a_metric_ncu_refuses_is_dropped_and_the_rest_kept(monkeypatch, on_gpu, fake_ncu, kernel, tmp_path) -> None:
+    _listing(tmp_path)
+    monkeypatch.setenv("FAKE_NCU_LISTING", str(tmp_path / "metrics.txt"))
+    monkeypatch.setenv("FAKE_NCU_SECTIONS", str(tmp_path / "sections.txt"))
+    monkeypatch.setenv("FAKE_NCU_MODE", "badmetric")
+    r = tklab.profile(_run(kernel))
+    assert r.live and r.limiter.kind == "shared"
+    first, second = (c["argv"] for c in fake_ncu())
+    asked = [a["argv"][a["argv"].index("--metrics") + 1].split(",") for a in fake_ncu()]
+    assert asked[0] == list(ncu.WANTED_METRICS)
+    assert asked[1] == [m for m in ncu.WANTED_METRICS if not m.startswith("sm__pipe_tensor_cycles_active.")]
+    sections = [first[i + 1] for i, a in enumerate(first) if a == "--section"]
+    assert sections == sorted(ncu.WANTED_SECTIONS) and second.count("--section") == len(sections)
+    # Both listings were cached: a second profile asks ncu only for its version once per process.
+    assert json.loads((tmp_path / "cache" / "ncu_queries.json").read_text()).keys() == {
+        f"metrics|{ncu.find_ncu()}|2025.3.1.0|NVIDIA H200", f"sections|{ncu.find_ncu()}|2025.3.1.0"}
+
+
+def test_other_metric_complaints_fall_back_to_the_known_good_set(monkeypatch, on_gpu, fake_ncu, kernel,
+                                                                   tmp_path) -> None:
+    _listing(tmp_path)
+    monkeypatch.setenv("FAKE_NCU_LISTING", str(tmp_path / "metrics.txt"))
+    monkeypatch.setenv("FAKE_NCU_MODE", "metricerror")
+    tklab.profile(_run(kernel))
+    asked = [c["argv"][c["argv"].index("--metrics") + 1].split(",") for c in fake_ncu()]
+    assert len(asked) == 2 and asked[1] == list(ncu.KNOWN_GOOD)
 
 
 def test_nothing_is_recorded_unless_asked(on_gpu, fake_ncu, kernel) -> None:

@@ -117,8 +117,8 @@ def profile(run: Any, *, flops: float | None = None, peak: str | None = None, ke
         rec = recipe.capture(run, folder, warmup=warmup)
         wanted = ncu.metrics_to_request(ncu.available_metrics(exe, device), metrics)
         try:
-            csv_text, _ = ncu.run_profile(exe, folder, kernel=rec.kernel, warmup=warmup, metrics=wanted,
-                                          sections=ncu.available_sections(exe), timeout=timeout)
+            csv_text, _, _ = ncu.run_profile(exe, folder, kernel=rec.kernel, warmup=warmup, metrics=wanted,
+                                             sections=ncu.available_sections(exe), timeout=timeout)
         except ProfileUnavailable as e:
             if e.reason == "permission":
                 return _fallback(key, e)

@@ -234,9 +234,37 @@ def _run(cmd: Sequence[str], timeout: float, cwd: Path) -> tuple[int, str]:
     return proc.returncode, out
 
 
+_UNKNOWN_METRIC = re.compile(r"Failed to find metric\s+(?:regex:)?\^?([a-z][a-z0-9]*__[a-z0-9_]+)")
+
+
 def run_profile(ncu: str, recipe_dir: Path, *, kernel: str, warmup: int, metrics: Sequence[str],
-                sections: Iterable[str], timeout: float = 300.0) -> tuple[str, str]:
-    """Profile the recipe's launch; returns (CSV of the raw page, ncu's console output)."""
+                sections: Iterable[str], timeout: float = 300.0) -> tuple[str, str, list[str]]:
+    """Profile the recipe's launch; returns (CSV of the raw page, ncu's console output, metrics requested).
+
+    A metric this ncu refuses (named in its error) is dropped and the profile retried; any other complaint
+    about metrics falls back to ``KNOWN_GOOD``. The sections still bring their own metrics either way.
+    """
+    wanted, sections = list(metrics), list(sections)
+    for _ in range(8):
+        try:
+            csv_text, out = _profile_once(ncu, recipe_dir, kernel=kernel, warmup=warmup, metrics=wanted,
+                                          sections=sections, timeout=timeout)
+            return csv_text, out, wanted
+        except ProfileUnavailable as e:
+            if e.reason != "failed" or (recipe_dir / "child_error.txt").exists():
+                raise
+            bad = set(_UNKNOWN_METRIC.findall(e.output))
+            if bad and any(m.split(".", 1)[0] in bad for m in wanted):
+                wanted = [m for m in wanted if m.split(".", 1)[0] not in bad]
+            elif "metric" in e.output.lower() and set(wanted) != set(KNOWN_GOOD):
+                wanted = list(KNOWN_GOOD)
+            else:
+                raise
+    raise ProfileUnavailable("failed", "ncu kept refusing the metrics asked for; see its output", "")
+
+
+def _profile_once(ncu: str, recipe_dir: Path, *, kernel: str, warmup: int, metrics: Sequence[str],
+                  sections: Iterable[str], timeout: float) -> tuple[str, str]:
     report = recipe_dir / "profile.ncu-rep"
     cmd = profile_command(ncu, recipe_dir, report, kernel=kernel, warmup=warmup, metrics=metrics, sections=sections)
     code, out = _run(cmd, timeout, recipe_dir)

@@ -36,8 +36,8 @@ class M:
     sm_clock = ("sm__cycles_elapsed.avg.per_second", "smsp__cycles_elapsed.avg.per_second")
     sm_cycles = ("sm__cycles_elapsed.avg", "sm__cycles_elapsed.max")
     sm_count = ("device__attribute_multiprocessor_count", "launch__sm_count")
-    dram_read = ("dram__bytes_read.sum",)
-    dram_write = ("dram__bytes_write.sum",)
+    dram_read = ("dram__bytes_read.sum", "dram__bytes_op_read.sum")
+    dram_write = ("dram__bytes_write.sum", "dram__bytes_op_write.sum")
     dram_pct = ("dram__throughput.avg.pct_of_peak_sustained_elapsed",
                 "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed")
     l2_bytes = ("lts__t_bytes.sum",)
