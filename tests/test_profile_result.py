@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tklab.profile import ProfileResult, parse
-from tklab.profile.result import BOUND_PCT, M
+from tklab.profile.result import BOUND_PCT, M, read_here
 
 HANDMADE = Path(__file__).parent / "data" / "ncu" / "handmade"
 N = 4096
@@ -134,8 +134,14 @@ def test_unknown_device_has_no_ceilings_but_still_a_verdict() -> None:
 
 def test_record_round_trip_keeps_the_verdict_and_labels_the_origin() -> None:
     r = _result("smem_fp32_raw_base.csv", flops=2.0 * N**3)
+    r.keep = ("launch__grid_size",)
     back = ProfileResult.from_record("ch02.tiled_fp32", r.to_record(), note="this machine has no GPU")
-    assert back.metrics == r.metrics and back.limiter == r.limiter and back.tflops == r.tflops
+    # A record keeps what the result reads, the stall reasons, and metrics asked for by name.
+    assert back.metrics == {k: v for k, v in r.metrics.items() if read_here(k) or k == "launch__grid_size"}
+    assert "device__attribute_display_name" in r.metrics and "device__attribute_display_name" not in back.metrics
+    assert back.keep == ("launch__grid_size",) and "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio" \
+        in back.metrics
+    assert back.limiter == r.limiter and back.tflops == r.tflops and back.rows()[1:] == r.rows()[1:]
     assert not back.live and back.key == "ch02.tiled_fp32"
     assert back.origin == ("recorded on NVIDIA H200, 2026-12-01, commit abc1234, ncu 2025.3.1.0 "
                            "(this machine has no GPU)")

@@ -166,7 +166,7 @@ def test_a_chapter_cell_without_gpu_shows_the_recorded_profile(monkeypatch, tmp_
     saved = _recorded_sample("ch02.tiled_fp32")
     shown = tklab.profile(None, key="ch02.tiled_fp32")
     assert isinstance(shown, ProfileResult) and not shown.live
-    assert shown.metrics == saved.metrics and shown.limiter == saved.limiter
+    assert shown.metrics == saved.to_record()["metrics"] and shown.limiter == saved.limiter
     assert shown.origin == ("recorded on NVIDIA H200, 2026-12-01, commit abc1234, ncu 2025.3.1.0 "
                             "(this machine has no GPU)")
     missing = tklab.profile(None, key="ch03.regblock_float4")
@@ -210,7 +210,8 @@ def test_profile_end_to_end_through_ncu(monkeypatch, on_gpu, fake_ncu, kernel, t
     assert argv[argv.index("--metrics") + 1].split(",") == list(ncu.KNOWN_GOOD)
     # Recorded for the chapter, with the metrics as ncu reported them.
     again = store.load("ch02.tiled_fp32")
-    assert again is not None and again.metrics == r.metrics and again.commit == r.commit
+    assert again is not None and again.metrics == r.to_record()["metrics"] and again.commit == r.commit
+    assert again.limiter == r.limiter
 
 
 def _listing(tmp_path: Path) -> None:
@@ -296,11 +297,27 @@ def test_child_usage() -> None:
 
 # ---- what to ask ncu for ---------------------------------------------------------------------------------
 def test_metrics_are_requested_only_when_ncu_knows_them() -> None:
-    known = {"gpu__time_duration", "dram__bytes_read", "smsp__average_warps_issue_stalled_barrier_per_issue_active"}
+    known = {"gpu__time_duration", "dram__bytes_read", "smsp__average_warps_issue_stalled_barrier_per_issue_active",
+             "my__metric"}
     got = ncu.metrics_to_request(known, extra=["dram__bytes_read.sum", "my__metric.sum"])
     assert got == ["gpu__time_duration.sum", "dram__bytes_read.sum",
-                   "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"]
+                   "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio", "my__metric.sum"]
+    with pytest.raises(ValueError, match="no metric 'my__metrc.sum'"):  # a misspelt name the user asked for
+        ncu.metrics_to_request(known, extra=["my__metrc.sum"])
     assert ncu.metrics_to_request(set(), extra=["my__metric.sum"]) == [*ncu.KNOWN_GOOD, "my__metric.sum"]
+
+
+def test_metrics_asked_for_by_name_are_collected_checked_and_kept(monkeypatch, on_gpu, fake_ncu, kernel,
+                                                                  tmp_path) -> None:
+    _listing(tmp_path)
+    monkeypatch.setenv("FAKE_NCU_LISTING", str(tmp_path / "metrics.txt"))
+    with pytest.raises(ValueError, match="no metric 'pad__metric_x.sum'"):
+        tklab.profile(_run(kernel), metrics=["pad__metric_x.sum"])
+    assert fake_ncu() == []  # refused before anything ran
+    r = tklab.profile(_run(kernel), metrics=["pad__metric_7.sum"])
+    (call,) = fake_ncu()
+    assert call["argv"][call["argv"].index("--metrics") + 1].split(",")[-1] == "pad__metric_7.sum"
+    assert r.keep == ("pad__metric_7.sum",)
 
 
 def test_reading_ncu_listings() -> None:

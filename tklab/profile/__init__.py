@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import shutil
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -112,13 +113,16 @@ def profile(run: Any, *, flops: float | None = None, peak: str | None = None, ke
     exe = ncu.find_ncu()
     assert exe is not None  # unavailable() checked
     device = gpu.name()
+    wanted = ncu.metrics_to_request(ncu.available_metrics(exe, device), metrics)
     folder = Path(tempfile.mkdtemp(prefix="tklab-profile-"))
+    print(f"  profile: {run.kernel.display_name} under Nsight Compute (one launch, replayed once per pass)...",
+          end="\r", file=sys.stderr, flush=True)
     try:
         rec = recipe.capture(run, folder, warmup=warmup)
-        wanted = ncu.metrics_to_request(ncu.available_metrics(exe, device), metrics)
         try:
             csv_text, _, _ = ncu.run_profile(exe, folder, kernel=rec.kernel, warmup=warmup, metrics=wanted,
-                                             sections=ncu.available_sections(exe), timeout=timeout)
+                                             sections=ncu.available_sections(exe), timeout=timeout,
+                                             required=tuple(metrics))
         except ProfileUnavailable as e:
             if e.reason == "permission":
                 return _fallback(key, e)
@@ -133,9 +137,10 @@ def profile(run: Any, *, flops: float | None = None, peak: str | None = None, ke
             peak=peak or _default_peak(run.kernel), grid=tuple(run.grid), block=tuple(run.block),
             shared_mem=run.shared_mem, key=key, label=label, live=True, date=_dt.date.today().isoformat(),
             commit=recorded._commit(), ncu_version=ncu.version(exe), raw_csv=csv_text,
-            report_path=str(report) if report is not None else None)
+            report_path=str(report) if report is not None else None, keep=tuple(metrics))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        print(" " * 100, end="\r", file=sys.stderr, flush=True)
     if key is not None and store.recording():
         store.save(key, result)
     return result

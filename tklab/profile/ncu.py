@@ -181,11 +181,16 @@ def available_sections(ncu: str) -> set[str]:
 
 
 def metrics_to_request(available: set[str], extra: Iterable[str] = ()) -> list[str]:
-    """``WANTED_METRICS`` + ``extra`` that this ncu knows (by base name); the known-good set if unknown."""
-    wanted = list(dict.fromkeys([*WANTED_METRICS, *extra]))
+    """``WANTED_METRICS`` that this ncu knows (by base name), the known-good set if it would not say, and
+    ``extra`` (metrics asked for by name), which must be known: a misspelt name is an error, not a gap."""
+    extra = list(extra)
+    unknown = [m for m in extra if available and m.split(".", 1)[0] not in available]
+    if unknown:
+        raise ValueError(f"ncu on this GPU has no metric {', '.join(map(repr, unknown))} "
+                         "(`ncu --query-metrics` lists them; add a suffix such as .sum or .avg)")
     if not available:
         return list(dict.fromkeys([*KNOWN_GOOD, *extra]))
-    return [m for m in wanted if m.split(".", 1)[0] in available]
+    return list(dict.fromkeys([m for m in WANTED_METRICS if m.split(".", 1)[0] in available] + extra))
 
 
 def profile_command(ncu: str, recipe_dir: Path, report: Path, *, kernel: str, warmup: int,
@@ -238,7 +243,8 @@ _UNKNOWN_METRIC = re.compile(r"Failed to find metric\s+(?:regex:)?\^?([a-z][a-z0
 
 
 def run_profile(ncu: str, recipe_dir: Path, *, kernel: str, warmup: int, metrics: Sequence[str],
-                sections: Iterable[str], timeout: float = 300.0) -> tuple[str, str, list[str]]:
+                sections: Iterable[str], timeout: float = 300.0, required: Sequence[str] = ()
+                ) -> tuple[str, str, list[str]]:
     """Profile the recipe's launch; returns (CSV of the raw page, ncu's console output, metrics requested).
 
     A metric this ncu refuses (named in its error) is dropped and the profile retried; any other complaint
@@ -254,10 +260,13 @@ def run_profile(ncu: str, recipe_dir: Path, *, kernel: str, warmup: int, metrics
             if e.reason != "failed" or (recipe_dir / "child_error.txt").exists():
                 raise
             bad = set(_UNKNOWN_METRIC.findall(e.output))
+            asked = sorted(m for m in required if m.split(".", 1)[0] in bad)
+            if asked:
+                raise ValueError(f"ncu refused the metric {', '.join(map(repr, asked))}: {e}") from None
             if bad and any(m.split(".", 1)[0] in bad for m in wanted):
                 wanted = [m for m in wanted if m.split(".", 1)[0] not in bad]
-            elif "metric" in e.output.lower() and set(wanted) != set(KNOWN_GOOD):
-                wanted = list(KNOWN_GOOD)
+            elif "metric" in e.output.lower() and set(wanted) != set(KNOWN_GOOD) | set(required):
+                wanted = list(dict.fromkeys([*KNOWN_GOOD, *required]))
             else:
                 raise
     raise ProfileUnavailable("failed", "ncu kept refusing the metrics asked for; see its output", "")

@@ -145,7 +145,8 @@ def _raw_pointer_range(address: int) -> tuple[int, int]:
     return address, int(base) + int(size)
 
 
-def _read_device(start: int, size: int) -> bytes:
+def _read_device(start: int, size: int) -> memoryview:
+    """A host copy of device memory (a view of one numpy buffer: large arguments are not copied twice)."""
     import numpy as np
     from cuda.bindings import driver
 
@@ -154,11 +155,11 @@ def _read_device(start: int, size: int) -> bytes:
     host = np.empty(max(size, 1), dtype=np.uint8)
     if size:
         gpu.check(driver.cuMemcpyDtoH(host.ctypes.data, start, size), "copying an argument's memory to the host")
-    return host[:size].tobytes()
+    return memoryview(host)[:size]
 
 
 def capture(prepared: Any, folder: Path, *, warmup: int = 2,
-            read: Callable[[int, int], bytes] | None = None,
+            read: Callable[[int, int], bytes | memoryview] | None = None,
             raw_range: Callable[[int], tuple[int, int]] | None = None) -> Recipe:
     """Write ``prepared`` (a ``tklab.launch.Prepared``) to ``folder``; see the module docstring.
 

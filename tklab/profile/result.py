@@ -109,6 +109,9 @@ STALL_TEXT = {
 }
 
 
+_READ: set[str] = set()  # filled below, once M is complete
+
+
 @dataclass(frozen=True)
 class Stall:
     """One warp-stall reason: its value in the family's unit and its share of all stall values."""
@@ -128,6 +131,16 @@ class Limiter:
 
     kind: str
     sentence: str
+
+
+def metric_names() -> set[str]:
+    """Every metric name ``ProfileResult`` reads (besides the stall families, matched by pattern)."""
+    return {n for v in vars(M).values() if isinstance(v, tuple) for n in v} | set(M.limits.values())
+
+
+def read_here(name: str) -> bool:
+    """Does ``ProfileResult`` read this metric? (What a recorded profile keeps.)"""
+    return name in _READ or any(rx.match(name) for _, rx in STALL_FAMILIES)
 
 
 def _first(metrics: dict[str, Any], names: tuple[str, ...]) -> float | None:
@@ -178,6 +191,7 @@ class ProfileResult:
     commit: str = ""
     ncu_version: str = ""
     note: str = ""  # why a recorded profile is shown (no GPU, no ncu, no permission)
+    keep: tuple[str, ...] = ()  # metrics asked for by name (metrics=): stored with the ones read here
     raw_csv: str | None = field(default=None, repr=False)
     report_path: str | None = None
 
@@ -525,12 +539,14 @@ class ProfileResult:
 
     # ---- storage -------------------------------------------------------------------------------------------
     def to_record(self) -> dict[str, Any]:
-        """What ``tklab.profile`` stores for a chapter: everything needed to rebuild this result."""
+        """What ``tklab.profile`` stores for a chapter: everything needed to rebuild this result (the metrics
+        read here, the stall reasons and those asked for by name; the raw CSV keeps the rest)."""
+        metrics = {k: v for k, v in sorted(self.metrics.items()) if read_here(k) or k in self.keep}
         return {"kernel": self.kernel, "label": self.label, "device": self.device, "flops": self.flops,
                 "peak": self.peak, "grid": list(self.grid) if self.grid else None,
                 "block": list(self.block) if self.block else None, "shared_mem": self.shared_mem,
-                "date": self.date, "commit": self.commit, "ncu": self.ncu_version,
-                "metrics": dict(sorted(self.metrics.items()))}
+                "date": self.date, "commit": self.commit, "ncu": self.ncu_version, "keep": list(self.keep),
+                "metrics": metrics}
 
     @classmethod
     def from_record(cls, key: str, rec: dict[str, Any], *, note: str = "") -> ProfileResult:
@@ -539,7 +555,11 @@ class ProfileResult:
                    grid=tuple(rec["grid"]) if rec.get("grid") else None,
                    block=tuple(rec["block"]) if rec.get("block") else None, shared_mem=rec.get("shared_mem"),
                    key=key, label=rec.get("label"), live=False, date=rec.get("date", "?"),
-                   commit=rec.get("commit", "?"), ncu_version=rec.get("ncu", ""), note=note)
+                   commit=rec.get("commit", "?"), ncu_version=rec.get("ncu", ""), note=note,
+                   keep=tuple(rec.get("keep", ())))
+
+
+_READ.update(metric_names())
 
 
 @dataclass
