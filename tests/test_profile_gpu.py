@@ -11,9 +11,9 @@ import tklab
 from tklab.profile import ProfileUnavailable, ncu, recipe
 
 SRC = r"""
-extern "C" __global__ void axpy(float* y, const float* x, float a, int n) {
+extern "C" __global__ void add2(float* out, const float* x1, const float* x2, float a, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] += a * x[i];
+    if (i < n) out[i] = x1[i] + a * x2[i];
 }
 // Each warp stores one word per lane to shared memory and loads one back: 1 STS + 1 LDS per warp,
 // conflict-free (lane i uses word i), so ncu must count exactly one wavefront for each.
@@ -40,19 +40,22 @@ def test_recipe_rebuilds_the_launch_with_aliasing_and_alignment(module, tmp_path
 
     n = 1000
     base = cp.arange(2 * n + 64, dtype=cp.float32)
-    y, x = base[16:16 + n], base[8:8 + n]  # overlapping views of one allocation, 4-byte misaligned to 16
-    run = module["axpy"].prepare((4,), (256,), (y, x, np.float32(0.5), np.int32(n)))
+    x1, x2 = base[8:8 + n], base[16:16 + n]  # overlapping read-only views of one allocation, not 16-aligned
+    out = cp.full(n + 3, cp.nan, cp.float32)[3:]  # an output that starts 12 bytes into its allocation
+    run = module["add2"].prepare((4,), (256,), (out, x1, x2, np.float32(0.5), np.int32(n)))
     rec = recipe.capture(run, tmp_path, warmup=0)
-    assert len(rec.buffers) == 1 and rec.args[1].offset == 0 and rec.args[0].offset == 32
+    assert len(rec.buffers) == 2 and rec.args[1].buffer == rec.args[2].buffer != rec.args[0].buffer
+    assert (rec.args[1].offset, rec.args[2].offset) == (0, 32)
     _, rebuilt = recipe.build(tmp_path)
     rebuilt()
     run()  # the original, on the original memory
     gpu.synchronize()
     address = int(np.frombuffer(rebuilt.packed[0], np.uint64)[0])
-    assert address % 4096 == y.data.ptr % 4096
-    out = np.empty(n, np.float32)
-    gpu.check(driver.cuMemcpyDtoH(out.ctypes.data, address, out.nbytes), "reading the rebuilt output")
-    np.testing.assert_array_equal(out, y.get())
+    assert address % 4096 == out.data.ptr % 4096
+    got = np.empty(n, np.float32)
+    gpu.check(driver.cuMemcpyDtoH(got.ctypes.data, address, got.nbytes), "reading the rebuilt output")
+    np.testing.assert_array_equal(got, out.get())
+    np.testing.assert_array_equal(got, (base[8:8 + n] + 0.5 * base[16:16 + n]).get())
 
 
 @pytest.mark.gpu
