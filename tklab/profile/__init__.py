@@ -101,6 +101,7 @@ def profile(run: Any, *, flops: float | None = None, peak: str | None = None, ke
         raise ValueError(f"peak must be 'fp32_simt' or 'bf16_tensor', got {peak!r}")
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
+    metrics = (metrics,) if isinstance(metrics, str) else tuple(metrics)
     problem = unavailable()
     if problem is not None:
         return _fallback(key, problem)
@@ -115,14 +116,14 @@ def profile(run: Any, *, flops: float | None = None, peak: str | None = None, ke
     device = gpu.name()
     wanted = ncu.metrics_to_request(ncu.available_metrics(exe, device), metrics)
     folder = Path(tempfile.mkdtemp(prefix="tklab-profile-"))
-    print(f"  profile: {run.kernel.display_name} under Nsight Compute (one launch, replayed once per pass)...",
+    print(f"  profile: {run.name} under Nsight Compute (one launch, replayed once per pass)...",
           end="\r", file=sys.stderr, flush=True)
     try:
         rec = recipe.capture(run, folder, warmup=warmup)
         try:
             csv_text, _, _ = ncu.run_profile(exe, folder, kernel=rec.kernel, warmup=warmup, metrics=wanted,
                                              sections=ncu.available_sections(exe), timeout=timeout,
-                                             required=tuple(metrics))
+                                             required=metrics)
         except ProfileUnavailable as e:
             if e.reason == "permission":
                 return _fallback(key, e)
@@ -137,7 +138,7 @@ def profile(run: Any, *, flops: float | None = None, peak: str | None = None, ke
             peak=peak or _default_peak(run.kernel), grid=tuple(run.grid), block=tuple(run.block),
             shared_mem=run.shared_mem, key=key, label=label, live=True, date=_dt.date.today().isoformat(),
             commit=recorded._commit(), ncu_version=ncu.version(exe), raw_csv=csv_text,
-            report_path=str(report) if report is not None else None, keep=tuple(metrics))
+            report_path=str(report) if report is not None else None, keep=metrics)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         print(" " * 100, end="\r", file=sys.stderr, flush=True)
