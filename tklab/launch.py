@@ -177,9 +177,12 @@ class Prepared:
     """
 
     def __init__(self, name: str, func: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
-                 shared_mem: int, stream: int, packed: list[bytes], keep_alive: Sequence[Any]):
+                 shared_mem: int, stream: int, packed: list[bytes], keep_alive: Sequence[Any], kernel: Any = None):
         self.name, self.func, self.grid, self.block = name, func, grid, block
         self.shared_mem, self.stream, self._keep_alive = int(shared_mem), stream, tuple(keep_alive)
+        # What re-creates this launch in another process (tklab.profile): the kernel, the arguments as given
+        # and as packed.
+        self.kernel, self.args, self.packed = kernel, tuple(keep_alive), tuple(packed)
         # Each argument lives in its own 16-byte-aligned buffer; kernelParams points at them.
         self._buffers = [ctypes.create_string_buffer(raw, max(len(raw), 16)) for raw in packed]
         self._pointers = (ctypes.c_void_p * max(len(self._buffers), 1))(*map(ctypes.addressof, self._buffers))
@@ -239,7 +242,7 @@ def prepare(kernel: Any, grid: Any, block: Any, args: Sequence[Any] = (), *, sha
         attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         gpu.check(driver.cuFuncSetAttribute(func, attr, shared_mem), "raising the dynamic shared-memory limit")
         loaded.smem_limit[kernel.name] = shared_mem
-    return Prepared(kernel.display_name, func, g, b, shared_mem, _stream_handle(stream), packed, args)
+    return Prepared(kernel.display_name, func, g, b, shared_mem, _stream_handle(stream), packed, args, kernel)
 
 
 def launch(kernel: Any, grid: Any, block: Any, args: Sequence[Any] = (), *, shared_mem: int = 0,
