@@ -10,6 +10,8 @@ The maths (CPU, NumPy):
     ``online(q, k, v, block=, causal=, scale=)``  the same, one block of keys at a time (FlashAttention's
                                                   online softmax), optionally with a trace of (m, l)
     ``flops(b, h, n, d, causal)``                 4 b h n^2 d, halved under a causal mask
+    ``block_map(n, rows, keys, causal)``          which (query, key) blocks a kernel computes or skips
+    ``traffic(b, h, n, d, ...)``                  bytes moved, naive vs FlashAttention (a model)
 The kernels (GPU; torch tensors, or CuPy arrays holding bf16 bits as uint16), layout [batch, heads, seq, d]:
     ``flash_fwd(q, k, v, causal=, scale=, kernel="hopper"|"tiles", **options) -> (o, lse)``
     ``prepare(q, k, v, o, lse, ...) -> run()``     pack once, launch many times (benchmarks)
@@ -95,6 +97,49 @@ def online(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, block: int = 64, caus
     if trace:
         return out, lse, OnlineTrace(np.stack(ms), np.stack(ls), np.stack(as_))
     return out, lse
+
+
+SKIPPED, FULL, MASKED = 0, 1, 2  # what a kernel does with one (query block, key block) pair
+
+
+def block_map(seq: int, block_rows: int, block_keys: int, causal: bool = False) -> np.ndarray:
+    """[query blocks, key blocks] of SKIPPED / FULL / MASKED: which blocks of S a kernel computes.
+
+    A block is MASKED when some of its scores are thrown away after computing them (the diagonal under a
+    causal mask, keys past the end of the sequence), SKIPPED when it is never computed (entirely above
+    the diagonal). This is the loop bound and the mask test of both kernels, written in NumPy.
+    """
+    nq, nk = -(-seq // block_rows), -(-seq // block_keys)
+    out = np.full((nq, nk), FULL, np.int8)
+    for i in range(nq):
+        last_row = min((i + 1) * block_rows, seq) - 1
+        for j in range(nk):
+            first_key, last_key = j * block_keys, (j + 1) * block_keys - 1
+            if causal and first_key > last_row:
+                out[i, j] = SKIPPED
+            elif last_key >= seq or (causal and last_key > i * block_rows):
+                out[i, j] = MASKED
+    return out
+
+
+def traffic(batch: int, heads: int, seq: int, d: int, *, block_rows: int, block_keys: int,
+            causal: bool = False) -> dict[str, float]:
+    """Bytes moved, by a model: what the naive (unfused) attention writes and reads in device memory,
+    and what a FlashAttention kernel reads from L2 into the SMs and moves to and from device memory.
+
+    naive: Q, K, V read, O written, and the score matrix S and probabilities P (bf16) each written once
+    and read once: 4 x 2 bytes per score. flash_l2: each block reads its Q rows once and every key block
+    it visits (K and V), and writes its O rows. flash_hbm: Q, K, V read and O written once -- K and V are
+    read by every query block of a head, but those blocks run at about the same time, so after the first
+    the rows come from L2 (a model: the notebook checks it against measured bytes).
+    """
+    heads_total, elem = batch * heads, 2
+    qkvo = 4 * heads_total * seq * d * elem
+    scores = heads_total * seq * seq * (0.5 if causal else 1.0)
+    visited = int((block_map(seq, block_rows, block_keys, causal) != SKIPPED).sum())
+    kv_streamed = heads_total * visited * block_keys * d * 2 * elem
+    return {"naive_hbm": qkvo + 8 * scores, "flash_hbm": qkvo,
+            "flash_l2": kv_streamed + 2 * heads_total * seq * d * elem, "blocks_visited": visited * heads_total}
 
 
 def flops(batch: int, heads: int, seq: int, d: int, causal: bool = False) -> float:

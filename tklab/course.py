@@ -335,7 +335,8 @@ def main_loop(sass: str) -> list[str]:
     """Opcodes of the kernel's hot loop: the backward branch's body that holds the most FFMA/HMMA/HGMMA.
 
     A loop in SASS is a branch (``BRA``) to an earlier address; its body runs from that address to the
-    branch. Returns [] when the kernel has no loop.
+    branch. A "body" that holds an EXIT is not a loop: it is an out-of-line retry (an mbarrier wait placed
+    after the kernel's end) jumping back into the code. Returns [] when the kernel has no loop.
     """
     instrs = _parsed(sass)
     best: tuple[int, int] | None = None
@@ -353,6 +354,8 @@ def main_loop(sass: str) -> list[str]:
         if start is None:
             continue
         body = [o.split(".")[0] for _, o, _ in instrs[start:i + 1]]
+        if "EXIT" in body:
+            continue
         math = sum(o in ("FFMA", "HMMA", "HGMMA") for o in body)
         score = (math, -len(body))
         if score > best_score:

@@ -1,0 +1,141 @@
+"""Pictures for the attention chapters, drawn from the models the tests check: which blocks of the score
+matrix a kernel computes (``tklab.attention.block_map``), and how warpgroups share the tensor cores
+(``tklab.schedules.simulate``). Deterministic SVG strings with ``data-*`` attributes, like draw.py; the
+explorers wire ipywidgets sliders to them.
+
+Public API: ``block_map_svg(seq, block_rows, block_keys, causal)``, ``timeline_svg(timeline)``,
+``blocks_explorer(**initial)``, ``schedule_explorer(**initial)``.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from .. import attention, schedules
+from .draw import _svg, _text
+
+COLORS = {attention.FULL: "#4e79a7", attention.MASKED: "#f28e2b", attention.SKIPPED: "#e6e6e6"}
+NAMES = {attention.FULL: "computed", attention.MASKED: "computed, partly masked", attention.SKIPPED: "skipped"}
+SPAN_COLORS = {"S": "#4e79a7", "PV": "#59a14f", "X": "#f28e2b"}
+
+
+def block_stats(seq: int, block_rows: int, block_keys: int, causal: bool) -> dict[str, Any]:
+    """Counts behind the picture, and the bytes of one head (d = 128) by ``attention.traffic``."""
+    m = attention.block_map(seq, block_rows, block_keys, causal)
+    t = attention.traffic(1, 1, seq, 128, block_rows=block_rows, block_keys=block_keys, causal=causal)
+    return {"blocks": m.size, "full": int((m == attention.FULL).sum()), "masked": int((m == attention.MASKED).sum()),
+            "skipped": int((m == attention.SKIPPED).sum()), **t}
+
+
+def block_map_svg(seq: int, block_rows: int, block_keys: int, causal: bool, *, max_side: int = 420) -> str:
+    """Query blocks down, key blocks across; each cell coloured by what the kernel does with it."""
+    m = attention.block_map(seq, block_rows, block_keys, causal)
+    nq, nk = m.shape
+    cell = max(3, min(28, max_side // max(nq, nk)))
+    left, top = 60, 36
+    w, h = left + nk * cell + 10, top + nq * cell + 64
+    body = [_text(left + nk * cell / 2, 14, f"seq {seq}: {nq} query blocks of {block_rows} rows × {nk} key "
+                  f"blocks of {block_keys}{', causal' if causal else ''}", size=11),
+            _text(left + nk * cell / 2, 28, "key blocks →", size=10),
+            _text(left - 6, top + nq * cell / 2, "query", anchor="end", size=10)]
+    for i in range(nq):
+        for j in range(nk):
+            v = int(m[i, j])
+            body.append(f'<rect class="block" data-q="{i}" data-k="{j}" data-state="{NAMES[v]}" '
+                        f'x="{left + j * cell}" y="{top + i * cell}" width="{cell - 1}" height="{cell - 1}" '
+                        f'fill="{COLORS[v]}"/>')
+    s = block_stats(seq, block_rows, block_keys, causal)
+    y = top + nq * cell + 18
+    x = left
+    for v in (attention.FULL, attention.MASKED, attention.SKIPPED):
+        n = s[{attention.FULL: "full", attention.MASKED: "masked", attention.SKIPPED: "skipped"}[v]]
+        body.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{COLORS[v]}"/>')
+        label = f"{NAMES[v]}: {n}"
+        body.append(_text(x + 14, y, label, anchor="start", size=10))
+        x += 24 + 7 * len(label)
+    ratio = s["naive_hbm"] / s["flash_hbm"]
+    body.append(_text(left, y + 20, f"device memory, one head, d = 128: naive {s['naive_hbm'] / 1e6:.1f} MB "
+                      f"(S and P written and read), FlashAttention {s['flash_hbm'] / 1e6:.2f} MB ({ratio:.0f}× less)",
+                      anchor="start", size=10))
+    body.append(_text(left, y + 36, f"from L2 into the SMs: {s['flash_l2'] / 1e6:.1f} MB (each visited key "
+                      "block's K and V, once per query block)", anchor="start", size=10))
+    return _svg(w, h, body)
+
+
+def timeline_svg(tl: schedules.Timeline, *, scale: float | None = None, width: int = 760) -> str:
+    """One row per warpgroup and unit, time across; the tensor cores' busy share printed beside."""
+    groups = sorted({s.group for s in tl.spans})
+    rows = [(g, u) for g in groups for u in ("tensor", "sfu")]
+    left, top, row_h = 150, 30, 22
+    px = scale or (width - left - 20) / max(tl.end, 1e-9)
+    h = top + len(rows) * row_h + 40
+    body = [_text(left, 16, f"{tl.schedule}: tensor cores busy {tl.tensor_busy:.0%} of {tl.end:.1f} time units",
+                  anchor="start", size=12, weight="bold")]
+    for r, (g, u) in enumerate(rows):
+        y = top + r * row_h
+        body.append(_text(left - 8, y + 15, f"warpgroup {g} {'products' if u == 'tensor' else 'softmax'}",
+                          anchor="end", size=10))
+        body.append(f'<line x1="{left}" y1="{y + row_h - 1}" x2="{left + tl.end * px:.1f}" y2="{y + row_h - 1}" '
+                    'stroke="#ddd"/>')
+        for s in (s for s in tl.spans if s.group == g and s.unit == u):
+            kind = "PV" if s.label.startswith("PV") else s.label[0]
+            x0, x1 = left + s.start * px, left + s.end * px
+            body.append(f'<rect class="span" data-group="{g}" data-unit="{u}" data-label="{escape(s.label)}" '
+                        f'data-start="{s.start:g}" data-end="{s.end:g}" x="{x0:.1f}" y="{y + 2}" '
+                        f'width="{max(x1 - x0 - 1, 1):.1f}" height="{row_h - 5}" fill="{SPAN_COLORS[kind]}"/>')
+            if x1 - x0 > 22:
+                body.append(_text((x0 + x1) / 2, y + 15, s.label, size=9, fill="#fff"))
+    y = top + len(rows) * row_h + 20
+    legend = [("S", "S = Q·Kᵀ"), ("PV", "O += P·V"), ("X", "softmax (exponentials)")]
+    x = left
+    for kind, label in legend:
+        body.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{SPAN_COLORS[kind]}"/>')
+        body.append(_text(x + 14, y, label, anchor="start", size=10))
+        x += 30 + 7 * len(label)
+    return _svg(int(left + tl.end * px + 20), h, body)
+
+
+def blocks_explorer(**initial: Any) -> Any:
+    """Sliders for the sequence length and block shape, and a causal switch, redrawing block_map_svg."""
+    import ipywidgets as W
+
+    seq = W.IntSlider(value=initial.get("seq", 1000), min=16, max=8192, step=16, description="seq")
+    rows = W.Dropdown(options=[64, 128, 192], value=initial.get("block_rows", 128), description="query rows")
+    keys = W.Dropdown(options=[32, 64, 128, 176], value=initial.get("block_keys", 64), description="keys")
+    causal = W.Checkbox(value=initial.get("causal", True), description="causal")
+    figure = W.HTML()
+
+    def redraw(*_: Any) -> None:
+        figure.value = block_map_svg(seq.value, rows.value, keys.value, causal.value)
+
+    for w in (seq, rows, keys, causal):
+        w.observe(redraw, names="value")
+    redraw()
+    box = W.VBox([W.HBox([seq, causal]), W.HBox([rows, keys]), figure])
+    box.figure = figure  # type: ignore[attr-defined]
+    return box
+
+
+def schedule_explorer(**initial: Any) -> Any:
+    """Sliders for the softmax/product time ratio, the stagger and the latency; the three schedules."""
+    import ipywidgets as W
+
+    softmax = W.FloatSlider(value=initial.get("softmax", 1.0), min=0.25, max=3.0, step=0.25,
+                            description="softmax / product", style={"description_width": "initial"})
+    stagger = W.FloatSlider(value=initial.get("stagger", 0.0), min=0.0, max=2.0, step=0.25, description="stagger")
+    latency = W.FloatSlider(value=initial.get("latency", 0.25), min=0.0, max=1.0, step=0.125, description="latency")
+    figure = W.HTML()
+
+    def redraw(*_: Any) -> None:
+        tls = [schedules.simulate(s, blocks=5, softmax=softmax.value, stagger=stagger.value, latency=latency.value)
+               for s in schedules.SCHEDULES]
+        scale = 600 / max(t.end for t in tls)
+        figure.value = "".join(timeline_svg(t, scale=scale) for t in tls)
+
+    for w in (softmax, stagger, latency):
+        w.observe(redraw, names="value")
+    redraw()
+    box = W.VBox([W.HBox([softmax, stagger, latency]), figure])
+    box.figure = figure  # type: ignore[attr-defined]
+    return box
