@@ -42,7 +42,8 @@ def test_block_map_picture_has_one_cell_per_block_coloured_by_state():
     cells = re.findall(r'class="block" data-q="(\d+)" data-k="(\d+)" data-state="([^"]+)"', svg)
     assert len(cells) == 15
     states = {(int(q), int(k)): s for q, k, s in cells}
-    assert states[(0, 2)] == "skipped" and states[(2, 0)] == "computed" and states[(0, 0)].startswith("computed, partly")
+    assert states[(0, 2)] == "skipped" and states[(2, 0)] == "computed"
+    assert states[(0, 0)].startswith("computed, partly")
     assert svg == view.block_map_svg(300, 128, 64, True)  # deterministic
 
 
@@ -71,7 +72,7 @@ def test_schedule_model_does_every_block_once():
 def test_ping_pong_runs_products_whole_one_after_another():
     tl = schedules.simulate("ping-pong", blocks=3)
     products = sorted((x for x in tl.spans if x.unit == "tensor"), key=lambda x: x.start)
-    for a, b in zip(products, products[1:]):
+    for a, b in zip(products, products[1:], strict=False):
         assert b.start >= a.end - 1e-9, (a, b)
 
 
