@@ -1,5 +1,6 @@
 """FlashAttention forward: chapters 09 and 10's kernels against PyTorch's SDPA backends, on the GPU.
 
+    python bench/flash_fwd.py                                the course's variants: check, then bench
     python bench/flash_fwd.py check  [--variants NAME ...]   correctness of each variant (child processes)
     python bench/flash_fwd.py bench  [--variants NAME ...]   TFLOP/s vs SDPA flash / cuDNN / efficient
     python bench/flash_fwd.py run --variant NAME --d 128 --n 8192 [--causal]   one launch (for ncu, sanitizers)
@@ -39,16 +40,18 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch09 tiles 16x64": ("tiles", {"WARP_ROWS": 16, "BC": 64}, (64, 128)),
     "ch09 tiles 32x96": ("tiles", {"WARP_ROWS": 32, "BC": 96}, (64,)),
     "ch09 tiles 32x128": ("tiles", {"WARP_ROWS": 32, "BC": 128}, (64,)),
-    "ch10 plain": ("hopper", {"SCHEDULE": 0}, (64, 128)),
-    "ch10 overlap": ("hopper", {"SCHEDULE": 1}, (64, 128)),
-    "ch10 ping-pong": ("hopper", {"SCHEDULE": 2}, (64, 128)),
-    "ch10 ping-pong 3 stages": ("hopper", {"SCHEDULE": 2, "STAGES": 3}, (64, 128)),
+    "ch10 plain": ("hopper", {"SCHEDULE": 0, "BC": 128}, (64, 128)),
+    "ch10 overlap": ("hopper", {"SCHEDULE": 1, "BC": 128}, (64, 128)),
+    "ch10 ping-pong": ("hopper", {"SCHEDULE": 2, "BC": 128}, (64, 128)),
+    "ch10 ping-pong 3 stages": ("hopper", {"SCHEDULE": 2, "BC": 128, "STAGES": 3}, (64, 128)),
     "ch10 overlap BC=176": ("hopper", {"SCHEDULE": 1, "BC": 176}, (128,)),
     "ch10 ping-pong BC=176": ("hopper", {"SCHEDULE": 2, "BC": 176}, (128,)),
     "ch10 ping-pong BC=192": ("hopper", {"SCHEDULE": 2, "BC": 192}, (128,)),
     "ch10 ping-pong 2x192": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 192}, (64,)),
     "ch10 ping-pong 2x128": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 128}, (64,)),
 }
+#: What a plain run (and `make gpu-check`) measures: each chapter's kernel and chapter 10's progression.
+COURSE = ["ch09 tiles", "ch10 plain", "ch10 overlap", "ch10 ping-pong", "ch10 ping-pong BC=176"]
 SDPA = ("sdpa flash", "sdpa cudnn", "sdpa efficient")
 #: (d, N, causal) of the anchors table; batch = 16384 / N, heads = 2048 / d.
 CONFIGS = [(d, n, c) for d in (128, 64) for n in (4096, 8192) for c in (False, True)]
@@ -136,17 +139,7 @@ def check(names: list[str], timeout: float) -> list[dict[str, Any]]:
 
 # ---- bench ---------------------------------------------------------------------------------------------
 def _sdpa(which: str, q: Any, k: Any, v: Any, causal: bool) -> Any:
-    import torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    backend = {"sdpa flash": SDPBackend.FLASH_ATTENTION, "sdpa cudnn": SDPBackend.CUDNN_ATTENTION,
-               "sdpa efficient": SDPBackend.EFFICIENT_ATTENTION}[which]
-
-    def run() -> None:
-        with sdpa_kernel(backend):
-            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-    return run
+    return attention.sdpa(q, k, v, causal=causal, backend=which.split()[-1])
 
 
 def bench(names: list[str], rounds: int, configs: list[tuple[int, int, bool]]) -> list[dict[str, Any]]:
@@ -226,10 +219,10 @@ def write_report(kind: str, body: list[str], data: Any) -> Path:
     return _out_dirs()[0] / f"{stem}.md"
 
 
-def main() -> None:
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["check", "check-one", "bench", "run"])
-    p.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    p.add_argument("what", nargs="?", default="all", choices=["all", "check", "check-one", "bench", "run"])
+    p.add_argument("--variants", nargs="*", help=f"default: every variant (check, bench) or {COURSE} (all)")
     p.add_argument("--variant")
     p.add_argument("--d", type=int, default=128)
     p.add_argument("--n", type=int, default=8192)
@@ -241,13 +234,16 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=180)
     p.add_argument("--configs", default="all", help="'all' or e.g. 128,8192,0;64,4096,1")
     args = p.parse_args()
+    if args.variants is None:
+        args.variants = COURSE if args.what == "all" else list(VARIANTS)
     unknown = [v for v in [*args.variants, args.variant] if v and v not in VARIANTS]
     if unknown:
         p.error(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
+    status = 0
     if args.what == "check-one":
         for row in check_one(args.variant, args.d):
             print(json.dumps(row), flush=True)
-    elif args.what == "check":
+    elif args.what in ("check", "all"):
         rows = check(args.variants, args.timeout)
         failed = sorted({(r["variant"], r["d"]) for r in rows if not r["ok"]})
         body = ["| variant | d | cases | failed | worst o rel. error | worst lse abs. error |",
@@ -260,7 +256,9 @@ def main() -> None:
                             f"{max((r.get('lse_max_abs', 0) for r in sel), default=0):.1e} |")
         path = write_report("check", body, rows)
         print(f"{path}: {len(rows)} cases, failed variants: {failed or 'none'}")
-    elif args.what == "bench":
+        if failed:
+            status = 1
+    if args.what in ("bench", "all"):
         configs = CONFIGS if args.configs == "all" else [
             (int(a), int(b), bool(int(c))) for a, b, c in (x.split(",") for x in args.configs.split(";"))]
         rows = bench(args.variants, args.rounds, configs)
@@ -270,7 +268,7 @@ def main() -> None:
         path = write_report("bench", body, rows)
         print("\n".join(body[2:]))
         print(path)
-    else:  # run: one launch of one variant, for ncu / compute-sanitizer
+    if args.what == "run":  # one launch of one variant, for ncu / compute-sanitizer
         import torch
 
         kernel, opts, _ = VARIANTS[args.variant]
@@ -280,7 +278,8 @@ def main() -> None:
         torch.cuda.synchronize()
         checked = not args.no_check and b * h * args.n * args.n <= 2**31
         print(args.variant, attention.errors(o, lse, q, k, v, causal=args.causal) if checked else "ran")
+    return status
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

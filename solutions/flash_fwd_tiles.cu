@@ -77,6 +77,8 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
         if (causal && col0 + BC - 1 > row0) causal_mask(s, row0, col0);  // blocks on the diagonal only
         if (col0 + BC > seq) mask_keys_from(s, col0, seq);               // keys past the end
 
+        // The online-softmax update (chapter 09, section 2), in base 2: P = 2^(c S - c m).
+        // BEGIN SOLUTION hint: keep the old max in m_old; row_max(m, s, m); turn m_old into a = 2^(c (m_old - m)) with map; P = 2^(c s - c m) in place with map_row and fast::exp2; row_sum(rs, s); l = a l + rs with the 4-argument map; O = a O with mul_row (only if warp_any(a, ...) finds an a != 1)
         copy(m_old, m);
         row_max(m, s, m);  // m = max(m_old, rowmax S)
         map(m_old, m_old, m, [c](float mo, float mn) { return fast::exp2(c * (mo - mn)); });  // a
@@ -84,6 +86,7 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
         row_sum(rs, s);
         map(l, l, m_old, rs, [](float l, float a, float r) { return a * l + r; });
         if (warp_any(m_old, [](float a) { return a != 1.0f; })) mul_row(acc, acc, m_old);  // no new max: a = 1
+        // END SOLUTION
         copy(p, s);                         // round P to bf16: the A operand of the next product
         mma_AB(acc, p, sm.v[stage], acc);   // O += P V_j
     }

@@ -17,6 +17,8 @@ The kernels (GPU; torch tensors, or CuPy arrays holding bf16 bits as uint16), la
     ``prepare(q, k, v, o, lse, ...) -> run()``     pack once, launch many times (benchmarks)
     ``reference(q, k, v, causal=, scale=)``       (o, lse) in float64 with torch, on the GPU
     ``errors(o, lse, q, k, v, ...)``              relative errors and the first wrong element
+    ``sdpa(q, k, v, causal=, backend=)``          PyTorch's attention pinned to one backend (the baselines)
+    ``compare_sdpa(key, kernel=, label=, ...)``   kernel vs cuDNN and flash in the same run, recorded
 """
 
 from __future__ import annotations
@@ -320,6 +322,66 @@ def flash_fwd(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     lse = _empty(q, (b, h, n), "float32")
     prepare(q, k, v, o, lse, causal=causal, scale=scale, kernel=kernel, **options)()
     return o, lse
+
+
+# ---- the library baselines and a same-run comparison (GPU, torch) -------------------------------------
+SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+                 "math": "MATH"}
+
+
+def sdpa(q: Any, k: Any, v: Any, *, causal: bool = False, backend: str = "cudnn") -> Any:
+    """``run()`` calling PyTorch's scaled_dot_product_attention pinned to one backend: "flash"
+    (FlashAttention-2), "cudnn", "efficient" or "math" -- what a PyTorch user gets."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    if backend not in SDPA_BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(SDPA_BACKENDS)}, got {backend!r}")
+    which = getattr(SDPBackend, SDPA_BACKENDS[backend])
+
+    def run() -> Any:
+        with sdpa_kernel(which):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return run
+
+
+def compare_sdpa(key: str, *, kernel: str, label: str, d: int = 128, seq: int = 8192, causal: bool = False,
+                 tokens: int = 16384, **options: int) -> Any:
+    """Time a kernel variant and SDPA's cuDNN and flash backends in the same run (GPU), or show the
+    recorded numbers (no GPU): ``tklab.recorded.measure`` under ``key``. The shape is the anchors'
+    (``tokens`` per batch, 2048 hidden). The kernel is first checked against float64 on a smaller input.
+    """
+    from . import recorded
+
+    def run() -> dict[str, Any]:
+        import torch
+
+        from .bench import bench
+        from .ceilings import for_device
+
+        small = [torch.randn(1, 2, min(seq, 1024), d, device="cuda", dtype=torch.bfloat16) for _ in range(3)]
+        o_small, lse_small = flash_fwd(*small, causal=causal, kernel=kernel, **options)
+        e = errors(o_small, lse_small, *small, causal=causal)
+        if not e.ok():
+            raise AssertionError(f"{kernel} {options} is wrong, not timed: {e}")
+        b, h = tokens // seq, 2048 // d
+        q, k, v = (torch.randn(b, h, seq, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        o, lse = torch.empty_like(q), torch.empty(b, h, seq, device="cuda")
+        fl = flops(b, h, seq, d, causal)
+        ours = bench(prepare(q, k, v, o, lse, causal=causal, kernel=kernel, **options), flops=fl, progress=False)
+        cudnn = bench(sdpa(q, k, v, causal=causal, backend="cudnn"), flops=fl, progress=False)
+        flash = bench(sdpa(q, k, v, causal=causal, backend="flash"), flops=fl, progress=False)
+        out = {"label": label, "tflops": ours.tflops, "ms": ours.ms, "library_tflops": cudnn.tflops,
+               "library_ms": cudnn.ms, "library": "SDPA cuDNN", "flash_tflops": flash.tflops,
+               "ceiling": "bf16_tensor", "shape": [b, h, seq, d], "causal": causal}
+        try:
+            out["ceiling_tflops"] = for_device(ours.device).bf16_tensor_tflops
+        except Exception:  # noqa: BLE001 - an unknown GPU has no ceiling column
+            pass
+        return out
+
+    return recorded.measure(key, run)
 
 
 # ---- checking the kernels (GPU, torch) ---------------------------------------------------------------
