@@ -145,7 +145,7 @@ def test_matrix_model() -> None:
         ([4 * i for i in range(31)] + [6], 4, "lane 31: offset 6 is not a multiple of the access width 4"),
         ([0] * 32, 3, "width 3 is not a shared-memory access size"),
         ([0] * 31 + [-8], 8, "lane 31: offset -8 is negative"),
-        ([0] * 31 + ["x"], 4, "not an integer byte offset"),
+        ([0] * 31 + ["x"], 4, "not a whole byte offset"),
     ],
 )
 def test_bad_patterns_say_what_is_wrong(offsets: list, width: int, message: str) -> None:
@@ -158,3 +158,13 @@ def test_bad_matrix_patterns() -> None:
         banks.analyze_matrix([0] * 24, 3)
     with pytest.raises(ValueError, match=r"\.x2 needs 16 row addresses"):
         banks.analyze_matrix([0] * 8, 2)
+
+
+def test_fractional_offsets_are_refused_not_truncated():
+    import numpy as np
+
+    with pytest.raises(ValueError, match="lane 1: offset 4.5 is not a whole byte offset"):
+        banks.wavefronts([i * 4.5 for i in range(32)], 4)
+    # whole numbers in any form are fine: floats that are whole, numpy integers
+    assert banks.wavefronts([float(4 * i) for i in range(32)], 4) == 1
+    assert banks.wavefronts(list(np.arange(32, dtype=np.int64) * 4), 4) == 1

@@ -194,3 +194,71 @@ def test_nvrtc_outputs_are_read_into_fresh_buffers():
     space = " "
     assert space.encode()[0] == 32  # the shared single-byte object still holds a space
     assert b"a b".split()[0] == b"a"
+
+
+# ---- arguments checked before NVRTC sees them ---------------------------------------------------------
+
+def test_options_as_one_string_are_split_like_a_shell_line():
+    src = 'extern "C" __global__ void f(int* x) { x[0] = FOO + BAR; }'
+    mod = tklab.compile(src, arch="sm_80", options="-DFOO=40 -DBAR=2")
+    assert "42" in mod.ptx and "-DFOO=40" in mod.options and "-" not in [o for o in mod.options if len(o) == 1]
+    with pytest.raises(TypeError, match="options: 7 is a int"):
+        tklab.compile(src, arch="sm_80", options=["-DFOO=1", 7])
+
+
+def test_include_dirs_as_one_string_is_one_folder(tmp_path):
+    (tmp_path / "v.cuh").write_text("#define V 77\n")
+    t = time.perf_counter()
+    mod = tklab.compile('#include "v.cuh"\nextern "C" __global__ void f(int* x) { x[0] = V; }', arch="sm_80",
+                        include_dirs=str(tmp_path))
+    assert "77" in mod.ptx and time.perf_counter() - t < 10
+    with pytest.raises(ValueError, match="is not a folder"):
+        tklab.compile("", arch="sm_80", include_dirs=str(tmp_path / "v.cuh"))
+
+
+def test_nul_byte_in_the_source_is_refused_with_its_place():
+    src = 'extern "C" __global__ void f(int* x) {\n  x[0] = 1;\0 x[1] = 2;\n}\n'
+    with pytest.raises(ValueError, match=r"cell.cu:2:12: .*NUL byte"):
+        tklab.compile(src, arch="sm_80", name="cell.cu")
+
+
+@pytest.mark.parametrize("arch", ["sm_100a", "sm_120", "compute_100a"])
+def test_new_architectures_are_accepted_when_nvrtc_has_them(arch):
+    want = int(arch.split("_")[1].rstrip("af"))
+    if want not in compiler.supported_archs():
+        pytest.skip(f"this NVRTC does not support {arch}")
+    mod = tklab.compile('extern "C" __global__ void f(int* x) { x[0] = 1; }', arch=arch)
+    assert mod.kernels == ["f"] and mod.arch == arch.replace("compute_", "sm_")
+
+
+def test_architecture_nvrtc_lacks_is_named_with_the_supported_ones(monkeypatch):
+    monkeypatch.setattr(compiler, "supported_archs", lambda: (80, 90))
+    with pytest.raises(ValueError, match="does not compile for it; it supports sm_80, sm_90"):
+        compiler._normalise_arch("sm_100a")
+    assert compiler._normalise_arch("sm_90a") == "sm_90a"
+
+
+def test_slow_compile_says_what_is_taking_long(monkeypatch, capsys):
+    monkeypatch.setattr(compiler, "_SLOW_AFTER", 0.05)
+    monkeypatch.setattr(compiler, "_SLOW_EVERY", 0.05)
+    real = compiler._nvrtc
+
+    def slow(*a, **k):
+        time.sleep(0.3)
+        return real(*a, **k)
+
+    monkeypatch.setattr(compiler, "_nvrtc", slow)
+    src = f"// {uuid.uuid4()}\n" + "// filler\n" * 30000 + 'extern "C" __global__ void f(int* x) { x[0] = 1; }\n'
+    tklab.compile(src, arch="sm_80", name="generated.cu")
+    err = capsys.readouterr().err
+    assert "still compiling generated.cu (30002 lines" in err and "KB) after" in err
+    assert "generator" in err  # a large source: the likely cause is named once
+    assert err.count("generator") == 1
+
+
+def test_kernel_without_extern_c_is_found_by_its_plain_name():
+    mod = tklab.compile("__global__ void saxpy(float* y, float a) { y[threadIdx.x] *= a; }", arch="sm_80")
+    assert mod.kernels == ["_Z5saxpyPff"]
+    assert compiler.plain_name("_Z5saxpyPff") == "saxpy" and compiler.plain_name("saxpy") is None
+    k = mod["saxpy"]
+    assert k.name == "_Z5saxpyPff" and k.params[1].ctype == "float"

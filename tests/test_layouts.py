@@ -235,3 +235,16 @@ def test_coords_checks_its_arguments() -> None:
         f.coords(32, 0)
     with pytest.raises(ValueError, match="element 8"):
         f.coords(0, 8)
+
+
+def test_fractional_lanes_and_elements_are_refused():
+    f = L.fragment("mma.m16n8k16", "A")
+    with pytest.raises(TypeError, match="lane must be a whole number, not 1.5"):
+        f.coords(1.5, 0)
+    with pytest.raises(TypeError, match="element must be a whole number"):
+        f.coords(1, 0.5)
+    assert f.coords(1.0, 0) == f.coords(1, 0) and all(isinstance(x, int) for x in f.coords(1.0, 0))
+    with pytest.raises(TypeError, match="coordinate"):
+        f.owner(0.5, 0)
+    with pytest.raises(TypeError, match="byte offset"):
+        L.swizzle(128.5, "128B")

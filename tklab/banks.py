@@ -38,6 +38,7 @@ total ``l1tex__data_pipe_lsu_wavefronts_mem_shared.sum`` read one more than ld +
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -133,9 +134,12 @@ def _check(offsets: Sequence[int | None], width: int, lanes: int = 32) -> tuple[
             continue
         if isinstance(o, bool) or not isinstance(o, int):
             try:
-                o = int(o)  # numpy integers
-            except (TypeError, ValueError):
-                raise ValueError(f"lane {lane}: offset {o!r} is not an integer byte offset") from None
+                o = operator.index(o)  # numpy integers; a float is never cut to an int here
+            except TypeError:
+                if isinstance(o, float) and o.is_integer():
+                    o = int(o)
+                else:
+                    raise ValueError(f"lane {lane}: offset {o!r} is not a whole byte offset") from None
         if o < 0:
             raise ValueError(f"lane {lane}: offset {o} is negative")
         if o % width:

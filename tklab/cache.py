@@ -1,12 +1,20 @@
-"""The on-disk compile cache.
+"""The on-disk compile cache, which heals itself.
 
 A compile costs 1-3 s; a notebook re-runs cells constantly, so results are kept on disk keyed by
 everything that can change the output: the source, the options, the target arch, the *contents* of the
 headers on the include path (editing a tile-library header invalidates every kernel that may include
 it) and the toolchain version. A hit costs a hash and a file read: milliseconds.
 
-Location: ``$TKLAB_CACHE_DIR`` or ``~/.cache/tklab``; ``TKLAB_NO_CACHE=1`` turns it off.
-Public API: ``key(...)``, ``load(key)``, ``store(key, entry)``, ``cache_dir()``, ``clear()``.
+Why it validates what it reads: a cache that trusts its files turns one bad write (a full disk, a killed
+process, a stray edit) into a source that fails for good. Every entry is checked on read (meta fields
+and types, an ELF cubin, a PTX module with a target); a bad one is deleted and reported as a miss, so
+the next compile rebuilds it. Entries are written into a temporary folder and renamed into place.
+When the cache cannot be written (a read-only folder, ``TKLAB_CACHE_DIR`` naming a file), compiling
+goes on without caching, with one warning per folder.
+
+Location: ``$TKLAB_CACHE_DIR`` (unset or empty: ``~/.cache/tklab``); ``TKLAB_NO_CACHE=1`` turns it off.
+Public API: ``key(...)``, ``load(key)``, ``store(key, entry)``, ``cache_dir()``, ``clear()``,
+``CacheWarning``.
 """
 
 from __future__ import annotations
@@ -16,16 +24,29 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 _HEADER_SUFFIXES = {".cuh", ".h", ".hpp", ".inl", ".inc"}
 # (path, mtime_ns, size) -> sha256 digest; avoids re-reading unchanged headers on every compile.
 _file_digests: dict[tuple[str, int, int], str] = {}
+# Folders already warned about (one warning each, not one per compile).
+_warned: set[str] = set()
+
+#: What a stored ``meta.json`` must hold, and of which type.
+META_FIELDS: dict[str, type | tuple[type, ...]] = {"log": str, "lowered": dict, "seconds": (int, float)}
+
+
+class CacheWarning(UserWarning):
+    """The compile cache could not be used as asked; compiling goes on without it."""
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("TKLAB_CACHE_DIR", Path.home() / ".cache" / "tklab"))
+    """``$TKLAB_CACHE_DIR`` if set and not empty, else ``~/.cache/tklab``."""
+    configured = os.environ.get("TKLAB_CACHE_DIR", "").strip()
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "tklab"
 
 
 def enabled() -> bool:
@@ -67,37 +88,96 @@ def key(*, source: str, options: Iterable[str], arch: str, header_dirs: Iterable
     return h.hexdigest()
 
 
+def _entry_dir(k: str) -> Path:
+    return cache_dir() / k[:2] / k
+
+
+def problem(meta: Any, cubin: bytes, ptx: str) -> str | None:
+    """Why a stored entry cannot be used (None: it can)."""
+    if not isinstance(meta, dict):
+        return "meta.json is not an object"
+    for name, kind in META_FIELDS.items():
+        if name not in meta:
+            return f"meta.json lacks {name!r}"
+        if not isinstance(meta[name], kind) or isinstance(meta[name], bool):
+            return f"meta.json's {name!r} has the wrong type"
+    if not all(isinstance(a, str) and isinstance(b, str) for a, b in meta["lowered"].items()):
+        return "meta.json's 'lowered' is not a map of names"
+    if len(cubin) < 64 or cubin[:4] != b"\x7fELF":
+        return "module.cubin is not an ELF file"
+    if ".target" not in ptx or ".version" not in ptx:
+        return "module.ptx is not a PTX module"
+    return None
+
+
+def _discard(d: Path, why: str) -> None:
+    """Remove a bad entry so the next store can replace it; an entry that cannot be removed stays a miss."""
+    shutil.rmtree(d, ignore_errors=True)
+    if d.exists():
+        _warn_once(d.parent, f"a damaged compile-cache entry ({d}: {why}) could not be removed; it is ignored")
+
+
 def load(k: str) -> dict | None:
-    """The cached entry (``meta`` dict plus ``cubin``/``ptx``), or None on a miss."""
+    """The cached entry (``meta`` dict plus ``cubin``/``ptx``), or None on a miss (a bad entry is a miss)."""
     if not enabled():
         return None
-    d = cache_dir() / k[:2] / k
+    d = _entry_dir(k)
+    if not d.is_dir():
+        return None
     try:
         meta = json.loads((d / "meta.json").read_text())
-        meta["cubin"] = (d / "module.cubin").read_bytes()
-        meta["ptx"] = (d / "module.ptx").read_text()
-    except (OSError, ValueError):
+        cubin = (d / "module.cubin").read_bytes()
+        ptx = (d / "module.ptx").read_text()
+    except (OSError, ValueError) as e:
+        _discard(d, f"unreadable: {e}")
         return None
+    why = problem(meta, cubin, ptx)
+    if why:
+        _discard(d, why)
+        return None
+    meta["cubin"], meta["ptx"] = cubin, ptx
     return meta
 
 
-def store(k: str, entry: dict) -> None:
-    """Write an entry atomically (a temp folder renamed into place), so readers never see half."""
+def _warn_once(where: Path, text: str) -> None:
+    if str(where) in _warned:
+        return
+    _warned.add(str(where))
+    warnings.warn(f"tklab: {text}", CacheWarning, stacklevel=3)
+
+
+def store(k: str, entry: dict) -> bool:
+    """Write an entry atomically (a temp folder renamed into place), so readers never see half of one.
+
+    Returns whether the entry is now in the cache. A cache that cannot be written costs a warning (once
+    per folder), never the compile.
+    """
     if not enabled():
-        return
-    final = cache_dir() / k[:2] / k
-    if final.exists():
-        return
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-"))
+        return False
+    root = cache_dir()
+    final = _entry_dir(k)
+    tmp: Path | None = None
     try:
+        if final.is_dir():
+            return True  # another process stored it first; load() validates it
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=".tmp-"))
         meta = {x: v for x, v in entry.items() if x not in ("cubin", "ptx")}
         (tmp / "module.cubin").write_bytes(entry["cubin"])
         (tmp / "module.ptx").write_text(entry["ptx"])
         (tmp / "meta.json").write_text(json.dumps(meta))
         os.replace(tmp, final)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp = None
+        return True
+    except OSError as e:
+        if final.is_dir():  # lost a race with another writer: theirs is as good as ours
+            return True
+        _warn_once(root, f"cannot write the compile cache in {root} ({type(e).__name__}: {e.strerror or e}); "
+                   "compiling without caching (set TKLAB_CACHE_DIR to a writable folder, or TKLAB_NO_CACHE=1)")
+        return False
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def clear() -> None:

@@ -5,14 +5,25 @@ does not), always with ``-std=c++20`` and the tile library on the include path, 
 just works. One compile yields both PTX and a cubin for a real architecture; kernels are launched from
 the cubin (a cubin from a newer NVRTC loads on an older driver of the same major version, PTX may not).
 
+Arguments are checked before NVRTC sees them: ``options`` and ``include_dirs`` may be a sequence or one
+string (``options="-DTILE=64 -lineinfo"`` is split like a shell line; ``include_dirs="/path"`` is one
+folder), a NUL byte in the source is refused (NVRTC would silently drop everything after it), and an
+arch is checked against the ones this NVRTC supports. A compile that takes long says so on stderr
+(NVRTC cannot be interrupted, but the learner should know what the machine is doing).
+
 Public API: ``compile(source, *, arch=None, name=None, options=(), include_dirs=(), name_expressions=())``
-→ ``Module``; ``CompileError``.
+→ ``Module``; ``CompileError``; ``supported_archs()``.
 """
 
 from __future__ import annotations
 
+import functools
 import html
+import os
 import re
+import shlex
+import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -22,7 +33,11 @@ from typing import Any
 
 from . import cache, sass, signature, toolchain
 
-_ARCH = re.compile(r"^sm_(\d)(\d)(a|f)?$")
+_ARCH = re.compile(r"^sm_(\d{2,3})(a|f)?$")
+
+#: Seconds after which a running compile says so on stderr, then every ``_SLOW_EVERY`` seconds.
+_SLOW_AFTER = 10.0
+_SLOW_EVERY = 30.0
 
 
 class CompileError(Exception):
@@ -77,6 +92,18 @@ def parse_diagnostics(log: str, program: str) -> list[tuple[str, int, str, str]]
     return result
 
 
+@functools.lru_cache(maxsize=1)
+def supported_archs() -> tuple[int, ...]:
+    """The compute capabilities this NVRTC compiles for (e.g. ``(75, 80, ..., 90, 100, 120)``); () if unknown."""
+    try:
+        from cuda.bindings import nvrtc
+
+        err, archs = nvrtc.nvrtcGetSupportedArchs()
+        return tuple(int(a) for a in archs) if err == nvrtc.nvrtcResult.NVRTC_SUCCESS else ()
+    except Exception:  # noqa: BLE001 - an older NVRTC without the query: NVRTC itself will judge
+        return ()
+
+
 def _normalise_arch(arch: str | None) -> str:
     if arch is None:
         from . import gpu
@@ -85,12 +112,79 @@ def _normalise_arch(arch: str | None) -> str:
             raise ValueError("No GPU found, so tklab cannot guess the target architecture: pass arch=, "
                              "e.g. arch='sm_90a' (H100/H200, with wgmma) or arch='sm_80' (A100).")
         return gpu.arch()
+    if not isinstance(arch, str):
+        raise TypeError(f"arch must be a string such as 'sm_90a', not {type(arch).__name__}")
     arch = arch.strip().lower()
     if arch.startswith("compute_"):
         arch = "sm_" + arch[len("compute_"):]
-    if not _ARCH.match(arch):
-        raise ValueError(f"arch={arch!r} is not a CUDA architecture; use e.g. 'sm_80', 'sm_90' or 'sm_90a'.")
+    m = _ARCH.match(arch)
+    if not m:
+        raise ValueError(f"arch={arch!r} is not a CUDA architecture; use e.g. 'sm_80', 'sm_90', 'sm_90a' or "
+                         "'sm_100a'.")
+    known = supported_archs()
+    if known and int(m.group(1)) not in known:
+        listed = ", ".join(f"sm_{a}" for a in known)
+        raise ValueError(f"arch={arch!r}: this NVRTC does not compile for it; it supports {listed}.")
     return arch
+
+
+def _as_strings(value: object, what: str, *, split: bool) -> list[str]:
+    """A sequence of strings/paths, or one string (split like a shell line when ``split``)."""
+    if isinstance(value, (str, os.PathLike)):
+        text = os.fspath(value)
+        return shlex.split(text) if split else ([text] if text else [])
+    if isinstance(value, bytes):
+        raise TypeError(f"{what} must be strings, not bytes")
+    try:
+        items = list(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"{what} must be a string or a sequence of strings, not {type(value).__name__}") from None
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise TypeError(f"{what}: {item!r} is a {type(item).__name__}, not a string")
+    return [os.fspath(i) for i in items]
+
+
+def _refuse_nul(source: str, program: str) -> None:
+    at = source.find("\0")
+    if at >= 0:
+        line = source.count("\n", 0, at) + 1
+        col = at - (source.rfind("\n", 0, at) + 1) + 1
+        raise ValueError(f"{program}:{line}:{col}: the source contains a NUL byte; NVRTC would silently ignore "
+                         "everything after it (a binary file, or a bad copy and paste?)")
+
+
+class _SlowCompileNotice:
+    """Says on stderr when a compile runs long: what is being compiled, how big it is, for how long."""
+
+    def __init__(self, program: str, source: str, stream: object = None):
+        self.program, self.lines, self.size = program, len(source.splitlines()), len(source.encode())
+        self.stream = stream
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self.notices = 0
+
+    def _watch(self) -> None:
+        start = time.monotonic()
+        wait = _SLOW_AFTER
+        while not self._done.wait(wait):
+            self.notices += 1
+            kb = self.size / 1024
+            big = (" A source this large usually comes from a generator or a huge #include; compile a "
+                   "smaller piece first." if self.size > 256 * 1024 else
+                   " Deep template recursion or fully unrolled loops over large bounds are the usual cause.")
+            print(f"tklab: still compiling {self.program} ({self.lines} lines, {kb:.0f} KB) after "
+                  f"{time.monotonic() - start:.0f} s; NVRTC cannot be interrupted.{big if self.notices == 1 else ''}",
+                  file=self.stream or sys.stderr, flush=True)
+            wait = _SLOW_EVERY
+
+    def __enter__(self) -> _SlowCompileNotice:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 def compile(  # noqa: A001 - the name learners expect
@@ -111,18 +205,25 @@ def compile(  # noqa: A001 - the name learners expect
     """
     if not isinstance(source, str):
         raise TypeError(f"source must be a str of CUDA C++, not {type(source).__name__}")
-    arch = _normalise_arch(arch)
     program = name or "kernel.cu"
-    user_dirs = [str(Path(d).resolve()) for d in include_dirs]
+    _refuse_nul(source, program)
+    arch = _normalise_arch(arch)
+    extra = _as_strings(options, "options", split=True)
+    user_dirs = [str(Path(d).expanduser().resolve()) for d in _as_strings(include_dirs, "include_dirs", split=False)]
+    for d in user_dirs:
+        if not Path(d).is_dir():
+            raise ValueError(f"include_dirs: {d} is not a folder")
+    name_expressions = _as_strings(name_expressions, "name_expressions", split=False)
     header_dirs = [str(toolchain.tile_library_dir()), *user_dirs]
-    opts = ["-std=c++20", f"-arch={arch}", "--ptxas-options=-v", "-lineinfo", *map(str, options)]
+    opts = ["-std=c++20", f"-arch={arch}", "--ptxas-options=-v", "-lineinfo", *extra]
     key = cache.key(source=source, options=opts, arch=arch, header_dirs=header_dirs,
                     toolchain=toolchain.fingerprint(), name_expressions=name_expressions)
     entry = cache.load(key)
     cached = entry is not None
     if entry is None:
-        entry = _nvrtc(source, program, opts + [f"-I{d}" for d in [*header_dirs, *toolchain.include_dirs()]],
-                       name_expressions, line_offset)
+        with _SlowCompileNotice(program, source):
+            entry = _nvrtc(source, program, opts + [f"-I{d}" for d in [*header_dirs, *toolchain.include_dirs()]],
+                           name_expressions, line_offset)
         cache.store(key, entry)
     return Module(source=source, program=program, arch=arch, options=tuple(opts), key=key,
                   cached=cached, **{k: entry[k] for k in ("cubin", "ptx", "log", "lowered", "seconds")})
@@ -174,6 +275,20 @@ def _read(prog: Any, size_fn: Any, get_fn: Any, ok: Any, what: str, *, strip: bo
     return bytes(buf).rstrip(b"\0") if strip else bytes(buf)
 
 
+def plain_name(mangled: str) -> str | None:
+    """``_Z5saxpyPfS_fi`` → ``saxpy``: the name of a kernel C++ mangled (not ``extern "C"``), or None.
+
+    Only plain functions in the global namespace (``_Z<len><name>...``); templates and namespaced
+    kernels are reached with ``name_expressions=``.
+    """
+    m = re.match(r"^_Z(\d+)", mangled)
+    if not m:
+        return None
+    n, start = int(m.group(1)), m.end()
+    name = mangled[start:start + n]
+    return name if len(name) == n and name.isidentifier() else None
+
+
 _ENTRY = re.compile(r"^\s*(?:\.(?:visible|weak|extern)\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
 
 
@@ -194,11 +309,23 @@ class Module:
         """Mangled/extern names of the kernels (``.entry`` points) in this module."""
         return _ENTRY.findall(self.ptx)
 
+    @cached_property
+    def plain_names(self) -> dict[str, str]:
+        """Plain C++ name → mangled name, for kernels not declared ``extern "C"`` (only names used once)."""
+        seen: dict[str, list[str]] = {}
+        for k in self.kernels:
+            plain = plain_name(k)
+            if plain is not None:
+                seen.setdefault(plain, []).append(k)
+        return {p: ks[0] for p, ks in seen.items() if len(ks) == 1 and p not in self.kernels}
+
     def _resolve(self, name: str) -> str:
         if name in self.lowered:
             return self.lowered[name]
         if name in self.kernels:
             return name
+        if name in self.plain_names:
+            return self.plain_names[name]
         raise KeyError(f"no kernel named {name!r} in {self.program}; kernels: {', '.join(self.kernels) or 'none'}"
                        " (declare kernels extern \"C\", or pass templates via name_expressions=)")
 

@@ -29,12 +29,26 @@ Fragment names (elements are numbered in register order, the low 16-bit half fir
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 SWIZZLE_MODES = ("none", "32B", "64B", "128B")
 _SWIZZLE_BITS = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
+
+
+def _whole(value: object, what: str) -> int:
+    """``value`` as an int: ints and numpy integers pass, a float only when whole (1.5 is refused, not cut)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an integer, not a bool")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        pass
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise TypeError(f"{what} must be a whole number, not {value!r}")
 
 
 def swizzle(byte_offset: int, mode: str = "none") -> int:
@@ -46,6 +60,7 @@ def swizzle(byte_offset: int, mode: str = "none") -> int:
     """
     if mode not in _SWIZZLE_BITS:
         raise ValueError(f"swizzle mode {mode!r} is not one of {', '.join(SWIZZLE_MODES)}")
+    byte_offset = _whole(byte_offset, "byte offset")
     if byte_offset < 0:
         raise ValueError(f"byte offset {byte_offset} is negative")
     mask = (1 << _SWIZZLE_BITS[mode]) - 1
@@ -142,6 +157,7 @@ class Fragment:
 
     def coords(self, lane: int, i: int) -> tuple[int, ...]:
         """Coordinates of element ``i`` (register ``i * bits // 32``, low half first) of ``lane``."""
+        lane, i = _whole(lane, f"{self.name}: lane"), _whole(i, f"{self.name}: element")
         if not 0 <= lane < self.lanes:
             raise ValueError(f"{self.name}: lane {lane} is not in 0..{self.lanes - 1}")
         if not 0 <= i < self.elements:
@@ -155,6 +171,7 @@ class Fragment:
     def owner(self, *coord: int) -> tuple[int, int]:
         """(lane, i) holding the element at ``coord`` (the inverse of :meth:`coords`)."""
         inv = _inverse(self)
+        coord = tuple(_whole(c, f"{self.name}: coordinate") for c in coord)
         if tuple(coord) not in inv:
             raise ValueError(f"{self.name}: no lane holds {tuple(coord)} (shape {self.shape})")
         return inv[tuple(coord)]
@@ -162,6 +179,7 @@ class Fragment:
     def register_of(self, i: int) -> tuple[int, int]:
         """(register, half) of element ``i``: half 0 is bits 0..15."""
         per = 32 // self.bits
+        i = _whole(i, f"{self.name}: element")
         return i // per, i % per
 
 
