@@ -42,12 +42,47 @@ def test_magic_options_and_errors(monkeypatch):
     ns: dict = {}
     mod = magic.run_cell("--arch sm_80 -O=-DBIAS=3", "extern \"C\" __global__ void k(int* x){ x[0] = BIAS; }", ns)
     assert mod.arch == "sm_80" and "3" in mod.ptx
-    with pytest.raises(ValueError, match="could not understand"):
+    with pytest.raises(magic.MagicError, match="could not understand"):
         magic.run_cell("--bogus", CELL, ns)
     with pytest.raises(tklab.CompileError) as e:
         magic.run_cell("--arch sm_80 --name cell.cu", "extern \"C\" __global__ void k(int* x){\n x[0] = ;\n}", ns)
     assert e.value.lines == [2]
     assert e.value._render_traceback_()[0].startswith("CompileError: ")
+
+
+def test_magic_binds_a_kernel_without_extern_c_under_its_plain_name():
+    ns: dict = {}
+    mod = magic.run_cell("--arch sm_80", "__global__ void saxpy(float* y, float a) { y[threadIdx.x] *= a; }", ns)
+    assert isinstance(ns["saxpy"], tklab.Kernel) and ns["saxpy"].name == "_Z5saxpyPff"
+    assert not [k for k in ns if k.startswith("_Z")]
+    assert len(mod.notes) == 1 and 'not declared extern "C"' in mod.notes[0] and "_Z5saxpyPff" in mod.notes[0]
+    ns2: dict = {}
+    over = magic.run_cell("--arch sm_80", "__global__ void f(int* x) { x[0] = 1; }\n"
+                          "__global__ void f(float* x) { x[0] = 1; }", ns2)
+    assert not [k for k in ns2 if k == "f" or k.startswith("_Z")]  # ambiguous: not bound, and said so
+    assert len(over.notes) == 2 and all("not bound" in n for n in over.notes)
+
+
+@pytest.mark.parametrize("line, cell, words", [
+    ("--arch hopper", 'extern "C" __global__ void k(int* x) { x[0] = 1; }', "not a CUDA architecture"),
+    ("--bogus", "x", "unrecognized arguments: --bogus"),
+    ('--name "unclosed', "x", "could not understand"),
+    ("--arch sm_80", 'extern "C" __global__ void k(int* x) { x[0] = y; }', "CompileError: compiling cell.cu failed"),
+])
+def test_magic_errors_are_one_clear_block_not_a_traceback(monkeypatch, capsys, line, cell, words):
+    pytest.importorskip("IPython")
+    from IPython.testing.globalipapp import get_ipython
+
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "tklab")
+    capsys.readouterr()
+    result = ip.run_cell(f"%%tk {line}\n{cell}")
+    assert result.error_in_exec is not None
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert words in text, text
+    assert "Traceback" not in text and "tklab/" not in text and "File " not in text, text
+    assert "usage:" not in text  # argparse's own usage block is not printed
 
 
 def test_magic_registers_with_ipython(monkeypatch):

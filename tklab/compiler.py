@@ -302,6 +302,7 @@ class Module:
         self.lowered = dict(lowered)
         self.compile_seconds = seconds
         self._kernels: dict[str, Kernel] = {}
+        self.notes: list[str] = []  # remarks for the reader (e.g. from %%tk: a kernel bound under its plain name)
 
     # ---- kernels -------------------------------------------------------------------------------
     @cached_property

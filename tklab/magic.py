@@ -8,7 +8,11 @@ Usage (after ``%load_ext tklab``)::
 Afterwards ``saxpy`` is a ``tklab.Kernel`` in the notebook (``saxpy(grid, block, (y, x, 2.0, n))``) and
 the module's summary (registers, shared memory, spills, instruction mix) is shown under the cell.
 Without a GPU and without ``--arch`` the cell is compiled for ``sm_90a``, the course's target, so the
-inspection half still works. Compile errors point at the cell's own line numbers.
+inspection half still works. Compile errors point at the cell's own line numbers; any other mistake
+(an unknown option, a bad arch) is one line, not a traceback through tklab. A kernel declared without
+``extern "C"`` is bound under its plain name, with a note (its symbol is C++-mangled).
+
+Public API: ``run_cell(line, cell, namespace)``, ``MagicError``, ``register(ipython)``.
 """
 
 from __future__ import annotations
@@ -22,8 +26,20 @@ from . import compiler, gpu
 COURSE_ARCH = "sm_90a"
 
 
+class MagicError(ValueError):
+    """A mistake in a ``%%tk`` cell's options or arguments; IPython shows it as one line."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"%%tk: {self}"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would print usage to stderr and exit
+        raise MagicError(message)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="%%tk", add_help=False)
+    p = _Parser(prog="%%tk", add_help=False)
     p.add_argument("--arch", default=None)
     p.add_argument("--name", default="cell.cu")
     p.add_argument("--module", default=None, help="also bind the Module under this name")
@@ -33,19 +49,45 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _bind(mod: compiler.Module, namespace: dict[str, Any]) -> list[str]:
+    """Bind each kernel under a Python name; notes for kernels whose symbol is C++-mangled."""
+    notes = []
+    for kernel in mod:
+        if not kernel.name.startswith("_Z") and kernel.name.isidentifier():
+            namespace[kernel.name] = kernel
+            continue
+        plain = compiler.plain_name(kernel.name)
+        if plain is not None and mod.plain_names.get(plain) == kernel.name:
+            namespace[plain] = mod[plain]
+            notes.append(f"{plain} is not declared extern \"C\": its symbol is {kernel.name}; bound as {plain} "
+                         f"(write extern \"C\" __global__ void {plain}(...) to keep the plain name)")
+        else:
+            notes.append(f"{kernel.name} is a C++-mangled kernel (overloaded, templated or in a namespace): "
+                         "not bound; declare it extern \"C\", or use tklab.compile(..., name_expressions=[...])")
+    return notes
+
+
 def run_cell(line: str, cell: str, namespace: dict[str, Any]) -> compiler.Module:
-    """Compile ``cell`` with the options on the magic ``line`` and bind its kernels into ``namespace``."""
+    """Compile ``cell`` with the options on the magic ``line`` and bind its kernels into ``namespace``.
+
+    Raises ``CompileError`` for errors in the cell's code and ``MagicError`` for anything else.
+    """
     try:
         args = _parser().parse_args(shlex.split(line))
-    except SystemExit:
-        raise ValueError(f"%%tk: could not understand the options {line!r}; "
+    except (MagicError, ValueError) as e:
+        raise MagicError(f"could not understand the options {line!r} ({e}); "
                          "use --arch, --name, --module, --quiet, -O") from None
     arch = args.arch or (gpu.arch() if gpu.available() else COURSE_ARCH)
-    mod = compiler.compile(cell, arch=arch, name=args.name, options=tuple(args.options))
-    for kernel in mod:
-        if kernel.name.isidentifier():
-            namespace[kernel.name] = kernel
+    try:
+        mod = compiler.compile(cell, arch=arch, name=args.name, options=tuple(args.options))
+    except compiler.CompileError:
+        raise
+    except (ValueError, TypeError) as e:
+        raise MagicError(str(e)) from None
+    mod.notes = _bind(mod, namespace)
     if args.module:
+        if not args.module.isidentifier():
+            raise MagicError(f"--module {args.module!r} is not a Python name")
         namespace[args.module] = mod
     return mod
 
@@ -57,6 +99,8 @@ def register(ipython: Any) -> None:
     @register_cell_magic("tk")
     def tk(line: str, cell: str) -> None:
         mod = run_cell(line, cell, ipython.user_ns)
+        for note in mod.notes:
+            print(f"note: {note}")
         if "--quiet" not in line:
             display(mod)
 
