@@ -167,3 +167,27 @@ def test_removed_solution_removes_its_unedited_exercise_only(tmp_path):
     (exd / "k.cu").write_text("edited\n")
     report = ex.sync(sol, exd)
     assert report.kept_stale == ["k.cu"] and (exd / "k.cu").read_text() == "edited\n"
+
+
+@pytest.mark.parametrize("bad", ["missing", "typo", "empty", "file", "no regions"])
+def test_bad_solutions_folder_is_refused_and_nothing_is_touched(tmp_path, capsys, bad):
+    sol, exd = _tree(tmp_path)
+    ex.sync(sol, exd)
+    before = {p.name: p.read_bytes() for p in exd.iterdir()}
+    target = {"missing": tmp_path / "nowhere", "typo": tmp_path / "solution", "empty": tmp_path / "empty",
+              "file": tmp_path / "solutions.txt", "no regions": tmp_path / "plain"}[bad]
+    if bad == "empty":
+        target.mkdir()
+    elif bad == "file":
+        target.write_text("x")
+    elif bad == "no regions":
+        target.mkdir()
+        (target / "k.cu").write_text("// a file without regions\n")
+    with pytest.raises(ex.SolutionsError):
+        ex.sync(target, exd)
+    for args in (["--solutions", str(target), "--exercises", str(exd)],
+                 ["--check", "--solutions", str(target), "--exercises", str(exd)]):
+        assert ex.main(args) == 2
+        err = capsys.readouterr().err
+        assert str(target) in err and "nothing was changed" in err
+    assert {p.name: p.read_bytes() for p in exd.iterdir()} == before  # no exercise removed or rewritten

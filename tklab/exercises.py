@@ -16,8 +16,13 @@ Learners edit their exercise files, so regenerating must never eat their work. `
 records the hash of every file as last generated; a file whose hash differs was edited, and
 regeneration stops and names it, unless ``--backup`` copies it aside to ``<name>.bak-<timestamp>``.
 
+A missing or mistyped ``--solutions`` folder would plan nothing, and every unedited exercise would look
+stale and be removed: ``sync``, ``differences`` and ``--check`` refuse a solutions folder that does not
+exist or holds no solution (``SolutionsError``) and touch nothing.
+
 Public API: ``regions(text, suffix)``, ``render(text, source_name, suffix)``, ``plan(solutions)``,
-``sync(solutions, exercises, backup=False)``, ``differences(solutions, exercises)``, ``main(argv)``.
+``sync(solutions, exercises, backup=False)``, ``differences(solutions, exercises)``, ``main(argv)``,
+``RegionError``, ``SolutionsError``.
 """
 
 from __future__ import annotations
@@ -45,6 +50,22 @@ COMMENT = {".cu": "//", ".cuh": "//", ".cpp": "//", ".h": "//", ".hpp": "//", ".
 
 class RegionError(ValueError):
     """A solution file's BEGIN/END SOLUTION markers do not pair up."""
+
+
+class SolutionsError(ValueError):
+    """The solutions folder is missing or holds no solution: nothing can be generated from it."""
+
+
+def _planned(solutions: Path) -> dict[str, tuple[str, str]]:
+    """``plan(solutions)``, refusing a folder that is missing or yields no exercise."""
+    if not solutions.is_dir():
+        what = "is a file, not a folder" if solutions.exists() else "does not exist"
+        raise SolutionsError(f"the solutions folder {solutions} {what}; nothing was changed (check --solutions)")
+    planned = plan(solutions)
+    if not planned:
+        raise SolutionsError(f"{solutions} holds no solution file with BEGIN SOLUTION regions; nothing was "
+                             "changed (regenerating from it would remove every unedited exercise)")
+    return planned
 
 
 @dataclass(frozen=True)
@@ -193,7 +214,7 @@ def sync(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES, *, backup: bo
     If some file was edited since it was generated, nothing is written (``report.refused``) unless
     ``backup`` is true, in which case each edited file is first copied to ``<name>.bak-<stamp>``.
     """
-    planned = plan(solutions)
+    planned = _planned(solutions)
     manifest = _load_manifest(exercises)
     report = SyncReport()
     to_write: dict[str, str] = {}
@@ -237,7 +258,7 @@ def sync(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES, *, backup: bo
 
 def differences(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> list[str]:
     """Why ``exercises`` is not exactly what ``solutions`` generate (empty list: in sync)."""
-    planned = plan(solutions)
+    planned = _planned(solutions)
     problems = []
     for rel, (src, text) in planned.items():
         dest = exercises / rel
@@ -275,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{args.exercises} is up to date with {args.solutions} ({len(plan(args.solutions))} files).")
             return 0
         report = sync(args.solutions, args.exercises, backup=args.backup)
-    except RegionError as e:
+    except (RegionError, SolutionsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if report.refused:
