@@ -163,6 +163,7 @@ def test_removed_solution_removes_its_unedited_exercise_only(tmp_path):
     assert any("no solution generates it" in p for p in ex.differences(sol, exd))
     report = ex.sync(sol, exd)
     assert report.removed == ["f.py"] and not (exd / "f.py").exists()
+    (sol / "other.cu").write_text(CU)  # (a folder with no solution left at all is refused: see below)
     (sol / "k.cu").unlink()
     (exd / "k.cu").write_text("edited\n")
     report = ex.sync(sol, exd)
