@@ -1,7 +1,8 @@
-"""The runner's GPU path (fresh inputs, NaN poison, compare, benchmark sanity check, speed ratio) driven
-in-process with a stand-in device: CuPy → numpy, the kernel → a numpy function, timings → fixed numbers.
-CI has no GPU, so this is where that plumbing is exercised on every commit; the real thing is in the
-``gpu``-marked tests of test_check.py."""
+"""The runner's GPU path driven in-process with a stand-in device: CuPy → numpy, the kernel → a numpy
+function, timings → fixed numbers. The child half (fresh inputs from the parent, NaN poison, launch,
+outputs sent as frames, benchmark sanity check) writes into a buffer; the parent half (``judge``) reads
+that buffer and reaches the verdict, exactly as across the pipe. CI has no GPU, so this is where that
+plumbing is exercised on every commit; the real thing is in the ``gpu``-marked tests of test_check.py."""
 
 from __future__ import annotations
 
@@ -61,24 +62,36 @@ def fake_device(monkeypatch):
 BENCH = {"M": 256, "N": 512, "K": 128}  # small: numpy stands in for the GPU
 
 
-def _run(state, body, bench=True):
+def _spec():
     spec = specs.get("ch02_smem_tiling")
-    spec = replace(spec, bench=replace(spec.bench, dims=BENCH))
+    return replace(spec, bench=replace(spec.bench, dims=BENCH))
+
+
+def _run(state, body, bench=True, tamper=None):
+    """Child half into a buffer, parent half on the buffer: (spec, kernel, RunOutcome)."""
+    spec = _spec()
     state["kernel"] = _Kernel(body)
-    result = {"cases": [], "ok": False, "error": None, "speed": None}
-    runner._run_cuda(spec, ROOT / spec.solution, 1234, bench, result)
-    return spec, state["kernel"], result
+    cases = list(spec.cases)
+    inputs = runner.draw_inputs(spec, cases, 1234)
+    sent = bytearray()
+    chan = runner.ChildIO(sent.extend, cases, lambda i: {k: v.copy() for k, v in inputs[i].items()}, 1234)
+    runner._run_cuda(spec, ROOT / spec.solution, chan, bench)
+    data = tamper(bytes(sent)) if tamper else bytes(sent)
+    out = runner.judge(spec, runner.MODES["gpu"], cases, inputs, data)
+    return spec, state["kernel"], out
+
+
+def _right(a, b, c, m, n, k):
+    c[...] = a @ b
 
 
 def test_correct_kernel_passes_every_case_and_gets_a_ratio(fake_device):
-    def body(a, b, c, m, n, k):
-        c[...] = a @ b
-
-    spec, kernel, result = _run(fake_device, body)
-    assert result["ok"] and [c["dims"] for c in result["cases"]] == list(spec.cases)
+    spec, kernel, out = _run(fake_device, _right)
+    assert out.status == "ok" and out.evidence == runner.Evidence.GPU
+    assert [c["dims"] for c in out.result["cases"]] == list(spec.cases) and out.result["device"] == "Fake GPU"
     assert len(kernel.launches) == len(spec.cases) + 2  # every case, the benchmark check, one timing call
     assert kernel.launches[0] == ((768 // 32, 1024 // 32), (32, 32))  # the spec's launch shape
-    s = result["speed"]
+    s = out.result["speed"]
     assert s["ratio"] == 0.25 and s["ms"] == 2.0 and s["baseline_ms"] == 0.5 and s["target"] == spec.bench.target
     assert s["tflops"] == pytest.approx(2 * 256 * 512 * 128 / 2e-3 / 1e12) and s["dims"] == BENCH
 
@@ -88,9 +101,9 @@ def test_unwritten_edge_is_caught_with_the_first_wrong_element(fake_device):
         full = (int(n) // 32) * 32
         c[:, :full] = (a @ b)[:, :full]
 
-    _, _, result = _run(fake_device, body)
-    assert not result["ok"] and result["speed"] is None
-    bad = result["cases"][-1]
+    _, _, out = _run(fake_device, body)
+    assert out.status == "wrong" and out.result["speed"] is None
+    bad = out.result["cases"][-1]
     assert bad["dims"] == {"M": 33, "N": 65, "K": 47}
     m = bad["outputs"][0]
     assert m["index"] == [0, 64] and m["unwritten"] == 33 and np.isnan(m["got"])
@@ -102,8 +115,66 @@ def test_speed_is_not_reported_for_a_kernel_wrong_at_the_benchmark_size(fake_dev
         if int(m) == BENCH["M"]:
             c[0, 0] += 1.0
 
-    _, _, result = _run(fake_device, body)
-    assert result["ok"] and "wrong at the benchmark size" in result["speed"]["error"]
+    _, _, out = _run(fake_device, body)
+    assert out.status == "ok" and "wrong at the benchmark size" in out.result["speed"]["error"]
+
+
+# ---- the parent decides: what the child sends is data, never a verdict -------------------------------
+
+def test_a_child_that_claims_success_without_outputs_fails(fake_device):
+    spec = _spec()
+    cases = list(spec.cases)
+    inputs = runner.draw_inputs(spec, cases, 7)
+    claim = runner.frame("done", ok=True, passed=True, status="ok") + runner.frame("speed", ms=0.001, baseline_ms=1)
+    out = runner.judge(spec, runner.MODES["gpu"], cases, inputs, claim, returncode=0)
+    assert out.status == "crashed" and "before returning the output for M=1024" in out.message
+    assert out.evidence == runner.Evidence.NOT_ESTABLISHED
+
+
+def test_outputs_the_child_changed_after_the_fact_are_judged_as_they_are(fake_device):
+    """Flip one float in the first case's payload: the parent's comparison notices."""
+    def tamper(data: bytes) -> bytes:
+        frames = runner.read_frames(data)
+        head, payload = next((h, p) for h, p in frames if h["type"] == "output")
+        at = data.index(payload) + len(payload) - 4
+        return data[:at] + np.float32(1e9).tobytes() + data[at + 4:]
+
+    _, _, out = _run(fake_device, _right, bench=False, tamper=tamper)
+    assert out.status == "wrong" and out.result["cases"][0]["outputs"][0]["got"] == 1e9
+
+
+@pytest.mark.parametrize("bad, words", [
+    (lambda d: d[:-3], "cut short"),
+    (lambda d: d + b"\x00\x00\x00\x05{bad}", "not JSON"),
+    (lambda d: runner.frame("output", b"\x93NUMPY junk", case=0, name="C") + d, "not array data"),
+    (lambda d: runner.frame("output", _npy(np.zeros((2, 2), np.float32)), case=0, name="C") + d, "float32[2, 2]"),
+    (lambda d: runner.frame("output", _npy(np.zeros((1024, 768), np.float64)), case=0, name="C") + d, "float64"),
+    (lambda d: runner.frame("output", _npy(np.zeros(3, np.float32)), case=9, name="C") + d, "not asked for"),
+    (lambda d: runner.frame("output", _npy(np.array([{"ok": True}], dtype=object)), case=0, name="C") + d,
+     "not array data"),
+])
+def test_malformed_channel_data_is_refused(fake_device, bad, words):
+    _, _, out = _run(fake_device, _right, bench=False, tamper=bad)
+    assert out.status == "error" and "malformed" in out.message and words in out.message, out.message
+
+
+def _npy(arr: np.ndarray) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, arr, allow_pickle=True)
+    return buf.getvalue()
+
+
+def test_speed_numbers_are_rebuilt_from_the_spec_and_checked(fake_device):
+    spec = _spec()
+    assert runner._speed(spec, {"ms": 2.0, "baseline_ms": 1.0, "ratio": 1000, "target": 0.0001,
+                                "baseline": "fake"})["ratio"] == 0.5
+    s = runner._speed(spec, {"ms": 2.0, "baseline_ms": 1.0, "ratio": 1000, "target": 0.0001})
+    assert s["target"] == spec.bench.target and s["baseline"] == spec.bench.baseline_name
+    for bad in ({"ms": -1, "baseline_ms": 1}, {"ms": float("nan"), "baseline_ms": 1}, {"ms": "1", "baseline_ms": 1},
+                {"ms": True, "baseline_ms": 1}, {}):
+        assert "malformed" in runner._speed(spec, bad)["error"]
 
 
 def test_runner_error_description_points_at_cuda_faults():
@@ -111,3 +182,10 @@ def test_runner_error_description_points_at_cuda_faults():
                       "memory access was encountered")
     d = runner._describe(e, ROOT / "x.cu")
     assert d["kind"] == "cuda" and "outside its arrays" in d["hint"]
+
+
+def test_hopper_only_exercise_is_skipped_on_another_gpu_before_anything_starts(monkeypatch):
+    real = specs.get
+    monkeypatch.setattr(specs, "get", lambda i: replace(real(i), arch="sm_90a"))
+    out = runner.run_isolated("ch06_tiles", ROOT / "solutions" / "ch06_tiles.cu", mode="gpu", arch="sm_80")
+    assert out.status == "skipped" and "needs a Hopper GPU" in out.message and "sm_80" in out.message

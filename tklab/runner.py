@@ -1,22 +1,37 @@
-"""Running one exercise in a separate process, with a time limit.
+"""Running one exercise in a separate, sandboxed process; the verdict is reached in the parent.
 
 Why a separate process: a learner's kernel can fault (an illegal address, a ``__trap()``), which leaves
 the CUDA context of its process unusable for good, or it can never finish. Run in a child process, the
 first becomes a clear message and the second a timeout, and the notebook or the grading loop that
 asked survives both. The same holds for a numba kernel in the CPU simulator (an endless Python loop,
-a crash of the interpreter).
+a crash of the interpreter). The child runs in ``tklab.sandbox``: a fresh folder, a clean environment,
+resource limits, a wall-clock limit for its whole process tree, bubblewrap where the machine has it.
+
+Why the parent judges: the child runs the learner's code, so anything the child says could have been
+written by that code. The parent draws the inputs (fresh random numbers), keeps its own copy, computes
+the reference itself, and reads back only raw output arrays through a pipe it owns; it checks each
+array's dtype and shape and compares. Nothing the child writes can say "passed". Speed is measured in
+the child, next to the kernel: the parent checks the numbers are sane and recomputes the ratio, and
+speed is never a condition of passing.
 
 Two sides:
 
-* parent: ``run_isolated(exercise_id, path, mode="gpu"|"sim", timeout=...)`` → ``RunOutcome``; it
-  starts ``python -m tklab.runner ...``, kills the child's whole process group at the time limit and
-  tells a crash (signal, exit code) from a wrong answer;
-* child: ``python -m tklab.runner --exercise ID --file PATH --mode gpu|sim --out result.json
-  [--bench] [--seed N]`` builds fresh random inputs, poisons the outputs with NaN, launches, compares
-  with the reference and (``--bench``, GPU) times the kernel against the library in the same run.
-  It prints ``@@tklab-stage <what>`` lines as it goes, so a hang is reported with where it happened.
+* parent: ``run_isolated(exercise_id, path, mode="gpu"|"sim", timeout=...)`` → ``RunOutcome``;
+* child: ``python -m tklab.runner --exercise ID --file NAME --mode MODE --channel FD [--limits JSON]
+  [--bench] [--bench-seed N]``, started in the run's folder, which holds the learner's file, the cases
+  (``cases.json``) and their inputs (``case-<i>-<name>.npy``). It poisons the outputs with NaN,
+  launches, and sends each case's outputs back as ``.npy`` frames on the channel; it prints
+  ``@@tklab-stage <what>`` lines as it goes, so a hang is reported with where it happened.
 
-Public API: ``run_isolated``, ``RunOutcome``, ``compare``, ``main(argv)`` (the child).
+Modes (``MODES``) say how a run happens in the child and what a correct result there establishes
+(``Evidence``): ``gpu`` (the exercise on this machine's GPU) and ``sim`` (numba exercises in numba's
+CUDA simulator, on the CPU). Another way to run an exercise (CUDA C++ on a CPU emulator, say) is one
+more ``Mode`` given to ``register_mode``: the parent's side (inputs, reference, comparison, sandbox)
+stays as it is.
+
+Public API: ``run_isolated``, ``RunOutcome``, ``Evidence``, ``Mode``, ``MODES``, ``register_mode``,
+``choose_mode``, ``compare``, ``draw_inputs``, ``judge``, ``ChildIO``, ``frame``, ``read_frames``,
+``main(argv)`` (the child).
 """
 
 from __future__ import annotations
@@ -24,17 +39,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import io
 import json
+import math
 import os
+import shutil
 import signal
-import subprocess
+import struct
 import sys
 import tempfile
-import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +60,7 @@ import numpy as np
 
 STAGE = "@@tklab-stage "
 _PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+_SOLUTIONS = _PACKAGE_PARENT / "solutions"
 
 #: Driver error names → what a learner should look for.
 _CUDA_HINTS = {
@@ -56,6 +75,19 @@ _CUDA_HINTS = {
     "LAUNCH_TIMEOUT": "the kernel ran too long",
     "ILLEGAL_STATE": "the GPU context was already broken by an earlier fault",
 }
+
+#: Environment variables a child may need to find the GPU and its libraries; nothing else is passed on.
+_PASSED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
+               "TKLAB_CUDA_DIR", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+
+
+class Evidence(str, Enum):
+    """How a check established that a kernel's output is right (or that it could not)."""
+
+    GPU = "gpu"  # ran on this machine's GPU
+    SIMULATOR = "simulator"  # ran in numba's CUDA simulator (numba exercises, on the CPU)
+    CPU_EMULATION = "cpu-emulation"  # CUDA C++ run by a CPU emulator: a mode for it registers itself
+    NOT_ESTABLISHED = "not-established"  # nothing ran: static checks only
 
 
 # ---- comparison -----------------------------------------------------------------------------------
@@ -95,6 +127,93 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol:
     }
 
 
+# ---- the channel: frames the child sends, the parent reads ----------------------------------------
+
+_HEADER = struct.Struct(">I")
+_MAX_HEADER = 1 << 16
+
+
+def frame(message: str, payload: bytes = b"", /, **fields: Any) -> bytes:
+    """One message: a 4-byte length, a JSON header (``type``, ``nbytes``, fields), then ``nbytes`` of payload."""
+    head = json.dumps({**fields, "type": message, "nbytes": len(payload)}, default=str).encode()
+    return _HEADER.pack(len(head)) + head + payload
+
+
+class ChannelError(ValueError):
+    """The bytes on the channel are not what a runner child sends."""
+
+
+def read_frames(data: bytes) -> list[tuple[dict[str, Any], bytes]]:
+    """Split the channel's bytes into (header, payload) pairs; raises ChannelError on anything malformed."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        if pos + _HEADER.size > len(data):
+            raise ChannelError("a message is cut short")
+        (n,) = _HEADER.unpack_from(data, pos)
+        if n > _MAX_HEADER or pos + _HEADER.size + n > len(data):
+            raise ChannelError("a message header is cut short or too long")
+        try:
+            head = json.loads(data[pos + _HEADER.size:pos + _HEADER.size + n])
+        except ValueError:
+            raise ChannelError("a message header is not JSON") from None
+        if not isinstance(head, dict) or not isinstance(head.get("type"), str) or \
+                not isinstance(head.get("nbytes"), int) or head["nbytes"] < 0:
+            raise ChannelError("a message header lacks its type or size")
+        start = pos + _HEADER.size + n
+        end = start + head["nbytes"]
+        if end > len(data):
+            raise ChannelError(f"a {head['type']!r} message is cut short")
+        out.append((head, bytes(data[start:end])))
+        pos = end
+    return out
+
+
+def _array_from(payload: bytes, shape: tuple[int, ...], dtype: str, what: str) -> np.ndarray:
+    """A raw ``.npy`` payload as an array of exactly ``shape`` and ``dtype``; no pickles, no objects."""
+    try:
+        arr = np.lib.format.read_array(io.BytesIO(payload), allow_pickle=False)
+    except Exception as e:  # noqa: BLE001 - whatever is wrong with the bytes, they are not an array
+        raise ChannelError(f"{what} is not array data ({type(e).__name__})") from None
+    if arr.dtype != np.dtype(dtype) or arr.shape != tuple(shape):
+        raise ChannelError(f"{what} came back as {arr.dtype}{list(arr.shape)}, not {np.dtype(dtype)}{list(shape)}")
+    return arr
+
+
+class ChildIO:
+    """The child's side of a run: the parent's cases and inputs in, frames out."""
+
+    def __init__(self, write: Callable[[bytes], Any], cases: Sequence[dict[str, int]],
+                 inputs: Callable[[int], dict[str, np.ndarray]], bench_seed: int = 0):
+        self._write, self.cases, self._inputs, self.bench_seed = write, list(cases), inputs, bench_seed
+
+    @classmethod
+    def from_folder(cls, fd: int, folder: Path, bench_seed: int) -> ChildIO:
+        cases = json.loads((folder / "cases.json").read_text())
+        out = os.fdopen(fd, "wb", buffering=0)
+
+        def inputs(i: int) -> dict[str, np.ndarray]:
+            return {p.name.split("-", 2)[2][:-4]: np.load(p, allow_pickle=False)
+                    for p in sorted(folder.glob(f"case-{i}-*.npy"))}
+
+        def write(data: bytes) -> None:
+            out.write(data)
+
+        return cls(write, cases, inputs, bench_seed)
+
+    def inputs(self, i: int) -> dict[str, np.ndarray]:
+        return self._inputs(i)
+
+    def send(self, message: str, payload: bytes = b"", /, **fields: Any) -> None:
+        self._write(frame(message, payload, **fields))
+
+    def send_outputs(self, i: int, arrays: dict[str, np.ndarray]) -> None:
+        for name, arr in arrays.items():
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
+            self.send("output", buf.getvalue(), case=i, name=name)
+
+
 # ---- child ----------------------------------------------------------------------------------------
 
 _current_stage = "starting"
@@ -122,28 +241,31 @@ def _case_seed(seed: int, i: int) -> np.random.Generator:
     return np.random.default_rng([seed, i])
 
 
-def _run_cases(spec: Any, cases: Sequence[dict[str, int]], seed: int, xp: Any,
-               launch: Callable[[dict[str, Any], dict[str, int]], None], result: dict[str, Any]) -> bool:
-    """Fresh inputs, NaN-poisoned outputs, launch, compare: for each case until the first failure."""
+def draw_inputs(spec: Any, cases: Sequence[dict[str, int]], seed: int) -> list[dict[str, np.ndarray]]:
+    """The parent's inputs for each case: fresh random numbers from ``seed``."""
+    return [spec.inputs(_case_seed(seed, i), dims) for i, dims in enumerate(cases)]
+
+
+def _run_cases(spec: Any, chan: ChildIO, xp: Any, launch: Callable[[dict[str, Any], dict[str, int]], None]) -> bool:
+    """The parent's inputs, NaN-poisoned outputs, launch, send the outputs back, for each case.
+
+    The child also compares with the reference itself, only to stop early and to skip the benchmark of
+    a wrong kernel; the verdict is the parent's comparison of what was sent.
+    """
     from .specs import dims_text
 
-    for i, dims in enumerate(cases):
-        host = spec.inputs(_case_seed(seed, i), dims)
+    for i, dims in enumerate(chan.cases):
+        host = chan.inputs(i)
         arrays = {k: xp.asarray(v) for k, v in host.items()}
         outs = spec.outputs(dims)
         for name, (shape, dtype) in outs.items():
             arrays[name] = xp.full(shape, np.nan, dtype=dtype)
         _stage(f"running {dims_text(dims)}")
         launch(arrays, dims)
+        got = {name: (arrays[name] if xp is np else xp.asnumpy(arrays[name])) for name in outs}
+        chan.send_outputs(i, got)
         expected = spec.reference(host, dims)
-        entry: dict[str, Any] = {"dims": dims, "ok": True, "outputs": []}
-        for name in outs:
-            got = arrays[name] if xp is np else xp.asnumpy(arrays[name])
-            cmp = compare(name, got, expected[name], spec.rtol, spec.atol)
-            entry["outputs"].append(cmp)
-            entry["ok"] = entry["ok"] and cmp["ok"]
-        result["cases"].append(entry)
-        if not entry["ok"]:
+        if not all(compare(n, got[n], expected[n], spec.rtol, spec.atol)["ok"] for n in outs):
             return False
     return True
 
@@ -169,10 +291,8 @@ def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int
     got = arrays[b.output].astype(cp.float64)
     ref = cp.asarray(expect).astype(cp.float64)
     ok = bool(cp.all(cp.abs(got - ref) <= b.atol + b.rtol * cp.abs(ref)).item())
-    out: dict[str, Any] = {"dims": dims, "baseline": b.baseline_name, "target": b.target}
     if not ok:
-        out["error"] = "the output is wrong at the benchmark size, so its speed is not reported"
-        return out
+        return {"error": "the output is wrong at the benchmark size, so its speed is not reported"}
     del expect, got, ref
     _stage("benchmark: timing")
     mine = bench(lambda: launch(arrays, dims), flops=b.flops(dims) if b.flops else None,
@@ -180,25 +300,20 @@ def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int
                  target_ms=150.0)
     lib = bench(base, flops=mine.flops, bytes=mine.bytes, name=b.baseline_name, ceilings=False,
                 progress=False, target_ms=150.0)
-    out.update(ms=mine.ms, baseline_ms=lib.ms, ratio=lib.ms / mine.ms, tflops=mine.tflops,
-               baseline_tflops=lib.tflops, gbps=mine.gbps, baseline_gbps=lib.gbps, device=gpu.name())
-    return out
+    return {"ms": mine.ms, "baseline_ms": lib.ms, "device": gpu.name()}
 
 
-def _run_cuda(spec: Any, path: Path, seed: int, do_bench: bool, result: dict[str, Any]) -> None:
+def _run_cuda(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
     import cupy as cp
 
     from . import compile as tk_compile
     from . import gpu
 
     arch = gpu.arch()
-    if spec.hopper_only and not arch.startswith("sm_90"):
-        result["skipped"] = f"this exercise needs a Hopper GPU (sm_90a); this one is {arch}"
-        return
     _stage("compiling")
     mod = tk_compile(path.read_text(), arch=arch, name=path.name, options=spec.options)
     kernel = mod[spec.kernel]
-    result["device"] = gpu.name()
+    chan.send("device", name=gpu.name())
 
     def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
         shape = spec.launch(dims)
@@ -208,9 +323,8 @@ def _run_cuda(spec: Any, path: Path, seed: int, do_bench: bool, result: dict[str
         launch(arrays, dims)
         gpu.synchronize()
 
-    result["ok"] = _run_cases(spec, spec.cases, seed, cp, launch_sync, result)
-    if result["ok"] and do_bench and spec.bench is not None:
-        result["speed"] = _bench(spec, seed, launch)
+    if _run_cases(spec, chan, cp, launch_sync) and do_bench and spec.bench is not None:
+        chan.send("speed", **_bench(spec, chan.bench_seed, launch))
 
 
 def _import_file(path: Path, name: str) -> Any:
@@ -222,8 +336,7 @@ def _import_file(path: Path, name: str) -> Any:
     return module
 
 
-def _run_numba(spec: Any, path: Path, mode: str, seed: int, do_bench: bool, result: dict[str, Any]) -> None:
-    simulate = mode == "sim"
+def _run_numba(spec: Any, path: Path, chan: ChildIO, do_bench: bool, *, simulate: bool) -> None:
     if simulate and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
         raise RuntimeError("the simulator must be switched on before numba is imported "
                            "(NUMBA_ENABLE_CUDASIM=1 in the environment)")
@@ -238,16 +351,15 @@ def _run_numba(spec: Any, path: Path, mode: str, seed: int, do_bench: bool, resu
     if kernel is None:
         raise AttributeError(f"{path.name} defines no function named {spec.kernel}")
     if simulate:
-        result["device"] = "numba CUDA simulator (CPU)"
+        chan.send("device", name="numba CUDA simulator (CPU)")
         xp: Any = np
-        cases = spec.sim_cases
     else:
         import cupy as cp
 
         from . import gpu
 
-        result["device"] = gpu.name()
-        xp, cases = cp, spec.cases
+        chan.send("device", name=gpu.name())
+        xp = cp
 
     def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
         shape = spec.launch(dims)
@@ -260,52 +372,105 @@ def _run_numba(spec: Any, path: Path, mode: str, seed: int, do_bench: bool, resu
 
             gpu.synchronize()
 
-    result["ok"] = _run_cases(spec, cases, seed, xp, launch_sync, result)
-    if result["ok"] and do_bench and not simulate and spec.bench is not None:
-        result["speed"] = _bench(spec, seed, launch)
+    if _run_cases(spec, chan, xp, launch_sync) and do_bench and not simulate and spec.bench is not None:
+        chan.send("speed", **_bench(spec, chan.bench_seed, launch))
+
+
+def _child_gpu(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
+    if spec.language == "cuda":
+        _run_cuda(spec, path, chan, do_bench)
+    else:
+        _run_numba(spec, path, chan, do_bench, simulate=False)
+
+
+def _child_sim(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
+    _run_numba(spec, path, chan, False, simulate=True)
+
+
+# ---- modes --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Mode:
+    """One way to run an exercise: which exercises it takes, how the child runs them, what it proves.
+
+    ``child(spec, file, channel, bench)`` runs in the child process (see ``_child_gpu``): it sends a
+    ``device`` frame, then each case's outputs (``ChildIO.send_outputs``), then optionally ``speed``.
+    """
+
+    name: str
+    evidence: Evidence
+    languages: tuple[str, ...]
+    needs_gpu: bool
+    cases: Callable[[Any], Sequence[dict[str, int]]]
+    child: Callable[[Any, Path, ChildIO, bool], None]
+    can_bench: bool = False
+    env: tuple[tuple[str, str], ...] = ()
+    note: str = ""
+
+    def takes(self, spec: Any, have_gpu: bool) -> bool:
+        return spec.language in self.languages and (have_gpu or not self.needs_gpu) and bool(self.cases(spec))
+
+
+#: Modes by name, in order of preference: ``choose_mode`` takes the first that fits.
+MODES: dict[str, Mode] = {}
+
+
+def register_mode(mode: Mode, *, before: str | None = None) -> None:
+    """Add a way to run exercises (``before``: prefer it to that mode)."""
+    items = [(k, v) for k, v in MODES.items() if k != mode.name]
+    at = next((i for i, (k, _) in enumerate(items) if k == before), len(items))
+    items.insert(at, (mode.name, mode))
+    MODES.clear()
+    MODES.update(items)
+
+
+def choose_mode(spec: Any, have_gpu: bool) -> Mode | None:
+    """The preferred mode that can run ``spec`` here (None: nothing can, correctness is not established)."""
+    return next((m for m in MODES.values() if m.takes(spec, have_gpu)), None)
+
+
+register_mode(Mode("gpu", Evidence.GPU, ("cuda", "numba"), True, lambda s: s.cases, _child_gpu, can_bench=True,
+                   env=(("NUMBA_ENABLE_CUDASIM", "0"),)))
+register_mode(Mode("sim", Evidence.SIMULATOR, ("numba",), False, lambda s: s.sim_cases, _child_sim,
+                   env=(("NUMBA_ENABLE_CUDASIM", "1"),),
+                   note="ran in numba's CUDA simulator on tiny shapes; speed is measured on a GPU only"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The child: run one exercise file here and write a JSON result. Exit 0 ok, 1 wrong, 3 error."""
+    """The child: run one exercise file on the parent's inputs, send the outputs. Exit 0 done, 3 error."""
     ap = argparse.ArgumentParser(prog="python -m tklab.runner", description="Run one exercise (child process).")
     ap.add_argument("--exercise", required=True)
     ap.add_argument("--file", required=True, type=Path)
-    ap.add_argument("--mode", choices=("gpu", "sim"), default="gpu")
-    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--mode", choices=list(MODES), default="gpu")
+    ap.add_argument("--channel", required=True, type=int, help="file descriptor the parent reads")
+    ap.add_argument("--limits", default=None, help="JSON of tklab.sandbox.Limits, applied first")
     ap.add_argument("--bench", action="store_true")
-    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--bench-seed", type=int, default=0)
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
-    from . import specs
+    if args.limits:
+        from .sandbox import Limits, apply_limits
 
-    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    result: dict[str, Any] = {"exercise": args.exercise, "mode": args.mode, "seed": seed, "ok": False,
-                              "cases": [], "error": None, "speed": None}
+        apply_limits(Limits(**json.loads(args.limits)))
+    chan = ChildIO.from_folder(args.channel, Path.cwd(), args.bench_seed)
+    path = args.file.resolve()
     try:
-        spec = specs.get(args.exercise)
-        if spec.language == "numba":
-            _run_numba(spec, args.file, args.mode, seed, args.bench, result)
-        elif args.mode == "sim":
-            raise ValueError(f"{spec.id} is CUDA C++: it runs on a GPU only")
-        else:
-            _run_cuda(spec, args.file, seed, args.bench, result)
-    except Exception as e:  # noqa: BLE001 - everything a learner's code raises becomes the verdict
-        result["ok"] = False
-        result["error"] = _describe(e, args.file)
-    result["stage"] = _current_stage
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result))
-    tmp.replace(args.out)
-    if result["error"]:
+        from . import specs
+
+        MODES[args.mode].child(specs.get(args.exercise), path, chan, args.bench)
+    except Exception as e:  # noqa: BLE001 - everything a learner's code raises becomes a message
+        chan.send("error", stage=_current_stage, **_describe(e, path))
         return 3
-    return 0 if result["ok"] or result.get("skipped") else 1
+    chan.send("done")
+    return 0
 
 
 # ---- parent ---------------------------------------------------------------------------------------
 
 @dataclass
 class RunOutcome:
-    """What happened to the child: ``status`` is ``ok``, ``wrong``, ``error`` (an exception in the kernel's
-    run, e.g. a CUDA fault), ``crashed`` (the process died), ``timeout`` or ``skipped``."""
+    """What happened: ``status`` is ``ok``, ``wrong``, ``error`` (an exception in the kernel's run, e.g. a
+    CUDA fault, or results that came back malformed), ``crashed`` (the process died), ``timeout`` or
+    ``skipped``. ``evidence`` says what a status of ``ok`` established."""
 
     status: str
     message: str
@@ -315,6 +480,8 @@ class RunOutcome:
     seconds: float = 0.0
     output: str = ""
     notes: list[str] = field(default_factory=list)
+    evidence: Evidence = Evidence.NOT_ESTABLISHED
+    isolation: str = ""
 
 
 def _signal_name(code: int) -> str:
@@ -324,62 +491,228 @@ def _signal_name(code: int) -> str:
         return f"signal {code}"
 
 
-def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeout: float = 60.0,
-                 bench: bool = False, seed: int | None = None, env: dict[str, str] | None = None) -> RunOutcome:
-    """Run ``path`` as exercise ``exercise_id`` in a child process; never raises for the learner's faults."""
-    path = Path(path).resolve()
-    with tempfile.TemporaryDirectory(prefix="tklab-run-") as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = [sys.executable, "-m", "tklab.runner", "--exercise", exercise_id, "--file", str(path),
-               "--mode", mode, "--out", str(out)]
-        if bench:
-            cmd.append("--bench")
-        if seed is not None:
-            cmd += ["--seed", str(seed)]
-        child_env = dict(os.environ if env is None else env)
-        child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_PARENT), child_env.get("PYTHONPATH")) if p)
-        child_env["PYTHONUNBUFFERED"] = "1"
-        child_env["NUMBA_ENABLE_CUDASIM"] = "1" if mode == "sim" else "0"
-        start = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=child_env, start_new_session=True, cwd=tmp)
-        timed_out = False
-        try:
-            output, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-        seconds = time.monotonic() - start
-        stages = [ln[len(STAGE):] for ln in output.splitlines() if ln.startswith(STAGE)]
-        stage = stages[-1] if stages else "starting"
-        printed = "\n".join(ln for ln in output.splitlines() if not ln.startswith(STAGE))
-        result = json.loads(out.read_text()) if out.exists() else None
+def _positive(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0 \
+        else None
+
+
+def _speed(spec: Any, reported: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The speed entry, built here from the spec; the child contributes two times (checked) and a name."""
+    if reported is None or spec.bench is None:
+        return None
+    b = spec.bench
+    out: dict[str, Any] = {"dims": b.dims, "baseline": b.baseline_name, "target": b.target}
+    if reported.get("error"):
+        out["error"] = str(reported["error"])[:300]
+        return out
+    ms, base = _positive(reported.get("ms")), _positive(reported.get("baseline_ms"))
+    if ms is None or base is None:
+        out["error"] = "the timing came back malformed, so no speed is reported"
+        return out
+    flops = b.flops(b.dims) if b.flops else None
+    nbytes = b.bytes(b.dims) if b.bytes else None
+    out.update(ms=ms, baseline_ms=base, ratio=base / ms,
+               tflops=flops / (ms * 1e-3) / 1e12 if flops else None,
+               baseline_tflops=flops / (base * 1e-3) / 1e12 if flops else None,
+               gbps=nbytes / (ms * 1e-3) / 1e9 if nbytes else None,
+               baseline_gbps=nbytes / (base * 1e-3) / 1e9 if nbytes else None,
+               device=str(reported.get("device", ""))[:100])
+    return out
+
+
+def judge(spec: Any, mode: Mode, cases: Sequence[dict[str, int]], inputs: Sequence[dict[str, np.ndarray]],
+          channel: bytes, *, timed_out: bool = False, returncode: int | None = 0, stage: str = "starting",
+          printed: str = "", timeout: float = 0.0, seconds: float = 0.0, overflow: bool = False) -> RunOutcome:
+    """The verdict on one run, from the inputs the parent drew and the raw bytes the child sent back."""
+    from .specs import dims_text
+
     tail = printed[-2000:]
+    result: dict[str, Any] = {"mode": mode.name, "cases": [], "device": "", "speed": None}
+
+    def outcome(status: str, message: str, *, evidence: Evidence = Evidence.NOT_ESTABLISHED) -> RunOutcome:
+        return RunOutcome(status, message, result, returncode, stage, seconds, tail, evidence=evidence)
+
+    try:
+        if overflow:
+            raise ChannelError("far more data came back than the outputs can fill")
+        frames = read_frames(channel)
+        got: dict[int, dict[str, np.ndarray]] = {}
+        errors: list[dict[str, Any]] = []
+        reported_speed = None
+        for head, payload in frames:
+            kind = head["type"]
+            if kind == "output":
+                i, name = head.get("case"), head.get("name")
+                if not isinstance(i, int) or not 0 <= i < len(cases) or name not in spec.outputs(cases[i]):
+                    raise ChannelError(f"an output for case {i!r} named {name!r} was not asked for")
+                shape, dtype = spec.outputs(cases[i])[name]
+                got.setdefault(i, {})[name] = _array_from(payload, shape, dtype, f"{name} of case {i}")
+            elif kind == "device":
+                result["device"] = str(head.get("name", ""))[:100]
+            elif kind == "error":
+                errors.append({k: str(head.get(k, ""))[:2000] for k in ("kind", "message", "hint", "stage")})
+            elif kind == "speed":
+                reported_speed = head
+    except ChannelError as e:
+        return outcome("error", f"the run's results came back malformed ({e}), so they were not accepted")
+    for i, dims in enumerate(cases):
+        outs = spec.outputs(dims)
+        if set(got.get(i, {})) != set(outs):
+            break
+        expected = spec.reference(inputs[i], dims)
+        entry: dict[str, Any] = {"dims": dims, "ok": True, "outputs": []}
+        for name in outs:
+            cmp = compare(name, got[i][name], expected[name], spec.rtol, spec.atol)
+            entry["outputs"].append(cmp)
+            entry["ok"] = entry["ok"] and cmp["ok"]
+        result["cases"].append(entry)
+        if not entry["ok"]:
+            return outcome("wrong", "wrong result")
+    else:
+        result["ok"] = True
+        result["speed"] = _speed(spec, reported_speed)
+        if result["speed"] is None and mode.can_bench and (timed_out or errors):
+            why = (f"no timing within the {timeout:g} s limit (while {stage})" if timed_out
+                   else f"the benchmark failed: {errors[0]['message']}")
+            result["speed"] = _speed(spec, {"error": why})
+        return outcome("ok", "correct", evidence=mode.evidence)
     if timed_out:
-        return RunOutcome("timeout", f"no result within {timeout:g} s, while {stage}: an endless loop (a loop "
-                          "bound that never changes, a barrier not every thread reaches) or a far too slow "
-                          "kernel; the run was stopped", result, None, stage, seconds, tail)
-    if result is None:
-        code = proc.returncode
-        how = (f"was killed by {_signal_name(-code)}" if code is not None and code < 0
-               else f"exited with code {code}")
-        last = [ln for ln in printed.splitlines() if ln.strip()][-3:]
-        detail = f"; its last output: {' | '.join(last)}" if last else ""
-        return RunOutcome("crashed", f"the run crashed while {stage}: the process {how}{detail}", None, code,
-                          stage, seconds, tail)
-    if result.get("skipped"):
-        return RunOutcome("skipped", result["skipped"], result, proc.returncode, stage, seconds, tail)
-    if result.get("error"):
-        err = result["error"]
+        return outcome("timeout", f"no result within {timeout:g} s, while {stage}: an endless loop (a loop bound "
+                       "that never changes, a barrier not every thread reaches) or a far too slow kernel; the run "
+                       "and every process it started were stopped")
+    if errors:
+        err = errors[0]
         hint = f" ({err['hint']})" if err.get("hint") else ""
-        stage = result.get("stage", stage)
-        return RunOutcome("error", f"the run failed while {stage}: {err['message']}{hint}", result,
-                          proc.returncode, stage, seconds, tail)
-    if not result.get("ok"):
-        return RunOutcome("wrong", "wrong result", result, proc.returncode, stage, seconds, tail)
-    return RunOutcome("ok", "correct", result, proc.returncode, stage, seconds, tail)
+        return outcome("error", f"the run failed while {err.get('stage') or stage}: {err['message']}{hint}")
+    code = returncode
+    how = (f"was killed by {_signal_name(-code)}" if code is not None and code < 0
+           else f"exited with code {code}")
+    last = [ln for ln in printed.splitlines() if ln.strip()][-3:]
+    detail = f"; its last output: {' | '.join(last)}" if last else ""
+    missing = dims_text(cases[len(result["cases"])]) if len(result["cases"]) < len(cases) else ""
+    return outcome("crashed", f"the run crashed while {stage}: the process {how} before returning the output for "
+                   f"{missing}{detail}")
+
+
+def _child_env(workdir: Path, mode: Mode, extra: dict[str, str] | None) -> dict[str, str]:
+    """A clean environment: what Python, the GPU and tklab need, nothing of the grader's."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir / "tmp"),
+           "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONPATH": str(_PACKAGE_PARENT), "PYTHONNOUSERSITE": "1",
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "TKLAB_CACHE_DIR": str(workdir / "cache"),
+           "NUMBA_CACHE_DIR": str(workdir / "numba-cache"), "CUPY_CACHE_DIR": str(workdir / "cupy-cache")}
+    env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
+    env.update(dict(mode.env))
+    env.update(extra or {})
+    return env
+
+
+def _warm_cache(keys: Sequence[str], target: Path) -> None:
+    """Copy the parent's compile-cache entries into the run's folder, so the child need not compile again."""
+    from . import cache
+
+    for k in keys:
+        src = cache.cache_dir() / k[:2] / k
+        if src.is_dir():
+            with contextlib.suppress(OSError):
+                shutil.copytree(src, target / k[:2] / k)
+
+
+def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeout: float = 60.0,
+                 bench: bool = False, seed: int | None = None, env: dict[str, str] | None = None,
+                 source: str | None = None, hide: Sequence[str | Path] = (), cache_keys: Sequence[str] = (),
+                 arch: str | None = None) -> RunOutcome:
+    """Run ``path`` as exercise ``exercise_id`` in a sandboxed child; never raises for the learner's faults.
+
+    ``source``: the file's text as the caller read it (written into the run's folder instead of the raw
+    bytes). ``env``: extra environment variables for the child (its environment is otherwise clean).
+    ``hide``: folders the sandbox hides (the solutions always). ``cache_keys``: compile-cache entries to
+    hand to the child. ``arch``: the GPU's arch, if the caller knows it.
+    """
+    from . import specs
+    from .sandbox import Limits, Sandbox, limits_for
+
+    spec = specs.get(exercise_id)
+    m = MODES[mode]
+    path = Path(path)
+    if m.needs_gpu and spec.hopper_only:
+        if arch is None:
+            from . import gpu
+
+            arch = gpu.arch()
+        if not arch.startswith("sm_90"):
+            return RunOutcome("skipped", f"this exercise needs a Hopper GPU (sm_90a); this one is {arch}")
+    cases = list(m.cases(spec))
+    seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
+    inputs = draw_inputs(spec, cases, seed)
+    budget = (1 << 20) + sum(int(np.prod(shape)) * np.dtype(dt).itemsize + 4096
+                             for dims in cases for shape, dt in spec.outputs(dims).values())
+    workdir = Path(tempfile.mkdtemp(prefix="tklab-run-"))
+    try:
+        name = path.name if path.name.isprintable() and "/" not in path.name else spec.filename
+        if source is not None:
+            (workdir / name).write_text(source, encoding="utf-8")
+        else:
+            shutil.copyfile(path, workdir / name)
+        (workdir / "cases.json").write_text(json.dumps(cases))
+        for i, arrays in enumerate(inputs):
+            for k, v in arrays.items():
+                np.save(workdir / f"case-{i}-{k}.npy", v, allow_pickle=False)
+        for sub in ("tmp", "cache"):
+            (workdir / sub).mkdir()
+        _warm_cache(cache_keys, workdir / "cache")
+        cpus = os.cpu_count() or 1
+        limits = limits_for(Limits(wall_seconds=timeout, memory=None if m.needs_gpu else 4 << 30,
+                                   cpu_seconds=int(timeout * cpus) + 30))
+        box = Sandbox(workdir, gpu=m.needs_gpu, hide=[_SOLUTIONS, *hide], limits=limits)
+        box.hand_over()
+        read_fd, write_fd = os.pipe()
+        argv = [sys.executable, "-m", "tklab.runner", "--exercise", spec.id, "--file", name, "--mode", m.name,
+                "--channel", str(write_fd), "--limits", limits.to_json()]
+        if bench and m.can_bench:
+            argv += ["--bench", "--bench-seed", str(seed)]
+        channel = bytearray()
+        printed = bytearray()
+        stage = ["starting"]
+        overflow = [False]
+        pending = [b""]
+
+        def on_channel(data: bytes) -> None:
+            if len(channel) + len(data) > budget:
+                overflow[0] = True
+                return
+            channel.extend(data)
+
+        def on_output(data: bytes) -> None:
+            lines = (pending[0] + data).split(b"\n")
+            pending[0] = lines.pop()[-4096:]
+            for ln in lines:
+                text = ln.decode("utf-8", "replace")
+                if text.startswith(STAGE):
+                    stage[0] = text[len(STAGE):][:200]
+                else:
+                    printed.extend(ln[:1000] + b"\n")
+            del printed[:-200_000]
+
+        try:
+            box.start(argv, _child_env(workdir, m, env), pass_fds=[write_fd])
+        finally:
+            os.close(write_fd)
+        try:
+            assert box.proc is not None and box.proc.stdout is not None
+            fin = box.supervise({box.proc.stdout.fileno(): on_output, read_fd: on_channel})
+        finally:
+            os.close(read_fd)
+        on_output(b"\n")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    out = judge(spec, m, cases, inputs, bytes(channel), timed_out=fin.timed_out, returncode=fin.returncode,
+                stage=stage[0], printed=printed.decode("utf-8", "replace"), timeout=timeout, seconds=fin.seconds,
+                overflow=overflow[0])
+    out.isolation = f"{box.isolation.describe()}; limits: {limits.describe()}"
+    if fin.killed:
+        out.notes.append(f"{fin.killed} process{'es' if fin.killed != 1 else ''} the run left behind "
+                         f"{'were' if fin.killed != 1 else 'was'} stopped")
+    return out
 
 
 if __name__ == "__main__":
