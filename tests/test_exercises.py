@@ -9,6 +9,8 @@ import pytest
 
 from tklab import exercises as ex
 
+ROOT = Path(__file__).resolve().parent.parent
+
 CU = """\
 // top comment
 extern "C" __global__ void k(float* out, int n) {
@@ -192,3 +194,33 @@ def test_bad_solutions_folder_is_refused_and_nothing_is_touched(tmp_path, capsys
         err = capsys.readouterr().err
         assert str(target) in err and "nothing was changed" in err
     assert {p.name: p.read_bytes() for p in exd.iterdir()} == before  # no exercise removed or rewritten
+
+
+def _recorded_ratios() -> dict[str, list[float]]:
+    """Every speed ratio the reference solutions reached in a recorded GPU check (bench/results)."""
+    found: dict[str, list[float]] = {}
+    for f in sorted((ROOT / "bench" / "results").glob("exercises_*.json")):
+        for ex_id, res in json.loads(f.read_text()).items():
+            ratio = (res.get("speed") or {}).get("ratio")
+            if isinstance(ratio, (int, float)):
+                found.setdefault(ex_id, []).append(float(ratio))
+    return found
+
+
+def test_every_speed_target_sits_well_below_the_reference_measurements():
+    """A learner who matches the reference must meet the target despite run-to-run noise (issue: the ch06
+    reference once measured 0.2497× against a 0.25× target)."""
+    from tklab import specs
+
+    recorded = _recorded_ratios()
+    assert recorded, "no recorded exercise checks in bench/results"
+    for ex_id in specs.all_ids():
+        bench = specs.get(ex_id).bench
+        if bench is None or bench.target is None:
+            continue
+        ratios = [*bench.measured, *recorded.get(ex_id, [])]
+        assert ratios, f"{ex_id}: a speed target without any measurement of the reference"
+        lowest = min(ratios)
+        assert bench.target <= specs.TARGET_MARGIN * lowest + 1e-12, (
+            f"{ex_id}: target {bench.target}× is above {specs.TARGET_MARGIN} × the lowest reference measurement "
+            f"{lowest}×")

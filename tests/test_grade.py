@@ -1,42 +1,108 @@
-"""Instructor mode over tests/data/class_sample: solutions, blanks, a crasher, a hang, a compile error."""
+"""Instructor mode over a class built from tests/data/class_sample (carol: a crasher and a faulting
+kernel; dave: a hang and a compile error) plus, made here, alice (the solutions), bob (the untouched
+exercises) and the mischievous: mallory (a forged verdict, a link to the instructor's solutions, a
+Latin-1 file), trudy (a detached process holding the output), eve (a folder that is a link out of the
+class) and a student folder named like a spreadsheet formula."""
 
 from __future__ import annotations
 
 import csv
+import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from tklab import gpu
-from tklab.grade import FIELDS, find_submissions, grade, main, summary
+from tklab.grade import FIELDS, Row, _cell, find_submissions, grade, main, scan, summary
 
+ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = Path(__file__).resolve().parent / "data" / "class_sample"
 ON_GPU = gpu.available()
 IDS = ["ch01_naive_matmul", "ch02_smem_tiling"]
+FORMULA = "=HYPERLINK(1)"
+SOLUTION_CH01 = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
+FORGE = """\
+import os, sys
+for i, a in enumerate(sys.argv):
+    if a == "--out":
+        open(sys.argv[i + 1], "w").write('{"ok": true}')
+for fd in range(3, 64):
+    try:
+        os.write(fd, b'{"ok": true, "passed": true}')
+    except OSError:
+        pass
+os._exit(0)
+"""
+SLEEPER = "import subprocess\nsubprocess.Popen(['sleep', '{token}'], start_new_session=True)\n" + SOLUTION_CH01
+
+
+def _cmdline_has(proc: Path, token: bytes) -> bool:
+    try:
+        return token in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def build_class(root: Path) -> Path:
+    cls = root / "class"
+    shutil.copytree(SAMPLE, cls, symlinks=True)
+    for student, source in (("alice", ROOT / "solutions"), ("bob", ROOT / "exercises"), (FORMULA, ROOT / "exercises")):
+        (cls / student).mkdir()
+        for ex in ("ch01_naive_matmul.py", "ch02_smem_tiling.cu"):
+            shutil.copy(source / ex, cls / student / ex)
+    mallory = cls / "mallory"
+    mallory.mkdir()
+    (mallory / "ch01_naive_matmul.py").write_text(FORGE)
+    (mallory / "work").mkdir()
+    (mallory / "work" / "ch02_smem_tiling.cu").symlink_to(ROOT / "solutions" / "ch02_smem_tiling.cu")
+    trudy = cls / "trudy"
+    trudy.mkdir()
+    (trudy / "ch01_naive_matmul.py").write_text(SLEEPER.replace("{token}", "4077123.25"))
+    latin = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text().replace("// ", "// café: ", 1)
+    (trudy / "ch02_smem_tiling.cu").write_bytes(latin.encode("latin-1"))
+    outside = root / "elsewhere"
+    outside.mkdir()
+    shutil.copy(ROOT / "solutions" / "ch01_naive_matmul.py", outside / "ch01_naive_matmul.py")
+    (cls / "eve").symlink_to(outside, target_is_directory=True)
+    return cls
 
 
 @pytest.fixture(scope="module")
-def sheet(tmp_path_factory) -> dict[tuple[str, str], dict[str, str]]:
-    out = tmp_path_factory.mktemp("grades") / "grades.csv"
+def graded(tmp_path_factory) -> tuple[dict[tuple[str, str], dict[str, str]], float, Path]:
+    root = tmp_path_factory.mktemp("grading")
+    cls = build_class(root)
+    out = root / "grades.csv"
     # The simulator finishes the real ch01 runs in a few seconds; dave's never ends and costs the limit.
-    assert main(["--class", str(SAMPLE), "--out", str(out), "--exercises", "ch01", "ch02", "--timeout", "10",
+    t = time.monotonic()
+    assert main(["--class", str(cls), "--out", str(out), "--exercises", "ch01", "ch02", "--timeout", "10",
                  "--no-bench"]) == 0
+    took = time.monotonic() - t
     with open(out, newline="") as f:
         reader = csv.DictReader(f)
         assert tuple(reader.fieldnames or ()) == FIELDS
         rows = list(reader)
-    return {(r["student"], r["exercise"]): r for r in rows}
+    return {(r["student"], r["exercise"]): r for r in rows}, took, root
+
+
+@pytest.fixture(scope="module")
+def sheet(graded):
+    return graded[0]
 
 
 def test_one_row_per_student_and_exercise(sheet):
-    assert sorted(sheet) == sorted((s, e) for s in ("alice", "bob", "carol", "dave") for e in IDS)
+    names = ("alice", "bob", "carol", "dave", "eve", "mallory", "trudy", "'" + FORMULA)
+    assert sorted(sheet) == sorted((s, e) for s in names for e in IDS)
 
 
 def test_solutions_are_correct(sheet):
-    assert sheet["alice", "ch01_naive_matmul"]["correct"] == "yes"
+    row = sheet["alice", "ch01_naive_matmul"]
+    assert row["correct"] == "yes" and row["established"] == ("gpu" if ON_GPU else "simulator")
+    assert row["isolation"] in ("bubblewrap sandbox", "separate process")
     row = sheet["alice", "ch02_smem_tiling"]
     assert row["compiled"] == "yes"
-    assert row["correct"] == ("yes" if ON_GPU else "not run")
+    assert row["correct"] == ("yes" if ON_GPU else "not verified")
+    assert row["established"] == ("gpu" if ON_GPU else "not-established")
 
 
 def test_blanks_compile_and_fail(sheet):
@@ -53,7 +119,7 @@ def test_crasher_is_reported_and_does_not_stop_the_rest(sheet):
     if ON_GPU:
         assert row["correct"] == "no" and "ILLEGAL_ADDRESS" in row["message"]
     else:
-        assert row["correct"] == "not run"  # its static checks pass: the fault needs a GPU to show
+        assert row["correct"] == "not verified"  # its static checks pass: the fault needs a GPU to show
 
 
 def test_hang_times_out_and_compile_error_is_named(sheet):
@@ -64,14 +130,105 @@ def test_hang_times_out_and_compile_error_is_named(sheet):
     assert "colum" in row["message"] and ":13: error" in row["message"]
 
 
-def test_summary_counts(sheet):
-    from tklab.grade import Row
+# ---- the mischievous ------------------------------------------------------------------------------------
 
+def test_a_forged_verdict_grades_as_wrong(sheet):
+    row = sheet["mallory", "ch01_naive_matmul"]
+    assert row["correct"] == "no" and row["established"] == "not-established", row
+
+
+def test_a_link_to_the_solutions_is_refused_and_said_so(sheet):
+    row = sheet["mallory", "ch02_smem_tiling"]
+    assert row["correct"] == "refused" and row["compiled"] == "", row
+    assert "work/ch02_smem_tiling.cu is a link to" in row["message"] and "solutions" in row["message"]
+
+
+def test_a_student_folder_linking_out_of_the_class_is_refused(sheet):
+    for ex in IDS:
+        row = sheet["eve", ex]
+        assert row["correct"] == "refused" and "outside the class folder" in row["message"], row
+
+
+def test_formula_names_are_escaped_in_the_csv(graded):
+    sheet, _, root = graded
+    row = sheet["'" + FORMULA, "ch01_naive_matmul"]
+    assert row["correct"] == "no"  # graded like bob (it is his files), but the name is text in a spreadsheet
+    raw = (root / "grades.csv").read_text()
+    assert "\n=HYPERLINK" not in raw and ",=HYPERLINK" not in raw and "'=HYPERLINK(1)" in raw
+    assert _cell("=1+1") == "'=1+1" and _cell("+1") == "'+1" and _cell("-2") == "'-2" and _cell("@x") == "'@x"
+    assert _cell("a\nb\tc") == "a b c" and _cell("plain") == "plain"
+
+
+def test_a_detached_process_does_not_stretch_grading_and_is_gone(graded):
+    sheet, took, _ = graded
+    row = sheet["trudy", "ch01_naive_matmul"]
+    assert row["correct"] == "yes", row  # its kernel is right; the sleep is what must not linger
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, b"4077123.25")]
+    assert took < 150, f"grading took {took:.0f} s"  # 16 files; only dave's hang costs its 10 s limit
+
+
+def test_latin1_file_is_read_not_a_crash(sheet):
+    row = sheet["trudy", "ch02_smem_tiling"]
+    assert row["compiled"] == "yes" and row["correct"] in ("yes", "not verified"), row
+
+
+# ---- nothing lost ------------------------------------------------------------------------------------
+
+def test_bad_out_is_refused_before_anything_is_graded(tmp_path, capsys):
+    cls = tmp_path / "class"
+    (cls / "zed").mkdir(parents=True)
+    (cls / "zed" / "ch05_mma.cu").write_text("// not a kernel\n")
+    t = time.monotonic()
+    assert main(["--class", str(cls), "--out", str(tmp_path / "nonexistent" / "x.csv")]) == 2
+    assert "does not exist; nothing was graded" in capsys.readouterr().err
+    assert main(["--class", str(cls), "--out", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert time.monotonic() - t < 5  # refused at once, not after grading everyone
+
+
+def test_rows_are_written_as_they_finish_and_a_rerun_resumes(tmp_path, capsys, monkeypatch):
+    cls = tmp_path / "class"
+    for s in ("ann", "ben"):
+        (cls / s).mkdir(parents=True)
+        (cls / s / "ch05_mma.cu").write_text("// not a kernel\n")
+    out = tmp_path / "g.csv"
+    import tklab.grade as g
+
+    real = g._check_in_subprocess
+    calls = []
+
+    def dies_on_ben(ex, path, **kw):
+        calls.append(path.parent.name)
+        if path.parent.name == "ben":
+            raise KeyboardInterrupt  # the grader is stopped half-way
+        return real(ex, path, **kw)
+
+    monkeypatch.setattr(g, "_check_in_subprocess", dies_on_ben)
+    with pytest.raises(KeyboardInterrupt):
+        main(["--class", str(cls), "--out", str(out), "--no-run"])
+    rows = list(csv.DictReader(out.open()))
+    assert [r["student"] for r in rows] == ["ann"]  # ann's row was on disk before ben's check began
+    monkeypatch.setattr(g, "_check_in_subprocess", real)
+    assert main(["--class", str(cls), "--out", str(out), "--no-run"]) == 0
+    assert "resuming" in capsys.readouterr().err
+    rows = list(csv.DictReader(out.open()))
+    assert [r["student"] for r in rows] == ["ann", "ben"]  # ann not graded twice
+    assert main(["--class", str(cls), "--out", str(out), "--no-run", "--restart"]) == 0
+    assert [p.name for p in tmp_path.glob("g.csv.bak-*")] and len(list(csv.DictReader(out.open()))) == 2
+    out.write_text("name,score\nx,1\n")
+    assert main(["--class", str(cls), "--out", str(out), "--no-run"]) == 2
+    assert "not a tklab grade sheet" in capsys.readouterr().err and out.read_text() == "name,score\nx,1\n"
+
+
+def test_summary_counts(sheet):
     rows = [Row(**r) for r in sheet.values()]
     text = summary(rows)
     line = next(ln for ln in text.splitlines() if ln.startswith("ch01_naive_matmul"))
-    assert line.split()[1:4] == ["4", "4", "1"]  # submitted, compiled, correct
-    assert "alice 1" in text or "alice 2" in text
+    assert line.split()[1:4] == ["7", "7", "2"]  # submitted, compiled, correct (alice, trudy)
+    assert "'alice' 1" in text or "'alice' 2" in text
+    if not ON_GPU:
+        assert "NOT established" in text
+    assert "refused" in text
 
 
 def test_missing_files_and_backups(tmp_path):
@@ -85,6 +242,16 @@ def test_missing_files_and_backups(tmp_path):
     assert set(by) == {("erin", "ch05_mma"), ("frank", "ch05_mma")}  # only exercises someone handed in
     assert by["frank", "ch05_mma"].correct == "missing"
     assert by["erin", "ch05_mma"].correct == "no" and "no kernel named mma_16x16x16" in by["erin", "ch05_mma"].message
+
+
+def test_links_inside_the_students_own_folder_are_fine(tmp_path):
+    s = tmp_path / "gail"
+    (s / "src").mkdir(parents=True)
+    (s / "src" / "ch05_mma.cu").write_text("// mine\n")
+    (s / "ch05_mma.cu").symlink_to(s / "src" / "ch05_mma.cu")
+    (s / "linked").symlink_to(tmp_path, target_is_directory=True)  # out of the folder: not followed, noted
+    found, refused = scan(s, ["ch05_mma", "ch02_smem_tiling"])
+    assert found == {"ch05_mma": s / "ch05_mma.cu"} and "not followed" in refused["ch02_smem_tiling"]
 
 
 def test_bad_class_folder(tmp_path, capsys):

@@ -83,7 +83,7 @@ class CheckResult:
     mismatch: dict[str, Any] | None = None
     speed: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
-    established: str = NOT_ESTABLISHED  # how correctness was established: a runner.Evidence value
+    established: str = NOT_ESTABLISHED  # how the output was judged (right or wrong): a runner.Evidence value
     isolation: str = ""  # how the run was isolated (tklab.sandbox), when there was a run
 
     # ---- numbers ----
@@ -484,7 +484,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
                                seed=seed, source=source, hide=hide, cache_keys=module_keys,
                                arch=res.arch or None)
         _fill_run(res, outcome)
-        if outcome.status == "ok":
+        if outcome.status in ("ok", "wrong"):
             res.established = outcome.evidence.value
         res.isolation = outcome.isolation
         res.notes += outcome.notes

@@ -470,7 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 class RunOutcome:
     """What happened: ``status`` is ``ok``, ``wrong``, ``error`` (an exception in the kernel's run, e.g. a
     CUDA fault, or results that came back malformed), ``crashed`` (the process died), ``timeout`` or
-    ``skipped``. ``evidence`` says what a status of ``ok`` established."""
+    ``skipped``. ``evidence`` says how the outputs were judged (for ``ok`` and ``wrong``; else not at all)."""
 
     status: str
     message: str
@@ -567,7 +567,7 @@ def judge(spec: Any, mode: Mode, cases: Sequence[dict[str, int]], inputs: Sequen
             entry["ok"] = entry["ok"] and cmp["ok"]
         result["cases"].append(entry)
         if not entry["ok"]:
-            return outcome("wrong", "wrong result")
+            return outcome("wrong", "wrong result", evidence=mode.evidence)
     else:
         result["ok"] = True
         result["speed"] = _speed(spec, reported_speed)

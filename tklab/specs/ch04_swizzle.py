@@ -124,6 +124,7 @@ SPEC = Exercise(
     atol=0.0,
     static=(WritesGlobal(), UsesSharedMemory(), Probe(PROBE, judge, name="conflict-free tile layout")),
     bench=Bench(dims={"M": 8192, "N": 8192}, baseline=_copy,
-                baseline_name="device-to-device copy of the same bytes", output="out", target=0.5,  # ref. 0.58-0.70×
-                bytes=lambda d: 2.0 * 4 * d["M"] * d["N"], expect=lambda a, d: a["inp"].T, rtol=0.0, atol=0.0),
+                baseline_name="device-to-device copy of the same bytes", output="out", target=0.45,
+                bytes=lambda d: 2.0 * 4 * d["M"] * d["N"], expect=lambda a, d: a["inp"].T, rtol=0.0, atol=0.0,
+                measured=(0.577, 0.703)),  # H200: 78f7203 (exercises_2026-11-29_78f7203.json), d0cbc8f
 )

@@ -90,6 +90,9 @@ SPEC = Exercise(
         NoSpills(),
     ),
     bench=Bench(dims={"M": 4096, "N": 4096, "K": 4096}, baseline=_cublas_bf16,
-                baseline_name="cuBLAS bf16 (torch.matmul)", output="C", target=0.25, flops=matmul_flops,
-                expect=_expect, rtol=1e-2, atol=1e-1),
+                baseline_name="cuBLAS bf16 (torch.matmul)", output="C", target=0.19, flops=matmul_flops,
+                expect=_expect, rtol=1e-2, atol=1e-1,
+                # H200: 0.2497 in the run reported in issue 15, 0.282 at 78f7203
+                # (bench/results/exercises_2026-11-29_78f7203.json), 0.287 at d0cbc8f
+                measured=(0.2497, 0.282, 0.287)),
 )

@@ -1,1 +1,0 @@
-../../../../solutions/ch01_naive_matmul.py

@@ -1,1 +1,0 @@
-../../../../solutions/ch02_smem_tiling.cu

@@ -1,1 +1,0 @@
-../../../../solutions/ch03_register_blocking.cu

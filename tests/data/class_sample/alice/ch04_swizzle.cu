@@ -1,1 +1,0 @@
-../../../../solutions/ch04_swizzle.cu

@@ -1,1 +1,0 @@
-../../../../solutions/ch05_mma.cu

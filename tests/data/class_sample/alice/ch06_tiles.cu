@@ -1,1 +1,0 @@
-../../../../solutions/ch06_tiles.cu

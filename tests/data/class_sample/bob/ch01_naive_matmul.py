@@ -1,1 +1,0 @@
-../../../../exercises/ch01_naive_matmul.py

@@ -1,1 +1,0 @@
-../../../../exercises/ch02_smem_tiling.cu

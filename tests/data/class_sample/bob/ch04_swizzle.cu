@@ -1,1 +1,0 @@
-../../../../exercises/ch04_swizzle.cu

@@ -1,1 +1,0 @@
-../../../../exercises/ch05_mma.cu
