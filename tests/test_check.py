@@ -162,6 +162,63 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert main([str(ROOT / "exercises" / "ch05_mma.cu"), "--no-run"]) == 1
     assert "FAILED" in capsys.readouterr().out
     assert main(["nothing_like_this"]) == 2
+    assert main([str(ROOT / "solutions" / "ch01_naive_matmul.py"), "--timeout", "-1"]) == 2
+
+
+@pytest.mark.skipif(not NO_GPU, reason="on a GPU the CUDA exercises run, and correctness is established")
+def test_without_a_gpu_right_and_wrong_cuda_answers_do_not_both_pass(tmp_path, capsys):
+    """Issue 13: a right and a subtly wrong ch02 both pass every static check; neither may exit 0."""
+    wrong = tmp_path / "ch02_smem_tiling.cu"
+    wrong.write_text((ROOT / "solutions" / "ch02_smem_tiling.cu").read_text().replace(
+        "C[row * N + col] = acc;", "C[row * N + col] = acc + 1.0f;"))
+    for f in (ROOT / "solutions" / "ch02_smem_tiling.cu", wrong):
+        assert main([str(f), "--no-bench"]) == 3
+        out = capsys.readouterr().out
+        assert "NOT VERIFIED" in out and "PASSED" not in out
+        assert "checked: it compiles for sm_90a; 4 of 4 static checks pass" in out
+        assert "NOT checked: whether its output is right (running it needs a GPU" in out
+        assert main([str(f), "--no-bench", "--allow-unverified"]) == 0  # for CI of course material
+        capsys.readouterr()
+    assert main([str(wrong), "--json"]) == 3
+    d = json.loads(capsys.readouterr().out)
+    assert d["verdict"] == "NOT VERIFIED" and d["established"] == "not-established" and d["passed"] is None
+    assert any("output is right" in u for u in d["unchecked"])
+    html_text = check(wrong, bench=False)._repr_html_()
+    assert "not checked" in html_text and "NOT VERIFIED" in html_text
+
+
+def test_numba_exercise_says_how_it_was_checked(capsys):
+    if not NO_GPU:
+        pytest.skip("on a GPU the numba exercise runs on the GPU")
+    assert main([str(ROOT / "solutions" / "ch01_naive_matmul.py")]) == 0
+    res = check("ch01", ROOT / "solutions" / "ch01_naive_matmul.py")
+    assert res.passed is True and res.established == "simulator"
+    assert any("simulator" in c for c in res.checked)
+
+
+# ---- a learner's file that is not what a compiler expects ---------------------------------------------
+
+def test_latin1_file_is_read_with_a_note_not_a_crash(tmp_path):
+    f = tmp_path / "ch01_naive_matmul.py"
+    text = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text().replace("numba.cuda.", "numba.cuda (café).", 1)
+    f.write_bytes(text.encode("latin-1"))
+    res = check(f, timeout=60)
+    assert any("not UTF-8" in n and "Latin-1" in n and "line 1" in n for n in res.notes), res.notes
+    assert res.compiled and res.passed is True, res  # the same code, judged on its outputs
+    cu = tmp_path / "ch05_mma.cu"
+    cu.write_bytes(("// naïve\n" + (ROOT / "solutions" / "ch05_mma.cu").read_text()).encode("latin-1"))
+    assert check(cu, run=False).static_ok
+
+
+def test_nul_byte_and_oversized_files_fail_with_a_message(tmp_path):
+    f = tmp_path / "ch05_mma.cu"
+    f.write_bytes((ROOT / "solutions" / "ch05_mma.cu").read_bytes() + b"\n\x00 int x;\n")
+    res = check(f, run=False)
+    assert res.passed is False and "NUL byte" in res.compile_error and res.summary.startswith("does not compile")
+    big = tmp_path / "ch02_smem_tiling.cu"
+    big.write_text("// generated\n" * 60000)
+    res = check(big, run=False)
+    assert res.passed is False and "KB; an exercise file is a few KB" in res.compile_error
 
 
 # ---- the comparison -------------------------------------------------------------------------------

@@ -447,11 +447,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--bench-seed", type=int, default=0)
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    skipped: list[str] = []
     if args.limits:
         from .sandbox import Limits, apply_limits
 
-        apply_limits(Limits(**json.loads(args.limits)))
+        skipped = apply_limits(Limits(**json.loads(args.limits)))
     chan = ChildIO.from_folder(args.channel, Path.cwd(), args.bench_seed)
+    if skipped:
+        chan.send("limits", skipped=skipped)
     path = args.file.resolve()
     try:
         from . import specs
@@ -553,6 +556,8 @@ def judge(spec: Any, mode: Mode, cases: Sequence[dict[str, int]], inputs: Sequen
                 errors.append({k: str(head.get(k, ""))[:2000] for k in ("kind", "message", "hint", "stage")})
             elif kind == "speed":
                 reported_speed = head
+            elif kind == "limits" and isinstance(head.get("skipped"), list):
+                result["limits_not_applied"] = [str(x)[:40] for x in head["skipped"][:10]]
     except ChannelError as e:
         return outcome("error", f"the run's results came back malformed ({e}), so they were not accepted")
     for i, dims in enumerate(cases):
@@ -709,6 +714,8 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
                 stage=stage[0], printed=printed.decode("utf-8", "replace"), timeout=timeout, seconds=fin.seconds,
                 overflow=overflow[0])
     out.isolation = f"{box.isolation.describe()}; limits: {limits.describe()}"
+    if out.result and out.result.get("limits_not_applied"):
+        out.isolation += f" (not applied here: {', '.join(out.result['limits_not_applied'])})"
     if fin.killed:
         out.notes.append(f"{fin.killed} process{'es' if fin.killed != 1 else ''} the run left behind "
                          f"{'were' if fin.killed != 1 else 'was'} stopped")

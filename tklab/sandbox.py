@@ -102,12 +102,15 @@ class Finished:
 def apply_limits(limits: Limits) -> list[str]:
     """Limit this process (and what it starts) before any untrusted code runs; returns what was not applied."""
     skipped = []
-    libc = ctypes.CDLL(None, use_errno=True)
-    pr_set_pdeathsig, pr_set_no_new_privs = 1, 38
-    if libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) != 0:
-        skipped.append("die-with-parent")
-    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
-        skipped.append("no-new-privileges")
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # Linux only
+        pr_set_pdeathsig, pr_set_no_new_privs = 1, 38
+        if prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) != 0:
+            skipped.append("die-with-parent")
+        if prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+            skipped.append("no-new-privileges")
+    except (AttributeError, OSError):
+        skipped += ["die-with-parent", "no-new-privileges"]
     wanted = [(resource.RLIMIT_FSIZE, limits.file_size), (resource.RLIMIT_CORE, 0)]
     if limits.memory:
         wanted.append((resource.RLIMIT_AS, limits.memory))
@@ -121,8 +124,13 @@ def apply_limits(limits: Limits) -> list[str]:
             value = value if hard == resource.RLIM_INFINITY else min(value, hard)
             resource.setrlimit(which, (value, value))
         except (ValueError, OSError):
-            skipped.append(str(which))
+            skipped.append(_LIMIT_NAMES.get(which, str(which)))
     return skipped
+
+
+_LIMIT_NAMES = {resource.RLIMIT_FSIZE: "file size", resource.RLIMIT_CORE: "core dumps",
+                resource.RLIMIT_AS: "address space", resource.RLIMIT_CPU: "CPU time",
+                resource.RLIMIT_NPROC: "process count"}
 
 
 # ---- in the parent: what this machine offers ---------------------------------------------------------
@@ -240,7 +248,11 @@ def _has_token(pid: int, token: bytes) -> bool:
 def _run_processes(root: int, token: bytes) -> dict[int, int]:
     """{pid: starttime} of the run's processes: descendants of ``root``, its session/group, token bearers."""
     table: dict[int, tuple[int, int, int, int]] = {}
-    for entry in os.listdir("/proc"):
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no /proc (macOS): the session and process group are what can be killed
+        return {}
+    for entry in entries:
         if entry.isdigit():
             st = _stat(int(entry))
             if st is not None:
