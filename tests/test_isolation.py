@@ -224,3 +224,15 @@ def test_the_report_names_the_isolation_level(tmp_path, level):
     assert res.passed is True
     assert res.isolation.startswith("bubblewrap sandbox" if level == "bubblewrap" else "separate process")
     assert "isolation: " in repr(res) and "s wall clock" in res.isolation
+
+
+def test_without_bubblewrap_the_report_says_what_is_not_fenced_off(monkeypatch):
+    monkeypatch.delenv("TKLAB_SANDBOX", raising=False)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    sandbox._bwrap_works.cache_clear()
+    try:
+        iso = sandbox.isolation()
+        assert iso.level == "process"
+        assert "apt install bubblewrap" in iso.describe() and "not fenced off" in iso.describe()
+    finally:
+        sandbox._bwrap_works.cache_clear()

@@ -226,6 +226,14 @@ def _private_homes() -> list[Path]:
     return [home / d for d in (".ssh", ".gnupg", ".aws", ".config", ".docker", ".kube", ".netrc.d")]
 
 
+def _reachable_by_others(path: Path) -> bool:
+    """Whether a user other than the owner may walk down to ``path`` (every folder above it: o+x)."""
+    try:
+        return all(os.stat(p).st_mode & 0o001 for p in [*reversed(path.parents), path])
+    except OSError:
+        return False
+
+
 def _stat(pid: int) -> tuple[int, int, int, int] | None:
     """(ppid, pgrp, session, starttime) of a live process, or None if it is gone (or a zombie)."""
     try:
@@ -310,12 +318,27 @@ class Sandbox:
         exe = _bwrap_works()
         assert exe is not None
         work = str(self.workdir.resolve())
+        tmp = Path("/tmp")
         keep = [Path(work), Path(sys.prefix).resolve(), Path(sys.executable).resolve(), _PACKAGE_PARENT / "tklab"]
+        # The sandbox gets a /tmp of its own; what Python needs from the real /tmp (a venv or a clone there)
+        # is bound back, read-only.
+        needed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                              Path(sys.executable).resolve().parent, _PACKAGE_PARENT, *sys.path)
+                  if p and Path(p).is_absolute() and Path(p).exists()}
+        under_tmp = sorted(p for p in needed if tmp in p.parents and Path(work) not in (p, *p.parents))
+        binds = [p for p in under_tmp if not any(q in p.parents for q in under_tmp)]
         out = [exe, "--ro-bind", "/", "/", "--proc", "/proc"]
         out += ["--dev-bind", "/dev", "/dev"] if self.gpu else ["--dev", "/dev"]
         out += ["--tmpfs", "/tmp"]
-        for h in self.hide:  # (anything under /tmp is hidden already: the sandbox has a /tmp of its own)
-            if h.is_dir() and not any(k == h or h in k.parents for k in keep) and Path("/tmp") not in h.parents:
+        for b in binds:
+            out += ["--ro-bind", str(b), str(b)]
+        as_other = _run_user()[0] is not None
+        for h in self.hide:
+            if as_other and not _reachable_by_others(h):
+                continue  # the run's user cannot get there anyway (and bwrap, as that user, could not mount it)
+            if tmp in h.parents and not any(b == h or b in h.parents for b in binds):
+                continue  # under /tmp and not bound back: hidden already
+            if h.is_dir() and not any(k == h or h in k.parents for k in keep):
                 out += ["--tmpfs", str(h)]
         out += ["--bind", work, work, "--chdir", work, "--unshare-all", *_bwrap_user_args(), "--die-with-parent",
                 "--new-session", "--setenv", TOKEN_VAR, self.token]
