@@ -257,3 +257,26 @@ def test_links_inside_the_students_own_folder_are_fine(tmp_path):
 def test_bad_class_folder(tmp_path, capsys):
     assert main(["--class", str(tmp_path / "nope")]) == 2
     assert "not a folder" in capsys.readouterr().err
+
+
+def test_a_stuck_checker_is_stopped_on_time_and_the_message_names_what_it_was_doing(tmp_path, monkeypatch):
+    """A checker that hangs while compiling, with a detached child holding its output (the 245 s case)."""
+    import sys
+
+    import tklab.grade as g
+
+    script = tmp_path / "stuck.py"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        "subprocess.Popen(['sleep', '4077999.5'], start_new_session=True)\n"
+        "print('@@tklab-check-stage compiling mallory/ch02_smem_tiling.cu', file=sys.stderr, flush=True)\n"
+        "time.sleep(600)\n")
+    monkeypatch.setattr(g, "_checker_command", lambda *a, **k: [sys.executable, str(script)])
+    t = time.monotonic()
+    d = g._check_in_subprocess("ch02_smem_tiling", tmp_path / "x.cu", timeout=1.0, run=True, bench=False,
+                               compile_allowance=1.0)
+    took = time.monotonic() - t
+    assert took < 6, f"a 2 s limit took {took:.1f} s"
+    assert d["passed"] is False and "did not finish within 2 s, while compiling mallory/ch02_smem_tiling.cu" \
+        in d["summary"] and "compile this slow" in d["summary"]
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, b"4077999.5")]

@@ -10,8 +10,9 @@ folder; verdicts are reached by the checker, never by the learner's code.
 The CSV has one row per (student, exercise): ``student, exercise, compiled, correct, speed_ratio,
 message, established, isolation`` with ``compiled`` yes/no, ``correct`` yes / no / not verified (the
 static checks pass but nothing could run the kernel here: no GPU) / missing / refused, ``speed_ratio`` =
-library time / student's time when it was measured, ``established`` how correctness was established
-(``gpu``, ``simulator``, ``not-established`` …) and ``isolation`` the sandbox level of the run.
+library time / student's time when it was measured, ``established`` how the output was judged
+(``gpu``, ``simulator``; ``not-established`` when it was not) and ``isolation`` the sandbox level of the
+run.
 
 What grade refuses, and says so in the row: a student folder that is a link leading out of the class
 folder, and a file (or a folder on its way) that is a link leading out of the student's folder (a link
@@ -34,7 +35,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -138,13 +138,8 @@ def find_submissions(student_dir: Path, exercise_ids: Sequence[str]) -> dict[str
 
 # ---- checking one file ------------------------------------------------------------------------------
 
-def _check_in_subprocess(exercise: str, path: Path, *, timeout: float, run: bool, bench: bool,
-                         hide: Sequence[Path] = (), compile_allowance: float = COMPILE_ALLOWANCE) -> dict:
-    """``python -m tklab.check --json`` on one file, its whole process tree limited to ``timeout`` plus the
-    compile allowance; a crash or a hang of the checker becomes a dict that says what it was doing."""
-    from .check import STAGE_PREFIX
-    from .sandbox import Limits, Sandbox
-
+def _checker_command(exercise: str, path: Path, *, timeout: float, run: bool, bench: bool,
+                     hide: Sequence[Path]) -> list[str]:
     cmd = [sys.executable, "-m", "tklab.check", "--json", "--stages", "--exercise", exercise, str(path),
            "--timeout", str(timeout)]
     for h in hide:
@@ -153,15 +148,25 @@ def _check_in_subprocess(exercise: str, path: Path, *, timeout: float, run: bool
         cmd.append("--no-run")
     if not bench:
         cmd.append("--no-bench")
+    return cmd
+
+
+def _check_in_subprocess(exercise: str, path: Path, *, timeout: float, run: bool, bench: bool,
+                         hide: Sequence[Path] = (), compile_allowance: float = COMPILE_ALLOWANCE) -> dict:
+    """``python -m tklab.check --json`` on one file, its whole process tree limited to ``timeout`` plus the
+    compile allowance; a crash or a hang of the checker becomes a dict that says what it was doing."""
+    from .check import STAGE_PREFIX
+    from .sandbox import Limits, Sandbox
+
+    cmd = _checker_command(exercise, path, timeout=timeout, run=run, bench=bench, hide=hide)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_PARENT), env.get("PYTHONPATH")) if p)
     limit = timeout + compile_allowance
     out = bytearray()
-    with tempfile.TemporaryDirectory(prefix="tklab-grade-") as tmp:
-        box = Sandbox(Path(tmp), limits=Limits(wall_seconds=limit), confine=False)
-        box.start(cmd, env)
-        assert box.proc is not None and box.proc.stdout is not None
-        fin = box.supervise({box.proc.stdout.fileno(): out.extend}, grace=2.0)
+    box = Sandbox(Path.cwd(), limits=Limits(wall_seconds=limit), confine=False)  # messages keep the grader's paths
+    box.start(cmd, env)
+    assert box.proc is not None and box.proc.stdout is not None
+    fin = box.supervise({box.proc.stdout.fileno(): out.extend}, grace=2.0)
     lines = out.decode("utf-8", "replace").splitlines()
     stages = [ln[len(STAGE_PREFIX):] for ln in lines if ln.startswith(STAGE_PREFIX)]
     stage = stages[-1] if stages else "starting"
