@@ -253,8 +253,10 @@ def _has_token(pid: int, token: bytes) -> bool:
         return False
 
 
-def _run_processes(root: int, token: bytes) -> dict[int, int]:
-    """{pid: starttime} of the run's processes: descendants of ``root``, its session/group, token bearers."""
+def _run_processes(root: int, token: bytes, *, descendants: bool = True) -> dict[int, int]:
+    """{pid: starttime} of the run's processes: descendants of ``root`` (only while ``root`` is not yet
+    reaped: afterwards its number may belong to someone else), its session and group (a number in use as
+    a session or group id is never handed out again), and token bearers."""
     table: dict[int, tuple[int, int, int, int]] = {}
     try:
         entries = os.listdir("/proc")
@@ -269,7 +271,7 @@ def _run_processes(root: int, token: bytes) -> dict[int, int]:
     for pid, (ppid, *_rest) in table.items():
         children.setdefault(ppid, []).append(pid)
     found: set[int] = set()
-    stack = [root]
+    stack = [root] if descendants else []
     while stack:
         pid = stack.pop()
         for child in children.get(pid, []):
@@ -386,7 +388,7 @@ class Sandbox:
             if exited_at is None and now >= deadline:
                 timed_out = True
                 break
-            if now - last_scan > 0.25 and self.isolation.level == "process":
+            if now - last_scan > 0.25 and self.isolation.level == "process" and exited_at is None:
                 self._seen.update(_run_processes(self.proc.pid, token))
                 last_scan = now
             limit = min(deadline, exited_at + grace if exited_at is not None else deadline)
@@ -420,12 +422,13 @@ class Sandbox:
         if self.proc is None:
             return 0
         token = self.token.encode()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.returncode is None:  # (once the child is reaped, its number is not ours to signal)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
         killed = 0
         for _ in range(50):
             alive = dict(self._seen)
-            alive.update(_run_processes(self.proc.pid, token))
+            alive.update(_run_processes(self.proc.pid, token, descendants=self.proc.returncode is None))
             alive = {p: s for p, s in alive.items() if (st := _stat(p)) is not None and st[3] == s
                      and p != self.proc.pid}
             if self.proc.poll() is None:
