@@ -92,13 +92,33 @@ class Evidence(str, Enum):
 
 # ---- comparison -----------------------------------------------------------------------------------
 
+#: bf16 NaN: what an unwritten bf16 output element holds (bf16 data travel as uint16 bit patterns).
+BF16_NAN = 0x7FC0
+
+
+def poisoned(xp: Any, shape: tuple[int, ...], dtype: str) -> Any:
+    """An output array filled with NaN, so unwritten elements show: float NaN, or bf16 NaN bits for uint16."""
+    if np.dtype(dtype) == np.uint16:
+        return xp.full(shape, BF16_NAN, dtype=np.uint16)
+    return xp.full(shape, np.nan, dtype=dtype)
+
+
+def as_values(x: Any) -> Any:
+    """An output as the numbers it stands for: uint16 outputs are bf16 bit patterns (the course's bf16
+    convention on CuPy and NumPy, which have no bf16 type), anything else is taken as it is."""
+    if getattr(x, "dtype", None) == np.uint16:
+        return (x.astype(np.uint32) << 16).view(np.float32)
+    return x
+
+
 def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> dict[str, Any]:
     """Element-wise ``|got - expected| <= atol + rtol·|expected|``; NaN (an unwritten element) fails.
 
     On failure: the first wrong element in row-major order, counts, and a small window of both arrays
-    around it (at most 4 rows × 6 columns) for the learner to look at.
+    around it (at most 4 rows × 6 columns) for the learner to look at. uint16 outputs are compared as
+    the bf16 values they hold (``as_values``).
     """
-    got64 = np.asarray(got, dtype=np.float64)
+    got64 = np.asarray(as_values(np.asarray(got)), dtype=np.float64)
     exp64 = np.asarray(expected, dtype=np.float64)
     if got64.shape != exp64.shape:
         return {"ok": False, "output": name, "reason": f"{name} has shape {got64.shape}, expected {exp64.shape}"}
@@ -259,7 +279,7 @@ def _run_cases(spec: Any, chan: ChildIO, xp: Any, launch: Callable[[dict[str, An
         arrays = {k: xp.asarray(v) for k, v in host.items()}
         outs = spec.outputs(dims)
         for name, (shape, dtype) in outs.items():
-            arrays[name] = xp.full(shape, np.nan, dtype=dtype)
+            arrays[name] = poisoned(xp, shape, dtype)
         _stage(f"running {dims_text(dims)}")
         launch(arrays, dims)
         got = {name: (arrays[name] if xp is np else xp.asnumpy(arrays[name])) for name in outs}
@@ -282,13 +302,13 @@ def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int
     _stage("benchmark: preparing inputs")
     arrays = {k: cp.asarray(v) for k, v in spec.inputs(_case_seed(seed, 99), dims).items()}
     for name, (shape, dtype) in spec.outputs(dims).items():
-        arrays[name] = cp.full(shape, np.nan, dtype=dtype)
+        arrays[name] = poisoned(cp, shape, dtype)
     base = b.baseline(arrays, dims)
     _stage("benchmark: checking the result at this size")
     launch(arrays, dims)
     gpu.synchronize()
     expect = b.expect(arrays, dims) if b.expect is not None else base()
-    got = arrays[b.output].astype(cp.float64)
+    got = as_values(arrays[b.output]).astype(cp.float64)
     ref = cp.asarray(expect).astype(cp.float64)
     ok = bool(cp.all(cp.abs(got - ref) <= b.atol + b.rtol * cp.abs(ref)).item())
     if not ok:

@@ -301,11 +301,16 @@ def get(exercise_id: str) -> Exercise:
 
 
 def find(name: str) -> Exercise:
-    """The spec for an id, a unique id prefix (``"ch02"``) or a file name/path (``.../ch02_smem_tiling.cu``)."""
+    """The spec for an id, a unique id prefix (``"ch02"``), a file name/path named after it
+    (``.../ch02_smem_tiling.cu``), or the name of its solution file (``flash_fwd_tiles.cu``: the
+    exercise generated from a chapter's own kernel keeps the kernel's name)."""
     stem = Path(name).name.split(".", 1)[0] if ("/" in name or "." in name) else name
     ids = all_ids()
     if stem in ids:
         return get(stem)
+    by_file = [i for i in ids if Path(get(i).solution).stem == stem]
+    if len(by_file) == 1:
+        return get(by_file[0])
     matches = [i for i in ids if i.startswith(stem)] or [i for i in ids if stem.startswith(i)]
     if len(matches) == 1:
         return get(matches[0])
