@@ -11,7 +11,8 @@
 //     swizzled:    SBO = 8 x span (next 8 rows of K), LBO = panel stride (next span of M/N columns).
 //     interleaved: LBO = 128 (next 8 rows of K), SBO = the panel stride (next 8 columns).
 // These are exactly the strides of st<>'s panel layout (st.cuh), so a descriptor is computed from the
-// tile type alone; slice k (K = 16k .. 16k+15) moves only the start address.
+// tile type alone; slice k (K = 16k .. 16k+15) moves only the start address, by a constant: the
+// descriptor of slice k is the tile's descriptor plus (offset of the slice) / 16, one add.
 // Swizzle codes (bits 62-63): 0 none, 1 = 128B, 2 = 64B, 3 = 32B. The base-offset field stays 0 because
 // swizzled tiles start on a 1024-byte boundary.
 #pragma once
@@ -37,7 +38,7 @@ __device__ inline uint64_t descriptor(const ST& t, int k) {
     constexpr uint32_t panel = ST::rows * span;            // bytes from one panel to the next
     static_assert(span != 0, "wgmma cannot read a plain row-major tile: use a swizzle or tk::interleave");
     static_assert(ST::rows % 8 == 0, "wgmma operands come in 8-row core matrices");
-    uint32_t start = smem_u32(t.data), lbo, sbo;
+    uint32_t start = 0, lbo, sbo;  // the slice's offset from the tile's first byte
     if constexpr (M == major::k) {
         const int col = 16 * k;                                    // first K column of the slice
         start += (col / ST::panel_cols) * panel + (col % ST::panel_cols) * sizeof(T);
@@ -48,7 +49,9 @@ __device__ inline uint64_t descriptor(const ST& t, int k) {
         lbo = span == 16 ? 128 : panel;
         sbo = span == 16 ? panel : 8 * span;
     }
-    return encode(start) | encode(lbo) << 16 | encode(sbo) << 32 | swizzle_code<ST> << 62;
+    // The tile's address, then the slice's offset added to the encoded field: slice k of a tile costs
+    // one add, and no carry leaves the 14-bit field (shared memory is smaller than 256 KB).
+    return (encode(smem_u32(t.data)) + (start >> 4)) | encode(lbo) << 16 | encode(sbo) << 32 | swizzle_code<ST> << 62;
 }
 
 }  // namespace tk::wgmma

@@ -13,3 +13,4 @@
 #include "mma.cuh"
 #include "reduce.cuh"
 #include "shared_register.cuh"
+#include "slice.cuh"

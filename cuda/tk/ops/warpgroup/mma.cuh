@@ -15,6 +15,10 @@
 //   mma_AtB (d, a, b)   d += a^T * b     a: st K x 64   (MN-major)   b: st K x N
 //   mma_AtBt(d, a, b)   d += a^T * b^T
 //   mm_*    (d, a, b)   d  = ...         (the old contents of d are ignored)
+//   mma_AB  (d, a, b, accumulate)        either, chosen at run time: a K loop passes k > 0, so the first
+//                                        slice overwrites d and no instruction has to zero it (zeroing
+//                                        moves inside a pipeline of wgmma groups make ptxas serialize
+//                                        them: warning C7515)
 // A may also be a register tile rt<T, 16, K> (each warp's 16 rows; row layout): mma_AB / mma_ABt.
 #pragma once
 
@@ -84,6 +88,11 @@ template <int N, shared_tile SA, shared_tile SB>
 __device__ inline void mma_AtBt(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::mn, major::k>(d, a, b, true); }
 template <int N, shared_tile SA, shared_tile SB>
 __device__ inline void mm_AtBt(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::mn, major::k>(d, a, b, false); }
+
+template <int N, shared_tile SA, shared_tile SB>
+__device__ inline void mma_AB(rt<float, 16, N>& d, const SA& a, const SB& b, bool accumulate) { detail::mma_ss<major::k, major::mn>(d, a, b, accumulate); }
+template <int N, shared_tile SA, shared_tile SB>
+__device__ inline void mma_ABt(rt<float, 16, N>& d, const SA& a, const SB& b, bool accumulate) { detail::mma_ss<major::k, major::k>(d, a, b, accumulate); }
 
 // ---- A from registers (each warp's 16 rows), B from shared memory -----------------------------------
 template <int N, element16 T, int K, shared_tile SB>

@@ -2,3 +2,4 @@
 #pragma once
 
 #include "gl.cuh"
+#include "tile_order.cuh"

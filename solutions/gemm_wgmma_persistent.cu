@@ -1,0 +1,137 @@
+// Chapter 08, steps 3-5: the GEMM as a persistent kernel -- TMA-store epilogue, L2 tile order, clusters.
+//
+//   C (M x N, bf16) = A (M x K, bf16, row-major) * B (K x N, bf16, row-major), fp32 accumulation.
+//
+// Step 2's block (a producer warpgroup, two consumer warpgroups, 128 x 256 tiles, a ring of STAGES
+// stages), changed in three ways:
+//   * persistent: the grid is as many blocks as fit on the GPU at once (one per SM), and each block
+//     walks tile after tile. The producer runs on into the next tile's K-slices while the consumers
+//     write the last tile out, so the ring never drains between tiles, and no wave of blocks ends half
+//     empty.
+//   * the epilogue goes through shared memory: each consumer rounds its 64 x 256 rows to bf16 into a
+//     64 x 64 staging tile (stmatrix) and one lane sends it out with a TMA store, which runs on while
+//     the next 64 columns are written, and while the next tile's products start. The copy engine skips
+//     rows and columns past the end of C, and TMA loads fill past-the-end A and B with zeros, so any
+//     M, N, K works (N and K multiples of 8: TMA needs rows 16-byte aligned).
+//   * GROUP_M: the tiles in flight are taken GROUP_M tile rows at a time (1: row by row), so that they
+//     share panels of A and B in L2 (tile_order.cuh).
+//   * CLUSTER = 2: blocks run in pairs on tiles stacked in M, which read the same slices of B. Each block
+//     of a pair loads half of every B slice and multicasts it to both; a stage is refilled only when the
+//     consumers of both blocks have handed it back.
+#include "tk.cuh"
+
+using namespace tk;
+
+#ifndef CLUSTER
+#define CLUSTER 2  // blocks per cluster, stacked in M: 1 (no cluster) or 2
+#endif
+#ifndef GROUP_M
+#define GROUP_M 16  // tile rows (of cluster tiles) walked together
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+constexpr int BM = 128, BN = 256, BK = 64;  // block tile; K-slice per stage
+constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows of the tile each
+constexpr int CN = 64;                      // columns of C per TMA store
+static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 or 2 blocks");
+using split = warpgroup::register_split<40, 232, CONSUMERS>;
+
+using a_tile = st_bf<BM / CONSUMERS, BK>;  // 64 x 64
+using b_tile = st_bf<BK, BN>;              // 64 x 256: four 64 x 64 panels (TMA boxes): two per block of a pair
+using c_tile = st_bf<BM / CONSUMERS, CN>;  // 64 x 64 staging tile of C
+struct stage {
+    a_tile a[CONSUMERS];
+    b_tile b;
+};
+struct smem_layout {
+    stage stages[STAGES];
+    c_tile c[CONSUMERS][2];  // per consumer: one staging tile is written while the other is being stored
+    pipeline<STAGES> pipe;
+};
+/// What the launch must ask for (read by tklab.gemm from the compiled module: one source of truth).
+extern "C" __device__ int gemm_shared_bytes = dynamic_shared_bytes<smem_layout>();
+
+#if CLUSTER > 1
+#define CLUSTER_SHAPE __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define CLUSTER_SHAPE
+#endif
+
+extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * warpgroup::THREADS, 1) CLUSTER_SHAPE
+gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+     const __grid_constant__ CUtensorMap map_c, int M, int N, int K) {
+    extern __shared__ char smem[];
+    shared_allocator alloc(smem);
+    smem_layout& sm = alloc.take<smem_layout>();
+
+    // The walk is over cluster tiles of (CLUSTER * 128) x 256; block `rank` of a cluster takes tile row
+    // `rank` of each. Every block of a cluster walks the same cluster tiles, so their rings stay in step.
+    const tile_order order{(M + CLUSTER * BM - 1) / (CLUSTER * BM), (N + BN - 1) / BN, GROUP_M};
+    const int rank = CLUSTER > 1 ? cluster::rank() : 0;
+    const int first = CLUSTER > 1 ? cluster::id() : int(blockIdx.x);
+    const int step = CLUSTER > 1 ? cluster::count() : int(gridDim.x);
+    const int k_tiles = (K + BK - 1) / BK;
+
+    if (threadIdx.x == 0) sm.pipe.init(CONSUMERS * warpgroup::WARPS * CLUSTER);  // every consumer warp of the cluster frees a stage
+    if constexpr (CLUSTER > 1) cluster::sync();  // all barriers of the pair exist before either signals the other's
+    else __syncthreads();
+
+    if (warpgroup::groupid() == 0) {  // ---- producer ----
+        split::producer();
+        if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
+            ring_cursor<STAGES> at;
+            for (int i = first; i < order.count(); i += step) {
+                const coord t = order(i);
+                const int row = t.r * CLUSTER + rank;  // this block's tile row
+                for (int k = 0; k < k_tiles; ++k, at.advance()) {
+                    stage& s = sm.stages[at.stage];
+                    mbarrier& full = sm.pipe.full[at.stage];
+                    wait(sm.pipe.empty[at.stage], at.phase ^ 1);
+                    tma::expect(full, s.a[0], s.a[1], s.b);  // all of B arrives: our half and our partner's
+                    for (int w = 0; w < CONSUMERS; ++w) tma::load_async(s.a[w], map_a, full, {row * CONSUMERS + w, k});
+                    if constexpr (CLUSTER > 1) tma::load_async_multicast(s.b, map_b, full, {k, t.c}, rank, CLUSTER);
+                    else tma::load_async(s.b, map_b, full, {k, t.c});
+                }
+            }
+            // Do not exit while someone may still touch this block's shared memory: wait until every stage
+            // we filled was handed back -- by our consumers and, in a cluster, by our partner's, whose
+            // arrivals land on our barriers.
+            for (int s = 0; s < STAGES; ++s, at.advance()) wait(sm.pipe.empty[at.stage], at.phase ^ 1);
+        }
+        return;
+    }
+
+    // ---- consumers ----
+    split::consumer();
+    const int me = __shfl_sync(0xffffffff, warpgroup::groupid() - 1, 0);  // uniform: see gemm_wgmma.cu
+    const bool leader = warpgroup::threadid() == 0;  // issues this warpgroup's TMA stores, and waits for them
+    rt_fl<16, BN> acc;                               // this warp's 16 rows of the warpgroup's 64 x 256
+    ring_cursor<STAGES> at;
+    for (int i = first; i < order.count(); i += step) {
+        const coord t = order(i);
+        const int row = t.r * CLUSTER + rank;
+        for (int k = 0; k < k_tiles; ++k, at.advance()) {
+            wait(sm.pipe.full[at.stage], at.phase);
+            warpgroup::mma_AB(acc, sm.stages[at.stage].a[me], sm.stages[at.stage].b, k > 0);  // = on k == 0, += after
+            warpgroup::mma_async_wait<0>(acc);
+            if constexpr (CLUSTER > 1) cluster::arrive_all(sm.pipe.empty[at.stage], CLUSTER);  // both blocks' copies write here
+            else sm.pipe.release(at.stage);
+        }
+        // Epilogue: 64 columns at a time, alternating between our two staging tiles.
+#pragma unroll
+        for (int j = 0; j < BN / CN; ++j) {
+            c_tile& out = sm.c[me][j % 2];
+            if (leader) tma::store_wait_read<1>();  // the store that last read `out` is done reading it
+            warpgroup::sync_group<1>(me);
+            warpgroup::store(out, columns<CN>(acc, j));  // round to bf16, stmatrix
+            fence_proxy_async();                          // our writes, then the copy engine's reads
+            warpgroup::sync_group<1>(me);
+            if (leader) {
+                tma::store_async(map_c, out, {row * CONSUMERS + me, t.c * (BN / CN) + j});
+                tma::store_commit();
+            }
+        }
+    }
+    if (leader) tma::store_wait_read<0>();  // the staging tiles must outlive the stores reading them
+}
