@@ -1,4 +1,5 @@
-"""Interactive explorers for shared-memory banks and fragment layouts, and the SVG drawings behind them.
+"""Interactive explorers for shared-memory banks, fragment layouts and TMA pipelines, and the SVG drawings
+behind them.
 
 Public API::
 
@@ -8,15 +9,19 @@ Public API::
     layout_svg(fragment, *, lane=None, swizzle=None, max_cols=64) -> str
     bank_pattern(pattern, *, width, stride, group, cols, padding, swizzle, column, expression, fn) -> offsets
     ncu_numbers(access) -> {metric: value}                      # what Nsight Compute would report
+    pipeline_explorer(stages, latency, consume, transfer, issue, *, measured=None) -> PipelineExplorer
+    timeline_svg(simulate(stages, latency, consume, ...)) -> str    # a TMA ring over time (pipeline.py)
 
 The drawing functions need no widget state: ``IPython.display.SVG(bank_svg(banks.analyze(offs, 16)))``.
 """
 
 from .draw import bank_svg, lane_color, layout_svg, ncu_numbers
 from .patterns import PATTERNS, bank_pattern, expression_offsets
+from .pipeline import pipeline_explorer, simulate, sweep_svg, timeline_svg
 
 __all__ = ["PATTERNS", "BankExplorer", "LayoutExplorer", "bank_explorer", "bank_pattern", "bank_svg",
-           "expression_offsets", "lane_color", "layout_explorer", "layout_svg", "ncu_numbers"]
+           "expression_offsets", "lane_color", "layout_explorer", "layout_svg", "ncu_numbers", "pipeline_explorer",
+           "simulate", "sweep_svg", "timeline_svg"]
 
 
 def __getattr__(name: str):  # the explorers import ipywidgets only when asked for
