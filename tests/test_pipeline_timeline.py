@@ -12,7 +12,8 @@ from tklab.widgets import pipeline as p
 
 
 def _marks(svg: str, cls: str) -> list[dict[str, str]]:
-    return [dict(re.findall(r'([\w-]+)="([^"]*)"', m)) for m in re.findall(rf'<(?:rect|circle) class="{cls}" ([^>]*)>', svg)]
+    found = re.findall(rf'<(?:rect|circle) class="{cls}" ([^>]*)>', svg)
+    return [dict(re.findall(r'([\w-]+)="([^"]*)"', m)) for m in found]
 
 
 PARAMS = list(itertools.product((1, 2, 3, 5), (0.0, 1.5), (0.0, 0.4), (0.0, 1.0), (0.0, 0.3)))
