@@ -114,15 +114,10 @@ def _gemm_mma_tiles() -> Any:
 def _gemm_wgmma() -> Any:
     import cupy as cp
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    import gemm_wgmma as gw  # bench/gemm_wgmma.py: the kernel, its tile constants and tensor maps
+    from tklab import gemm  # the chapter-08 kernels and their launches
 
     a, b, c = _bf16((N, N)), _bf16((N, N)), cp.full((N, N), 0xFFFF, cp.uint16)
-    # As gw.prepare builds it, but returning the prepared launch itself.
-    map_a = tklab.tma.tensor_map(a, (gw.BM // gw.CONSUMERS, gw.BK), dtype="bfloat16")
-    map_b = tklab.tma.tensor_map(b, (gw.BK, gw.BN), dtype="bfloat16")
-    return gw.kernel(tklab.gpu.arch()).prepare(((N // gw.BM) * (N // gw.BN),), (gw.THREADS,),
-                                               (map_a, map_b, c, N, N, N), shared_mem=gw.SHARED_BYTES)
+    return gemm.prepare(a, b, c, step="2_warp_specialised")
 
 
 MATMUL = 2.0 * N**3

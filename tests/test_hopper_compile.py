@@ -3,7 +3,6 @@ the instructions we asked for, sm_80 builds are unaffected, and tklab.tma's host
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 
 import tklab
-from tklab import tma
+from tklab import gemm, tma
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = Path(__file__).resolve().parent / "kernels"
@@ -21,17 +20,9 @@ def _compile(name: str, arch: str = "sm_90a") -> tklab.compiler.Module:
     return tklab.compile((KERNELS / name).read_text(), arch=arch, name=name)
 
 
-def load_gemm_module():
-    """bench/gemm_wgmma.py, imported by path (bench/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("gemm_wgmma", ROOT / "bench" / "gemm_wgmma.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-# ---- the GEMM ---------------------------------------------------------------------------------------
+# ---- the GEMM (every step of chapter 08: tests/test_ch07_ch08_compile.py) ------------------------------
 def test_gemm_uses_tma_and_wgmma_without_spills():
-    k = load_gemm_module().kernel()
+    k = gemm.compiled(gemm.get("2_warp_specialised"))
     assert k.histogram.get("HGMMA", 0) == 4  # 64-deep stage = 4 x m64n256k16, one copy of the loop body
     assert k.histogram.get("UTMALDG", 0) > 0
     assert k.spill_bytes == 0 and k.stack_bytes == 0
@@ -40,14 +31,14 @@ def test_gemm_uses_tma_and_wgmma_without_spills():
 
 
 def test_gemm_rejects_shapes_that_are_not_multiples_of_the_tile():
-    g = load_gemm_module()
-    g.check_shapes(256, 512, 128)  # fine: no exception
+    s = gemm.get("2_warp_specialised")
+    gemm.check_shapes(s, 256, 512, 128)  # fine: no exception
     with pytest.raises(ValueError, match="M=100 is not a multiple of 128"):
-        g.gemm(np.zeros((100, 64)), np.zeros((64, 256)))
+        gemm.gemm(np.zeros((100, 64)), np.zeros((64, 256)), step=s)
     with pytest.raises(ValueError, match="N=200"):
-        g.check_shapes(128, 200, 64)
+        gemm.check_shapes(s, 128, 200, 64)
     with pytest.raises(ValueError, match="inner dimensions differ"):
-        g.gemm(np.zeros((128, 64)), np.zeros((128, 256)))
+        gemm.gemm(np.zeros((128, 64)), np.zeros((128, 256)), step=s)
 
 
 # ---- probe kernels ----------------------------------------------------------------------------------

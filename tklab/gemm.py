@@ -12,6 +12,8 @@ back from the PTX, so the Python side never repeats a constant the kernel owns.
     prepare(a, b, c, step=FINAL) -> Prepared    tensor maps and launch packed once: call it to run
     gemm(a, b, step=FINAL) -> c             C = A @ B (bf16 in, bf16 out, fp32 accumulation)
     errors(c, a, b) -> Errors               relative error against float64, unwritten (NaN) outputs
+    tile_order(rows, cols, group, i)        the walk over C's tiles that the persistent steps take (as tk::tile_order)
+    progression(sizes, rounds) -> dict      every step and cuBLAS timed three ways; table(result), ratios(...)
     launch_facts(module) -> dict            threads, shared bytes, cluster size (CPU: from the PTX)
 
 A and B are row-major (A: M x K, B: K x N): torch bf16 tensors, or CuPy uint16 arrays holding bf16 bits.
@@ -86,6 +88,16 @@ def get(name: str) -> Step:
     if name not in STEPS:
         raise KeyError(f"no GEMM step {name!r}; steps: {', '.join(STEPS)}")
     return STEPS[name]
+
+
+def tile_order(rows: int, cols: int, group: int, i: int) -> tuple[int, int]:
+    """Tile number i of the grouped walk over a rows x cols grid of tiles (the library's ``tk::tile_order``):
+    down ``group`` tile rows, then one column right; the last band of rows may be shorter."""
+    per_group = group * cols
+    first = i // per_group * group
+    height = min(rows - first, group)
+    j = i % per_group
+    return first + j % height, j // height
 
 
 # ---- the compiled kernel and what it says about its launch ------------------------------------------
@@ -188,11 +200,12 @@ def resident_clusters(func: Any, threads: int, shared_bytes: int, cluster: int) 
 
 
 def prepare(a: Any, b: Any, c: Any, *, step: str | Step = FINAL, stream: Any = None,
-            dtype: str | None = None) -> Any:
+            dtype: str | None = None, max_clusters: int | None = None) -> Any:
     """Check the shapes, build the tensor maps and pack the launch once; returns a ``Prepared`` (call it).
 
     ``a``, ``b``, ``c``: torch bf16 CUDA tensors, or CuPy uint16 arrays of bf16 bits (``dtype`` then defaults
     to ``"bfloat16"``). ``c`` is written in place. Keep the arrays alive while the launch may run.
+    ``max_clusters`` caps a persistent grid (tests: a few blocks then walk many tiles each).
     """
     from . import tma
 
@@ -217,7 +230,7 @@ def prepare(a: Any, b: Any, c: Any, *, step: str | Step = FINAL, stream: Any = N
     args = (map_a, map_b, map_c, m, n, k)
     tiles = -(-m // (s.block_m * cluster)) * -(-n // s.block_n)  # cluster tiles
     probe = fn.prepare((cluster,), (threads,), args, shared_mem=smem, stream=stream)  # sets the smem limit
-    clusters = min(tiles, resident_clusters(probe.func, threads, smem, cluster))
+    clusters = min(tiles, resident_clusters(probe.func, threads, smem, cluster), max_clusters or tiles)
     return fn.prepare((clusters * cluster,), (threads,), args, shared_mem=smem, stream=stream)
 
 
@@ -231,7 +244,8 @@ def _empty_like(a: Any, m: int, n: int) -> Any:
 
 def gemm(a: Any, b: Any, out: Any = None, *, step: str | Step = FINAL, dtype: str | None = None) -> Any:
     """C = A @ B in bf16 with fp32 accumulation, by one step's kernel; ``out`` (M x N) is written if given."""
-    m, n, _ = problem(a, b)
+    m, n, k = problem(a, b)
+    check_shapes(step if isinstance(step, Step) else get(step), m, n, k)  # before allocating anything
     out = _empty_like(a, m, n) if out is None else out
     prepare(a, b, out, step=step, dtype=dtype)()
     return out
