@@ -26,11 +26,8 @@ sys.path.insert(0, str(ROOT))
 import tklab  # noqa: E402
 from tklab import gemm  # noqa: E402
 
-#: Extra variants timed beside the steps (knobs the chapter discusses), name -> step with options.
-VARIANTS: dict[str, gemm.Step] = {
-    "1_one_warpgroup_2stages": gemm.get("1_one_warpgroup").with_options("-DSTAGES=2"),  # two blocks per SM
-    "2_in_flight_1": gemm.get("2_warp_specialised").with_options("-DIN_FLIGHT=1"),
-}
+#: Extra variants timed beside the steps (knobs the chapter discusses).
+VARIANTS = gemm.VARIANTS
 
 TILE_SHAPES = [(128, 256, 64), (256, 512, 192), (384, 768, 1024), (1024, 256, 2048), (2048, 4096, 512)]
 AWKWARD_SHAPES = [(1000, 1000, 1000), (4096, 4000, 1032), (1, 8, 8), (129, 264, 72), (3000, 256, 8), (4096, 4096, 4096)]

@@ -14,8 +14,7 @@ from tklab import course, gemm, sass, tma_copy
 
 ROOT = Path(__file__).resolve().parent.parent
 SERIALIZED = re.compile(r"\bC75\d\d\b")  # ptxas: "wgmma.mma_async instructions are serialized ..."
-VARIANTS = {"1_one_warpgroup_2stages": gemm.get("1_one_warpgroup").with_options("-DSTAGES=2"),
-            "2_in_flight_1": gemm.get("2_warp_specialised").with_options("-DIN_FLIGHT=1")}
+VARIANTS = gemm.VARIANTS
 ALL_STEPS = dict(gemm.STEPS) | VARIANTS
 
 

@@ -7,6 +7,7 @@ place, mostly from the compiled kernel itself: its ``__launch_bounds__`` (thread
 back from the PTX, so the Python side never repeats a constant the kernel owns.
 
     STEPS                                   name -> Step: file, -D options, what changed and why
+    VARIANTS                                knobs timed beside the steps (two blocks per SM; IN_FLIGHT=1)
     get(name) -> Step                       one step (a KeyError names the others)
     check_shapes(step, m, n, k)             ValueError if the step cannot take this shape
     prepare(a, b, c, step=FINAL) -> Prepared    tensor maps and launch packed once: call it to run
@@ -54,10 +55,10 @@ class Step:
     def path(self) -> Path:
         return SOLUTIONS / self.source
 
-    def with_options(self, *extra: str) -> Step:
-        """The same step with more -D options (later ones win)."""
-        return Step(self.name, self.label, self.source, self.options + tuple(extra), self.block_m, self.block_n,
-                    self.grid, self.changed)
+    def with_options(self, *extra: str, name: str | None = None) -> Step:
+        """A variant: the same step with more -D options (later ones win), named ``name``."""
+        return Step(name or f"{self.name} {' '.join(extra)}", f"{self.label} ({' '.join(extra)})", self.source,
+                    self.options + tuple(extra), self.block_m, self.block_n, self.grid, self.changed)
 
 
 BK = 64  # every step's K-slice per stage
@@ -81,6 +82,11 @@ STEPS: dict[str, Step] = {s.name: s for s in (
          "the L2 traffic for B."),
 )}
 FINAL = "5_cluster"
+#: Knobs the chapter discusses, timed beside the steps.
+VARIANTS: dict[str, Step] = {
+    "1_one_warpgroup_2stages": STEPS["1_one_warpgroup"].with_options("-DSTAGES=2", name="1_one_warpgroup_2stages"),
+    "2_in_flight_1": STEPS["2_warp_specialised"].with_options("-DIN_FLIGHT=1", name="2_in_flight_1"),
+}
 
 
 def get(name: str) -> Step:
@@ -397,3 +403,26 @@ def table(result: dict[str, Any]) -> str:
                 cells.append(f"{min(rs):.3f}–{max(rs):.3f}" if rs else "—")
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def records(result: dict[str, Any], n: int = 4096, method: str = "graph") -> dict[str, dict[str, Any]]:
+    """Each step of a ``progression`` result as a comparison record (``tklab.course``'s format) at n^3, from the
+    median TFLOP/s of ``method`` over rounds: what the course's results table shows, keyed by step name."""
+    import statistics
+
+    from .course import comparison
+
+    flops = 2.0 * n**3
+
+    def median(who: str) -> float:
+        return statistics.median(r[method] for r in result["rows"] if r["n"] == n and r["who"] == who)
+
+    lib_ms = flops / (median("cuBLAS") * 1e12) * 1e3
+    out = {}
+    for who, label in result["labels"].items():
+        if who == "cuBLAS" or not any(r["who"] == who and r["n"] == n for r in result["rows"]):
+            continue
+        ms = flops / (median(who) * 1e12) * 1e3
+        out[who] = comparison(ms, lib_ms, flops, label=f"{label}, {n}³ ({method})", ceiling_tflops=None,
+                              ceiling="bf16_tensor")
+    return out

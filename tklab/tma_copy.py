@@ -101,8 +101,15 @@ def _device_copy(src: Any, dst: Any) -> Any:
     return run
 
 
-def measure_ways(rows: int = 16384, cols: int = 8192, target_ms: float = 150.0) -> dict[str, Any]:
-    """GB/s of the three ways and of cudaMemcpy (device to device) on the same matrix, checked first."""
+def _median(xs: list[float]) -> float:
+    import statistics
+
+    return statistics.median(xs)
+
+
+def measure_ways(rows: int = 16384, cols: int = 8192, rounds: int = 3, target_ms: float = 100.0) -> dict[str, Any]:
+    """GB/s of the three ways and of cudaMemcpy (device to device) on the same matrix, each checked first;
+    ``rounds`` rounds alternating the contenders. ``<name>_gbps``: the median; ``<name>_gbps_all``: each round."""
     import cupy as cp
 
     from .bench import bench
@@ -110,35 +117,48 @@ def measure_ways(rows: int = 16384, cols: int = 8192, target_ms: float = 150.0) 
     src = cp.random.default_rng().standard_normal((rows, cols), dtype=cp.float32)
     dst = cp.full_like(src, cp.nan)
     runs = {way: prepare_way(way, src, dst) for way in WAYS} | {"device_copy": _device_copy(src, dst)}
-    out: dict[str, Any] = {"rows": rows, "cols": cols}
     for name, fn in runs.items():
         dst.fill(cp.nan)
         fn()
         cp.cuda.runtime.deviceSynchronize()
         if not bool(cp.array_equal(dst, src)):
             raise AssertionError(f"copy {name} is wrong at {rows} x {cols}")
-        out[f"{name}_gbps"] = _gbps(bench(fn, progress=False, ceilings=False, target_ms=target_ms).ms, rows, cols)
+    seen: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            seen[name].append(_gbps(bench(fn, progress=False, ceilings=False, target_ms=target_ms).ms, rows, cols))
+    out: dict[str, Any] = {"rows": rows, "cols": cols, "rounds": rounds}
+    for name, xs in seen.items():
+        out[f"{name}_gbps"], out[f"{name}_gbps_all"] = _median(xs), xs
     return out
 
 
 def measure_ring(stages: tuple[int, ...] = (1, 2, 3, 4, 6, 8), rows: int = 16384, cols: int = 8192,
-                 target_ms: float = 150.0) -> dict[str, Any]:
-    """GB/s of the ring for each stage count, beside a device copy of the same matrix, each checked first."""
+                 rounds: int = 3, target_ms: float = 100.0) -> dict[str, Any]:
+    """GB/s of the ring for each stage count beside a device copy of the same matrix, each checked first;
+    ``gbps``: medians over ``rounds`` rounds (``gbps_all``: every round, one list per stage count)."""
     import cupy as cp
 
+    from . import gpu
     from .bench import bench
 
     src = cp.random.default_rng().standard_normal((rows, cols), dtype=cp.float32)
     dst = cp.full_like(src, cp.nan)
-    gbps = []
-    for s in stages:
-        fn = prepare_ring(src, dst, s)
+    runs = {s: prepare_ring(src, dst, s) for s in stages}
+    for s, fn in runs.items():
         dst.fill(cp.nan)
         fn()
         cp.cuda.runtime.deviceSynchronize()
         if not bool(cp.array_equal(dst, src)):
             raise AssertionError(f"the ring with {s} stages copied wrongly at {rows} x {cols}")
-        gbps.append(_gbps(bench(fn, progress=False, ceilings=False, target_ms=target_ms).ms, rows, cols))
-    copy = _gbps(bench(_device_copy(src, dst), progress=False, ceilings=False, target_ms=target_ms).ms, rows, cols)
-    return {"rows": rows, "cols": cols, "stages": list(stages), "gbps": gbps, "device_copy_gbps": copy,
-            "stage_kb": TILE_ROWS * TILE_COLS * 4 // 1024}
+    seen: dict[int, list[float]] = {s: [] for s in stages}
+    copies: list[float] = []
+    for _ in range(rounds):
+        for s, fn in runs.items():
+            seen[s].append(_gbps(bench(fn, progress=False, ceilings=False, target_ms=target_ms).ms, rows, cols))
+        copies.append(_gbps(bench(_device_copy(src, dst), progress=False, ceilings=False, target_ms=target_ms).ms,
+                            rows, cols))
+    return {"rows": rows, "cols": cols, "rounds": rounds, "stages": list(stages),
+            "gbps": [_median(seen[s]) for s in stages], "gbps_all": [seen[s] for s in stages],
+            "device_copy_gbps": _median(copies), "stage_kb": TILE_ROWS * TILE_COLS * 4 // 1024,
+            "blocks": ring_launch(rows, cols, stages[0], gpu.properties().sm_count)[0]}
