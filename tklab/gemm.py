@@ -349,7 +349,8 @@ def _time_size(n: int, steps: dict[str, Step], rounds: int, target_ms: float) ->
     flops, rows = 2.0 * n**3, []
     for r in range(rounds):
         for name, fn in plain.items():
-            row: dict[str, Any] = {"n": n, "round": r, "who": name, "host_us": _host_us(fn)}
+            row: dict[str, Any] = {"n": n, "round": r, "who": name, "host_us": _host_us(fn),
+                                   "grid": list(getattr(fn, "grid", ()))[:1]}  # blocks launched (not cuBLAS)
             row["bench"] = bench(fn, flops=flops, progress=False, ceilings=False, target_ms=target_ms).tflops
             row["graph"] = bench(graphs[name], flops=flops, progress=False, ceilings=False, target_ms=target_ms).tflops
             t = bench(fn, batch=20, flush_l2=False, ceilings=False, progress=False, target_ms=target_ms)
