@@ -4,7 +4,7 @@
 //                    the classic copy; each thread computes its addresses and holds the data.
 //   copy_cp_async    each block stages a ROWS x 64 tile in shared memory with cp.async (every thread
 //                    issues 16-byte copies that skip the registers), waits, and stores it from there.
-//   copy_tma         each block's elected lane hands the copy engine a tensor map and a tile coordinate;
+//   copy_tma         one thread of each block hands the copy engine a tensor map and a tile coordinate;
 //                    TMA brings the whole tile into shared memory and reports the bytes to an mbarrier,
 //                    then one TMA store sends it back out. The other threads do nothing at all.
 // Shapes: rows a multiple of ROWS, cols a multiple of 64 (the chapter's benchmark sizes); the ring in
