@@ -89,9 +89,10 @@ SPEC = Exercise(
         NoSerializedWgmma(),
         NoSpills(),
     ),
-    # Target: a guess until the H200 measures the reference (bench/ch07_ch08_gpu.py); set it below that.
+    # No target yet: the reference has not run on a GPU. bench/ch07_ch08_gpu.py measures its ratio; then
+    # measured=(...) and a target of at most specs.TARGET_MARGIN x the lowest (tests/test_exercises.py).
     bench=Bench(dims={"M": 4096, "N": 4096, "K": 4096}, baseline=_cublas_bf16,
-                baseline_name="cuBLAS bf16 (torch.matmul)", output="C", target=0.4, flops=matmul_flops,
+                baseline_name="cuBLAS bf16 (torch.matmul)", output="C", target=None, flops=matmul_flops,
                 expect=_expect, rtol=1e-2, atol=1e-1),
     arch="sm_90a",
 )
