@@ -13,7 +13,7 @@
 //     the next 64 columns are written, and while the next tile's products start. The copy engine skips
 //     rows and columns past the end of C, and TMA loads fill past-the-end A and B with zeros, so any
 //     M, N, K works (N and K multiples of 8: TMA needs rows 16-byte aligned).
-//   * GROUP_M: the tiles in flight are taken GROUP_M tile rows at a time (1: row by row), so that they
+//   * GROUP_M: the tiles in flight are taken GROUP_M rows of (cluster) tiles at a time (1: row by row), so they
 //     share panels of A and B in L2 (tile_order.cuh).
 //   * CLUSTER = 2: blocks run in pairs on tiles stacked in M, which read the same slices of B. Each block
 //     of a pair loads half of every B slice and multicasts it to both; a stage is refilled only when the
@@ -26,7 +26,7 @@ using namespace tk;
 #define CLUSTER 2  // blocks per cluster, stacked in M: 1 (no cluster) or 2
 #endif
 #ifndef GROUP_M
-#define GROUP_M 16  // tile rows (of cluster tiles) walked together
+#define GROUP_M (16 / CLUSTER)  // rows of cluster tiles walked together: 16 block rows
 #endif
 #ifndef STAGES
 #define STAGES 4
