@@ -133,26 +133,80 @@ def test_layout_explorer_highlights_a_lane_and_its_banks() -> None:
                                                                                                    "274"}
 
 
-def test_layout_explorer_keeps_working_when_a_swizzle_does_not_fit() -> None:
-    ex = widgets.layout_explorer("mma.m16n8k16", "B", swizzle="128B")  # 8 bf16 = 16-byte rows
-    assert "do not fill whole 128-byte panels" in ex.error and "shared-memory panel" in ex.status.value
-    assert _cells(ex.figure.value, "elem") and not _cells(ex.figure.value, "smem")
+def test_layout_explorer_offers_only_the_swizzles_that_fit() -> None:
+    ex = widgets.layout_explorer("ldmatrix.x4.trans", None)  # 8 rows x 32 bf16: 64-byte rows
+    ok, why = ex.swizzle_choices()
+    assert list(ex.swizzle.options) == ok and "128B" not in ok and {"64B", "32B", "none"} <= set(ok)
+    assert "do not fill whole 128-byte panels" in why["128B"] and "not offered for this 64-byte row" in ex.status.value
+    ex.swizzle.value = "64B"
+    assert ex.error is None and _cells(ex.figure.value, "smem")
+    ex.fragment.value = ("mma.m16n8k16", "B")  # 8 bf16 = 16-byte rows: no swizzle fits, the panel is reset
+    assert ex.swizzle.value == ex.SMEM_CHOICES[0] and set(ex.swizzle.options) == {ex.SMEM_CHOICES[0], "none",
+                                                                                    "interleave"}
+    assert not _cells(ex.figure.value, "smem")
     ex.fragment.value = ("wgmma.m64n256k16", "D")
     assert ex.lane.max == 127 and ex.error is None and len(ex.figure.value) < 600_000
+    with pytest.raises(ValueError, match="no 128B shared-memory panel for mma.m16n8k16 B: 8 columns .* 128-byte"):
+        widgets.layout_explorer("mma.m16n8k16", "B", swizzle="128B")
     with pytest.raises(ValueError, match="unknown fragment"):
         widgets.layout_explorer("mma.m8n8k4", None)
 
 
-def test_explorers_carry_a_static_copy_of_their_figure() -> None:
-    """A static HTML export cannot draw a widget view; the output's text/html fallback is the current figure."""
-    from tklab.widgets import explorers
+def test_bank_explorer_shows_only_the_controls_a_pattern_reads() -> None:
+    ex = widgets.bank_explorer(pattern="stride")
+    shown = lambda: {n for n in ex.state() if getattr(ex, n).layout.display != "none"}  # noqa: E731
+    assert shown() == {"pattern", "instruction", "width", "store", "stride", "swizzle"}
+    ex.pattern.value = "tile column walk"
+    assert {"cols", "padding", "column"} <= shown() and not {"stride", "group", "expression"} & shown()
+    ex.instruction.value = "ldmatrix/stmatrix .x4"
+    assert "width" not in shown()
+    ex.pattern.value, ex.instruction.value = "expression", "per-lane access"
+    assert shown() == {"pattern", "instruction", "width", "store", "expression", "swizzle"}
+    for pattern in widgets.PATTERNS[:-1]:  # every control a pattern reads changes its offsets for some value
+        ex.pattern.value = pattern
+        for name in ex.USES[pattern]:
+            assert name in shown()
+
+
+def test_explorers_carry_a_png_copy_of_their_figure() -> None:
+    """JupyterLab draws a widget view only while its kernel runs, in a trusted notebook; the stored PNG
+    (shown in any notebook) must be the current figure."""
+    import base64
 
     ex = widgets.bank_explorer(pattern="stride", width=4, stride=1)
     first = ex._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in first and "<svg" in first["text/html"]
-    ex.stride.value = 32  # 32-way conflict: a different picture
-    second = ex._repr_mimebundle_()["text/html"]
-    assert second != first["text/html"] and second.endswith(ex.figure.value)
+    assert "application/vnd.jupyter.widget-view+json" in first and "text/html" not in first
+    png = base64.b64decode(first["image/png"])
+    assert png.startswith(b"\x89PNG")
+    ex.stride.value = 32  # 32-way conflict: a taller picture
+    second = base64.b64decode(ex._repr_mimebundle_()["image/png"])
+    assert _png_size(second)[1] > _png_size(png)[1]
     big = widgets.layout_explorer("wgmma.m64n256k16", "D", lane=0)
-    assert len(big.figure.value) > explorers.STATIC_FIGURE_LIMIT
-    assert "too large for a static copy" in big._repr_mimebundle_()["text/html"]
+    assert _png_size(base64.b64decode(big._repr_mimebundle_()["image/png"]))[0] > 0
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def test_png_copy_has_the_svg_colours_where_the_svg_has_them() -> None:
+    """Rasterising keeps the picture: the pixel at each cell's centre is that cell's fill."""
+    import io
+
+    import matplotlib.image as mpimg
+
+    from tklab.widgets.raster import svg_color, svg_png
+
+    acc = banks.analyze([4 * 2 * lane for lane in range(32)], 4)  # stride 2: 2 wavefronts
+    svg = widgets.bank_svg(acc)
+    img = mpimg.imread(io.BytesIO(svg_png(svg, scale=2)), format="png")
+    cells = _cells(svg, "cell")
+    assert len(cells) == 32
+    for c in cells:
+        x, y = float(c["x"]) + 4, float(c["y"]) + 4  # inside the cell, clear of its label
+        got = img[int(2 * y), int(2 * x), :3]
+        assert max(abs(got - svg_color(c["fill"]))) < 0.02, (c, got)
+    with pytest.raises(ValueError, match="cannot draw <circle>"):
+        svg_png('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><circle r="2"/></svg>')
+    with pytest.raises(ValueError, match="unsupported colour"):
+        svg_color("rgb(1,2,3)")

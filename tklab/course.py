@@ -267,6 +267,8 @@ class SMLimits:
     """Per-SM limits of compute capability 9.0 (H100/H200), as the CUDA occupancy calculator uses them."""
 
     registers: int = 65536
+    quadrants: int = 4  # the register file is four separate slices, one per quadrant (sub-partition)
+    registers_per_block: int = 65536  # the most one block may hold (the launch fails beyond it)
     max_registers_per_thread: int = 255
     register_unit: int = 256  # registers are handed to a warp in chunks of 256 (8 per thread)
     max_warps: int = 64
@@ -274,6 +276,10 @@ class SMLimits:
     smem_bytes: int = 228 * 1024  # shared memory an SM can give to blocks
     smem_reserved_per_block: int = 1024  # the system keeps 1 KB per resident block
     smem_unit: int = 128
+
+    @property
+    def registers_per_quadrant(self) -> int:
+        return self.registers // self.quadrants
 
 
 HOPPER = SMLimits()
@@ -287,6 +293,8 @@ class Occupancy:
     warps_per_sm: int
     limit: str  # "registers", "shared memory", "warps" or "blocks"
     by: dict[str, int]  # blocks allowed by each resource
+    registers_per_warp: int = 0  # after rounding up to the allocation unit
+    warps_per_quadrant: int = 0  # how many such warps one quadrant's register slice holds
 
     @property
     def fraction(self) -> float:
@@ -299,23 +307,90 @@ def _round_up(x: int, unit: int) -> int:
 
 
 def occupancy(registers: int, threads: int, smem_bytes: int = 0, limits: SMLimits = HOPPER) -> Occupancy:
-    """Blocks per SM for a kernel using ``registers`` per thread, ``threads`` per block, ``smem_bytes`` per block."""
+    """Blocks per SM for a kernel using ``registers`` per thread, ``threads`` per block, ``smem_bytes`` per block.
+
+    The register rule is the CUDA occupancy calculator's (``cuda_occupancy.h``): a warp's registers come
+    from the slice of *one* quadrant, 65,536 / 4 = 16,384 registers, so each quadrant holds
+    ⌊16,384 / registers-per-warp⌋ warps, the SM four times that, and blocks are counted from those warps.
+    Registers left over in one quadrant cannot serve a warp of another, which is why this can be fewer
+    blocks than ⌊65,536 / registers-per-block⌋. A block needing more than 65,536 registers (counting its
+    warps rounded up to a multiple of 4, as the hardware's launch check does) cannot launch: 0 blocks.
+    """
     if not 1 <= registers <= limits.max_registers_per_thread:
         raise ValueError(f"registers per thread must be 1..{limits.max_registers_per_thread}, got {registers}")
     if threads < 1 or threads > 1024:
         raise ValueError(f"threads per block must be 1..1024, got {threads}")
+    if smem_bytes < 0:
+        raise ValueError(f"shared memory per block must be >= 0 bytes, got {smem_bytes}")
     warps = -(-threads // 32)
     per_warp = _round_up(registers * 32, limits.register_unit)
+    per_quadrant = limits.registers_per_quadrant // per_warp
+    launchable = per_warp * _round_up(warps, limits.quadrants) <= limits.registers_per_block
     smem = _round_up(smem_bytes, limits.smem_unit) + limits.smem_reserved_per_block
     by = {  # on a tie the first named wins: the hard caps before the resources a kernel chooses
         "warps": limits.max_warps // warps,
         "blocks": limits.max_blocks,
-        "registers": limits.registers // (per_warp * warps),
+        "registers": per_quadrant * limits.quadrants // warps if launchable else 0,
         "shared memory": limits.smem_bytes // smem if smem_bytes else limits.max_blocks,
     }
     limit = min(by, key=lambda k: by[k])
     blocks = by[limit]
-    return Occupancy(blocks, blocks * warps, limit, by)
+    return Occupancy(blocks, blocks * warps, limit, by, per_warp, per_quadrant)
+
+
+def pooled_register_blocks(registers: int, threads: int, limits: SMLimits = HOPPER) -> int:
+    """Blocks per SM if the 65,536 registers were one pool (they are not: see :func:`occupancy`).
+
+    Kept so a lesson can show the difference the four quadrants make.
+    """
+    per_warp = _round_up(registers * 32, limits.register_unit)
+    return limits.registers // (per_warp * -(-threads // 32))
+
+
+def quadrant_figure(registers: int, threads: int, *, title: str | None = None, ax: Any = None) -> Any:
+    """The four register-file quadrants of one SM, filled with a kernel's warps as the hardware places them.
+
+    Warps of the resident blocks are dealt to quadrants round-robin (warp w of the SM to quadrant w % 4);
+    each quadrant is a column 16,384 registers tall, each warp a box of its rounded-up register count,
+    coloured by block; what is left at the top of a column is too small for one more warp.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    occ = occupancy(registers, threads)
+    lim = HOPPER
+    warps = -(-threads // 32)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 3.4))
+    colors = plt.get_cmap("tab20").colors
+    height = lim.registers_per_quadrant
+    for q in range(lim.quadrants):
+        ax.add_patch(Rectangle((q, 0), 0.9, height, facecolor="#f4f4f4", edgecolor="#555", lw=1))
+        ax.text(q + 0.45, height * 1.02, f"quadrant {q}", ha="center", va="bottom", fontsize=9)
+    filled = [0] * lim.quadrants
+    for w in range(occ.warps_per_sm):
+        q, block = w % lim.quadrants, w // warps
+        y = filled[q]
+        ax.add_patch(Rectangle((q + 0.05, y), 0.8, occ.registers_per_warp, facecolor=colors[block % 20],
+                               edgecolor="white", lw=1))
+        if occ.registers_per_warp >= 1200:
+            ax.text(q + 0.45, y + occ.registers_per_warp / 2, f"block {block}, warp {w // lim.quadrants}"
+                    if occ.registers_per_warp >= 2400 else f"b{block}", ha="center", va="center", fontsize=8)
+        filled[q] += occ.registers_per_warp
+    for q in range(lim.quadrants):
+        left = height - filled[q]
+        if left:
+            ax.text(q + 0.45, filled[q] + left / 2, f"{left} left", ha="center", va="center", fontsize=8,
+                    color="#a00")
+    ax.set_xlim(-0.1, lim.quadrants)
+    ax.set_ylim(0, height * 1.12)
+    ax.set_xticks([])
+    ax.set_ylabel("registers (32-bit)")
+    pooled = pooled_register_blocks(registers, threads)
+    ax.set_title(title or f"{registers} registers × {threads} threads: {occ.registers_per_warp} per warp, "
+                 f"{occ.warps_per_quadrant} warps per quadrant → {occ.by['registers']} blocks "
+                 f"(one pool would say {pooled})", fontsize=10)
+    return ax
 
 
 # ---- reading SASS --------------------------------------------------------------------------------------
@@ -408,15 +483,82 @@ def numba_gpu_ready(timeout: float = 300.0) -> bool:
 
 
 # ---- figures -----------------------------------------------------------------------------------------
+FIGURE_STYLE: dict[str, Any] = {
+    "figure.dpi": 100,  # 1 inch of figure = 100 CSS pixels in the notebook
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "text.antialiased": True,
+    "lines.antialiased": True,
+    "patch.antialiased": True,
+    "savefig.bbox": "tight",
+}
+
+
 def plots() -> None:
-    """Small SVG figures with text kept as text: readable on GitHub, small in git, stable between runs."""
+    """Figures as sharp PNGs with readable text, stored in the notebook.
+
+    Why PNG and not SVG: JupyterLab renders SVG (and HTML with SVG inside) only in notebooks the reader
+    has *trusted*, and a fresh clone is not trusted, so stored SVG figures showed up as
+    ``<Figure size ...>``. PNG is shown everywhere. "retina" draws at twice the pixel density and tells
+    the browser the logical size, so text stays sharp on high-resolution screens.
+    """
     import matplotlib as mpl
 
-    mpl.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "tklab", "figure.dpi": 80,
-                         "font.size": 9, "axes.titlesize": 10})
+    mpl.rcParams.update(FIGURE_STYLE)
     try:
         from matplotlib_inline.backend_inline import set_matplotlib_formats
 
-        set_matplotlib_formats("svg", metadata={"Date": None})
+        set_matplotlib_formats("retina")
     except Exception:  # noqa: BLE001 - outside IPython there is nothing to configure
         pass
+
+
+# ---- numba's machine code ------------------------------------------------------------------------------
+_NUMBA_SASS = r"""
+import importlib.util, json, os, sys
+os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+from tklab import numba_compat
+numba_compat.patch()
+from numba import cuda, types
+path, name, ndims, cc = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+spec = importlib.util.spec_from_file_location("_numba_source", path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+sig = tuple(types.Array(types.float32, n, "C") for n in ndims)
+ptx, _ = cuda.compile_ptx(getattr(module, name).py_func, sig, cc=tuple(int(c) for c in cc))
+sys.stdout.write(ptx)
+"""
+
+
+def numba_sass(path: str, name: str, ndims: Iterable[int], *, arch: str = "sm_90") -> str:
+    """SASS of the numba.cuda kernel ``name`` in the file ``path``, for float32 C-ordered array arguments.
+
+    numba compiles Python to PTX with NVVM (no GPU needed); nvJitLink turns the PTX into machine code and
+    cuobjdump prints it, exactly as for CUDA C kernels. It runs in a child process because a notebook that
+    already uses numba's simulator cannot switch numba back to compiling for a GPU.
+    """
+    import json
+
+    from cuda.bindings import nvjitlink
+
+    from . import sass
+
+    cc = arch.removeprefix("sm_").rstrip("a")
+    done = subprocess.run([sys.executable, "-c", _NUMBA_SASS, str(path), name, json.dumps(list(ndims)), cc],
+                          capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"numba could not compile {name} to PTX: {done.stderr.strip().splitlines()[-1:]}")
+    ptx = done.stdout.encode()
+    handle = nvjitlink.create(2, [f"-arch={arch}", "-O3"])
+    try:
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx, len(ptx), f"{name}.ptx")
+        nvjitlink.complete(handle)
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+    finally:
+        nvjitlink.destroy(handle)
+    return "\n".join(sass.disassemble(bytes(cubin)).values())

@@ -106,8 +106,8 @@ def bank_svg(access: banks.Access, *, title: str | None = None) -> str:
         body.append(_text(x + CELL / 2, lanes_y + CELL * 0.68, str(lane), size=9))
         if active:
             ws = served_by.get(lane, [])
-            body.append(_text(x + CELL / 2, lanes_y + CELL + 11, ",".join(f"w{w}" for w in ws[:2]), size=7,
-                              fill="#555"))
+            label = (f"w{ws[0]}" + ("+" if len(ws) > 1 else "")) if ws else ""
+            body.append(_text(x + CELL / 2, lanes_y + CELL + 12, label, size=8, fill="#555"))
     phases = " | ".join(f"{p[0]}-{p[-1]}" for p in access.phases)
     body.append(_text(left, height - 6, f"lanes served together (phases): {phases}", anchor="start", size=9,
                       fill="#555"))
@@ -170,15 +170,15 @@ def layout_svg(frag: layouts.Fragment, *, lane: int | None = None, swizzle: str 
                         f'x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{lane_color(ln, faded=faded)}"{stroke}>'
                         f"{tip}</rect>")
             if small:
-                body.append(_text(x + cell / 2, y + cell * 0.45, str(ln), size=7))
-                body.append(_text(x + cell / 2, y + cell * 0.88, f":{i}", size=6, fill="#333"))
+                body.append(_text(x + cell / 2, y + cell * 0.47, str(ln), size=9))
+                body.append(_text(x + cell / 2, y + cell * 0.9, f":{i}", size=8, fill="#333"))
     for c in range(0, shown, 8 if shown > 16 else 1):
         body.append(_text(left + c * cell + cell / 2, top - 4, str(c), size=8, fill="#666"))
     if frag.dims == ("matrix", "row", "col"):
         for m in range(frag.shape[0]):
-            body.append(_text(left + (8 * m + 4) * cell, top + rows * cell + 12,
-                              f"matrix {m} (rows from lanes {8 * m}-{8 * m + 7})", size=8, fill="#555"))
-    height = top + rows * cell + 24
+            label = f"matrix {m}: lanes {8 * m}-{8 * m + 7}" if 8 * cell >= 120 else f"m{m}: {8 * m}-{8 * m + 7}"
+            body.append(_text(left + (8 * m + 4) * cell, top + rows * cell + 14, label, size=9, fill="#555"))
+    height = top + rows * cell + 26
     if swizzle is not None:
         body, height, width = _smem_panel(frag, body, height, width, lane=lane, swizzle=swizzle, max_cols=shown,
                                           dense=dense)
@@ -220,6 +220,6 @@ def _smem_panel(frag: layouts.Fragment, body: list[str], y0: int, width: int, *,
                     f'x="{x:g}" y="{y}" width="{cell_w / per_word:g}" height="14" '
                     f'fill="{lane_color(ln, faded=faded)}"{stroke}>{tip}</rect>')
     for line in range(lines):
-        body.append(_text(left - 4, top + line * 14 + 10, str(line), anchor="end", size=7, fill="#666"))
+        body.append(_text(left - 4, top + line * 14 + 10, str(line), anchor="end", size=8, fill="#666"))
     height = top + lines * 14 + 12
     return body, height, max(width, left + 32 * cell_w + 16)

@@ -11,7 +11,7 @@ from typing import Any
 import ipywidgets as W
 
 from .. import banks, layouts
-from .draw import bank_svg, layout_svg, ncu_numbers
+from .draw import _grid_shape, bank_svg, layout_svg, ncu_numbers
 from .patterns import PATTERNS, bank_pattern
 
 INSTRUCTIONS = ("per-lane access", "ldmatrix/stmatrix .x1", "ldmatrix/stmatrix .x2", "ldmatrix/stmatrix .x4")
@@ -21,26 +21,28 @@ def _error_html(msg: str) -> str:
     return f'<div style="color:#b00020;font-weight:bold">{escape(msg)}</div>'
 
 
-#: Largest figure copied into a notebook's stored output as a static fallback (bytes of SVG).
-STATIC_FIGURE_LIMIT = 160_000
+#: Pixels per SVG pixel of the PNG copy stored with an explorer's output.
+STATIC_SCALE = 1.5
 
 
 class _StaticFallback:
-    """A live explorer is a widget view, which a static HTML export (nbconvert, GitHub) cannot draw unless
-    widget state was saved. Adding the current figure as ``text/html`` to the output lets the export show
-    it; JupyterLab still prefers the live widget. Very large figures are left out to keep notebooks small.
+    """A live explorer is a widget view, which JupyterLab draws only while the kernel that made it runs
+    and only in a trusted notebook; a fresh clone is neither. Adding the current figure as a PNG image
+    (which JupyterLab shows in any notebook, trusted or not) lets a notebook opened cold, an HTML export
+    or GitHub show the picture; a running explorer still takes precedence.
     """
 
-    status: W.HTML
     figure: W.HTML
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
+        import base64
+
+        from .raster import svg_png
+
         bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
-        if bundle is not None:
-            figure = self.figure.value
-            if len(figure) > STATIC_FIGURE_LIMIT:
-                figure = ("<p><i>(figure too large for a static copy: run the notebook to see it)</i></p>")
-            bundle["text/html"] = self.status.value + figure
+        if bundle is not None and self.figure.value.startswith("<svg"):
+            png = svg_png(self.figure.value, scale=STATIC_SCALE)
+            bundle["image/png"] = base64.b64encode(png).decode("ascii")
         return bundle
 
 
@@ -49,27 +51,29 @@ class BankExplorer(_StaticFallback, W.VBox):
 
     def __init__(self, *, fn: Callable[[int], int | None] | None = None, **initial: Any):
         self.fn = fn
-        style = {"description_width": "110px"}
-        lay = W.Layout(width="330px")
+        style = {"description_width": "130px"}
+        def lay() -> W.Layout:
+            return W.Layout(width="350px")
+
         self.pattern = W.Dropdown(options=[p for p in PATTERNS if p != "function" or fn is not None],
                                   value="function" if fn is not None else "stride", description="pattern",
-                                  style=style, layout=lay)
+                                  style=style, layout=lay())
         self.instruction = W.Dropdown(options=INSTRUCTIONS, value=INSTRUCTIONS[0], description="instruction",
-                                      style=style, layout=lay)
+                                      style=style, layout=lay())
         self.width = W.Dropdown(options=list(banks.WIDTHS), value=4, description="bytes per lane", style=style,
-                                layout=lay)
-        self.store = W.Checkbox(value=False, description="store (else load)", style=style)
-        self.stride = W.IntSlider(value=1, min=0, max=64, description="stride (elements)", style=style, layout=lay)
-        self.group = W.IntSlider(value=1, min=1, max=32, description="lanes / element", style=style, layout=lay)
+                                layout=lay())
+        self.store = W.Checkbox(value=False, description="store (else load)", style=style, layout=W.Layout())
+        self.stride = W.IntSlider(value=1, min=0, max=64, description="stride (elements)", style=style, layout=lay())
+        self.group = W.IntSlider(value=1, min=1, max=32, description="lanes / element", style=style, layout=lay())
         self.cols = W.Dropdown(options=[16, 32, 64, 128], value=64, description="tile cols (bf16)", style=style,
-                               layout=lay)
+                               layout=lay())
         self.padding = W.IntSlider(value=0, min=0, max=64, step=2, description="row padding (B)", style=style,
-                                   layout=lay)
-        self.column = W.IntSlider(value=0, min=0, max=63, description="column (pieces)", style=style, layout=lay)
+                                   layout=lay())
+        self.column = W.IntSlider(value=0, min=0, max=63, description="column (pieces)", style=style, layout=lay())
         self.swizzle = W.Dropdown(options=list(layouts.SWIZZLE_MODES), value="none", description="swizzle",
-                                  style=style, layout=lay)
+                                  style=style, layout=lay())
         self.expression = W.Text(value="4 * (lane * 33 % 64)", description="offset(lane) =", style=style,
-                                 layout=W.Layout(width="330px"), continuous_update=False)
+                                 layout=W.Layout(width="350px"), continuous_update=False)
         self.figure = W.HTML()
         self.status = W.HTML()
         self.access: banks.Access | None = None
@@ -83,8 +87,27 @@ class BankExplorer(_StaticFallback, W.VBox):
             getattr(self, name).value = value
         for c in controls:
             c.observe(self._changed, names="value")
-        super().__init__([W.HBox([W.VBox(controls[:6]), W.VBox(controls[6:])]), self.status, self.figure])
+        self.controls = controls
+        super().__init__([W.HBox([W.VBox(controls[:5]), W.VBox(controls[5:])]), self.status, self.figure])
         self.update()
+
+    #: The controls each pattern reads (the others are hidden: moving them would change nothing).
+    USES = {
+        "stride": ("width", "stride"),
+        "broadcast": ("width", "stride", "group"),
+        "tile row walk": ("width", "cols", "padding"),
+        "tile column walk": ("width", "cols", "padding", "column"),
+        "expression": ("width", "expression"),
+        "function": ("width",),
+    }
+    ALWAYS = ("pattern", "instruction", "store", "swizzle")
+
+    def visible(self) -> list[str]:
+        """Names of the controls shown for the current pattern and instruction."""
+        uses = set(self.USES[self.pattern.value]) | set(self.ALWAYS)
+        if self.instruction.value != INSTRUCTIONS[0]:
+            uses.discard("width")  # ldmatrix/stmatrix rows are 16 bytes, whatever the control says
+        return [k for k in self.state() if k in uses]
 
     def _changed(self, _change: dict) -> None:
         self.update()
@@ -96,6 +119,9 @@ class BankExplorer(_StaticFallback, W.VBox):
 
     def update(self) -> None:
         """Recompute offsets → schedule → picture; a bad pattern shows its error instead of raising."""
+        shown = set(self.visible())
+        for name in self.state():
+            getattr(self, name).layout.display = None if name in shown else "none"
         s = self.state()
         matrix = s["instruction"] != INSTRUCTIONS[0]
         try:
@@ -137,7 +163,7 @@ class LayoutExplorer(_StaticFallback, W.VBox):
 
     def __init__(self, name: str = "mma.m16n8k16", operand: str | None = "A", *, lane: int = -1,
                  swizzle: str | None = None):
-        style = {"description_width": "90px"}
+        style = {"description_width": "100px"}
         options = [(_label(n, o), (n, o)) for n, o in layouts.names()]
         if (name, operand) not in [v for _, v in options]:
             layouts.fragment(name, operand)  # raises a clear ValueError for unknown names
@@ -151,9 +177,40 @@ class LayoutExplorer(_StaticFallback, W.VBox):
         self.figure = W.HTML()
         self.status = W.HTML()
         self.error: str | None = None
-        for c in (self.fragment, self.lane, self.swizzle):
+        self.fragment.observe(lambda _ch: self._fragment_changed(), names="value")
+        for c in (self.lane, self.swizzle):
             c.observe(lambda _ch: self.update(), names="value")
         super().__init__([W.HBox([self.fragment, self.lane, self.swizzle]), self.status, self.figure])
+        ok, why = self.swizzle_choices()
+        if swizzle is not None and swizzle not in ok:
+            raise ValueError(f"layout_explorer: no {swizzle} shared-memory panel for {_label(name, operand)}: "
+                             f"{why.get(swizzle, 'unknown mode')}")
+        self._fragment_changed()
+
+    def swizzle_choices(self) -> tuple[list[str], dict[str, str]]:
+        """The shared-memory panels that apply to this fragment's shape, and why each other one does not.
+
+        A swizzled shared tile is cut into panels one swizzle span wide, so the mode must divide a row:
+        a 64-byte row (ldmatrix.x4: 32 bf16) can be 64B- or 32B-swizzled, not 128B.
+        """
+        f = self.frag
+        rows, cols = _grid_shape(f)
+        itemsize = f.bits // 8
+        ok, why = [self.SMEM_CHOICES[0]], {}
+        for mode in self.SMEM_CHOICES[1:]:
+            try:
+                layouts.st_offset(rows - 1, cols - 1, rows=rows, cols=cols, itemsize=itemsize, swizzle=mode)
+                ok.append(mode)
+            except ValueError as e:
+                why[mode] = str(e)
+        return ok, why
+
+    def _fragment_changed(self) -> None:
+        ok, _ = self.swizzle_choices()
+        keep = self.swizzle.value if self.swizzle.value in ok else self.SMEM_CHOICES[0]
+        with self.swizzle.hold_trait_notifications():
+            self.swizzle.options = ok
+            self.swizzle.value = keep
         self.update()
 
     @property
@@ -186,6 +243,11 @@ class LayoutExplorer(_StaticFallback, W.VBox):
             lines.append(f"<b>lane {lane}</b> holds " + "; ".join(shown))
         if self.error:
             lines.append(_error_html(f"shared-memory panel: {self.error}"))
+        _, why = self.swizzle_choices()
+        if why:
+            row = _grid_shape(f)[1] * f.bits // 8
+            lines.append(f"<i>not offered for this {row}-byte row: {', '.join(why)} (a swizzled tile is cut into "
+                         "panels one swizzle span wide, so the span must divide the row)</i>")
         self.status.value = "<br>".join(lines)
 
     def __repr__(self) -> str:

@@ -1,0 +1,91 @@
+"""Our SVG drawings as PNG images, for places that will not show SVG.
+
+JupyterLab shows SVG, and HTML with SVG inside, only in notebooks the reader has trusted; a freshly
+cloned notebook is not trusted, so a stored explorer figure appeared as a page of tooltip text. PNG is
+shown everywhere. The drawings in ``draw.py`` use a small SVG vocabulary (``rect`` and ``text``, colours
+as ``#rgb``/``#rrggbb``/``hsl()``), so this module draws exactly those elements with matplotlib instead of
+depending on a system SVG library: the SVG stays the one source of every picture.
+
+Public API: ``svg_png(svg, *, scale=2.0) -> bytes``, ``svg_color(value) -> (r, g, b) | None``.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import io
+import re
+import xml.etree.ElementTree as ET
+
+_NS = "{http://www.w3.org/2000/svg}"
+_PX_PER_INCH = 100  # lay the figure out at 100 px per inch, then render at ``scale`` times that
+_HSL = re.compile(r"hsl\(\s*([\d.]+)\s*,\s*([\d.]+)%\s*,\s*([\d.]+)%\s*\)")
+
+
+def svg_color(value: str | None) -> tuple[float, float, float] | None:
+    """An SVG colour as an RGB triple in 0..1; None for ``none``/absent. Raises ValueError for others."""
+    if value is None or value == "none":
+        return None
+    v = value.strip()
+    if m := _HSL.fullmatch(v):
+        h, s, light = (float(x) for x in m.groups())
+        return colorsys.hls_to_rgb(h / 360, light / 100, s / 100)
+    if re.fullmatch(r"#[0-9a-fA-F]{3}", v):
+        return tuple(int(c * 2, 16) / 255 for c in v[1:])  # type: ignore[return-value]
+    if re.fullmatch(r"#[0-9a-fA-F]{6}", v):
+        return tuple(int(v[i:i + 2], 16) / 255 for i in (1, 3, 5))  # type: ignore[return-value]
+    named = {"black": (0.0, 0.0, 0.0), "white": (1.0, 1.0, 1.0), "red": (1.0, 0.0, 0.0)}
+    if v in named:
+        return named[v]
+    raise ValueError(f"svg_png: unsupported colour {value!r}")
+
+
+def _font_px(el: ET.Element, inherited: float) -> float:
+    size = el.get("font-size")
+    if size is None:
+        m = re.search(r"font-size:\s*([\d.]+)px", el.get("style", ""))
+        return float(m.group(1)) if m else inherited
+    return float(size.removesuffix("px"))
+
+
+def svg_png(svg: str, *, scale: float = 2.0) -> bytes:
+    """Render one of our SVG drawings to PNG bytes, ``scale`` pixels per SVG pixel.
+
+    Only ``rect`` and ``text`` are drawn (``title`` tooltips have no place in a picture); any other
+    element raises ValueError, so a drawing that outgrows this vocabulary fails loudly in the tests.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    root = ET.fromstring(svg)
+    if root.tag != f"{_NS}svg":
+        raise ValueError("svg_png: not an <svg> document")
+    width, height = float(root.get("width", 0)), float(root.get("height", 0))
+    if width <= 0 or height <= 0:
+        raise ValueError("svg_png: the <svg> needs a positive width and height")
+    base_font = _font_px(root, 10.0)
+    fig = Figure(figsize=(width / _PX_PER_INCH, height / _PX_PER_INCH), dpi=_PX_PER_INCH * scale)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)
+    ax.axis("off")
+    pt = 72 / _PX_PER_INCH  # points per SVG pixel
+    for el in root:
+        tag = el.tag.removeprefix(_NS)
+        if tag == "rect":
+            stroke = svg_color(el.get("stroke"))
+            ax.add_patch(Rectangle((float(el.get("x", 0)), float(el.get("y", 0))), float(el.get("width", 0)),
+                                   float(el.get("height", 0)), facecolor=svg_color(el.get("fill", "#000")) or "none",
+                                   edgecolor=stroke or "none",
+                                   linewidth=float(el.get("stroke-width", 1)) * pt if stroke else 0))
+        elif tag == "text":
+            anchor = {"middle": "center", "end": "right"}.get(el.get("text-anchor", "start"), "left")
+            ax.text(float(el.get("x", 0)), float(el.get("y", 0)), "".join(el.itertext()), ha=anchor, va="baseline",
+                    fontsize=_font_px(el, base_font) * pt, fontfamily="monospace",
+                    fontweight=el.get("font-weight", "normal"), color=svg_color(el.get("fill", "#222")))
+        else:
+            raise ValueError(f"svg_png: cannot draw <{tag}> (only rect and text)")
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=_PX_PER_INCH * scale, metadata={"Software": None})
+    return out.getvalue()
