@@ -12,7 +12,7 @@ GPU_PKGS ?= cupy-cuda13x numba-cuda[cu13]
 WHEELHOUSE ?=
 PIP_FLAGS := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
-.PHONY: lab test lint gpu-check install clean-cache notebooks
+.PHONY: lab test lint gpu-check install clean-cache notebooks doctor chromium browser-test
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,14 +22,37 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# The lab serves the whole repository (a chapter's link to its exercise in exercises/ opens, edits and saves
+# there) and opens on notebooks/.
 lab: install
-	@echo "Starting JupyterLab on port $(PORT) (open the URL printed below; notebooks are in notebooks/)"
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --port=$(PORT) --ip=$${LAB_IP:-127.0.0.1} \
+	@echo "Starting JupyterLab on port $(PORT) (open the URL printed below; the chapters are in notebooks/)"
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks --port=$(PORT) \
+		--ip=$${LAB_IP:-127.0.0.1} \
 		$$( [ -z "$$DISPLAY" ] && echo --no-browser ) $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
-test: install
+# What works on this machine, checked with the workbook's own Python (.venv).
+doctor: install
+	$(PY) -m tklab doctor
+
+# A learner's first hour in a real browser (tests/test_browser.py): JupyterLab from .venv, driven by headless
+# Chromium. Debian's chromium package is installed when missing and we are root with apt-get; otherwise
+# install Chromium yourself or point TKLAB_CHROMIUM at one. Screenshots: tests/results/browser/.
+chromium:
+	@command -v $${TKLAB_CHROMIUM:-chromium} >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the browser test"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "The browser test needs Chromium: apt-get install chromium (as root), or TKLAB_CHROMIUM=/path/to/chrome"; \
+		exit 1; \
+	fi
+
+browser-test: install chromium
+	TKLAB_BROWSER_TEST=required $(PY) -m pytest -q -p no:cacheprovider tests/test_browser.py
+
+test: install chromium
 	$(PY) -m ruff check tklab tests bench
-	$(PY) -m pytest -q tests
+	TKLAB_BROWSER_TEST=required $(PY) -m pytest -q tests
 	$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider --ignore-glob='*.bak-*' notebooks
 
 lint: install

@@ -184,3 +184,4 @@ def test_missing_ptxas_report_is_said_not_hidden():
     k2 = tklab.Kernel(mod, "k", "k")
     assert not k2.resources.from_ptxas and "spills unknown" in k2.summary()
     assert k2.registers == k.registers  # still read from the cubin by cuobjdump
+

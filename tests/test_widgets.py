@@ -150,6 +150,7 @@ def test_layout_explorer_offers_only_the_swizzles_that_fit() -> None:
         widgets.layout_explorer("mma.m16n8k16", "B", swizzle="128B")
     with pytest.raises(ValueError, match="unknown fragment"):
         widgets.layout_explorer("mma.m8n8k4", None)
+    assert widgets.layout_explorer("wgmma.m64n64k16", "D", swizzle="128B").swizzle.value == "128B"
 
 
 def test_bank_explorer_shows_only_the_controls_a_pattern_reads() -> None:
@@ -174,15 +175,20 @@ def test_explorers_carry_a_png_copy_of_their_figure() -> None:
     import base64
 
     ex = widgets.bank_explorer(pattern="stride", width=4, stride=1)
-    first = ex._repr_mimebundle_()
+    first, meta = ex._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in first and "text/html" not in first
+    assert meta["image/png"]["width"] == round(float(re.search(r'width="([\d.]+)"', ex.figure.value).group(1)))
     png = base64.b64decode(first["image/png"])
     assert png.startswith(b"\x89PNG")
     ex.stride.value = 32  # 32-way conflict: a taller picture
-    second = base64.b64decode(ex._repr_mimebundle_()["image/png"])
+    second = base64.b64decode(ex._repr_mimebundle_()[0]["image/png"])
     assert _png_size(second)[1] > _png_size(png)[1]
     big = widgets.layout_explorer("wgmma.m64n256k16", "D", lane=0)
-    assert _png_size(base64.b64decode(big._repr_mimebundle_()["image/png"]))[0] > 0
+    assert _png_size(base64.b64decode(big._repr_mimebundle_()[0]["image/png"]))[0] > 0
+    pic = widgets.picture(widgets.bank_svg(ex.access), "bank schedule")
+    data, meta = pic._repr_mimebundle_()
+    assert set(data) == {"image/png", "text/plain"} and "bank schedule" in data["text/plain"]
+    assert abs(_png_size(base64.b64decode(data["image/png"]))[0] - 2 * meta["image/png"]["width"]) <= 2
 
 
 def _png_size(png: bytes) -> tuple[int, int]:
@@ -203,8 +209,9 @@ def test_png_copy_has_the_svg_colours_where_the_svg_has_them() -> None:
     cells = _cells(svg, "cell")
     assert len(cells) == 32
     for c in cells:
+        zoom = widgets.draw.DISPLAY_SCALE * 2  # image pixels per drawing unit
         x, y = float(c["x"]) + 4, float(c["y"]) + 4  # inside the cell, clear of its label
-        got = img[int(2 * y), int(2 * x), :3]
+        got = img[int(zoom * y), int(zoom * x), :3]
         assert max(abs(got - svg_color(c["fill"]))) < 0.02, (c, got)
     with pytest.raises(ValueError, match="cannot draw <circle>"):
         svg_png('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><circle r="2"/></svg>')

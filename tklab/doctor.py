@@ -3,7 +3,11 @@
 Each check is a real attempt (compile a Hopper kernel, disassemble it, import CuPy, ...), not a look
 at version strings, so a green line means the lesson step that needs it will work.
 
-Public API: ``checks() -> list[Check]``, ``main(argv) -> int``.
+Paths are shown relative to the places a reader knows (``~``, this Python's environment), so a stored
+notebook output never shows someone else's machine. Run from an interpreter that is not the workbook's
+``.venv`` (the usual mistake: ``python3 -m tklab doctor`` in the repository), it says so and how to fix it.
+
+Public API: ``checks() -> list[Check]``, ``interpreter_note() -> str | None``, ``main(argv) -> int``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -33,11 +40,48 @@ extern "C" __global__ void probe(float* out) {
 """
 
 
+class Missing(Exception):
+    """A probe's failure whose cost differs from the usual one (e.g. installed, but no GPU to use)."""
+
+    def __init__(self, detail: str, cost: str):
+        super().__init__(detail)
+        self.cost = cost
+
+
 def _attempt(name: str, cost: str, fn: Callable[[], str]) -> Check:
     try:
         return Check(name, True, fn())
+    except Missing as e:
+        return Check(name, False, str(e), e.cost)
     except Exception as e:  # noqa: BLE001 - any failure is reported, never raised
         return Check(name, False, f"{type(e).__name__}: {e}".splitlines()[0][:200], cost)
+
+
+def shown(path: str | Path) -> str:
+    """A path as a reader can place it: inside this Python's environment, under ~, or as is."""
+    p = Path(path)
+    for base, name in ((Path(sys.prefix), "<this Python's environment>"), (ROOT, "<repository>"),
+                       (Path.home(), "~")):
+        try:
+            return f"{name}/{p.resolve().relative_to(base.resolve()).as_posix()}"
+        except ValueError:
+            continue
+    return str(p)
+
+
+def interpreter_note() -> str | None:
+    """Why this interpreter may be the wrong one, or None when it is the workbook's own ``.venv``."""
+    venv = ROOT / ".venv"
+    here = Path(sys.prefix).resolve()
+    if here == venv.resolve():
+        return None
+    if (venv / "bin" / "python").exists():
+        return (f"this is {sys.executable}, not the workbook's .venv, which has every package installed: run "
+                "`make doctor` (or `.venv/bin/python -m tklab doctor`, or `source .venv/bin/activate` first)")
+    if sys.prefix == sys.base_prefix:
+        return (f"this is {sys.executable}, a system Python without the workbook's packages: "
+                "`make doctor` installs them into .venv and runs this check there")
+    return None
 
 
 def _nvrtc() -> str:
@@ -51,7 +95,8 @@ def _nvrtc() -> str:
     finally:
         del os.environ["TKLAB_NO_CACHE"]
     major, minor = toolchain.nvrtc_version()
-    return f"NVRTC {major}.{minor}: compiled a wgmma kernel for sm_90a in {dt:.2f} s (cache: {cache.cache_dir()})"
+    return (f"NVRTC {major}.{minor}: compiled a wgmma kernel for sm_90a in {dt:.2f} s "
+            f"(cache: {shown(cache.cache_dir())})")
 
 
 def _sass() -> str:
@@ -60,7 +105,7 @@ def _sass() -> str:
     mod = compiler.compile(_PROBE, arch="sm_90a")
     if "WARPGROUP" not in mod.sass:
         raise RuntimeError("disassembly does not show Hopper instructions; install nvidia-cuda-cuobjdump>=13.2")
-    return f"cuobjdump at {toolchain.binary('cuobjdump')}: Hopper SASS readable"
+    return f"cuobjdump at {shown(toolchain.binary('cuobjdump'))}: Hopper SASS readable"
 
 
 def _gpu() -> str:
@@ -75,11 +120,20 @@ def _gpu() -> str:
     return f"{p.name} ({gpu.arch()}, {p.sm_count} SMs), driver CUDA {ver // 1000}.{ver % 1000 // 10}"
 
 
+def _no_gpu_here() -> bool:
+    from . import gpu
+
+    return not gpu.available()
+
+
 def _cupy() -> str:
     import cupy
 
     if not cupy.is_available():
-        raise RuntimeError(f"CuPy {cupy.__version__} is installed but sees no GPU")
+        cost = ("nothing more than the GPU line above: CuPy is ready for when there is a GPU" if _no_gpu_here() else
+                "no GPU arrays although there is a GPU: CuPy's CUDA version must match the driver's "
+                "(`make lab GPU_PKGS=\"cupy-cuda12x numba-cuda[cu12]\"` for CUDA 12 drivers; see the README)")
+        raise Missing(f"CuPy {cupy.__version__} is installed but sees no GPU", cost)
     return f"CuPy {cupy.__version__} sees the GPU"
 
 
@@ -87,7 +141,8 @@ def _torch() -> str:
     import torch
 
     if not torch.cuda.is_available():
-        raise RuntimeError(f"torch {torch.__version__} is installed but sees no GPU")
+        raise Missing(f"torch {torch.__version__} is installed but sees no GPU",
+                      "optional: only for passing torch tensors and the SDPA comparisons")
     return f"torch {torch.__version__} sees the GPU"
 
 
@@ -105,9 +160,20 @@ def _simulator() -> str:
     return f"numba {numba.__version__}: CUDA simulator runs kernels on the CPU"
 
 
+# Where each check's package lives, to tell whether the workbook's .venv has it.
+_PACKAGE_DIRS = {"compiler (NVRTC)": "cuda/bindings", "disassembler": "nvidia", "CuPy": "cupy", "PyTorch": "torch",
+                 "CUDA simulator": "numba"}
+
+
+def _in_venv(check: str) -> bool:
+    where = _PACKAGE_DIRS.get(check)
+    return bool(where) and any((ROOT / ".venv" / "lib").glob(f"python*/site-packages/{where}"))
+
+
 def checks() -> list[Check]:
     return [
-        Check("python", True, f"Python {platform.python_version()} on {platform.machine()}"),
+        Check("python", True, f"Python {platform.python_version()} on {platform.machine()}, "
+              + ("the workbook's .venv" if interpreter_note() is None else shown(sys.executable))),
         _attempt("compiler (NVRTC)", "no compiling at all: `pip install nvidia-cuda-nvrtc cuda-bindings`", _nvrtc),
         _attempt("disassembler", "no SASS, registers or instruction mix: `pip install nvidia-cuda-cuobjdump`",
                  _sass),
@@ -120,7 +186,14 @@ def checks() -> list[Check]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    note = interpreter_note()
+    if note:
+        print(f"NOTE: {note}\n")
     results = checks()
+    if note:
+        for c in results:  # a package missing here but present in .venv is not missing: don't advise pip
+            if not c.ok and _in_venv(c.name):
+                c.cost = "nothing in the workbook's .venv, which has it: see the NOTE above"
     width = max(len(c.name) for c in results)
     for c in results:
         mark = "ok  " if c.ok else "MISS"
@@ -129,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"       {'':<{width}}  → costs you: {c.cost}")
     cpu_path = all(c.ok for c in results if c.name in ("compiler (NVRTC)", "disassembler"))
     print("\nCPU path (compile, inspect, models, widgets, simulator):", "ready" if cpu_path else "INCOMPLETE")
+    if not cpu_path and note:
+        print("  (see the NOTE at the top: this is probably the wrong Python)")
     print("GPU path (launch, bench, checks against the reference):",
           "ready" if all(c.ok for c in results if c.name in ("GPU", "CuPy")) else "not available here")
     return 0 if cpu_path else 1

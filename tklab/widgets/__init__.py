@@ -11,17 +11,26 @@ Public API::
     ncu_numbers(access) -> {metric: value}                      # what Nsight Compute would report
     pipeline_explorer(stages, latency, consume, transfer, issue, *, measured=None) -> PipelineExplorer
     timeline_svg(simulate(stages, latency, consume, ...)) -> str    # a TMA ring over time (pipeline.py)
+    picture(svg, text) -> Picture                               # a drawing as a notebook output (PNG)
 
-The drawing functions need no widget state: ``IPython.display.SVG(bank_svg(banks.analyze(offs, 16)))``.
+The drawing functions need no widget state: ``picture(bank_svg(banks.analyze(offs, 16)))`` shows one as a PNG,
+which JupyterLab draws even in a notebook nobody has trusted yet (SVG it does not).
 """
 
 from .draw import bank_svg, lane_color, layout_svg, ncu_numbers
 from .patterns import PATTERNS, bank_pattern, expression_offsets
 from .pipeline import pipeline_explorer, simulate, sweep_svg, timeline_svg
+from .raster import Picture, svg_png
 
-__all__ = ["PATTERNS", "BankExplorer", "LayoutExplorer", "bank_explorer", "bank_pattern", "bank_svg",
-           "expression_offsets", "lane_color", "layout_explorer", "layout_svg", "ncu_numbers", "pipeline_explorer",
-           "simulate", "sweep_svg", "timeline_svg"]
+
+def picture(svg: str, text: str = "a drawing") -> Picture:
+    """Show one of the drawings as a PNG notebook output (what ``IPython.display.SVG`` would, but trusted or not)."""
+    return Picture(svg, text)
+
+
+__all__ = ["PATTERNS", "BankExplorer", "LayoutExplorer", "Picture", "bank_explorer", "bank_pattern", "bank_svg",
+           "expression_offsets", "lane_color", "layout_explorer", "layout_svg", "ncu_numbers", "picture",
+           "pipeline_explorer", "simulate", "sweep_svg", "timeline_svg", "svg_png"]
 
 
 def __getattr__(name: str):  # the explorers import ipywidgets only when asked for

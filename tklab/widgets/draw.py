@@ -24,9 +24,15 @@ def lane_color(lane: int, *, faded: bool = False) -> str:
     return f"hsl({hue},{sat}%,{light}%)"
 
 
+#: Screen pixels per drawing unit: the drawings are laid out on a 22-unit cell and shown 25 % larger, so
+#: their smallest labels (8-9 units) read at 10-11 px.
+DISPLAY_SCALE = 1.25
+
+
 def _svg(width: int, height: int, body: list[str]) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" style="{FONT};font-size:10px">' + "".join(body) + "</svg>")
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width * DISPLAY_SCALE:g}" '
+            f'height="{height * DISPLAY_SCALE:g}" viewBox="0 0 {width} {height}" style="{FONT};font-size:10px">'
+            + "".join(body) + "</svg>")
 
 
 def _text(x: float, y: float, s: str, *, anchor: str = "middle", size: int = 10, weight: str = "normal",

@@ -34,16 +34,18 @@ class _StaticFallback:
 
     figure: W.HTML
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict | tuple[dict, dict] | None:
         import base64
 
-        from .raster import svg_png
+        from .raster import svg_png, svg_size
 
         bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
-        if bundle is not None and self.figure.value.startswith("<svg"):
-            png = svg_png(self.figure.value, scale=STATIC_SCALE)
-            bundle["image/png"] = base64.b64encode(png).decode("ascii")
-        return bundle
+        if bundle is None or not self.figure.value.startswith("<svg"):
+            return bundle
+        png = svg_png(self.figure.value, scale=STATIC_SCALE)
+        bundle["image/png"] = base64.b64encode(png).decode("ascii")
+        width, height = svg_size(self.figure.value)
+        return bundle, {"image/png": {"width": round(width), "height": round(height)}}
 
 
 class BankExplorer(_StaticFallback, W.VBox):
@@ -208,9 +210,9 @@ class LayoutExplorer(_StaticFallback, W.VBox):
     def _fragment_changed(self) -> None:
         ok, _ = self.swizzle_choices()
         keep = self.swizzle.value if self.swizzle.value in ok else self.SMEM_CHOICES[0]
-        with self.swizzle.hold_trait_notifications():
-            self.swizzle.options = ok
-            self.swizzle.value = keep
+        if tuple(self.swizzle.options) != tuple(ok):
+            self.swizzle.options = ok  # resets the value: set it again below
+        self.swizzle.value = keep
         self.update()
 
     @property

@@ -6,7 +6,8 @@ shown everywhere. The drawings in ``draw.py`` use a small SVG vocabulary (``rect
 as ``#rgb``/``#rrggbb``/``hsl()``), so this module draws exactly those elements with matplotlib instead of
 depending on a system SVG library: the SVG stays the one source of every picture.
 
-Public API: ``svg_png(svg, *, scale=2.0) -> bytes``, ``svg_color(value) -> (r, g, b) | None``.
+Public API: ``svg_png(svg, *, scale=2.0) -> bytes``, ``svg_size(svg) -> (width, height)``,
+``Picture(svg, text)`` (shows as a PNG in a notebook), ``svg_color(value) -> (r, g, b) | None``.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _font_px(el: ET.Element, inherited: float) -> float:
 
 
 def svg_png(svg: str, *, scale: float = 2.0) -> bytes:
-    """Render one of our SVG drawings to PNG bytes, ``scale`` pixels per SVG pixel.
+    """Render one of our SVG drawings to PNG bytes, ``scale`` image pixels per screen pixel of the SVG.
 
     Only ``rect`` and ``text`` are drawn (``title`` tooltips have no place in a picture); any other
     element raises ValueError, so a drawing that outgrows this vocabulary fails loudly in the tests.
@@ -63,14 +64,16 @@ def svg_png(svg: str, *, scale: float = 2.0) -> bytes:
     width, height = float(root.get("width", 0)), float(root.get("height", 0))
     if width <= 0 or height <= 0:
         raise ValueError("svg_png: the <svg> needs a positive width and height")
+    box = [float(v) for v in root.get("viewBox", f"0 0 {width} {height}").split()]
+    zoom = width / box[2]  # screen pixels per drawing unit
     base_font = _font_px(root, 10.0)
     fig = Figure(figsize=(width / _PX_PER_INCH, height / _PX_PER_INCH), dpi=_PX_PER_INCH * scale)
     FigureCanvasAgg(fig)
     ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(0, width)
-    ax.set_ylim(height, 0)
+    ax.set_xlim(box[0], box[0] + box[2])
+    ax.set_ylim(box[1] + box[3], box[1])
     ax.axis("off")
-    pt = 72 / _PX_PER_INCH  # points per SVG pixel
+    pt = 72 / _PX_PER_INCH * zoom  # points per drawing unit
     for el in root:
         tag = el.tag.removeprefix(_NS)
         if tag == "rect":
@@ -89,3 +92,28 @@ def svg_png(svg: str, *, scale: float = 2.0) -> bytes:
     out = io.BytesIO()
     fig.savefig(out, format="png", dpi=_PX_PER_INCH * scale, metadata={"Software": None})
     return out.getvalue()
+
+
+def svg_size(svg: str) -> tuple[float, float]:
+    """The drawing's size on screen, in CSS pixels (its ``width`` and ``height``)."""
+    root = ET.fromstring(svg)
+    return float(root.get("width", 0)), float(root.get("height", 0))
+
+
+class Picture:
+    """One of our drawings as a notebook output: a PNG (shown in any notebook, trusted or not) at the
+    drawing's own size, twice as many pixels for sharp text, and a line of text for plain-text readers."""
+
+    def __init__(self, svg: str, text: str = "a drawing", *, scale: float = 2.0):
+        self.svg, self.text, self.scale = svg, text, scale
+
+    def _repr_mimebundle_(self, **_kwargs: object) -> tuple[dict, dict]:
+        import base64
+
+        width, height = svg_size(self.svg)
+        data = {"image/png": base64.b64encode(svg_png(self.svg, scale=self.scale)).decode("ascii"),
+                "text/plain": f"<{self.text}: {width:g}x{height:g} picture>"}
+        return data, {"image/png": {"width": round(width), "height": round(height)}}
+
+    def __repr__(self) -> str:
+        return f"Picture({self.text!r})"

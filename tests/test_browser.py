@@ -1,0 +1,337 @@
+"""A learner's first hour, in a real browser: JupyterLab from this Python, driven by headless Chromium.
+
+What a learner does on a fresh clone, step by step: open each chapter (its stored pictures must show
+before anything runs, in a notebook nobody has trusted), run the layout playground and chapter 04 top to
+bottom (every explorer must come up as a live widget), move controls (the drawing and the wavefront
+count must change; controls a pattern ignores stay hidden; only the swizzles that fit are offered), and
+open an exercise from its chapter's link, edit it and save it. Every step leaves a screenshot in
+``tests/results/browser/`` (git-ignored).
+
+The lab runs on a copy of ``notebooks/`` and ``exercises/`` in a temporary folder laid out like the
+repository, so running cells and saving never touch the working tree. Needs Chromium (Debian's
+``chromium``, or ``TKLAB_CHROMIUM=/path/to/chrome``) and the ``playwright`` package (no browser download:
+it drives the given executable). Without Chromium the test is skipped, unless ``TKLAB_BROWSER_TEST=required``
+(set by ``make test`` and ``make browser-test``), when it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "tests" / "results" / "browser"
+TOKEN = "tklab-browser-test"
+CHAPTERS = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+pytestmark = pytest.mark.browser
+
+
+def _chromium() -> str | None:
+    for candidate in (os.environ.get("TKLAB_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
+        if candidate and (found := shutil.which(candidate)):
+            return found
+    return None
+
+
+def _require() -> None:
+    """Skip, or fail when the browser test is required, naming what is missing."""
+    missing = []
+    if _chromium() is None:
+        missing.append("Chromium (`apt-get install chromium` on Debian, or TKLAB_CHROMIUM=/path)")
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        missing.append("the playwright package (`pip install playwright`; no browser download needed)")
+    if missing:
+        message = "the browser test needs " + " and ".join(missing)
+        if os.environ.get("TKLAB_BROWSER_TEST") == "required":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _settings(folder: Path) -> None:
+    """JupyterLab user settings for a quiet, deterministic lab: no news pop-up, no autosave, every cell
+    rendered (not only those in view), so a test can see every output of a notebook."""
+    for plugin, values in {
+        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+        "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
+        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+    }.items():
+        path = folder / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """JupyterLab serving a copy of the repository's notebooks/ and exercises/, the way `make lab` serves them."""
+    _require()
+    home = tmp_path_factory.mktemp("lab")
+    root = home / "repo"
+    for folder in ("notebooks", "exercises"):
+        shutil.copytree(ROOT / folder, root / folder, ignore=shutil.ignore_patterns("*.bak-*", ".ipynb_checkpoints"))
+    _settings(home / "settings")
+    port = _free_port()
+    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"), "JUPYTER_CONFIG_DIR": str(home / "config"),
+           "JUPYTER_DATA_DIR": str(home / "data"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+           "TKLAB_CACHE_DIR": os.environ.get("TKLAB_CACHE_DIR", str(ROOT / ".cache" / "tklab-tests")),
+           "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    make_lab = (ROOT / "Makefile").read_text()
+    for flag in ("--ServerApp.root_dir=.", "--LabApp.default_url=/lab/tree/notebooks"):
+        assert flag in make_lab, f"the test serves the lab as `make lab` does, which no longer passes {flag}"
+    log = (home / "lab.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         f"--ServerApp.token={TOKEN}", f"--ServerApp.root_dir={root}", "--LabApp.default_url=/lab/tree/notebooks",
+         "--LabApp.expose_app_in_browser=True", "--ServerApp.open_browser=False", "--allow-root"],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={TOKEN}", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"JupyterLab did not start: {(home / 'lab.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield url, root
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server and the kernels it started, nothing else
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def page(lab: tuple[str, Path]) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for old in SHOTS.glob("*.png"):
+        old.unlink()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=_chromium(), args=["--no-sandbox", "--disable-gpu"])
+        pg = browser.new_page(viewport={"width": 1500, "height": 1100})
+        pg.set_default_timeout(60_000)
+        try:
+            yield pg
+        finally:
+            browser.close()
+
+
+def _shot(page: Any, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def _open(page: Any, lab: tuple[str, Path], path: str) -> Any:
+    """Open a notebook in the lab; return its panel once every cell is on the page."""
+    url, _ = lab
+    page.goto(f"{url}/lab/tree/{path}?token={TOKEN}")
+    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").last
+    panel.locator(".jp-Cell").first.wait_for()
+    cells = len(json.loads((ROOT / path).read_text())["cells"])
+    page.wait_for_function(f"document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell').length "
+                           f">= {cells}")
+    return panel
+
+
+def _stored_pictures(path: str) -> int:
+    """Outputs the notebook file holds as a PNG: what a reader must see without running anything."""
+    nb = json.loads((ROOT / path).read_text())
+    return sum("image/png" in o.get("data", {}) for c in nb["cells"] if c["cell_type"] == "code"
+               for o in c.get("outputs", []))
+
+
+def _pictures(panel: Any) -> list[dict]:
+    return panel.locator(".jp-OutputArea-output img").evaluate_all(
+        "imgs => imgs.map(i => ({w: i.naturalWidth, h: i.naturalHeight, shown: i.getBoundingClientRect().width,"
+        " done: i.complete}))")
+
+
+def _assert_pictures_show(page: Any, panel: Any, path: str) -> None:
+    want = _stored_pictures(path)
+    assert want > 0, f"{path} stores no pictures at all"
+    page.wait_for_function(
+        "n => { const imgs = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) "
+        ".jp-OutputArea-output img')]; return imgs.length >= n && imgs.every(i => i.complete); }", arg=want)
+    pics = _pictures(panel)
+    assert len(pics) == want, f"{path}: {len(pics)} pictures on the page, {want} stored"
+    broken = [p for p in pics if not (p["w"] > 0 and p["h"] > 0 and p["shown"] > 0)]
+    assert not broken, f"{path}: pictures that do not show: {broken}"
+    text = panel.locator(".jp-OutputArea").all_inner_texts()
+    junk = [t for t in text if re.search(r"<Figure size|IPython\.core\.display\.SVG object|Error displaying widget|"
+                                         r"bank 0, word 0|^Text\(", t)]
+    assert not junk, f"{path}: outputs shown as text instead of pictures: {[j[:80] for j in junk]}"
+
+
+def _kernel_ready(page: Any) -> None:
+    """Wait until the open notebook's kernel is connected and idle (running earlier asks to pick a kernel)."""
+    page.wait_for_function(
+        "() => { const w = window.jupyterapp.shell.currentWidget; const c = w && w.sessionContext; "
+        "const k = c && c.session && c.session.kernel; "
+        "return !!k && c.isReady && k.connectionStatus === 'connected' && k.status === 'idle'; }", timeout=120_000)
+
+
+def _run_all(page: Any, panel: Any, timeout_s: float) -> None:
+    """Run every cell (Run → Run All Cells) and wait until the kernel is done; no cell may fail."""
+    _kernel_ready(page)
+    # The command's promise settles when every cell has run (true: none failed). evaluate() has no timeout,
+    # so the page records the outcome and wait_for_function (which has one) waits for it.
+    page.evaluate("() => { window.__ranAll = null; window.jupyterapp.commands.execute('notebook:run-all-cells')"
+                  ".then(ok => { window.__ranAll = 'ok:' + ok; }, e => { window.__ranAll = 'error:' + e; }); }")
+    try:
+        outcome = page.wait_for_function("() => window.__ranAll", timeout=timeout_s * 1000, polling=500).json_value()
+    except Exception:
+        _shot(page, "FAILED_run_all")
+        raise
+    assert outcome == "ok:true", f"Run All did not finish cleanly: {outcome}"
+    prompts = panel.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
+    errors = panel.locator("[data-mime-type='application/vnd.jupyter.error']").all_inner_texts()
+    assert not errors, f"a cell failed: {errors[0][:500]}"
+    assert all(re.fullmatch(r"\[\d+\]:", p.strip()) for p in prompts), f"cells left unrun: {prompts}"
+
+
+def _explorers(panel: Any) -> Any:
+    """The explorers on the page: live widget views (a VBox of controls, status and figure)."""
+    return panel.locator(".jp-OutputArea-output .widget-vbox:has(.widget-html svg)")
+
+
+def _status(explorer: Any) -> str:
+    return explorer.locator(".widget-html").first.inner_text()
+
+
+def _figure(explorer: Any) -> str:
+    return explorer.locator(".widget-html svg").first.evaluate("s => s.outerHTML")
+
+
+def _control(explorer: Any, label: str) -> Any:
+    return explorer.locator(f".widget-inline-hbox:has(label:text-is('{label}'))").first
+
+
+def _wavefronts(explorer: Any) -> int:
+    m = re.search(r"(\d+) wavefronts?", _status(explorer))
+    assert m, f"no wavefront count in {_status(explorer)!r}"
+    return int(m.group(1))
+
+
+def _wait_change(page: Any, explorer: Any, before: str) -> str:
+    deadline = time.monotonic() + 20
+    while (after := _figure(explorer)) == before:
+        assert time.monotonic() < deadline, "the figure did not redraw after a control moved"
+        page.wait_for_timeout(200)
+    return after
+
+
+@pytest.mark.parametrize("chapter", [*CHAPTERS, "layout_playground.ipynb"])
+def test_stored_pictures_show_before_anything_runs(page: Any, lab: tuple[str, Path], chapter: str) -> None:
+    panel = _open(page, lab, f"notebooks/{chapter}")
+    _assert_pictures_show(page, panel, f"notebooks/{chapter}")
+    _shot(page, f"01_open_{chapter.removesuffix('.ipynb')}")
+    assert panel.locator(".jp-Notebook").count() == 1
+
+
+def test_playground_explorers_are_live_and_redraw(page: Any, lab: tuple[str, Path]) -> None:
+    panel = _open(page, lab, "notebooks/layout_playground.ipynb")
+    _run_all(page, panel, timeout_s=180)
+    explorers = _explorers(panel)
+    explorers.nth(3).wait_for()
+    assert explorers.count() == 4, "the playground has two bank and two layout explorers"
+    assert "Error displaying widget" not in panel.inner_text()
+    _shot(page, "02_playground_ran")
+
+    bank = explorers.nth(0)
+    bank.scroll_into_view_if_needed()
+    assert _wavefronts(bank) == 32
+    assert not _control(bank, "stride (elements)").is_visible(), "a control the pattern ignores is shown"
+    before = _figure(bank)
+    _control(bank, "swizzle").locator("select").select_option("128B")
+    _wait_change(page, bank, before)
+    assert _wavefronts(bank) == 4
+    _shot(page, "03_playground_bank_swizzled")
+    before = _figure(bank)
+    _control(bank, "column (pieces)").locator(".noUi-handle").press("ArrowRight")
+    _wait_change(page, bank, before)
+    assert "column (pieces)" in bank.inner_text()
+    _control(bank, "pattern").locator("select").select_option("stride")
+    page.wait_for_timeout(500)
+    assert _control(bank, "stride (elements)").is_visible() and not _control(bank, "column (pieces)").is_visible()
+    _shot(page, "04_playground_bank_pattern_stride")
+
+    layout = explorers.nth(2)
+    layout.scroll_into_view_if_needed()
+    assert "lane 5" in _status(layout)
+    before = _figure(layout)
+    _control(layout, "lane (-1: all)").locator(".noUi-handle").press("ArrowRight")
+    _wait_change(page, layout, before)
+    assert "lane 6" in _status(layout)
+    fragment = _control(layout, "fragment").locator("select")
+    fragment.select_option(label="ldmatrix.x4.trans")
+    page.wait_for_timeout(1000)
+    offered = _control(layout, "smem swizzle").locator("option").all_inner_texts()
+    assert "64B" in offered and "128B" not in offered, offered
+    assert "not offered for this 64-byte row: 128B" in _status(layout)
+    _shot(page, "05_playground_layout_ldmatrix")
+
+
+def test_chapter_04_runs_its_explorer_redraws_and_its_exercise_opens(page: Any, lab: tuple[str, Path]) -> None:
+    path = "notebooks/04_banks_swizzling.ipynb"
+    panel = _open(page, lab, path)
+    _assert_pictures_show(page, panel, path)
+    _run_all(page, panel, timeout_s=300)
+    explorer = _explorers(panel).first
+    explorer.wait_for()
+    assert "Error displaying widget" not in panel.inner_text()
+    explorer.scroll_into_view_if_needed()
+    _shot(page, "06_ch04_ran")
+    first = _wavefronts(explorer)
+    before = _figure(explorer)
+    _control(explorer, "swizzle").locator("select").select_option("none")
+    _wait_change(page, explorer, before)
+    assert _wavefronts(explorer) != first
+    _shot(page, "07_ch04_explorer_moved")
+
+    _, root = lab
+    exercise = root / "exercises" / "ch04_swizzle.cu"
+    link = panel.locator("a[href$='exercises/ch04_swizzle.cu']").first
+    link.scroll_into_view_if_needed()
+    link.click()
+    editor = page.locator(".jp-FileEditor:not(.lm-mod-hidden) .cm-content").last
+    editor.wait_for()
+    page.wait_for_function("() => document.querySelector('.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel')"
+                           "?.textContent === 'ch04_swizzle.cu'")
+    assert "tile_index" in editor.inner_text()
+    editor.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type("\n// edited and saved from JupyterLab by the browser test\n")
+    page.keyboard.press("Control+s")
+    deadline = time.monotonic() + 20
+    while "edited and saved from JupyterLab" not in exercise.read_text():
+        assert time.monotonic() < deadline, "saving the exercise from the lab did not write the file"
+        page.wait_for_timeout(250)
+    _shot(page, "08_ch04_exercise_saved")
