@@ -13,9 +13,11 @@ A comparison record (``compare`` writes it; anything with at least ``tflops`` is
 
 Public API: ``compare(key, kernel, library, *, flops, label, peak="fp32_simt", verify=None)``,
 ``comparison(...)``, ``results(*, upto=None, labels=None) -> Results``, ``EXPECTED``,
-``occupancy(registers, threads, smem_bytes=0) -> Occupancy``, ``main_loop(sass) -> list[str]``,
-``ffma_share(sass) -> float``, ``verify_matmul(c, a, b)``, ``numba_gpu_ready()``, ``plots()``,
-``bf16_random(shape)``, ``bf16_to_float32(x)``, ``cublas_bf16(a, b, c)`` (bf16 on CuPy, the tensor-core baseline).
+``occupancy(registers, threads, smem_bytes=0) -> Occupancy`` (the occupancy calculator's per-quadrant rule),
+``pooled_register_blocks(...)``, ``quadrant_figure(registers, threads)``, ``main_loop(sass) -> list[str]``,
+``ffma_share(sass) -> float``, ``numba_sass(path, name, ndims)``, ``verify_matmul(c, a, b)``,
+``numba_gpu_ready()``, ``plots()``, ``bf16_random(shape)``, ``bf16_to_float32(x)``, ``cublas_bf16(a, b, c)``
+(bf16 on CuPy, the tensor-core baseline).
 """
 
 from __future__ import annotations
@@ -374,7 +376,7 @@ def quadrant_figure(registers: int, threads: int, *, title: str | None = None, a
         ax.add_patch(Rectangle((q + 0.05, y), 0.8, occ.registers_per_warp, facecolor=colors[block % 20],
                                edgecolor="white", lw=1))
         if occ.registers_per_warp >= 1200:
-            ax.text(q + 0.45, y + occ.registers_per_warp / 2, f"block {block}, warp {w // lim.quadrants}"
+            ax.text(q + 0.45, y + occ.registers_per_warp / 2, f"block {block}, warp {w % warps}"
                     if occ.registers_per_warp >= 2400 else f"b{block}", ha="center", va="center", fontsize=8)
         filled[q] += occ.registers_per_warp
     for q in range(lim.quadrants):
@@ -385,6 +387,7 @@ def quadrant_figure(registers: int, threads: int, *, title: str | None = None, a
     ax.set_xlim(-0.1, lim.quadrants)
     ax.set_ylim(0, height * 1.12)
     ax.set_xticks([])
+    ax.set_yticks(range(0, height + 1, 4096))
     ax.set_ylabel("registers (32-bit)")
     pooled = pooled_register_blocks(registers, threads)
     ax.set_title(title or f"{registers} registers × {threads} threads: {occ.registers_per_warp} per warp, "
