@@ -513,11 +513,32 @@ def plots() -> None:
 
     mpl.rcParams.update(FIGURE_STYLE)
     try:
+        from IPython import get_ipython
+        from matplotlib.figure import Figure
         from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:  # outside IPython there is nothing to configure
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    set_matplotlib_formats("retina")
+    png = shell.display_formatter.formatters["image/png"]
+    retina = png.lookup_by_type(Figure)
+    png.for_type(Figure, lambda fig: _compact(retina(fig)))
 
-        set_matplotlib_formats("retina")
-    except Exception:  # noqa: BLE001 - outside IPython there is nothing to configure
-        pass
+
+def _compact(shown: Any) -> Any:
+    """IPython's retina PNG (bytes or base64 text, alone or with size metadata), with a 256-colour palette."""
+    import base64
+
+    from .widgets.raster import compact_png
+
+    data, meta = shown if isinstance(shown, tuple) else (shown, None)
+    if isinstance(data, str):
+        data = base64.b64encode(compact_png(base64.b64decode(data))).decode("ascii")
+    elif isinstance(data, bytes):
+        data = compact_png(data)
+    return data if meta is None else (data, meta)
 
 
 # ---- numba's machine code ------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ shown everywhere. The drawings in ``draw.py`` use a small SVG vocabulary (``rect
 as ``#rgb``/``#rrggbb``/``hsl()``), so this module draws exactly those elements with matplotlib instead of
 depending on a system SVG library: the SVG stays the one source of every picture.
 
-Public API: ``svg_png(svg, *, scale=2.0) -> bytes``, ``svg_size(svg) -> (width, height)``,
+Public API: ``svg_png(svg, *, scale=2.0) -> bytes``, ``compact_png(png) -> bytes``,
+``svg_size(svg) -> (width, height)``,
 ``Picture(svg, text)`` (shows as a PNG in a notebook), ``svg_color(value) -> (r, g, b) | None``.
 """
 
@@ -91,6 +92,17 @@ def svg_png(svg: str, *, scale: float = 2.0) -> bytes:
             raise ValueError(f"svg_png: cannot draw <{tag}> (only rect and text)")
     out = io.BytesIO()
     fig.savefig(out, format="png", dpi=_PX_PER_INCH * scale, metadata={"Software": None})
+    return compact_png(out.getvalue())
+
+
+def compact_png(png: bytes, colors: int = 256) -> bytes:
+    """The same picture with a palette of ``colors`` colours: about a third of the bytes for our figures
+    (flat colours, text), which matters because notebooks store them. Deterministic (median cut)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as im:
+        out = io.BytesIO()
+        im.convert("RGB").quantize(colors, method=Image.Quantize.MEDIANCUT).save(out, format="PNG", optimize=True)
     return out.getvalue()
 
 
