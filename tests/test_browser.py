@@ -217,9 +217,31 @@ def _run_all(page: Any, panel: Any, timeout_s: float) -> None:
     assert all(re.fullmatch(r"\[\d+\]:", p.strip()) for p in prompts), f"cells left unrun: {prompts}"
 
 
-def _explorers(panel: Any) -> Any:
-    """The explorers on the page: live widget views (a VBox of controls, status and figure)."""
-    return panel.locator(".jp-OutputArea-output .widget-vbox:has(.widget-html svg)")
+EXPLORER = ".jp-OutputArea-output .widget-vbox:has(.widget-html svg)"  # a live view: controls, status, figure
+WIDGET_ERRORS = ("Error displaying widget", "Failed to create view", "Loading widget...")
+
+
+def _explorers(page: Any, panel: Any, count: int) -> Any:
+    """Wait until ``count`` explorers are live widget views; fail at once, with the message, when a widget
+    fails to display instead."""
+    try:
+        page.wait_for_function(
+            "([sel, n, errors]) => { const p = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)'); "
+            "const text = p.innerText; return p.querySelectorAll(sel).length >= n || "
+            "p.querySelector('.jupyter-widgets-error-widget') !== null || "
+            "errors.slice(0, 2).some(e => text.includes(e)); }",
+            arg=[EXPLORER, count, list(WIDGET_ERRORS)])
+    except Exception:
+        _shot(page, "FAILED_explorers")
+        raise
+    text = panel.inner_text()
+    failed = [e for e in WIDGET_ERRORS[:2] if e in text]
+    assert not failed, f"a widget did not display: {failed[0]!r} on the page"
+    broken = panel.locator(".jupyter-widgets-error-widget").count()
+    assert not broken, f"{broken} widget(s) failed to draw (ipywidgets' error view: 'Click to show javascript error')"
+    explorers = panel.locator(EXPLORER)
+    assert explorers.count() == count, f"{explorers.count()} live explorers, expected {count}"
+    return explorers
 
 
 def _status(explorer: Any) -> str:
@@ -259,10 +281,7 @@ def test_stored_pictures_show_before_anything_runs(page: Any, lab: tuple[str, Pa
 def test_playground_explorers_are_live_and_redraw(page: Any, lab: tuple[str, Path]) -> None:
     panel = _open(page, lab, "notebooks/layout_playground.ipynb")
     _run_all(page, panel, timeout_s=180)
-    explorers = _explorers(panel)
-    explorers.nth(3).wait_for()
-    assert explorers.count() == 4, "the playground has two bank and two layout explorers"
-    assert "Error displaying widget" not in panel.inner_text()
+    explorers = _explorers(page, panel, 4)  # two bank and two layout explorers
     _shot(page, "02_playground_ran")
 
     bank = explorers.nth(0)
@@ -304,9 +323,7 @@ def test_chapter_04_runs_its_explorer_redraws_and_its_exercise_opens(page: Any, 
     panel = _open(page, lab, path)
     _assert_pictures_show(page, panel, path)
     _run_all(page, panel, timeout_s=300)
-    explorer = _explorers(panel).first
-    explorer.wait_for()
-    assert "Error displaying widget" not in panel.inner_text()
+    explorer = _explorers(page, panel, 1).first
     explorer.scroll_into_view_if_needed()
     _shot(page, "06_ch04_ran")
     first = _wavefronts(explorer)
