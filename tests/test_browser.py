@@ -35,7 +35,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "tests" / "results" / "browser"
 TOKEN = "tklab-browser-test"
-CHAPTERS = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+# Chapters whose stored pictures must show on open (07-10 still store SVG: see test_notebook_outputs.RULED).
+CHAPTERS = sorted(p.name for p in (ROOT / "notebooks").glob("0[0-6]_*.ipynb"))
 
 pytestmark = pytest.mark.browser
 
