@@ -151,15 +151,27 @@ def _shot(page: Any, name: str) -> None:
 
 
 def _open(page: Any, lab: tuple[str, Path], path: str) -> Any:
-    """Open a notebook in the lab; return its panel once every cell is on the page."""
+    """Open a notebook in a fresh lab layout; return its own panel once every cell is on the page.
+
+    The panel is found by the id of the lab's current document, never by "the visible one": while a page
+    loads, the previous notebook's panel can still be the visible one.
+    """
     url, _ = lab
-    page.goto(f"{url}/lab/tree/{path}?token={TOKEN}")
-    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").last
+    page.goto(f"{url}/lab/tree/{path}?reset&token={TOKEN}")
+    page.wait_for_function(
+        "p => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget; "
+        "return !!w && !!w.context && w.context.path === p && w.isVisible; }", arg=path)
+    panel_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    panel = page.locator(f"[id='{panel_id}']")
     panel.locator(".jp-Cell").first.wait_for()
     cells = len(json.loads((ROOT / path).read_text())["cells"])
-    page.wait_for_function(f"document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell').length "
-                           f">= {cells}")
+    page.wait_for_function("([id, n]) => document.getElementById(id).querySelectorAll('.jp-Cell').length >= n",
+                           arg=[panel_id, cells])
     return panel
+
+
+def _panel_id(panel: Any) -> str:
+    return panel.evaluate("p => p.id")
 
 
 def _stored_pictures(path: str) -> int:
@@ -179,8 +191,8 @@ def _assert_pictures_show(page: Any, panel: Any, path: str) -> None:
     want = _stored_pictures(path)
     assert want > 0, f"{path} stores no pictures at all"
     page.wait_for_function(
-        "n => { const imgs = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) "
-        ".jp-OutputArea-output img')]; return imgs.length >= n && imgs.every(i => i.complete); }", arg=want)
+        "([id, n]) => { const imgs = [...document.getElementById(id).querySelectorAll('.jp-OutputArea-output img')];"
+        " return imgs.length >= n && imgs.every(i => i.complete); }", arg=[_panel_id(panel), want])
     pics = _pictures(panel)
     assert len(pics) == want, f"{path}: {len(pics)} pictures on the page, {want} stored"
     broken = [p for p in pics if not (p["w"] > 0 and p["h"] > 0 and p["shown"] > 0)]
@@ -227,11 +239,11 @@ def _explorers(page: Any, panel: Any, count: int) -> Any:
     fails to display instead."""
     try:
         page.wait_for_function(
-            "([sel, n, errors]) => { const p = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)'); "
+            "([sel, n, errors, id]) => { const p = document.getElementById(id); "
             "const text = p.innerText; return p.querySelectorAll(sel).length >= n || "
             "p.querySelector('.jupyter-widgets-error-widget') !== null || "
             "errors.slice(0, 2).some(e => text.includes(e)); }",
-            arg=[EXPLORER, count, list(WIDGET_ERRORS)])
+            arg=[EXPLORER, count, list(WIDGET_ERRORS), _panel_id(panel)])
     except Exception:
         _shot(page, "FAILED_explorers")
         raise
@@ -339,11 +351,11 @@ def test_chapter_04_runs_its_explorer_redraws_and_its_exercise_opens(page: Any, 
     link = panel.locator("a", has_text="exercises/ch04_swizzle.cu").first  # the lab rewrites its href
     link.scroll_into_view_if_needed()
     link.click()
-    editor = page.locator(".jp-FileEditor:not(.lm-mod-hidden) .cm-content").last
-    editor.wait_for()
-    page.wait_for_function("() => [...document.querySelectorAll('.lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel')]"
-                           ".some(e => e.textContent === 'ch04_swizzle.cu')")
-    assert "tile_index" in editor.inner_text()
+    page.wait_for_function("() => { const w = window.jupyterapp.shell.currentWidget; "
+                           "return !!w && !!w.context && w.context.path === 'exercises/ch04_swizzle.cu'; }")
+    editor_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    editor = page.locator(f"[id='{editor_id}'] .cm-content")
+    editor.filter(has_text="tile_index").wait_for()  # the exercise's text, loaded into the lab's editor
     editor.click()
     page.keyboard.press("Control+End")
     page.keyboard.type("\n// edited and saved from JupyterLab by the browser test\n")

@@ -23,6 +23,8 @@ def _error_html(msg: str) -> str:
 
 #: Pixels per SVG pixel of the PNG copy stored with an explorer's output.
 STATIC_SCALE = 1.5
+#: Largest figure copied as HTML into a notebook's stored output, for figures that cannot be a PNG.
+STATIC_FIGURE_LIMIT = 160_000
 
 
 class _StaticFallback:
@@ -30,22 +32,37 @@ class _StaticFallback:
     and only in a trusted notebook; a fresh clone is neither. Adding the current figure as a PNG image
     (which JupyterLab shows in any notebook, trusted or not) lets a notebook opened cold, an HTML export
     or GitHub show the picture; a running explorer still takes precedence.
+
+    Figures the rasteriser cannot draw (several SVGs, or elements beyond rect and text) keep the older copy
+    as ``text/html``, which exports show but an untrusted JupyterLab notebook shows only as text.
     """
 
+    status: W.HTML
     figure: W.HTML
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | tuple[dict, dict] | None:
         import base64
+        import xml.etree.ElementTree as ET
 
         from .raster import svg_png, svg_size
 
         bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
-        if bundle is None or not self.figure.value.startswith("<svg"):
+        if bundle is None:
             return bundle
-        png = svg_png(self.figure.value, scale=STATIC_SCALE)
-        bundle["image/png"] = base64.b64encode(png).decode("ascii")
-        width, height = svg_size(self.figure.value)
-        return bundle, {"image/png": {"width": round(width), "height": round(height)}}
+        figure = self.figure.value
+        if figure.startswith("<svg") and figure.count("<svg") == 1:
+            try:
+                png = svg_png(figure, scale=STATIC_SCALE)
+            except (ValueError, ET.ParseError):
+                png = None
+            if png is not None:
+                bundle["image/png"] = base64.b64encode(png).decode("ascii")
+                width, height = svg_size(figure)
+                return bundle, {"image/png": {"width": round(width), "height": round(height)}}
+        if len(figure) > STATIC_FIGURE_LIMIT:
+            figure = "<p><i>(figure too large for a static copy: run the notebook to see it)</i></p>"
+        bundle["text/html"] = self.status.value + figure
+        return bundle
 
 
 class BankExplorer(_StaticFallback, W.VBox):
