@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../include/tkemu/half_types.h"
 #include "../include/tkemu/runtime.h"
 
 namespace tkemu {
@@ -62,6 +63,8 @@ struct Thread {
     std::vector<TmaOp> bulk_open;
     std::deque<std::vector<TmaOp>> bulk_groups;
     int wgmma_open = 0;
+    int red_pred = 0;
+    int red_result[3] = {0, 0, 0};
 };
 
 /// Where a warp (32) or warpgroup (128) meets for one collective operation.
@@ -116,6 +119,8 @@ struct Block {
     uint32_t static_top = 0;  // next free byte for function-scope __shared__
     uint32_t global_bottom = 0;
     std::vector<SharedAlloc> allocs;
+    std::vector<SharedAlloc> gallocs;  // namespace-scope __shared__: placed once per worker, kept across blocks
+    uint32_t gbottom = RESERVED + 227 * 1024;
     std::vector<Thread> threads;
     std::vector<char*> stacks;
     int n = 0;  // threads in this block

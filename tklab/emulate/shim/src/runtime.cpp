@@ -248,6 +248,18 @@ void vc_sync_group(Block& b, const std::vector<int>& members) {
 static void release_barrier(Block& b, NamedBarrier& nb) {
     std::vector<int> members = nb.waiters;
     members.insert(members.end(), nb.arrivers.begin(), nb.arrivers.end());
+    int count = 0, all = 1, any = 0;  // __syncthreads_count / _and / _or over this generation
+    for (int t : members) {
+        count += b.threads[t].red_pred;
+        all &= b.threads[t].red_pred;
+        any |= b.threads[t].red_pred;
+    }
+    for (int t : members) {
+        b.threads[t].red_result[0] = count;
+        b.threads[t].red_result[1] = all;
+        b.threads[t].red_result[2] = any;
+        b.threads[t].red_pred = 0;
+    }
     if (b.race) {
         std::vector<uint32_t> j(b.n, 0);
         for (int t : members) vc_join_into(b, j, t);
@@ -304,23 +316,12 @@ void bar_arrive(unsigned id, int count) {
     barrier_arrive(id, count, false);
 }
 
-static thread_local int t_red[3];
 int bar_red(int op, unsigned id, int pred) {
     TKEMU_ENTER();
     Block* b = t_block;
-    // The reduction is over the generation of the barrier this thread passes: count it before waiting.
-    static thread_local std::vector<int> votes;
-    (void)votes;
-    NamedBarrier& nb = b->bars[id];
-    if (nb.arrived == 0) { t_red[0] = 0; t_red[1] = 1; t_red[2] = 0; }
-    t_red[0] += pred != 0;
-    t_red[1] &= pred != 0;
-    t_red[2] |= pred != 0;
-    int r[3] = {t_red[0], t_red[1], t_red[2]};
-    const bool last = nb.arrived + 1 + b->exited >= b->n;
+    b->cur->red_pred = pred != 0;
     barrier_arrive(id, 0, true);
-    if (last) return r[op];
-    return t_red[op];  // the completed generation's totals are still in place until the next one starts
+    return b->cur->red_result[op];
 }
 
 // ---- warp collectives -----------------------------------------------------------------------------------------
@@ -478,6 +479,9 @@ void syncwarp(unsigned mask) {
     collective(32, 5, "__syncwarp", mask, nullptr, [](Block&, Rendezvous&) {});
 }
 
+int ptx_laneid() { return t_block->cur->id % 32; }
+int ptx_warpid() { return t_block->cur->id / 32; }
+
 unsigned activemask() {
     Block* b = t_block;
     const int first = (b->cur->id / 32) * 32;
@@ -527,7 +531,7 @@ void* dynamic_shared() {
 
 static void* shared_alloc(const void* key, size_t size, size_t align, const char* name, bool top) {
     Block* b = t_block;
-    for (const auto& a : b->allocs)
+    for (const auto& a : (top ? b->gallocs : b->allocs))
         if (a.key == key) return b->arena + a.offset;
     if (align < 16) align = 16;
     uint32_t off;
@@ -538,12 +542,15 @@ static void* shared_alloc(const void* key, size_t size, size_t align, const char
                  "and %u bytes of other static shared memory (at most %u per block on this GPU)", name, size,
                  b->dyn_bytes, b->static_top - RESERVED - b->dyn_bytes, b->limit);
         b->static_top = off + uint32_t(size);
+        b->allocs.push_back({name, off, uint32_t(size), key});
     } else {
-        off = uint32_t((b->global_bottom - size) / align * align);
+        off = uint32_t((b->gbottom - size) / align * align);
         if (off < b->static_top) fail("invalid", "out of shared memory for __shared__ %s", name);
-        b->global_bottom = off;
+        b->gbottom = off;
+        b->global_bottom = std::min(b->global_bottom, off);
+        b->gallocs.push_back({name, off, uint32_t(size), key});
+        b->allocs.push_back(b->gallocs.back());
     }
-    b->allocs.push_back({name, off, uint32_t(size), key});
     return b->arena + off;
 }
 void* shared_static(const void* key, size_t size, size_t align, const char* name) {
@@ -805,9 +812,16 @@ static void run_block(Block& b, uint3 bid) {
     b.limit = L.arch >= 90 ? 227 * 1024 : 163 * 1024;
     b.dyn_bytes = L.dyn_smem;
     b.static_top = RESERVED + ((L.dyn_smem + 15) / 16) * 16;
-    b.global_bottom = RESERVED + b.limit;
+    b.global_bottom = std::min<uint32_t>(RESERVED + b.limit, b.gbottom);
     b.allocs.clear();
     if (L.dyn_smem) b.allocs.push_back({"dynamic shared memory", RESERVED, L.dyn_smem, nullptr});
+    for (const auto& g : b.gallocs) b.allocs.push_back(g);
+    if (b.static_top > b.global_bottom) {
+        record_error(error_json("invalid", "out of shared memory: " + std::to_string(L.dyn_smem) + " bytes of dynamic "
+                                "shared memory do not fit (at most " + std::to_string(b.limit) + " bytes per block)"));
+        b.aborted = true;
+        return;
+    }
     for (auto& nb : b.bars) nb = NamedBarrier();
     b.mbars.clear();
     b.warp_rv.assign((b.n + 31) / 32, Rendezvous());

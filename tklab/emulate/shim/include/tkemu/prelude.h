@@ -99,6 +99,20 @@ inline void reg_out_d(T& dst, uint64_t bits) {
     else reg_out(dst, bits);
 }
 
+/// Where a function-scope `__shared__` variable lives: placed in the block's shared memory the first time a
+/// thread of the block reaches the declaration; every thread of the block gets the same object.
+template <typename S>
+inline S* shared_var(const char* name) {
+    static const char key = 0;
+    return static_cast<S*>(shared_static(&key, sizeof(S), alignof(S), name));
+}
+/// The same for a namespace-scope `__shared__` variable (bound once per OS thread, kept across blocks).
+template <typename S>
+inline S* shared_gvar(const char* name) {
+    static const char key = 0;
+    return static_cast<S*>(shared_global(&key, sizeof(S), alignof(S), name));
+}
+
 /// Calls kernel(args...) with the arguments unpacked from an array of pointers (one per parameter).
 template <typename... P, size_t... I>
 inline void invoke_impl(void (*f)(P...), void* const* a, std::index_sequence<I...>) {
@@ -117,11 +131,6 @@ inline const int* signature(void (*)(P...)) {
     return sig;
 }
 
-enum AtomicOp : int {
-    A_ADD = 0, A_FADD = 1, A_DADD = 2, A_SUB = 3, A_EXCH = 4, A_MIN_S = 5, A_MIN_U = 6, A_MAX_S = 7, A_MAX_U = 8,
-    A_INC = 9, A_DEC = 10, A_CAS = 11, A_AND = 12, A_OR = 13, A_XOR = 14, A_FMIN = 15, A_FMAX = 16,
-    A_HADD2 = 17, A_BADD2 = 18, A_HADD = 19, A_BADD = 20
-};
 template <typename T>
 inline T atomic(T* p, int op, T v, T cmp = T()) {
     return from_bits<T>(atomic_rmw(p, int(sizeof(T)), op, to_bits(v), to_bits(cmp)));

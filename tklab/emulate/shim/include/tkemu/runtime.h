@@ -35,6 +35,8 @@ unsigned match_any(unsigned mask, uint64_t value);
 unsigned match_all(unsigned mask, uint64_t value, int* pred);
 unsigned activemask();
 void yield_now();  // let the other threads run (nanosleep, spin loops)
+int ptx_laneid();
+int ptx_warpid();
 
 // ---- shared memory ---------------------------------------------------------------------------------------
 uint32_t smem_addr(const void* p);  // generic pointer -> shared-window address
@@ -45,7 +47,12 @@ void* shared_global(const void* key, size_t size, size_t align, const char* name
 bool is_shared(const void* p);
 void mem_check(const void* p, size_t bytes, bool write);  // an explicit bounds/race check (atomics)
 
-// ---- atomics (global or shared; op codes in prelude.h) ----------------------------------------------------
+// ---- atomics (global or shared) -------------------------------------------------------------------------
+enum AtomicOp : int {
+    A_ADD = 0, A_FADD = 1, A_DADD = 2, A_SUB = 3, A_EXCH = 4, A_MIN_S = 5, A_MIN_U = 6, A_MAX_S = 7, A_MAX_U = 8,
+    A_INC = 9, A_DEC = 10, A_CAS = 11, A_AND = 12, A_OR = 13, A_XOR = 14, A_FMIN = 15, A_FMAX = 16,
+    A_HADD2 = 17, A_BADD2 = 18, A_HADD = 19, A_BADD = 20
+};
 uint64_t atomic_rmw(void* p, int bytes, int op, uint64_t value, uint64_t compare);
 
 // ---- misc ------------------------------------------------------------------------------------------------
