@@ -141,7 +141,12 @@ def _asm(src: str, toks: list[Tok], i: int) -> tuple[int, int, str, list[str]]:
     if toks[j].text != "(":
         raise RewriteError("asm without a parenthesised template")
     close = _match(toks, j)
-    inner = toks[j + 1:close]
+    inner: list[Tok] = []
+    for t in toks[j + 1:close]:  # at the top level of an asm statement "::" is two separators (no outputs)
+        if t.text == "::":
+            inner += [Tok("punct", ":", t.start, t.start + 1), Tok("punct", ":", t.start + 1, t.end)]
+        else:
+            inner.append(t)
     sections = _split(inner, ":")
     tmpl_toks = sections[0]
     if not tmpl_toks or any(t.kind != "str" for t in tmpl_toks):
