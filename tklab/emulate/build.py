@@ -85,7 +85,7 @@ def _flags(cc: Compiler) -> list[str]:
     if cc.family == "clang":
         return [*base, "-gline-tables-only", "-mllvm", "-tsan-instrument-func-entry-exit=0",
                 "-mllvm", "-tsan-instrument-atomics=0"]
-    return [*base, "-g1", "--param=tsan-instrument-func-entry-exit=0"]
+    return [*base, "-g1", "-gdwarf-4", "--param=tsan-instrument-func-entry-exit=0"]  # DWARF 5 file tables confuse older addr2line
 
 
 def _publish(tmp: Path, final: Path) -> None:

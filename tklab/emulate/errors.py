@@ -91,10 +91,9 @@ class Context:
     library: Path
     program: str
     args: dict[int, ArgInfo] = field(default_factory=dict)
-    shared_decls: dict[str, str] = field(default_factory=dict)
 
 
-def _lines(library: Path, offsets: list[int]) -> dict[int, str]:
+def _lines(library: Path, offsets: list[int], program: str) -> dict[int, str]:
     """Code offsets → "file:line" (the innermost frame in the learner's file when inlined)."""
     tool = shutil.which("addr2line") or shutil.which("llvm-addr2line")
     if not tool or not offsets:
@@ -116,11 +115,11 @@ def _lines(library: Path, offsets: list[int]) -> dict[int, str]:
             num = num.split()[0]
             frames[current].append(f"{Path(path).name if '/tk/' not in path else 'tk/' + path.split('/tk/', 1)[1]}:{num}")
     for off, fr in frames.items():
-        if fr:
-            result[off] = fr[-1] if len(fr) > 1 else fr[0]
-            inner = fr[0]
-            if len(fr) > 1 and inner != result[off]:
-                result[off] = f"{fr[-1]} (in {inner})"
+        if not fr:
+            continue
+        mine = [f for f in fr if f.startswith(program + ":")]
+        where = mine[-1] if mine else fr[0]
+        result[off] = where if fr[0] == where else f"{where} (in {fr[0]})"
     return result
 
 
@@ -146,24 +145,6 @@ def _element(info: ArgInfo, offset: int) -> str:
     return f"{spot}, {where} {desc} ({shape} {info.dtype.name})"
 
 
-def _shared_element(name: str, decl: str, offset: int, size: int) -> str:
-    m = re.search(r"(\w[\w:<>, ]*?)\s*" + re.escape(name) + r"\s*((?:\[[^\]]+\])+)", decl or "")
-    itemsizes = {"float": 4, "int": 4, "unsigned": 4, "double": 8, "char": 1, "short": 2, "half": 2, "__half": 2,
-                 "bf16": 2, "__nv_bfloat16": 2, "unsigned short": 2, "uint32_t": 4, "int32_t": 4}
-    if m:
-        base = m.group(1).split()[-1]
-        dims = [int(d) for d in re.findall(r"\[(\d+)\]", m.group(2))]
-        item = itemsizes.get(base)
-        if item and dims and len(dims) == m.group(2).count("["):
-            idx = offset // item
-            coords = []
-            for d in reversed(dims):
-                coords.append(idx % d)
-                idx //= d
-            return f"{name}{''.join(f'[{c}]' for c in reversed(coords))}"
-    return f"{name} (byte {offset} of {size})"
-
-
 def render(text: str, report: dict[str, Any], ctx: Context) -> str:
     """Fill in the placeholders of a runtime message (see the module docstring)."""
     shared = report.get("shared", [])
@@ -173,7 +154,14 @@ def render(text: str, report: dict[str, Any], ctx: Context) -> str:
         if i >= len(shared):
             return f"shared byte {off}"
         a = shared[i]
-        return _shared_element(a["name"], ctx.shared_decls.get(a["name"], ""), off, a["size"])
+        rank, elem = a.get("rank", -1), a.get("elem", 0)
+        if rank >= 0 and elem > 0:
+            idx, coords = off // elem, []
+            for d in reversed(a["dims"][:rank]):
+                coords.append(idx % d)
+                idx //= d
+            return a["name"] + "".join(f"[{c}]" for c in reversed(coords))
+        return a["name"] if off == 0 else f"{a['name']} (+{off} bytes)"
 
     def global_sub(m: re.Match[str]) -> str:
         slot, off, size = int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -185,6 +173,6 @@ def render(text: str, report: dict[str, Any], ctx: Context) -> str:
     text = re.sub(r"@@S:(\d+):(\d+)@@", shared_sub, text)
     text = re.sub(r"@@G:(\d+):(-?\d+):(\d+)@@", global_sub, text)
     offsets = [int(o, 16) for o in re.findall(r"@@PC:([0-9a-f]+)@@", text)]
-    lines = _lines(ctx.library, offsets)
+    lines = _lines(ctx.library, offsets, ctx.program)
     return re.sub(r"@@PC:([0-9a-f]+)@@", lambda m: f" at {lines[int(m.group(1), 16)]}" if int(m.group(1), 16) in lines
                   else "", text)

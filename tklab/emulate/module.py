@@ -218,7 +218,7 @@ class EmuKernel:
                     off = base + 256 * i
                     cells[off:off + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
                     pointers[i] = cells.ctypes.data + off
-                nworkers = workers if workers is not None else min(8, os.cpu_count() or 1)
+                nworkers = workers if workers is not None else 1  # one worker: the same error each run
                 flags = (1 if race else 0) | (2 if reverse else 0)
                 failed = rt.tkemu_launch(self._entry, ctypes.cast(pointers, ctypes.c_void_p), *g, *b, int(shared_mem),
                                          arch, int(nworkers), flags, float(time_limit))
@@ -232,8 +232,8 @@ class EmuKernel:
             finally:
                 for slot in addresses:
                     rt.tkemu_buffer_unmap(slot)
-        ctx = errors.Context(self.module.built.path, self.module.program, infos, _shared_decls(self.module.source))
-        result = LaunchResult([errors.render(w["message"], {}, ctx) for w in warnings], output)
+        ctx = errors.Context(self.module.built.path, self.module.program, infos)
+        result = LaunchResult([errors.render(w["message"], w, ctx) for w in warnings], output)
         self.last = result
         if output:
             sys.stdout.write(output)
@@ -247,15 +247,3 @@ class EmuKernel:
 
     def __repr__(self) -> str:
         return f"<tklab.emulate.EmuKernel {self.name} (CPU)>"
-
-
-def _shared_decls(source: str) -> dict[str, str]:
-    """``__shared__`` declarations of the source by variable name, for naming elements in messages."""
-    import re
-
-    out = {}
-    for m in re.finditer(r"__shared__[^;]*;", source):
-        decl = m.group()
-        for name in re.findall(r"(\w+)\s*(?:\[[^\]]*\])+", decl):
-            out[name] = decl
-    return out

@@ -246,7 +246,7 @@ def _shared(src: str, toks: list[Tok], i: int, scope_depth: int, counter: int) -
             fn = "shared_gvar" if global_scope else "shared_var"
             line = (f"struct {s} {{ {spec} {stars}{name} {dims}; }}; "
                     f"{'static thread_local ' if global_scope else ''}auto& {name} = "
-                    f"::tkemu::{fn}<{s}>(\"{name}\")->{name};")
+                    f"::tkemu::{fn}<{s}>(\"{name}\", (decltype({s}::{name})*)nullptr)->{name};")
         out.append(line)
     return toks[start].start, toks[end].end, " ".join(out)
 

@@ -2,6 +2,7 @@
 // (reused), one Thread (fiber) per CUDA thread of the block being run.
 #pragma once
 
+#include <pthread.h>
 #include <ucontext.h>
 
 #include <atomic>
@@ -100,6 +101,7 @@ struct SharedAlloc {
     std::string name;
     uint32_t offset, size;
     const void* key;
+    ShapeInfo shape{0, -1, {0, 0, 0, 0}};
 };
 
 /// One shadow entry per byte of shared memory: the last write and the last read (thread, its clock, pc).
@@ -154,6 +156,7 @@ struct Launch {
     std::string error;     // JSON of the first error
     std::string warnings;  // JSON list items
     int n_warnings = 0;
+    std::vector<pthread_t> workers;
 };
 
 extern thread_local Block* t_block;

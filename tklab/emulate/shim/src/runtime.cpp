@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstring>
 #include <thread>
@@ -102,8 +103,10 @@ static std::string allocs_json(const Block& b) {
     std::string o = "[";
     for (size_t i = 0; i < b.allocs.size(); ++i) {
         const auto& a = b.allocs[i];
-        char buf[64];
-        snprintf(buf, sizeof buf, ", \"offset\": %u, \"size\": %u}", a.offset, a.size);
+        char buf[160];
+        snprintf(buf, sizeof buf, ", \"offset\": %u, \"size\": %u, \"elem\": %d, \"dims\": [%d, %d, %d, %d], \"rank\": %d}",
+                 a.offset, a.size, a.shape.elem, a.shape.dims[0], a.shape.dims[1], a.shape.dims[2], a.shape.dims[3],
+                 a.shape.rank);
         o += (i ? ", " : "") + std::string("{\"name\": ") + json_str(a.name) + buf;
     }
     return o + "]";
@@ -173,7 +176,8 @@ void warn(const std::string& kind, const std::string& message, uintptr_t pc) {
     }
     L->n_warnings++;
     L->warnings += (L->warnings.empty() ? "" : ", ") + std::string("{\"kind\": ") + json_str(kind) +
-                   ", \"message\": " + json_str(message + pc_mark(pc)) + "}";
+                   ", \"message\": " + json_str(message + pc_mark(pc)) +
+                   (t_block ? ", \"shared\": " + allocs_json(*t_block) : std::string()) + "}";
 }
 
 // ---- scheduling --------------------------------------------------------------------------------------------
@@ -529,7 +533,8 @@ void* dynamic_shared() {
     return b->arena + RESERVED;
 }
 
-static void* shared_alloc(const void* key, size_t size, size_t align, const char* name, bool top) {
+static void* shared_alloc(const void* key, size_t size, size_t align, const char* name, bool top,
+                          const ShapeInfo* shape) {
     Block* b = t_block;
     for (const auto& a : (top ? b->gallocs : b->allocs))
         if (a.key == key) return b->arena + a.offset;
@@ -542,22 +547,22 @@ static void* shared_alloc(const void* key, size_t size, size_t align, const char
                  "and %u bytes of other static shared memory (at most %u per block on this GPU)", name, size,
                  b->dyn_bytes, b->static_top - RESERVED - b->dyn_bytes, b->limit);
         b->static_top = off + uint32_t(size);
-        b->allocs.push_back({name, off, uint32_t(size), key});
+        b->allocs.push_back({name, off, uint32_t(size), key, shape ? *shape : ShapeInfo{0, -1, {0, 0, 0, 0}}});
     } else {
         off = uint32_t((b->gbottom - size) / align * align);
         if (off < b->static_top) fail("invalid", "out of shared memory for __shared__ %s", name);
         b->gbottom = off;
         b->global_bottom = std::min(b->global_bottom, off);
-        b->gallocs.push_back({name, off, uint32_t(size), key});
+        b->gallocs.push_back({name, off, uint32_t(size), key, shape ? *shape : ShapeInfo{0, -1, {0, 0, 0, 0}}});
         b->allocs.push_back(b->gallocs.back());
     }
     return b->arena + off;
 }
-void* shared_static(const void* key, size_t size, size_t align, const char* name) {
-    return shared_alloc(key, size, align, name, false);
+void* shared_static(const void* key, size_t size, size_t align, const char* name, const ShapeInfo* shape) {
+    return shared_alloc(key, size, align, name, false, shape);
 }
-void* shared_global(const void* key, size_t size, size_t align, const char* name) {
-    return shared_alloc(key, size, align, name, true);
+void* shared_global(const void* key, size_t size, size_t align, const char* name, const ShapeInfo* shape) {
+    return shared_alloc(key, size, align, name, true, shape);
 }
 
 // ---- race detection on shared memory --------------------------------------------------------------------------
@@ -920,9 +925,33 @@ static void run_block(Block& b, uint3 bid) {
     b.cur = nullptr;
 }
 
-static thread_local struct sigaction t_old_segv, t_old_bus;
+static thread_local struct sigaction t_old_segv, t_old_bus, t_old_alarm;
+static const int WATCHDOG_SIGNAL = SIGRTMIN + 7;
 
-static void on_fault(int sig, siginfo_t* info, void*) {
+static uintptr_t interrupted_pc(void* uc) {
+    const auto* ctx = static_cast<const ucontext_t*>(uc);
+#if defined(__x86_64__)
+    return uintptr_t(ctx->uc_mcontext.gregs[REG_RIP]) + 1;  // +1: pc_mark() subtracts one (return addresses)
+#elif defined(__aarch64__)
+    return uintptr_t(ctx->uc_mcontext.pc) + 1;
+#else
+    (void)ctx;
+    return 0;
+#endif
+}
+
+static void on_watchdog(int, siginfo_t*, void* uc) {
+    Block* b = t_block;
+    if (!b || !b->cur) return;
+    const std::string msg = thread_desc(*b, b->cur->id) + " of " + block_desc(*b) + " was still running" +
+                            pc_mark(interrupted_pc(uc)) + " when the time limit ran out: an endless loop (a loop "
+                            "whose bound never changes, a spin-wait on a value no thread writes)?";
+    record_error(error_json("timeout", msg));
+    b->aborted = true;
+    setcontext(&b->sched);
+}
+
+static void on_fault(int sig, siginfo_t* info, void* uc) {
     Block* b = t_block;
     if (!b || !b->cur) {
         // Not ours: put back the previous handler and let the fault happen again there.
@@ -937,12 +966,12 @@ static void on_fault(int sig, siginfo_t* info, void*) {
         msg = thread_desc(*b, b->cur->id) + " of " + block_desc(*b) + ": stack overflow (its local arrays and "
               "registers need more than the emulator's " + std::to_string(STACK_BYTES / 1024) + " KB)";
     } else if (g_lo && a - g_lo < SLOTS * SLOT_BYTES) {
-        global_check(a, 1, false, 0, "");  // reports and does not return
+        global_check(a, 1, false, interrupted_pc(uc), "");  // reports and does not return
     } else {
         char buf[160];
         snprintf(buf, sizeof buf, ": invalid memory access at address %p (%s); a pointer that is not one of the "
                  "kernel's arguments, or one far outside them?", info->si_addr, sig == SIGBUS ? "bus error" : "segfault");
-        msg = thread_desc(*b, b->cur->id) + " of " + block_desc(*b) + buf + pc_mark(b->cur->pc);
+        msg = thread_desc(*b, b->cur->id) + " of " + block_desc(*b) + buf + pc_mark(interrupted_pc(uc));
     }
     record_error(error_json("invalid_address", msg));
     b->aborted = true;
@@ -964,6 +993,15 @@ static void worker(Launch* L, int slot) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, &t_old_segv);
     sigaction(SIGBUS, &sa, &t_old_bus);
+    struct sigaction wd {};
+    wd.sa_sigaction = on_watchdog;
+    wd.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&wd.sa_mask);
+    sigaction(WATCHDOG_SIGNAL, &wd, &t_old_alarm);
+    {
+        std::lock_guard<std::mutex> lock(L->mu);
+        L->workers.push_back(pthread_self());
+    }
     const long total = long(L->grid.x) * L->grid.y * L->grid.z;
     for (;;) {
         const long i = L->next_block.fetch_add(1);
@@ -973,6 +1011,11 @@ static void worker(Launch* L, int slot) {
         run_block(*b, bid);
         if (b->aborted) break;
     }
+    {
+        std::lock_guard<std::mutex> lock(L->mu);
+        L->workers.erase(std::remove(L->workers.begin(), L->workers.end(), pthread_self()), L->workers.end());
+    }
+    sigaction(WATCHDOG_SIGNAL, &t_old_alarm, nullptr);
     sigaction(SIGSEGV, &t_old_segv, nullptr);
     sigaction(SIGBUS, &t_old_bus, nullptr);
     sigaltstack(&old_ss, nullptr);
@@ -1036,12 +1079,40 @@ int tkemu_launch(void (*entry)(void* const*), void* const* args, unsigned gx, un
     }
     const long total = long(gx) * gy * gz;
     const int n = int(std::max<long>(1, std::min<long>(workers, total)));
+    // The watchdog interrupts a thread stuck in a loop that never returns to the runtime.
+    std::mutex wd_mu;
+    std::condition_variable wd_cv;
+    bool done = false;
+    std::thread watchdog;
+    if (time_limit > 0) {
+        watchdog = std::thread([&] {
+            std::unique_lock<std::mutex> lock(wd_mu);
+            const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(time_limit + 0.5);
+            while (!done) {
+                if (wd_cv.wait_until(lock, until) == std::cv_status::timeout && !done) {
+                    std::lock_guard<std::mutex> l2(L.mu);
+                    for (pthread_t t : L.workers) pthread_kill(t, WATCHDOG_SIGNAL);
+                    lock.unlock();
+                    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                    lock.lock();
+                }
+            }
+        });
+    }
     if (n == 1) {
         worker(&L, 0);
     } else {
         std::vector<std::thread> pool;
         for (int i = 0; i < n; ++i) pool.emplace_back(worker, &L, i);
         for (auto& t : pool) t.join();
+    }
+    if (watchdog.joinable()) {
+        {
+            std::lock_guard<std::mutex> lock(wd_mu);
+            done = true;
+        }
+        wd_cv.notify_all();
+        watchdog.join();
     }
     g_last_error = L.error;
     g_last_warnings = "[" + L.warnings + "]";

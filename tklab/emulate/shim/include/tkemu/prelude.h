@@ -101,16 +101,29 @@ inline void reg_out_d(T& dst, uint64_t bits) {
 
 /// Where a function-scope `__shared__` variable lives: placed in the block's shared memory the first time a
 /// thread of the block reaches the declaration; every thread of the block gets the same object.
-template <typename S>
-inline S* shared_var(const char* name) {
+template <typename T>
+inline const ShapeInfo* shape_of() {
+    static const ShapeInfo info = [] {
+        ShapeInfo s{int(sizeof(std::remove_all_extents_t<T>)), int(std::rank_v<T>), {0, 0, 0, 0}};
+        if constexpr (std::rank_v<T> > 0) s.dims[0] = int(std::extent_v<T, 0>);
+        if constexpr (std::rank_v<T> > 1) s.dims[1] = int(std::extent_v<T, 1>);
+        if constexpr (std::rank_v<T> > 2) s.dims[2] = int(std::extent_v<T, 2>);
+        if constexpr (std::rank_v<T> > 3) s.dims[3] = int(std::extent_v<T, 3>);
+        if (!std::is_arithmetic_v<std::remove_all_extents_t<T>>) s.rank = -1;  // tiles, structs: bytes only
+        return s;
+    }();
+    return &info;
+}
+template <typename S, typename T>
+inline S* shared_var(const char* name, const T*) {
     static const char key = 0;
-    return static_cast<S*>(shared_static(&key, sizeof(S), alignof(S), name));
+    return static_cast<S*>(shared_static(&key, sizeof(S), alignof(S), name, shape_of<T>()));
 }
 /// The same for a namespace-scope `__shared__` variable (bound once per OS thread, kept across blocks).
-template <typename S>
-inline S* shared_gvar(const char* name) {
+template <typename S, typename T>
+inline S* shared_gvar(const char* name, const T*) {
     static const char key = 0;
-    return static_cast<S*>(shared_global(&key, sizeof(S), alignof(S), name));
+    return static_cast<S*>(shared_global(&key, sizeof(S), alignof(S), name, shape_of<T>()));
 }
 
 /// Calls kernel(args...) with the arguments unpacked from an array of pointers (one per parameter).

@@ -42,8 +42,14 @@ int ptx_warpid();
 uint32_t smem_addr(const void* p);  // generic pointer -> shared-window address
 void* smem_ptr(uint64_t addr, uint32_t bytes, const char* what);
 void* dynamic_shared();
-void* shared_static(const void* key, size_t size, size_t align, const char* name);
-void* shared_global(const void* key, size_t size, size_t align, const char* name);
+/// Element size and extents of a __shared__ array, for naming the element a message is about.
+struct ShapeInfo {
+    int elem;
+    int rank;
+    int dims[4];
+};
+void* shared_static(const void* key, size_t size, size_t align, const char* name, const ShapeInfo* shape);
+void* shared_global(const void* key, size_t size, size_t align, const char* name, const ShapeInfo* shape);
 bool is_shared(const void* p);
 void mem_check(const void* p, size_t bytes, bool write);  // an explicit bounds/race check (atomics)
 
