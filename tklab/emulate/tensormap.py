@@ -29,7 +29,8 @@ class TensorMap:
     """A tensor map over a NumPy array: dimensions innermost first, box per copy, swizzle span in bytes."""
 
     def __init__(self, array: np.ndarray, box: tuple[int, ...], *, swizzle: int = 0, dtype: str | None = None,
-                 tile: tuple[int, int] | None = None):
+                 tile: tuple[int, int] | None = None, dims: tuple[int, ...] | None = None,
+                 strides: tuple[int, ...] | None = None):
         if not isinstance(array, np.ndarray):
             raise TypeError(f"an emulated tensor map needs a NumPy array, not {type(array).__name__}")
         if not array.flags.c_contiguous:
@@ -42,7 +43,9 @@ class TensorMap:
             raise gpu_tma.TmaError(f"dtype {name} has {itemsize}-byte elements, the array {array.dtype.itemsize}")
         if swizzle not in (0, 16, 32, 64, 128):
             raise gpu_tma.TmaError(f"swizzle must be 0, 16, 32, 64 or 128 bytes, not {swizzle}")
-        dims = tuple(int(d) for d in reversed(array.shape))
+        dims = tuple(int(d) for d in (dims or reversed(array.shape)))
+        self.strides = tuple(int(x) for x in (strides if strides is not None else
+                                              [int(x) for x in reversed(array.strides)][1:]))
         if not 1 <= len(dims) <= 5 or len(box) != len(dims):
             raise gpu_tma.TmaError(f"a {len(dims)}-D array needs a box of {len(dims)} sizes (1-5 dimensions)")
         if any(not 1 <= b <= 256 for b in box):
@@ -64,7 +67,7 @@ class TensorMap:
 
     def encode(self, address: int, slot: int) -> bytes:
         """The 128 bytes the kernel receives, with the array at ``address`` (emulator memory)."""
-        strides = [int(s) for s in reversed(self.array.strides)][1:]
+        strides = list(self.strides)
         raw = b"TKEMUTMA" + struct.pack("<Q", address)
         raw += struct.pack("<5Q", *(list(self.dims) + [1] * (5 - len(self.dims))))
         raw += struct.pack("<4Q", *(strides + [0] * (4 - len(strides))))
@@ -78,19 +81,20 @@ class TensorMap:
 
 
 def tensor_map(array: np.ndarray, tile: tuple[int, int], *, swizzle: int | None = None,
-               dtype: str | None = None) -> TensorMap:
-    """Like ``tklab.tma.tensor_map`` for a NumPy array: the box is one panel of ``tile`` (rows, cols)."""
+               dtype: str | None = None, fold: bool = False) -> TensorMap:
+    """Like ``tklab.tma.tensor_map`` for a NumPy array (same checks, same rank and box; no driver)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"an emulated tensor map needs a NumPy array, not {type(array).__name__}")
     name = dtype or array.dtype.name
     if name not in gpu_tma.DTYPES:
         raise gpu_tma.TmaError(f"TMA tensor maps here support {', '.join(gpu_tma.DTYPES)}; got {name}")
     itemsize = gpu_tma.DTYPES[name][0]
-    strides = tuple(int(s) for s in array.strides)
-    p = gpu_tma.plan(16 * 1024, tuple(array.shape), strides, name, tuple(tile), swizzle)  # checks, no driver
-    rows = int(np.prod(array.shape[:-1]))
-    flat = array.reshape(rows, array.shape[-1])
     if itemsize != array.dtype.itemsize:
         raise gpu_tma.TmaError(f"{name} has {itemsize}-byte elements, the array {array.dtype.itemsize}-byte ones")
-    return TensorMap(flat, (p.box[0], p.box[1]), swizzle=p.swizzle, dtype=name, tile=(p.tile[0], p.tile[1]))
+    p = gpu_tma.plan(16 * 1024, tuple(array.shape), tuple(int(s) for s in array.strides), name, tuple(tile),
+                     swizzle, fold=fold)  # the GPU's checks; the address is filled in at launch
+    return TensorMap(array, tuple(p.box), swizzle=p.swizzle, dtype=name, tile=(p.tile[0], p.tile[1]),
+                     dims=tuple(p.dims), strides=tuple(p.strides))
 
 
 def is_map(value: Any) -> bool:
