@@ -629,7 +629,7 @@ void global_check(uintptr_t addr, size_t bytes, bool write, uintptr_t pc, const 
     fail_json(error_json("out_of_bounds", msg));
 }
 
-static inline void on_access(void* p, size_t n, bool write, uintptr_t pc) {
+static inline void on_access(void* p, size_t n, bool write, uintptr_t pc, bool atomic = false) {
     Block* b = t_block;
     if (!b || !b->cur) return;
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
@@ -640,7 +640,8 @@ static inline void on_access(void* p, size_t n, bool write, uintptr_t pc) {
             fail("out_of_bounds", "%s %zu bytes at shared address 0x%lx, outside the block's shared memory "
                  "(0x%x..0x%x in use)", write ? "wrote" : "read", n, (unsigned long)s, RESERVED, b->static_top);
         }
-        if (b->race) shadow_access(*b, b->cur->id, clock_of(*b, b->cur->id), uint32_t(s), uint32_t(n), write, pc, "");
+        if (b->race && !atomic)  // atomics never race with each other
+            shadow_access(*b, b->cur->id, clock_of(*b, b->cur->id), uint32_t(s), uint32_t(n), write, pc, "");
     } else if (g_lo && a - g_lo < SLOTS * SLOT_BYTES) {
         global_check(a, n, write, pc, "");
     }
@@ -666,7 +667,7 @@ static T cas_loop(void* p, const std::function<T(T)>& f) {
 }
 
 uint64_t atomic_rmw(void* p, int bytes, int op, uint64_t v, uint64_t cmp) {
-    on_access(p, size_t(bytes), true, uintptr_t(__builtin_return_address(0)));
+    on_access(p, size_t(bytes), true, uintptr_t(__builtin_return_address(0)), true);
     if (bytes == 4) {
         auto f32 = [](uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; };
         auto u32 = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; };
