@@ -895,9 +895,9 @@ static void run_block(Block& b, uint3 bid) {
                     if (it != b.mbars.end()) {
                         const MBar& m = it->second;
                         char buf[200];
-                        snprintf(buf, sizeof buf, " for phase parity %u (its current phase %u still expects %u of %u "
-                                 "arrivals and %lld transaction bytes)", unsigned(t.wait_detail & 1), m.phase & 1,
-                                 m.pending, m.expected, (long long)m.tx);
+                        snprintf(buf, sizeof buf, " for phase parity %u (it has completed %u phase%s; the current one "
+                                 "still expects %u of %u arrivals and %lld transaction bytes)", unsigned(t.wait_detail & 1),
+                                 m.phase, m.phase == 1 ? "" : "s", m.pending, m.expected, (long long)m.tx);
                         msg += buf;
                     }
                 } else if (t.wait_what && std::strstr(t.wait_what, "barrier")) {
