@@ -21,6 +21,9 @@ from typing import Any
 import numpy as np
 
 
+SLOT_BYTES = 1 << 31  # the runtime's address-space slot per array argument (runtime.cpp)
+
+
 class EmulationError(RuntimeError):
     """A kernel failed under CPU emulation. ``kind``, ``thread``, ``block`` and the raw report are kept."""
 
@@ -91,6 +94,7 @@ class Context:
     library: Path
     program: str
     args: dict[int, ArgInfo] = field(default_factory=dict)
+    bases: dict[int, int] = field(default_factory=dict)  # buffer slot -> its address in emulator memory
 
 
 def _lines(library: Path, offsets: list[int], program: str) -> dict[int, str]:
@@ -166,9 +170,16 @@ def render(text: str, report: dict[str, Any], ctx: Context) -> str:
     def global_sub(m: re.Match[str]) -> str:
         slot, off, size = int(m.group(1)), int(m.group(2)), int(m.group(3))
         info = ctx.args.get(slot)
-        if info is None:
-            return f"byte {off} of kernel buffer {slot}"
-        return _element(info, off)
+        if info is not None and slot in ctx.bases:
+            return _element(info, off)
+        if ctx.bases:  # in no argument's region: name the array it most likely ran off (the nearest below)
+            known = next(iter(ctx.bases))
+            address = ctx.bases[known] + (slot - known) * SLOT_BYTES + off
+            below = [s for s, b in ctx.bases.items() if b <= address and s in ctx.args]
+            if below:
+                s = max(below, key=lambda s: ctx.bases[s])
+                return f"address {address:#x}, in none of the kernel's arrays: {_element(ctx.args[s], address - ctx.bases[s])}"
+        return f"byte {off} of an address outside the kernel's arrays"
 
     text = re.sub(r"@@S:(\d+):(\d+)@@", shared_sub, text)
     text = re.sub(r"@@G:(\d+):(-?\d+):(\d+)@@", global_sub, text)

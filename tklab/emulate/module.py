@@ -232,7 +232,7 @@ class EmuKernel:
             finally:
                 for slot in addresses:
                     rt.tkemu_buffer_unmap(slot)
-        ctx = errors.Context(self.module.built.path, self.module.program, infos)
+        ctx = errors.Context(self.module.built.path, self.module.program, infos, dict(addresses))
         result = LaunchResult([errors.render(w["message"], w, ctx) for w in warnings], output)
         self.last = result
         if output:

@@ -1,0 +1,114 @@
+"""Checking a CUDA exercise without a GPU: the emulator's side of ``tklab.check``.
+
+Without a GPU, ``tklab.check`` runs a CUDA exercise in its usual child process, but on the CPU
+emulator: the exercise's own cases, minus those too big to emulate in seconds (the main 1024-sized case
+of a GEMM, say), on fresh random inputs, compared element by element with the reference. The verdict is
+real and labelled ``LABEL``: it says the kernel computes the right thing, nothing about its speed. A
+race, an out-of-bounds access or a deadlock fails the run with the emulator's explanation.
+
+Public API: ``can_run(spec) -> bool``, ``cases(spec)``, ``run_child(spec, path, seed, result, run_cases)``,
+``annotate(check_result, outcome, spec)``, ``LABEL``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from math import prod
+from pathlib import Path
+from typing import Any
+
+LABEL = "CPU emulation: correctness only, no timing"
+#: Cases bigger than this (M·N·K, or the product of a case's sizes) are skipped under emulation.
+MAX_WORK = 1 << 24
+TIME_LIMIT = 40.0  # seconds per launch: under the check's own process time limit, so the message is ours
+ARCH = "sm_90a"  # what the kernel sees as __CUDA_ARCH__: the course's target, Hopper
+
+
+def _work(dims: dict[str, int]) -> int:
+    return prod(v for k, v in dims.items() if k in ("M", "N", "K", "B", "H", "S", "D")) or 1
+
+
+def cases(spec: Any) -> list[dict[str, int]]:
+    """The exercise's cases that emulate in seconds (``spec.emu_cases`` when a spec names its own)."""
+    own = getattr(spec, "emu_cases", None)
+    if own:
+        return list(own)
+    return [d for d in spec.cases if _work(d) <= MAX_WORK]
+
+
+def can_run(spec: Any) -> bool:
+    """A CUDA exercise with at least one case small enough, and a C++ compiler on this machine."""
+    if spec.language != "cuda" or not cases(spec):
+        return False
+    from .toolchain import NoCompiler, find
+
+    try:
+        find()
+    except NoCompiler:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _cpu_tensor_maps() -> Iterator[None]:
+    """Inside the child only: specs that build ``tklab.tma`` maps get emulator maps over NumPy arrays."""
+    from .. import tma
+    from . import tensormap
+
+    saved = tma.tensor_map
+    tma.tensor_map = tensormap.tensor_map  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        tma.tensor_map = saved  # type: ignore[assignment]
+
+
+def run_child(spec: Any, path: Path, seed: int, result: dict[str, Any],
+              run_cases: Callable[..., bool]) -> None:
+    """The runner child's emulated run: compile for the CPU, then the cases through ``run_cases``."""
+    import numpy as np
+
+    from .. import emulate
+
+    result["device"] = LABEL
+    mod = emulate.compile(path.read_text(), arch=ARCH, name=path.name, options=spec.options)
+    kernel = mod[spec.kernel]
+    warnings: list[str] = []
+
+    def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
+        shape = spec.launch(dims)
+        with _cpu_tensor_maps():
+            args = spec.args(arrays, dims)
+        try:
+            res = kernel(shape.grid, shape.block, args, shared_mem=shape.shared_mem, time_limit=TIME_LIMIT)
+        except emulate.EmulationError as e:
+            raise _Failed(f"{type(e).__name__}: {e}") from None
+        warnings.extend(w for w in res.warnings if w not in warnings)
+
+    try:
+        result["ok"] = run_cases(spec, cases(spec), seed, np, launch, result)
+    except _Failed as e:
+        result["ok"] = False
+        result["error"] = {"kind": "emulation", "message": str(e), "hint": ""}
+    if warnings:
+        result["emulation_warnings"] = warnings
+
+
+class _Failed(Exception):
+    """An emulation error, carried to the result as it is (no CUDA-error hints apply)."""
+
+
+def annotate(res: Any, outcome: Any, spec: Any) -> None:
+    """Add what the learner should know about an emulated run to a ``CheckResult``."""
+    res.run_where = LABEL
+    result = getattr(outcome, "result", None) or {}
+    for w in result.get("emulation_warnings", [])[:3]:
+        res.notes.append(f"emulator: {w}")
+    small = cases(spec)
+    skipped = [d for d in spec.cases if d not in small]
+    if skipped:
+        from ..specs import dims_text
+
+        res.notes.append("too big to emulate, left to a GPU: " + "; ".join(dims_text(d) for d in skipped))
+    res.notes.append("no timing under emulation: the speed is measured on a GPU only")
