@@ -14,8 +14,8 @@ import pytest
 
 import tklab
 from tklab import gpu, specs
-from tklab.emulate import exercise as emulated
 from tklab.check import check, main, resolve
+from tklab.emulate import exercise as emulated
 from tklab.runner import compare, run_isolated
 
 ROOT = Path(__file__).resolve().parent.parent

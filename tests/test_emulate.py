@@ -185,7 +185,8 @@ def test_gemm_mma_tiles_solution() -> None:
     a, b = _bf16(rng, (m, k)), _bf16(rng, (k, n))
     c = np.full((m, n), 0xFFFF, np.uint16)
     mod = emu.compile((ROOT / "solutions" / "gemm_mma_tiles.cu").read_text(), name="gemm_mma_tiles.cu")
-    mod["gemm_mma_tiles"]((n // 128, m // 128), (128,), (a, b, c, m, n, k), shared_mem=3 * (128 * 32 + 32 * 128) * 2 + 1024)
+    smem = 3 * (128 * 32 + 32 * 128) * 2 + 1024
+    mod["gemm_mma_tiles"]((n // 128, m // 128), (128,), (a, b, c, m, n, k), shared_mem=smem)
     ref = bf16_bits_to_float(a).astype(np.float64) @ bf16_bits_to_float(b)
     np.testing.assert_allclose(bf16_bits_to_float(c), ref, rtol=1e-2, atol=1e-2)
 
@@ -197,7 +198,8 @@ def test_gemm_wgmma_solution_with_tma_and_warp_specialisation() -> None:
     c = np.full((m, n), 0xFFFF, np.uint16)
     mod = emu.compile((ROOT / "solutions" / "gemm_wgmma.cu").read_text(), name="gemm_wgmma.cu")
     maps = (emu.tensor_map(a, (64, 64), dtype="bfloat16"), emu.tensor_map(b, (64, 256), dtype="bfloat16"))
-    mod["gemm"](((m // 128) * (n // 256),), (384,), (*maps, c, m, n, k), shared_mem=4 * (128 * 64 + 64 * 256) * 2 + 1024)
+    smem = 4 * (128 * 64 + 64 * 256) * 2 + 1024
+    mod["gemm"](((m // 128) * (n // 256),), (384,), (*maps, c, m, n, k), shared_mem=smem)
     ref = bf16_bits_to_float(a).astype(np.float64) @ bf16_bits_to_float(b)
     np.testing.assert_allclose(bf16_bits_to_float(c), ref, rtol=1e-2, atol=1e-2)
 

@@ -57,7 +57,8 @@ def test_missing_syncthreads_before_the_next_copy_is_a_read_after_write_race() -
 
 
 def test_off_by_one_bound_is_an_out_of_bounds_write_naming_the_argument_and_element() -> None:
-    src = CH02.replace("if (row < M && col < N) C[row * N + col] = acc;", "if (row <= M && col < N) C[row * N + col] = acc;")
+    src = CH02.replace("if (row < M && col < N) C[row * N + col] = acc;",
+                       "if (row <= M && col < N) C[row * N + col] = acc;")
     with pytest.raises(emu.OutOfBounds) as e:
         _ch02(src)
     msg = str(e.value)

@@ -15,7 +15,8 @@ write), a deadlock (who waits for what), a time limit, an instruction that is no
     mod["smem_matmul"](grid, block, (A, B, C, M, N, K))   # NumPy arrays, updated in place
 
 Public API: ``compile(...) -> EmuModule``, ``tensor_map(...)``, ``TensorMap``, ``compiler()`` (which
-C++ compiler was found), the errors (``EmulationError``, ``OutOfBounds``, ``SharedRace``, ``Deadlock``,
+C++ compiler was found), ``describe()`` (for the doctor), the errors (``EmulationError``, ``OutOfBounds``,
+``SharedRace``, ``Deadlock``,
 ``TimeLimit``, ``NotEmulated``, ``InvalidOperation``, ``EmulationCompileError``).
 """
 
@@ -40,7 +41,7 @@ from .module import EmuKernel, EmuModule, LaunchResult
 from .tensormap import TensorMap, tensor_map
 from .toolchain import Compiler, NoCompiler, find
 
-__all__ = ["compile", "tensor_map", "TensorMap", "compiler", "EmuModule", "EmuKernel", "LaunchResult",
+__all__ = ["compile", "tensor_map", "TensorMap", "compiler", "describe", "EmuModule", "EmuKernel", "LaunchResult",
            "EmulationError", "OutOfBounds", "SharedRace", "Deadlock", "TimeLimit", "NotEmulated", "InvalidOperation",
            "AssertionFailed", "EmulationCompileError", "NoCompiler", "LABEL"]
 
@@ -51,6 +52,22 @@ LABEL = "CPU emulation: correctness only, no timing"
 def compiler() -> Compiler:
     """The host C++ compiler the emulator uses (raises ``NoCompiler`` saying what to install)."""
     return find()
+
+
+def describe() -> str:
+    """For ``python -m tklab doctor``: the compiler found, and proof that a kernel runs (raises if not)."""
+    import time
+
+    import numpy as np
+
+    cc = find()
+    start = time.perf_counter()
+    mod = compile('extern "C" __global__ void k(int* x) { x[threadIdx.x] = threadIdx.x * 2; }', name="doctor.cu")
+    x = np.zeros(32, np.int32)
+    mod["k"](1, 32, (x,))
+    if x.tolist() != [2 * i for i in range(32)]:
+        raise RuntimeError("the emulator ran a kernel but got a wrong result")
+    return f"{cc.description}: CUDA kernels run on the CPU ({time.perf_counter() - start:.1f} s for a first kernel)"
 
 
 def compile(  # noqa: A001 - mirrors tklab.compile

@@ -85,7 +85,8 @@ def _flags(cc: Compiler) -> list[str]:
     if cc.family == "clang":
         return [*base, "-gline-tables-only", "-mllvm", "-tsan-instrument-func-entry-exit=0",
                 "-mllvm", "-tsan-instrument-atomics=0"]
-    return [*base, "-g1", "-gdwarf-4", "--param=tsan-instrument-func-entry-exit=0"]  # DWARF 5 file tables confuse older addr2line
+    # DWARF 4: older addr2line misreads GCC's DWARF 5 file tables (it names the rewritten file, not the learner's)
+    return [*base, "-g1", "-gdwarf-4", "--param=tsan-instrument-func-entry-exit=0"]
 
 
 def _publish(tmp: Path, final: Path) -> None:
@@ -161,7 +162,8 @@ def build(source: str, *, arch: str = "sm_90a", name: str = "kernel.cu", options
     defines = [f"-D__CUDA_ARCH__={number}", *_user_defines(options)]
     if arch.endswith("a") and number >= 900:
         defines.append(f"-D__CUDA_ARCH_FEAT_SM{number // 10}_ALL")
-    includes = [str(SHIM / "pp"), str(cuda_toolchain.tile_library_dir()), *(str(Path(d).resolve()) for d in include_dirs)]
+    includes = [str(SHIM / "pp"), str(cuda_toolchain.tile_library_dir()),
+                *(str(Path(d).resolve()) for d in include_dirs)]
     program = Path(name).name
     with tempfile.TemporaryDirectory(prefix="tkemu-") as tmp:
         src = Path(tmp) / program

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-
 SLOT_BYTES = 1 << 31  # the runtime's address-space slot per array argument (runtime.cpp)
 
 
@@ -117,7 +116,8 @@ def _lines(library: Path, offsets: list[int], program: str) -> dict[int, str]:
         elif current is not None and ":" in line and not line.startswith("??"):
             path, _, num = line.rpartition(":")
             num = num.split()[0]
-            frames[current].append(f"{Path(path).name if '/tk/' not in path else 'tk/' + path.split('/tk/', 1)[1]}:{num}")
+            shown = Path(path).name if "/tk/" not in path else "tk/" + path.split("/tk/", 1)[1]
+            frames[current].append(f"{shown}:{num}")
     for off, fr in frames.items():
         if not fr:
             continue
@@ -168,7 +168,7 @@ def render(text: str, report: dict[str, Any], ctx: Context) -> str:
         return a["name"] if off == 0 else f"{a['name']} (+{off} bytes)"
 
     def global_sub(m: re.Match[str]) -> str:
-        slot, off, size = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        slot, off = int(m.group(1)), int(m.group(2))
         info = ctx.args.get(slot)
         if info is not None and slot in ctx.bases:
             return _element(info, off)
@@ -178,7 +178,8 @@ def render(text: str, report: dict[str, Any], ctx: Context) -> str:
             below = [s for s, b in ctx.bases.items() if b <= address and s in ctx.args]
             if below:
                 s = max(below, key=lambda s: ctx.bases[s])
-                return f"address {address:#x}, in none of the kernel's arrays: {_element(ctx.args[s], address - ctx.bases[s])}"
+                nearest = _element(ctx.args[s], address - ctx.bases[s])
+                return f"address {address:#x}, in none of the kernel's arrays: {nearest}"
         return f"byte {off} of an address outside the kernel's arrays"
 
     text = re.sub(r"@@S:(\d+):(\d+)@@", shared_sub, text)

@@ -13,7 +13,7 @@ Public API: ``can_run(spec) -> bool``, ``cases(spec)``, ``run_child(spec, path, 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from math import prod
 from pathlib import Path
 from typing import Any

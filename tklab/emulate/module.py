@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -190,7 +189,8 @@ class EmuKernel:
                 for slot, _orig, host in buffers:
                     addr = rt.tkemu_buffer_map(slot, host.nbytes)
                     if not addr:
-                        raise MemoryError(f"{self.name}: cannot map {host.nbytes} bytes for argument {infos[slot].index}")
+                        raise MemoryError(f"{self.name}: cannot map {host.nbytes} bytes for argument "
+                                          f"{infos[slot].index}")
                     ctypes.memmove(addr, host.ctypes.data, host.nbytes)
                     addresses[slot] = addr
                 for i in range(n):

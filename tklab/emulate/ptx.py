@@ -352,7 +352,8 @@ class _Block:
             self.emit(f"{T}mbar_init({self.addr(a[0])}, uint32_t({self.reg(a[1])}));")
         elif op == "arrive" and "expect_tx" in ms:
             count = f"uint32_t({self.reg(a[3])})" if len(a) > 3 else "1u"
-            self.emit(f"{self.reg(a[0])} = {T}mbar_arrive({self.addr(a[1])}, {count}, uint32_t({self.reg(a[2])}), true);")
+            tx = f"uint32_t({self.reg(a[2])})"
+            self.emit(f"{self.reg(a[0])} = {T}mbar_arrive({self.addr(a[1])}, {count}, {tx}, true);")
         elif op == "arrive" and not ms & {"noComplete"}:
             count = f"uint32_t({self.reg(a[2])})" if len(a) > 2 else "1u"
             self.emit(f"{self.reg(a[0])} = {T}mbar_arrive({self.addr(a[1])}, {count}, 0u, false);")
