@@ -128,3 +128,45 @@ def test_tma_2d_every_swizzle_and_the_edge_match_the_h200() -> None:
         assert out.tolist() == c["smem"], c
         modes.add(c["swizzle"])
     assert modes == {"none", "32B", "64B", "128B"}
+
+
+# ---- wgmma with the library's shared layouts (every swizzle, both majors, SS and RS) -------------------------
+WGMMA_SRC = ROOT / "tests" / "kernels" / "hopper_wgmma.cu"
+
+
+def _wgmma_probes() -> list[tuple[str, str, str, int, int]]:
+    import re
+
+    return [(m.group(2), m.group(1), m.group(3), int(m.group(5)), int(m.group(6))) for m in
+            re.finditer(r"^(SS|RS)\((\w+), (\w+), (\w+), (\d+), (\d+)", WGMMA_SRC.read_text(), re.M)]
+
+
+@pytest.fixture(scope="module")
+def wgmma_probes():
+    return emu.compile(WGMMA_SRC.read_text(), arch="sm_90a", name="hopper_wgmma.cu")
+
+
+@pytest.mark.parametrize("name,kind,op,n,k", _wgmma_probes())
+def test_wgmma_every_arrangement_and_swizzle_of_the_library(wgmma_probes, name, kind, op, n, k) -> None:
+    """The probes of tests/test_hopper_wgmma.py (A·B, A·Bᵀ, Aᵀ·B, Aᵀ·Bᵀ; 128B/64B/32B swizzles and the
+    interleaved layout; A from shared memory or registers), against float64, as on the GPU."""
+    from tklab.specs import to_bf16_bits
+
+    rng = np.random.default_rng(hash(name) % 2**32)
+    f16 = name.endswith("_f16")
+    a_math = rng.standard_normal((64, k)).astype(np.float32)
+    b_math = rng.standard_normal((k, n)).astype(np.float32)
+    if f16:
+        bits = lambda x: x.astype(np.float16).view(np.uint16)  # noqa: E731
+        value = lambda u: u.view(np.float16).astype(np.float64)  # noqa: E731
+    else:
+        bits = to_bf16_bits  # noqa: E731
+        value = lambda u: (u.astype(np.uint32) << 16).view(np.float32).astype(np.float64)  # noqa: E731
+    a_bits, b_bits = bits(a_math), bits(b_math)
+    a = np.ascontiguousarray(a_bits.T) if op in ("AtB", "AtBt") else a_bits
+    b = np.ascontiguousarray(b_bits.T) if op in ("ABt", "AtBt") else b_bits
+    d = np.full((64, n), np.nan, np.float32)
+    wgmma_probes[name]((1,), (128,), (a, b, d), shared_mem=(a.size + b.size) * 2 + 2048)
+    ref = value(a_bits) @ value(b_bits) + (1.0 if kind == "RS" else 0.0)  # RS probes accumulate onto ones
+    err = np.linalg.norm(d.astype(np.float64) - ref) / np.linalg.norm(ref)
+    assert not np.isnan(d).any() and err < 1e-6, (name, err)
