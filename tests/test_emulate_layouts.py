@@ -170,3 +170,64 @@ def test_wgmma_every_arrangement_and_swizzle_of_the_library(wgmma_probes, name, 
     ref = value(a_bits) @ value(b_bits) + (1.0 if kind == "RS" else 0.0)  # RS probes accumulate onto ones
     err = np.linalg.norm(d.astype(np.float64) - ref) / np.linalg.norm(ref)
     assert not np.isnan(d).any() and err < 1e-6, (name, err)
+
+
+# ---- TMA loads/stores with the library's tiles, and mbarrier phases (tests/test_hopper_tma.py's probes) ------
+TMA_PROBES = {  # suffix -> (dtype, tile rows, cols, swizzle for tensor_map), as in tests/test_hopper_tma.py
+    "bf16_64x128_sw128": ("bfloat16", 64, 128, None), "bf16_64x128_sw64": ("bfloat16", 64, 128, 64),
+    "bf16_64x128_sw32": ("bfloat16", 64, 128, 32), "bf16_64x128_interleave": ("bfloat16", 64, 128, 16),
+    "bf16_64x128_none": ("bfloat16", 64, 128, 0), "bf16_512x64_sw128": ("bfloat16", 512, 64, 128),
+    "f32_64x64_sw128": ("float32", 64, 64, None), "f32_32x16_sw64": ("float32", 32, 16, None),
+}
+
+
+@pytest.fixture(scope="module")
+def tma_probes():
+    return emu.compile((ROOT / "tests" / "kernels" / "hopper_tma.cu").read_text(), name="hopper_tma.cu")
+
+
+def _tma_tensors(dtype: str, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    from tklab.specs import to_bf16_bits
+
+    rng = np.random.default_rng(rows * cols)
+    x, y = (rng.integers(-64, 64, (2 * rows, 3 * cols)).astype(np.float32) for _ in range(2))
+    return (to_bf16_bits(x), to_bf16_bits(y)) if dtype == "bfloat16" else (x, y)
+
+
+@pytest.mark.parametrize("probe", list(TMA_PROBES))
+@pytest.mark.parametrize("op", ["load", "store", "add"])
+def test_tma_tiles_of_every_swizzle_load_store_and_add(tma_probes, probe: str, op: str) -> None:
+    dtype, rows, cols, swizzle = TMA_PROBES[probe]
+    x, y = _tma_tensors(dtype, rows, cols)
+    kw = {"swizzle": swizzle, "dtype": dtype}
+    if op == "load":
+        out = np.zeros_like(x)
+        m = emu.tensor_map(x, (rows, cols), **kw)
+        tma_probes[f"load_{probe}"]((3, 2), (128,), (m, out, x.shape[1]), shared_mem=m.tile_bytes + 1024)
+        want = x
+    else:
+        out = y.copy() if op == "add" else np.zeros_like(x)
+        m = emu.tensor_map(out, (rows, cols), **kw)
+        tma_probes[f"{op}_{probe}"]((3, 2), (128,), (m, x, x.shape[1]), shared_mem=m.tile_bytes + 1024)
+        if op == "add" and dtype == "bfloat16":
+            want = tklab_bf16_sum(x, y)
+        else:
+            want = x + y if op == "add" else x
+    assert np.array_equal(out, want), probe
+
+
+def tklab_bf16_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    from tklab.specs import bf16_bits_to_float, to_bf16_bits
+
+    return to_bf16_bits(bf16_bits_to_float(x) + bf16_bits_to_float(y))
+
+
+def test_mbarrier_phases_and_the_pipeline_ring() -> None:
+    mod = emu.compile((ROOT / "tests" / "kernels" / "hopper_mbarrier.cu").read_text(), name="hopper_mbarrier.cu")
+    out = np.full(8, -1, np.int32)
+    mod["phases"]((1,), (32,), (out,))
+    assert out.tolist() == [1, 0, 0, 1, 0, 1, 0, -1]  # as tests/test_hopper_tma.py expects of the GPU
+    for laps in (1, 2, 3, 101):
+        ring = np.full(6, -1, np.int32)
+        mod["ring"]((1,), (128,), (ring, laps))
+        assert ring[:3].tolist() == [laps * (laps - 1) // 2] * 3 and ring[3:].tolist() == [0, 0, 0]

@@ -23,6 +23,7 @@ constexpr uint32_t ARENA_BYTES = 256 * 1024;  // the shared window: 18-bit addre
 constexpr uint32_t RESERVED = 1024;            // addresses below this are never handed out (like the GPU's 1 KB)
 constexpr size_t STACK_BYTES = 512 * 1024;     // each CUDA thread's emulated stack (registers, local arrays)
 constexpr uint16_t NONE = 0xffff;
+constexpr int IDLE_POLL_LIMIT = 1000;  // polls that see no change before "deadlock"
 
 enum State : int { RUNNABLE = 0, BLOCKED = 1, POLLING = 2, EXITED = 3 };
 
@@ -57,6 +58,8 @@ struct Thread {
     uint64_t wait_addr = 0;
     uint64_t wait_detail = 0;
     uint64_t poll_epoch = 0;
+    uint64_t last_fail_epoch = ~uint64_t(0);
+    int idle_polls = 0;  // failed polls in a row with nothing changed in between
     uint64_t accesses = 0;
     uintptr_t pc = 0;  // where the thread last entered the runtime (for messages)
     std::vector<Copy> cp_open;

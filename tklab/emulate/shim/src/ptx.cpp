@@ -311,7 +311,10 @@ bool ptx::mbar_wait(uint64_t addr, uint64_t token, bool parity, bool try_wait) {
         vc_acquire(b, b.cur->id, m.vc_done);
         return true;
     }
-    block_current(POLLING, "an mbarrier wait", addr, token);
+    Thread& t = *b.cur;
+    if (t.last_fail_epoch == b.epoch) t.idle_polls++;
+    else { t.idle_polls = 0; t.last_fail_epoch = b.epoch; }
+    block_current(POLLING, "an mbarrier wait", addr, token);  // the others run; then "not yet" is the answer
     return false;
 }
 

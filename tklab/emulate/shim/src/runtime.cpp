@@ -874,6 +874,23 @@ static void run_block(Block& b, uint3 bid) {
         }
         if (b.aborted) break;
         if (!ran && live > 0) {
+            // Only pollers are left and nothing changed: give them their "not yet" (a test_wait used as a
+            // probe goes on), until they have polled too long with nothing changing: then it is a deadlock.
+            for (int i = 0; i < b.n && !b.aborted; ++i) {
+                Thread& t = b.threads[i];
+                if (t.state != POLLING || t.idle_polls >= IDLE_POLL_LIMIT) continue;
+                b.cur = &t;
+                threadIdx = t.tid;
+                t.state = RUNNABLE;
+                swapcontext(&b.sched, &t.ctx);
+                b.cur = nullptr;
+                ran = true;
+                if (t.state == EXITED) live--;
+                if (L.failed.load()) b.aborted = true;
+            }
+            if (b.aborted) break;
+        }
+        if (!ran && live > 0) {
             // Nobody can move: describe who waits for what, grouped.
             std::string msg = "deadlock in " + block_desc(b) + ": no thread can make progress.";
             int i = 0;
