@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -43,7 +44,8 @@ class EmulationCompileError(Exception):
 
 @dataclass
 class Built:
-    """A compiled module: the shared library, its kernels (name → entry symbol) and notes."""
+    """A compiled module: the shared library, its kernels (name → entry symbol) and notes. ``key`` names its
+    folder in the compile cache (``<cache>/<key[:2]>/<key>``: the module, its json, and the runtime beside it)."""
 
     path: Path
     kernels: dict[str, str]
@@ -52,6 +54,12 @@ class Built:
     program: str
     seconds: float
     cached: bool
+    key: str = ""
+
+    @property
+    def runtime(self) -> Path:
+        """The runtime library the module was linked against (a copy in the module's folder)."""
+        return next(self.path.parent.glob("libtkemu-*.so"))
 
 
 def _root() -> Path:
@@ -101,8 +109,9 @@ def runtime_library(cc: Compiler | None = None) -> Path:
     if not out.exists():
         with tempfile.TemporaryDirectory(dir=_root()) as tmp:
             lib = Path(tmp) / out.name
-            _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-shared", "-w", "-o", str(lib),
-                  str(SHIM / "src" / "runtime.cpp"), str(SHIM / "src" / "ptx.cpp"), "-lpthread", "-ldl"],
+            _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-shared", "-w", f"-Wl,-soname,{out.name}",
+                  "-o", str(lib), str(SHIM / "src" / "runtime.cpp"), str(SHIM / "src" / "ptx.cpp"),
+                  "-lpthread", "-ldl"],
                  "building the emulator runtime", "the emulator runtime")
             _publish(lib, out)
     return out
@@ -157,8 +166,8 @@ def build(source: str, *, arch: str = "sm_90a", name: str = "kernel.cu", options
     start = time.perf_counter()
     cc = find()
     number = _arch_number(arch)
-    lib = runtime_library(cc)
-    pch_dir, pch_args = _pch(cc)
+    runtime_key = _digest(VERSION, cc.description, _tree_digest(SHIM / "src"), _tree_digest(SHIM / "include"))
+    pch_key = _digest(VERSION, cc.description, " ".join(_flags(cc)), _tree_digest(SHIM / "include"))
     defines = [f"-D__CUDA_ARCH__={number}", *_user_defines(options)]
     if arch.endswith("a") and number >= 900:
         defines.append(f"-D__CUDA_ARCH_FEAT_SM{number // 10}_ALL")
@@ -177,22 +186,31 @@ def build(source: str, *, arch: str = "sm_90a", name: str = "kernel.cu", options
             rw = rewrite.rewrite(pre, tuple(name_expressions))
         except rewrite.RewriteError as e:
             raise EmulationCompileError(f"{program}: error: {e}", program) from None
-        key = _digest(VERSION, cc.description, " ".join(_flags(cc)), lib.name, pch_dir.name, rw.text)
-        out = _root() / f"mod-{key}.so"
-        meta = _root() / f"mod-{key}.json"
-        if out.exists() and meta.exists():
+        key = "emulate-" + _digest(VERSION, cc.description, " ".join(_flags(cc)), runtime_key, pch_key, rw.text)
+        folder = cache.cache_dir() / key[:2] / key
+        out, meta = folder / "module.so", folder / "module.json"
+        if out.exists() and meta.exists() and any(folder.glob("libtkemu-*.so")):
             info = json.loads(meta.read_text())
             return Built(out, info["kernels"], info["unsupported"], program, program,
-                         time.perf_counter() - start, True)
+                         time.perf_counter() - start, True, key)
+        lib = runtime_library(cc)
+        pch_dir, pch_args = _pch(cc)
         cpp = Path(tmp) / (Path(program).stem + ".emu.cpp")
         cpp.write_text(rw.text)
-        tmp_so = Path(tmp) / out.name
+        staged = Path(tmp) / key
+        staged.mkdir()
+        shutil.copy2(lib, staged / lib.name)  # beside the module: the folder travels whole (a sandboxed check)
         obj = Path(tmp) / "module.o"
         _run([*cc.argv, *_flags(cc), "-c", "-I", str(pch_dir), "-I", str(SHIM / "include"), *pch_args,
               "-x", "c++", str(cpp), "-o", str(obj)], "compiling", program)
         # Linked without -fsanitize: the instrumentation's callbacks are the emulator runtime's, not libtsan's.
-        _run([*cc.argv, "-shared", "-o", str(tmp_so), str(obj), str(lib), f"-Wl,-rpath,{lib.parent}", "-Wl,-z,defs"],
-             "linking", program)
-        meta.write_text(json.dumps({"kernels": rw.kernels, "unsupported": rw.unsupported}))
-        _publish(tmp_so, out)
-    return Built(out, rw.kernels, rw.unsupported, program, program, time.perf_counter() - start, False)
+        _run([*cc.argv, "-shared", "-o", str(staged / "module.so"), str(obj), f"-L{staged}", f"-l:{lib.name}",
+              "-Wl,-rpath,$ORIGIN", "-Wl,-z,defs"], "linking", program)
+        (staged / "module.json").write_text(json.dumps({"kernels": rw.kernels, "unsupported": rw.unsupported}))
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(staged, folder)
+        except OSError:  # another process published it first
+            if not out.exists():
+                raise
+    return Built(out, rw.kernels, rw.unsupported, program, program, time.perf_counter() - start, False, key)

@@ -20,8 +20,6 @@ from typing import Any
 
 import numpy as np
 
-SLOT_BYTES = 1 << 31  # the runtime's address-space slot per array argument (runtime.cpp)
-
 
 class EmulationError(RuntimeError):
     """A kernel failed under CPU emulation. ``kind``, ``thread``, ``block`` and the raw report are kept."""
@@ -94,6 +92,7 @@ class Context:
     program: str
     args: dict[int, ArgInfo] = field(default_factory=dict)
     bases: dict[int, int] = field(default_factory=dict)  # buffer slot -> its address in emulator memory
+    slot_bytes: int = 1 << 31  # the runtime's address-space slot per array argument
 
 
 def _lines(library: Path, offsets: list[int], program: str) -> dict[int, str]:
@@ -174,7 +173,7 @@ def render(text: str, report: dict[str, Any], ctx: Context) -> str:
             return _element(info, off)
         if ctx.bases:  # in no argument's region: name the array it most likely ran off (the nearest below)
             known = next(iter(ctx.bases))
-            address = ctx.bases[known] + (slot - known) * SLOT_BYTES + off
+            address = ctx.bases[known] + (slot - known) * ctx.slot_bytes + off
             below = [s for s, b in ctx.bases.items() if b <= address and s in ctx.args]
             if below:
                 s = max(below, key=lambda s: ctx.bases[s])

@@ -6,8 +6,10 @@ of a GEMM, say), on fresh random inputs, compared element by element with the re
 real and labelled ``LABEL``: it says the kernel computes the right thing, nothing about its speed. A
 race, an out-of-bounds access or a deadlock fails the run with the emulator's explanation.
 
-Public API: ``can_run(spec) -> bool``, ``cases(spec)``, ``run_child(spec, path, seed, result, run_cases)``,
-``annotate(check_result, outcome, spec)``, ``LABEL``.
+It plugs into ``tklab.runner`` as the mode "emu" (``Evidence.CPU_EMULATION``), used when no GPU is there.
+
+Public API: ``can_run(spec)``, ``cases(spec)``, ``runnable_cases(spec)``, ``prepare(spec, source, name)``
+(parent), ``child(spec, path, chan, run_cases)`` (child), ``annotate(check_result, outcome, spec)``, ``LABEL``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ def cases(spec: Any) -> list[dict[str, int]]:
 
 def can_run(spec: Any) -> bool:
     """A CUDA exercise with at least one case small enough, and a C++ compiler on this machine."""
-    if spec.language != "cuda" or not cases(spec):
+    import os
+
+    if spec.language != "cuda" or not cases(spec) or os.environ.get("TKLAB_NO_EMULATION", "") in ("1", "true", "yes"):
         return False
     from .toolchain import NoCompiler, find
 
@@ -48,6 +52,23 @@ def can_run(spec: Any) -> bool:
     except NoCompiler:
         return False
     return True
+
+
+def runnable_cases(spec: Any) -> list[dict[str, int]]:
+    """The cases of ``spec`` this machine can emulate; [] when it cannot (the runner's mode then does not apply)."""
+    return cases(spec) if can_run(spec) else []
+
+
+def prepare(spec: Any, source: str, name: str) -> list[str]:
+    """In the checking (parent) process: build the module the child will run, so the sandboxed child finds
+    it in the compile-cache folders handed to it (their keys, returned). A build error is left to the child
+    to report, as the run's error."""
+    from .. import emulate
+
+    try:
+        return [emulate.compile(source, arch=ARCH, name=name, options=spec.options).built.key]
+    except Exception:  # noqa: BLE001 - the child compiles again and reports it
+        return []
 
 
 @contextlib.contextmanager
@@ -64,51 +85,39 @@ def _cpu_tensor_maps() -> Iterator[None]:
         tma.tensor_map = saved  # type: ignore[assignment]
 
 
-def run_child(spec: Any, path: Path, seed: int, result: dict[str, Any],
-              run_cases: Callable[..., bool]) -> None:
-    """The runner child's emulated run: compile for the CPU, then the cases through ``run_cases``."""
+def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> None:
+    """The runner child's emulated run (``tklab.runner``'s "emu" mode): compile for the CPU, then the
+    parent's cases through ``run_cases``; emulator warnings (e.g. shared memory read before written) go
+    back as "note" frames."""
     import numpy as np
 
     from .. import emulate
 
-    result["device"] = LABEL
+    chan.send("device", name=LABEL)
     mod = emulate.compile(path.read_text(), arch=ARCH, name=path.name, options=spec.options)
     kernel = mod[spec.kernel]
-    warnings: list[str] = []
+    sent: set[str] = set()
 
     def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
         shape = spec.launch(dims)
         with _cpu_tensor_maps():
             args = spec.args(arrays, dims)
-        try:
-            res = kernel(shape.grid, shape.block, args, shared_mem=shape.shared_mem, time_limit=TIME_LIMIT)
-        except emulate.EmulationError as e:
-            raise _Failed(f"{type(e).__name__}: {e}") from None
-        warnings.extend(w for w in res.warnings if w not in warnings)
+        res = kernel(shape.grid, shape.block, args, shared_mem=shape.shared_mem, time_limit=TIME_LIMIT)
+        for w in res.warnings:
+            if w not in sent and len(sent) < 3:
+                sent.add(w)
+                chan.send("note", text=f"emulator: {w}")
 
-    try:
-        result["ok"] = run_cases(spec, cases(spec), seed, np, launch, result)
-    except _Failed as e:
-        result["ok"] = False
-        result["error"] = {"kind": "emulation", "message": str(e), "hint": ""}
-    if warnings:
-        result["emulation_warnings"] = warnings
-
-
-class _Failed(Exception):
-    """An emulation error, carried to the result as it is (no CUDA-error hints apply)."""
+    run_cases(spec, chan, np, launch)
 
 
 def annotate(res: Any, outcome: Any, spec: Any) -> None:
     """Add what the learner should know about an emulated run to a ``CheckResult``."""
-    res.run_where = LABEL
     result = getattr(outcome, "result", None) or {}
-    for w in result.get("emulation_warnings", [])[:3]:
-        res.notes.append(f"emulator: {w}")
+    res.notes += [str(n) for n in result.get("notes", [])[:3]]
     small = cases(spec)
     skipped = [d for d in spec.cases if d not in small]
     if skipped:
         from ..specs import dims_text
 
         res.notes.append("too big to emulate, left to a GPU: " + "; ".join(dims_text(d) for d in skipped))
-    res.notes.append("no timing under emulation: the speed is measured on a GPU only")

@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from .. import signature
 from ..launch import _dims
 from . import errors
-from .build import Built, runtime_library
+from .build import Built
 from .tensormap import TensorMap
 
 _LOCK = threading.Lock()  # one launch at a time: the runtime's buffer slots are process-wide
@@ -32,8 +33,16 @@ _SLOTS = 64
 _SMEM_LIMIT = {80: 163 * 1024, 90: 227 * 1024}
 
 
-def _runtime() -> ctypes.CDLL:
-    lib = ctypes.CDLL(str(runtime_library()), mode=ctypes.RTLD_GLOBAL)
+_RUNTIMES: dict[str, ctypes.CDLL] = {}
+
+
+def _runtime(path: Path) -> ctypes.CDLL:
+    """The runtime library, loaded once per process by name: every module linked against it (it is their
+    DT_NEEDED, by soname) then shares its state with the launches made here."""
+    if path.name in _RUNTIMES:
+        return _RUNTIMES[path.name]
+    lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+    lib.tkemu_slot_bytes.restype = ctypes.c_uint64
     lib.tkemu_buffer_map.restype = ctypes.c_void_p
     lib.tkemu_buffer_map.argtypes = [ctypes.c_int, ctypes.c_uint64]
     lib.tkemu_buffer_unmap.argtypes = [ctypes.c_int]
@@ -42,6 +51,7 @@ def _runtime() -> ctypes.CDLL:
         [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_double]
     for f in ("tkemu_error", "tkemu_warnings", "tkemu_output"):
         getattr(lib, f).restype = ctypes.c_char_p
+    _RUNTIMES[path.name] = lib
     return lib
 
 
@@ -60,7 +70,7 @@ class EmuModule:
         self.built, self.source, self.arch, self.options = built, source, arch, tuple(options)
         self.program = built.program
         self.target = "cpu"
-        self._rt = _runtime()
+        self._rt = _runtime(built.runtime)  # the copy beside the module (loaded once per path)
         self._lib = ctypes.CDLL(str(built.path))
         self._kernels: dict[str, EmuKernel] = {}
 
@@ -232,7 +242,8 @@ class EmuKernel:
             finally:
                 for slot in addresses:
                     rt.tkemu_buffer_unmap(slot)
-        ctx = errors.Context(self.module.built.path, self.module.program, infos, dict(addresses))
+        ctx = errors.Context(self.module.built.path, self.module.program, infos, dict(addresses),
+                             int(rt.tkemu_slot_bytes()))
         result = LaunchResult([errors.render(w["message"], w, ctx) for w in warnings], output)
         self.last = result
         if output:

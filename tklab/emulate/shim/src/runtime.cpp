@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,7 +38,8 @@ static std::string g_output;
 
 // ---- global buffers: one slot of a large reserved region per kernel argument --------------------------------
 constexpr int SLOTS = 64;
-constexpr uintptr_t SLOT_BYTES = uintptr_t(1) << 31;  // 2 GB each; the buffer starts half way in
+// 2 GB per slot, the buffer half way in; smaller under an address-space limit (a sandboxed check gets 4 GB).
+static uintptr_t SLOT_BYTES = uintptr_t(1) << 31;
 static uintptr_t g_lo = 0;
 struct Buffer {
     uintptr_t base = 0;
@@ -986,7 +988,20 @@ static void on_fault(int sig, siginfo_t* info, void* uc) {
     } else if (g_lo && a - g_lo < SLOTS * SLOT_BYTES) {
         global_check(a, 1, false, interrupted_pc(uc), "");  // reports and does not return
     } else {
-        char buf[160];
+        // Far outside every argument: name the array it most likely ran off (the nearest one below it).
+        int near = -1;
+        for (int s = 0; s < SLOTS; ++s)
+            if (g_buffers[s].mapped && g_buffers[s].base <= a && (near < 0 || g_buffers[s].base > g_buffers[near].base))
+                near = s;
+        char buf[200];
+        if (near >= 0) {
+            snprintf(buf, sizeof buf, " made an access at address %p, far outside the kernel's arrays: @@G:%d:%lld:1@@",
+                     info->si_addr, near, (long long)(a - g_buffers[near].base));
+            msg = thread_desc(*b, b->cur->id) + " of " + block_desc(*b) + buf + pc_mark(interrupted_pc(uc));
+            record_error(error_json("out_of_bounds", msg));
+            b->aborted = true;
+            setcontext(&b->sched);
+        }
         snprintf(buf, sizeof buf, ": invalid memory access at address %p (%s); a pointer that is not one of the "
                  "kernel's arguments, or one far outside them?", info->si_addr, sig == SIGBUS ? "bus error" : "segfault");
         msg = thread_desc(*b, b->cur->id) + " of " + block_desc(*b) + buf + pc_mark(interrupted_pc(uc));
@@ -1048,14 +1063,21 @@ using namespace tkemu;
 extern "C" {
 
 int tkemu_abi_version() { return 1; }
+uint64_t tkemu_slot_bytes() { return SLOT_BYTES; }
 
 void* tkemu_buffer_map(int slot, uint64_t bytes) {
-    if (slot < 0 || slot >= SLOTS || bytes > SLOT_BYTES / 2) return nullptr;
     if (!g_lo) {
+        struct rlimit lim {};
+        if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+            uintptr_t s = uintptr_t(1) << 31;
+            while (s > (uintptr_t(16) << 20) && s * SLOTS > lim.rlim_cur / 4) s /= 2;
+            SLOT_BYTES = s;
+        }
         void* r = mmap(nullptr, SLOTS * SLOT_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (r == MAP_FAILED) return nullptr;
         g_lo = reinterpret_cast<uintptr_t>(r);
     }
+    if (slot < 0 || slot >= SLOTS || bytes > SLOT_BYTES / 2) return nullptr;
     Buffer& b = g_buffers[slot];
     const uintptr_t base = g_lo + slot * SLOT_BYTES + SLOT_BYTES / 2;
     const size_t page = 4096, len = (std::max<uint64_t>(bytes, 1) + page - 1) / page * page;
