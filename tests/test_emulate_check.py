@@ -36,3 +36,20 @@ def test_cases_too_big_for_the_cpu_are_left_out_and_named() -> None:
     small = emulated.cases(spec)
     assert small and all(d in spec.cases for d in small)
     assert {"M": 1024, "N": 1024, "K": 512} not in small
+
+
+def test_right_and_subtly_wrong_answers_are_told_apart_and_say_how(tmp_path: Path, capsys) -> None:
+    """The pair of tests/test_check.py's issue-13 test, now with the emulator: one passes, one fails,
+    both established by CPU emulation."""
+    from tklab.check import main
+
+    wrong = tmp_path / "ch02_smem_tiling.cu"
+    wrong.write_text((ROOT / "solutions" / "ch02_smem_tiling.cu").read_text().replace(
+        "C[row * N + col] = acc;", "C[row * N + col] = acc + 1.0f;"))
+    assert main([str(ROOT / "solutions" / "ch02_smem_tiling.cu"), "--no-bench"]) == 0
+    assert "PASSED" in capsys.readouterr().out
+    assert main([str(wrong), "--no-bench"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED: wrong result" in out and emulated.LABEL in out
+    res = check("ch02", wrong, bench=False)
+    assert res.established == "cpu-emulation" and res.mismatch["wrong"] > 0

@@ -94,14 +94,13 @@ struct MatData {
 };
 }  // namespace
 
-static void check_rows(Block& b, int first, Rendezvous& rv, int num, const char* what) {
+static void check_rows(Block& b, Rendezvous& rv, int num, const char* what) {
     for (int l = 0; l < 8 * num; ++l) {
         const uint64_t a = static_cast<MatData*>(rv.data[l])->addr;
         if (a % 16) fail("invalid", "%s: lane %d's row address 0x%llx is not 16-byte aligned", what, l, (unsigned long long)a);
         if (a >= ARENA_BYTES) fail("out_of_bounds", "%s: lane %d's row address 0x%llx is not a shared-memory address",
                                    what, l, (unsigned long long)a);
         smem_at(b, uint32_t(a), 16, what);
-        (void)first;
     }
 }
 
@@ -112,7 +111,7 @@ void ptx::ldmatrix(int num, bool trans, uint64_t* const* d, uint64_t addr) {
     const char* what = trans ? "ldmatrix.trans" : "ldmatrix";
     collective(32, 11, what, 0xffffffffu, &data, [=](Block& b, Rendezvous& rv) {
         const int first = (b.cur->id / 32) * 32;
-        check_rows(b, first, rv, num, what);
+        check_rows(b, rv, num, what);
         for (int l = 0; l < 8 * num; ++l) {
             const int t = first + l;
             shadow_access(b, t, clock_of(b, t), uint32_t(static_cast<MatData*>(rv.data[l])->addr), 16, false,
@@ -146,7 +145,7 @@ void ptx::stmatrix(int num, bool trans, uint64_t addr, const uint64_t* s) {
     const char* what = trans ? "stmatrix.trans" : "stmatrix";
     collective(32, 12, what, 0xffffffffu, &data, [=](Block& b, Rendezvous& rv) {
         const int first = (b.cur->id / 32) * 32;
-        check_rows(b, first, rv, num, what);
+        check_rows(b, rv, num, what);
         for (int l = 0; l < 8 * num; ++l) {
             const int t = first + l;
             shadow_access(b, t, clock_of(b, t), uint32_t(static_cast<MatData*>(rv.data[l])->addr), 16, true,
@@ -168,11 +167,7 @@ void ptx::stmatrix(int num, bool trans, uint64_t addr, const uint64_t* s) {
 
 void ptx::movmatrix(uint64_t* d, uint64_t s) {
     TKEMU_ENTER();
-    MatData data{s, nullptr, nullptr};
-    uint64_t* out = d;
-    MatData* mine = &data;
-    (void)mine;
-    struct Mv { uint64_t in; uint64_t* out; } mv{s, out};
+    struct Mv { uint64_t in; uint64_t* out; } mv{s, d};
     collective(32, 13, "movmatrix.trans", 0xffffffffu, &mv, [](Block&, Rendezvous& rv) {
         uint64_t in[32];
         for (int l = 0; l < 32; ++l) in[l] = static_cast<Mv*>(rv.data[l])->in;

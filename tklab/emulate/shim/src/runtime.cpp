@@ -173,9 +173,7 @@ void warn(const std::string& kind, const std::string& message, uintptr_t pc) {
     Launch* L = g_launch;
     std::lock_guard<std::mutex> lock(L->mu);
     if (L->n_warnings >= 8) return;
-    for (int i = 0; i < 1; ++i) {
-        if (L->warnings.find(json_str(kind)) != std::string::npos) return;  // one of each kind is enough
-    }
+    if (L->warnings.find(json_str(kind)) != std::string::npos) return;  // one of each kind is enough
     L->n_warnings++;
     L->warnings += (L->warnings.empty() ? "" : ", ") + std::string("{\"kind\": ") + json_str(kind) +
                    ", \"message\": " + json_str(message + pc_mark(pc)) +
@@ -331,8 +329,6 @@ int bar_red(int op, unsigned id, int pred) {
 }
 
 // ---- warp collectives -----------------------------------------------------------------------------------------
-static int warp_of(const Block&, int t) { return t / 32; }
-
 void collective(int scope, int kind, const char* what, unsigned mask, void* data,
                 const std::function<void(Block&, Rendezvous&)>& exec) {
     Block* b = t_block;
@@ -597,8 +593,6 @@ void shadow_access(Block& b, int t, uint32_t clk, uint32_t addr, uint32_t bytes,
                               (what && *what ? std::string(" (") + what + ")" : std::string()) +
                               ", with nothing ordering the two: a missing __syncthreads() (or mbarrier wait) "
                               "between them";
-            Block* keep = t_block;
-            (void)keep;
             fail_json(error_json("race", msg));
         }
         if (!write && s.wtid == NONE && s.rtid == NONE) {
