@@ -939,7 +939,8 @@ static void run_block(Block& b, uint3 bid) {
     b.cur = nullptr;
 }
 
-static thread_local struct sigaction t_old_segv, t_old_bus, t_old_alarm;
+// The handlers a launch replaced (installed once per launch by the launching thread, put back at its end).
+static struct sigaction g_old_segv, g_old_bus, g_old_alarm;
 static const int WATCHDOG_SIGNAL = SIGRTMIN + 7;
 
 static uintptr_t interrupted_pc(void* uc) {
@@ -968,9 +969,9 @@ static void on_watchdog(int, siginfo_t*, void* uc) {
 static void on_fault(int sig, siginfo_t* info, void* uc) {
     Block* b = t_block;
     if (!b || !b->cur) {
-        // Not ours: put back the previous handler and let the fault happen again there.
-        sigaction(SIGSEGV, &t_old_segv, nullptr);
-        sigaction(SIGBUS, &t_old_bus, nullptr);
+        // Not a kernel's fault: put back the previous handlers and let the fault happen again there.
+        sigaction(SIGSEGV, &g_old_segv, nullptr);
+        sigaction(SIGBUS, &g_old_bus, nullptr);
         return;
     }
     const uintptr_t a = reinterpret_cast<uintptr_t>(info->si_addr);
@@ -1014,17 +1015,6 @@ static void worker(Launch* L, int slot) {
     ss.ss_size = 1 << 16;
     stack_t old_ss{};
     sigaltstack(&ss, &old_ss);
-    struct sigaction sa {};
-    sa.sa_sigaction = on_fault;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, &t_old_segv);
-    sigaction(SIGBUS, &sa, &t_old_bus);
-    struct sigaction wd {};
-    wd.sa_sigaction = on_watchdog;
-    wd.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&wd.sa_mask);
-    sigaction(WATCHDOG_SIGNAL, &wd, &t_old_alarm);
     {
         std::lock_guard<std::mutex> lock(L->mu);
         L->workers.push_back(pthread_self());
@@ -1042,9 +1032,6 @@ static void worker(Launch* L, int slot) {
         std::lock_guard<std::mutex> lock(L->mu);
         L->workers.erase(std::remove(L->workers.begin(), L->workers.end(), pthread_self()), L->workers.end());
     }
-    sigaction(WATCHDOG_SIGNAL, &t_old_alarm, nullptr);
-    sigaction(SIGSEGV, &t_old_segv, nullptr);
-    sigaction(SIGBUS, &t_old_bus, nullptr);
     sigaltstack(&old_ss, nullptr);
     t_block = nullptr;
 }
@@ -1113,6 +1100,18 @@ int tkemu_launch(void (*entry)(void* const*), void* const* args, unsigned gx, un
     }
     const long total = long(gx) * gy * gz;
     const int n = int(std::max<long>(1, std::min<long>(workers, total)));
+    // Fault and watchdog handlers for the whole launch (signal dispositions are per process).
+    struct sigaction sa {};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_old_segv);
+    sigaction(SIGBUS, &sa, &g_old_bus);
+    struct sigaction wd {};
+    wd.sa_sigaction = on_watchdog;
+    wd.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&wd.sa_mask);
+    sigaction(WATCHDOG_SIGNAL, &wd, &g_old_alarm);
     // The watchdog interrupts a thread stuck in a loop that never returns to the runtime.
     std::mutex wd_mu;
     std::condition_variable wd_cv;
@@ -1148,6 +1147,9 @@ int tkemu_launch(void (*entry)(void* const*), void* const* args, unsigned gx, un
         wd_cv.notify_all();
         watchdog.join();
     }
+    sigaction(WATCHDOG_SIGNAL, &g_old_alarm, nullptr);
+    sigaction(SIGSEGV, &g_old_segv, nullptr);
+    sigaction(SIGBUS, &g_old_bus, nullptr);
     g_last_error = L.error;
     g_last_warnings = "[" + L.warnings + "]";
     {
