@@ -957,7 +957,9 @@ static uintptr_t interrupted_pc(void* uc) {
 
 static void on_watchdog(int, siginfo_t*, void* uc) {
     Block* b = t_block;
-    if (!b || !b->cur) return;
+    // Not in a kernel thread, or already on the way out (a second signal may arrive while setcontext
+    // unblocks it: answering it again would recurse): nothing to do.
+    if (!b || !b->cur || b->aborted) return;
     const std::string msg = thread_desc(*b, b->cur->id) + " of " + block_desc(*b) + " was still running" +
                             pc_mark(interrupted_pc(uc)) + " when the time limit ran out: an endless loop (a loop "
                             "whose bound never changes, a spin-wait on a value no thread writes)?";
@@ -1124,7 +1126,8 @@ int tkemu_launch(void (*entry)(void* const*), void* const* args, unsigned gx, un
             while (!done) {
                 if (wd_cv.wait_until(lock, until) == std::cv_status::timeout && !done) {
                     std::lock_guard<std::mutex> l2(L.mu);
-                    for (pthread_t t : L.workers) pthread_kill(t, WATCHDOG_SIGNAL);
+                    if (!L.failed.load())  // once the error is recorded the workers stop on their own
+                        for (pthread_t t : L.workers) pthread_kill(t, WATCHDOG_SIGNAL);
                     lock.unlock();
                     std::this_thread::sleep_for(std::chrono::milliseconds(200));
                     lock.lock();
