@@ -40,6 +40,7 @@ static std::string g_output;
 constexpr int SLOTS = 64;
 // 2 GB per slot, the buffer half way in; smaller under an address-space limit (a sandboxed check gets 4 GB).
 static uintptr_t SLOT_BYTES = uintptr_t(1) << 31;
+#define SLOT_BASE (SLOT_BYTES / 4)  // where a buffer starts in its slot: a gap before it, more after it
 static uintptr_t g_lo = 0;
 struct Buffer {
     uintptr_t base = 0;
@@ -617,7 +618,7 @@ void global_check(uintptr_t addr, size_t bytes, bool write, uintptr_t pc, const 
     if (buf.mapped && addr >= buf.base && addr + bytes <= buf.base + buf.bytes) return;
     Block* b = t_block;
     char mark[96];
-    snprintf(mark, sizeof mark, "@@G:%d:%lld:%zu@@", slot, (long long)(addr - (g_lo + slot * SLOT_BYTES + SLOT_BYTES / 2)),
+    snprintf(mark, sizeof mark, "@@G:%d:%lld:%zu@@", slot, (long long)(addr - (g_lo + slot * SLOT_BYTES + SLOT_BASE)),
              bytes);
     std::string msg = (b && b->cur ? thread_desc(*b, b->cur->id) + " of " + block_desc(*b) : std::string("a thread")) +
                       (write ? " wrote " : " read ") + std::to_string(bytes) + " bytes at " + mark + pc_mark(pc) +
@@ -1053,16 +1054,16 @@ void* tkemu_buffer_map(int slot, uint64_t bytes) {
         struct rlimit lim {};
         if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
             uintptr_t s = uintptr_t(1) << 31;
-            while (s > (uintptr_t(16) << 20) && s * SLOTS > lim.rlim_cur / 4) s /= 2;
+            while (s > (uintptr_t(16) << 20) && s * SLOTS > lim.rlim_cur / 2) s /= 2;
             SLOT_BYTES = s;
         }
         void* r = mmap(nullptr, SLOTS * SLOT_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (r == MAP_FAILED) return nullptr;
         g_lo = reinterpret_cast<uintptr_t>(r);
     }
-    if (slot < 0 || slot >= SLOTS || bytes > SLOT_BYTES / 2) return nullptr;
+    if (slot < 0 || slot >= SLOTS || bytes > SLOT_BYTES - SLOT_BASE - (uintptr_t(1) << 20)) return nullptr;
     Buffer& b = g_buffers[slot];
-    const uintptr_t base = g_lo + slot * SLOT_BYTES + SLOT_BYTES / 2;
+    const uintptr_t base = g_lo + slot * SLOT_BYTES + SLOT_BASE;
     const size_t page = 4096, len = (std::max<uint64_t>(bytes, 1) + page - 1) / page * page;
     if (mmap(reinterpret_cast<void*>(base), len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
              0) == MAP_FAILED)
