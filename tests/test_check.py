@@ -15,6 +15,7 @@ import pytest
 import tklab
 from tklab import gpu, specs
 from tklab.check import check, main, resolve
+from tklab.emulate import exercise as emulated
 from tklab.runner import compare, run_isolated
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,6 +77,8 @@ def test_solution_passes_its_cpu_check(exercise):
     assert res.static_ok, res
     if spec.language == "numba" or not NO_GPU:
         assert res.passed is True, res
+    elif emulated.can_run(spec):  # no GPU: CUDA C++ runs on the CPU emulator, at its smaller cases
+        assert res.passed is True and res.run_where == emulated.LABEL, res
     else:
         assert res.passed is None and "needs a GPU" in res.run_message
         assert res.verdict == "NOT VERIFIED" and res.established == "not-established"
@@ -170,8 +173,10 @@ def test_cli_exit_codes(tmp_path, capsys):
 
 
 @pytest.mark.skipif(not NO_GPU, reason="on a GPU the CUDA exercises run, and correctness is established")
-def test_without_a_gpu_right_and_wrong_cuda_answers_do_not_both_pass(tmp_path, capsys):
-    """Issue 13: a right and a subtly wrong ch02 both pass every static check; neither may exit 0."""
+def test_without_a_gpu_right_and_wrong_cuda_answers_do_not_both_pass(tmp_path, capsys, monkeypatch):
+    """Issue 13: a right and a subtly wrong ch02 both pass every static check; neither may exit 0 (here with
+    the CPU emulator switched off: tests/test_emulate_check.py has the same pair with it)."""
+    monkeypatch.setenv("TKLAB_NO_EMULATION", "1")
     wrong = tmp_path / "ch02_smem_tiling.cu"
     wrong.write_text((ROOT / "solutions" / "ch02_smem_tiling.cu").read_text().replace(
         "C[row * N + col] = acc;", "C[row * N + col] = acc + 1.0f;"))

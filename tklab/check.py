@@ -478,6 +478,10 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     else:
         from .runner import run_isolated
 
+        if mode.name == "emu":  # build the emulated module here; the sandboxed child gets it with the cache
+            from .emulate import exercise as emulated
+
+            module_keys += emulated.prepare(spec, source, shown)
         limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else 60.0)
         _tell(f"running {shown} ({mode.name})")
         outcome = run_isolated(spec.id, file, mode=mode.name, timeout=limit, bench=bench and mode.can_bench,
@@ -490,6 +494,8 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         res.notes += outcome.notes
         if mode.note:
             res.notes.append(mode.note)
+        if mode.name == "emu":
+            emulated.annotate(res, outcome, spec)
     ran = res.run_status in ("ok", "wrong", "error", "crashed", "timeout")
     if not res.static_ok:
         res.passed = False

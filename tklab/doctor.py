@@ -182,6 +182,8 @@ def checks() -> list[Check]:
                  "for CUDA 12 drivers)", _cupy),
         _attempt("PyTorch", "optional: only for passing torch tensors and the SDPA comparisons", _torch),
         _attempt("CUDA simulator", "chapter 01's numba kernels cannot run without a GPU", _simulator),
+        _attempt("CPU emulator", "CUDA exercises cannot be checked without a GPU: install g++ or clang++ (or `pip "
+                 "install ziglang`)", lambda: __import__("tklab.emulate", fromlist=["describe"]).describe()),
     ]
 
 

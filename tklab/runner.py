@@ -456,6 +456,23 @@ register_mode(Mode("sim", Evidence.SIMULATOR, ("numba",), False, lambda s: s.sim
                    note="ran in numba's CUDA simulator on tiny shapes; speed is measured on a GPU only"))
 
 
+def _emulated_cases(spec: Any) -> list[dict[str, int]]:
+    from .emulate import exercise
+
+    return exercise.runnable_cases(spec)
+
+
+def _child_emulated(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
+    from .emulate import exercise
+
+    exercise.child(spec, path, chan, _run_cases)
+
+
+# CUDA C++ without a GPU: the CPU emulator (tklab.emulate), at the exercise's smaller cases, no timing.
+register_mode(Mode("emu", Evidence.CPU_EMULATION, ("cuda",), False, _emulated_cases, _child_emulated,
+                   note="CPU emulation: correctness only, no timing; the speed is measured on a GPU only"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The child: run one exercise file on the parent's inputs, send the outputs. Exit 0 done, 3 error."""
     ap = argparse.ArgumentParser(prog="python -m tklab.runner", description="Run one exercise (child process).")
@@ -576,6 +593,8 @@ def judge(spec: Any, mode: Mode, cases: Sequence[dict[str, int]], inputs: Sequen
                 errors.append({k: str(head.get(k, ""))[:2000] for k in ("kind", "message", "hint", "stage")})
             elif kind == "speed":
                 reported_speed = head
+            elif kind == "note":  # what the run wants the learner to know (e.g. the emulator's warnings)
+                result.setdefault("notes", []).append(str(head.get("text", ""))[:600])
             elif kind == "limits" and isinstance(head.get("skipped"), list):
                 result["limits_not_applied"] = [str(x)[:40] for x in head["skipped"][:10]]
     except ChannelError as e:

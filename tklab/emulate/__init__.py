@@ -1,0 +1,90 @@
+"""Run CUDA kernels -- tile library, inline PTX, tensor cores and all -- on the CPU, to check them without a GPU.
+
+The same source a GPU compiles is compiled as host C++ against a small CUDA shim: each block's threads
+run as fibers that switch where the hardware makes threads meet (barriers, warp-wide instructions,
+waits), and every inline ``asm`` statement is rewritten into calls that emulate its PTX instructions
+with the hardware's fragment layouts (mma.sync, ldmatrix, stmatrix, movmatrix, cp.async, mbarrier, TMA,
+wgmma, ...). It is for correctness only: no timing means anything here.
+
+Mistakes come back as exceptions that name the thread, the block and the line: an out-of-bounds global
+access (with the argument and element), a shared-memory race (the two threads, the element, read or
+write), a deadlock (who waits for what), a time limit, an instruction that is not emulated.
+
+    import tklab.emulate as emu
+    mod = emu.compile(src, arch="sm_90a")           # or tklab.compile(src, arch=..., target="cpu")
+    mod["smem_matmul"](grid, block, (A, B, C, M, N, K))   # NumPy arrays, updated in place
+
+Public API: ``compile(...) -> EmuModule``, ``tensor_map(...)``, ``TensorMap``, ``compiler()`` (which
+C++ compiler was found), ``describe()`` (for the doctor), the errors (``EmulationError``, ``OutOfBounds``,
+``SharedRace``, ``Deadlock``,
+``TimeLimit``, ``NotEmulated``, ``InvalidOperation``, ``EmulationCompileError``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from . import build as _build
+from .build import EmulationCompileError
+from .errors import (
+    AssertionFailed,
+    Deadlock,
+    EmulationError,
+    InvalidOperation,
+    NotEmulated,
+    OutOfBounds,
+    SharedRace,
+    TimeLimit,
+)
+from .module import EmuKernel, EmuModule, LaunchResult
+from .tensormap import TensorMap, tensor_map
+from .toolchain import Compiler, NoCompiler, find
+
+__all__ = ["compile", "tensor_map", "TensorMap", "compiler", "describe", "EmuModule", "EmuKernel", "LaunchResult",
+           "EmulationError", "OutOfBounds", "SharedRace", "Deadlock", "TimeLimit", "NotEmulated", "InvalidOperation",
+           "AssertionFailed", "EmulationCompileError", "NoCompiler", "LABEL"]
+
+#: How results of this target are labelled wherever a verdict is shown.
+LABEL = "CPU emulation: correctness only, no timing"
+
+
+def compiler() -> Compiler:
+    """The host C++ compiler the emulator uses (raises ``NoCompiler`` saying what to install)."""
+    return find()
+
+
+def describe() -> str:
+    """For ``python -m tklab doctor``: the compiler found, and proof that a kernel runs (raises if not)."""
+    import time
+
+    import numpy as np
+
+    cc = find()
+    start = time.perf_counter()
+    mod = compile('extern "C" __global__ void k(int* x) { x[threadIdx.x] = threadIdx.x * 2; }', name="doctor.cu")
+    x = np.zeros(32, np.int32)
+    mod["k"](1, 32, (x,))
+    if x.tolist() != [2 * i for i in range(32)]:
+        raise RuntimeError("the emulator ran a kernel but got a wrong result")
+    return f"{cc.description}: CUDA kernels run on the CPU ({time.perf_counter() - start:.1f} s for a first kernel)"
+
+
+def compile(  # noqa: A001 - mirrors tklab.compile
+    source: str,
+    *,
+    arch: str | None = "sm_90a",
+    name: str | None = None,
+    options: Sequence[str] = (),
+    include_dirs: Iterable[str | Path] = (),
+    name_expressions: Sequence[str] = (),
+    line_offset: int = 0,
+) -> EmuModule:
+    """Compile CUDA C++ for the CPU emulator (cached); ``arch`` picks what the source sees as
+    ``__CUDA_ARCH__`` (``sm_90a``: Hopper paths such as wgmma and TMA; ``sm_80``: the others)."""
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a str of CUDA C++, not {type(source).__name__}")
+    arch = (arch or "sm_90a").strip().lower()
+    built = _build.build(source, arch=arch, name=name or "kernel.cu", options=options, include_dirs=tuple(include_dirs),
+                  name_expressions=tuple(name_expressions))
+    return EmuModule(built, source=source, arch=arch, options=options)

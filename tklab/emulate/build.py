@@ -1,0 +1,216 @@
+"""Compiling CUDA source into a host shared library that runs its kernels on the CPU.
+
+Three steps: preprocess with the keyword shim (``shim/pp``), rewrite inline PTX and ``__shared__``
+(``rewrite``), compile the result as C++20 after the precompiled CUDA prelude (``shim/include``), with
+``-fsanitize=thread`` instrumentation whose callbacks are the emulator's bounds and race checks. The
+runtime (``shim/src``) is built once per compiler into its own shared library; modules link to it.
+Everything is cached under ``<tklab cache>/emulate``, keyed by the compiler, the flags and the content.
+
+Public API: ``build(source, *, arch, name, options, include_dirs, name_expressions) -> Built``,
+``runtime_library() -> Path``, ``EmulationCompileError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import cache
+from .. import toolchain as cuda_toolchain
+from . import rewrite
+from .toolchain import Compiler, find
+
+SHIM = Path(__file__).resolve().parent / "shim"
+VERSION = "1"  # bump when the generated code changes meaning
+
+
+class EmulationCompileError(Exception):
+    """The host compiler rejected the (rewritten) source; the message shows its first errors."""
+
+    def __init__(self, log: str, program: str):
+        self.log = log
+        lines = [ln for ln in log.splitlines() if ": error" in ln or ": fatal error" in ln]
+        shown = "\n".join(lines[:8]) if lines else log.strip()[-3000:]
+        super().__init__(f"compiling {program} for the CPU emulator failed:\n{shown}")
+
+
+@dataclass
+class Built:
+    """A compiled module: the shared library, its kernels (name → entry symbol) and notes. ``key`` names its
+    folder in the compile cache (``<cache>/<key[:2]>/<key>``: the module, its json, and the runtime beside it)."""
+
+    path: Path
+    kernels: dict[str, str]
+    unsupported: list[str]
+    source_path: str
+    program: str
+    seconds: float
+    cached: bool
+    key: str = ""
+
+    @property
+    def runtime(self) -> Path:
+        """The runtime library the module was linked against (a copy in the module's folder)."""
+        return next(self.path.parent.glob("libtkemu-*.so"))
+
+
+def _root() -> Path:
+    d = cache.cache_dir() / "emulate"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _digest(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _tree_digest(folder: Path) -> str:
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return _digest(*(f"{p.relative_to(folder)}:{p.read_bytes().hex()}" for p in files))
+
+
+def _run(argv: list[str], what: str, program: str) -> str:
+    out = subprocess.run(argv, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise EmulationCompileError(out.stderr or out.stdout or f"{what} failed", program)
+    return out.stdout
+
+
+def _flags(cc: Compiler) -> list[str]:
+    base = ["-std=c++20", "-O1", "-fPIC", "-w", "-fno-omit-frame-pointer", "-fsanitize=thread"]
+    if cc.family == "clang":
+        return [*base, "-gline-tables-only", "-mllvm", "-tsan-instrument-func-entry-exit=0",
+                "-mllvm", "-tsan-instrument-atomics=0"]
+    # DWARF 4: older addr2line misreads GCC's DWARF 5 file tables (it names the rewritten file, not the learner's)
+    return [*base, "-g1", "-gdwarf-4", "--param=tsan-instrument-func-entry-exit=0"]
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    os.replace(tmp, final)
+
+
+def runtime_library(cc: Compiler | None = None) -> Path:
+    """The emulator runtime (fibers, checks, PTX instructions) as a shared library, built once."""
+    cc = cc or find()
+    key = _digest(VERSION, cc.description, _tree_digest(SHIM / "src"), _tree_digest(SHIM / "include"))
+    out = _root() / f"libtkemu-{key}.so"
+    if not out.exists():
+        with tempfile.TemporaryDirectory(dir=_root()) as tmp:
+            lib = Path(tmp) / out.name
+            _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-shared", "-w", f"-Wl,-soname,{out.name}",
+                  "-o", str(lib), str(SHIM / "src" / "runtime.cpp"), str(SHIM / "src" / "ptx.cpp"),
+                  "-lpthread", "-ldl"],
+                 "building the emulator runtime", "the emulator runtime")
+            _publish(lib, out)
+    return out
+
+
+def _pch(cc: Compiler) -> tuple[Path, list[str]]:
+    """(folder, compiler arguments) that put the precompiled prelude in front of a module."""
+    key = _digest(VERSION, cc.description, " ".join(_flags(cc)), _tree_digest(SHIM / "include"))
+    folder = _root() / f"pch-{key}"
+    header = folder / "tkemu_all.h"
+    product = folder / ("tkemu_all.h.pch" if cc.family == "clang" else "tkemu_all.h.gch")
+    if not product.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        header.write_text('#include "tkemu/prelude.h"\n')
+        tmp = folder / f"{product.name}.{os.getpid()}.tmp"
+        _run([*cc.argv, *_flags(cc), "-I", str(SHIM / "include"), "-x", "c++-header", str(header), "-o", str(tmp)],
+             "precompiling the CUDA prelude", "the CUDA prelude")
+        _publish(tmp, product)
+    if cc.family == "clang":
+        return folder, ["-include-pch", str(product), "-include", str(header)]
+    return folder, ["-include", str(header)]
+
+
+def _arch_number(arch: str) -> int:
+    m = re.fullmatch(r"sm_(\d)(\d)[af]?", arch)
+    if not m:
+        raise ValueError(f"arch={arch!r} is not a CUDA architecture; use e.g. 'sm_80' or 'sm_90a'")
+    return int(m.group(1)) * 100 + int(m.group(2)) * 10
+
+
+def _user_defines(options: Sequence[str]) -> list[str]:
+    """The options that mean something to the host preprocessor (-D, -U, -I); the rest are NVRTC's."""
+    out, it = [], iter(options)
+    for o in it:
+        o = str(o)
+        if o in ("-D", "-U", "-I", "--define-macro", "--include-path"):
+            value = next(it, "")
+            out.append({"--define-macro": "-D", "--include-path": "-I"}.get(o, o) + value)
+        elif o.startswith(("-D", "-U", "-I")):
+            out.append(o)
+        elif o.startswith(("--define-macro=", "--include-path=")):
+            flag = "-D" if o.startswith("--define") else "-I"
+            out.append(flag + o.split("=", 1)[1])
+    return out
+
+
+def build(source: str, *, arch: str = "sm_90a", name: str = "kernel.cu", options: Sequence[str] = (),
+          include_dirs: Sequence[str | Path] = (), name_expressions: Sequence[str] = ()) -> Built:
+    """Compile ``source`` for the CPU emulator (see the module docstring); cached."""
+    import time
+
+    start = time.perf_counter()
+    cc = find()
+    number = _arch_number(arch)
+    runtime_key = _digest(VERSION, cc.description, _tree_digest(SHIM / "src"), _tree_digest(SHIM / "include"))
+    pch_key = _digest(VERSION, cc.description, " ".join(_flags(cc)), _tree_digest(SHIM / "include"))
+    defines = [f"-D__CUDA_ARCH__={number}", *_user_defines(options)]
+    if arch.endswith("a") and number >= 900:
+        defines.append(f"-D__CUDA_ARCH_FEAT_SM{number // 10}_ALL")
+    includes = [str(SHIM / "pp"), str(cuda_toolchain.tile_library_dir()),
+                *(str(Path(d).resolve()) for d in include_dirs)]
+    program = Path(name).name
+    with tempfile.TemporaryDirectory(prefix="tkemu-") as tmp:
+        src = Path(tmp) / program
+        src.write_text(source)
+        pre = _run([*cc.argv, "-E", "-std=c++20", "-nostdinc", "-nostdinc++", *(f"-I{d}" for d in includes),
+                    *defines, "-include", str(SHIM / "pp" / "tkemu_pp.h"), "-x", "c++", str(src)],
+                   "preprocessing", program)
+        # Line markers name the temporary copy: point them at the learner's file name instead.
+        pre = pre.replace(f'"{src}"', f'"{program}"')
+        try:
+            rw = rewrite.rewrite(pre, tuple(name_expressions))
+        except rewrite.RewriteError as e:
+            raise EmulationCompileError(f"{program}: error: {e}", program) from None
+        key = "emulate-" + _digest(VERSION, cc.description, " ".join(_flags(cc)), runtime_key, pch_key, rw.text)
+        folder = cache.cache_dir() / key[:2] / key
+        out, meta = folder / "module.so", folder / "module.json"
+        if out.exists() and meta.exists() and any(folder.glob("libtkemu-*.so")):
+            info = json.loads(meta.read_text())
+            return Built(out, info["kernels"], info["unsupported"], program, program,
+                         time.perf_counter() - start, True, key)
+        lib = runtime_library(cc)
+        pch_dir, pch_args = _pch(cc)
+        cpp = Path(tmp) / (Path(program).stem + ".emu.cpp")
+        cpp.write_text(rw.text)
+        staged = Path(tmp) / key
+        staged.mkdir()
+        shutil.copy2(lib, staged / lib.name)  # beside the module: the folder travels whole (a sandboxed check)
+        obj = Path(tmp) / "module.o"
+        _run([*cc.argv, *_flags(cc), "-c", "-I", str(pch_dir), "-I", str(SHIM / "include"), *pch_args,
+              "-x", "c++", str(cpp), "-o", str(obj)], "compiling", program)
+        # Linked without -fsanitize: the instrumentation's callbacks are the emulator runtime's, not libtsan's.
+        _run([*cc.argv, "-shared", "-o", str(staged / "module.so"), str(obj), f"-L{staged}", f"-l:{lib.name}",
+              "-Wl,-rpath,$ORIGIN", "-Wl,-z,defs"], "linking", program)
+        (staged / "module.json").write_text(json.dumps({"kernels": rw.kernels, "unsupported": rw.unsupported}))
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(staged, folder)
+        except OSError:  # another process published it first
+            if not out.exists():
+                raise
+    return Built(out, rw.kernels, rw.unsupported, program, program, time.perf_counter() - start, False, key)

@@ -1,0 +1,189 @@
+"""What can go wrong when a kernel runs on the CPU, as exceptions a learner can act on.
+
+The runtime reports an error as JSON with placeholders: ``@@PC:offset@@`` (a code address in the
+module → `` at file.cu:LINE``), ``@@S:alloc:byte@@`` (a shared-memory byte → ``As[3][7]``) and
+``@@G:slot:offset:bytes@@`` (a global address → ``C[32, 0], 0 elements past the end of argument 2
+'float* C' (32×32 float32)``). ``render`` fills them in.
+
+Public API: ``EmulationError`` and its kinds (``OutOfBounds``, ``SharedRace``, ``Deadlock``,
+``TimeLimit``, ``NotEmulated``, ``InvalidOperation``, ``AssertionFailed``), ``render(...)``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class EmulationError(RuntimeError):
+    """A kernel failed under CPU emulation. ``kind``, ``thread``, ``block`` and the raw report are kept."""
+
+    kind = "error"
+
+    def __init__(self, message: str, report: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.report = report or {}
+        self.thread = tuple(self.report.get("thread", ())) or None
+        self.block = tuple(self.report.get("block", ())) or None
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+class OutOfBounds(EmulationError):
+    kind = "out_of_bounds"
+
+
+class SharedRace(EmulationError):
+    kind = "race"
+
+
+class Deadlock(EmulationError):
+    kind = "deadlock"
+
+
+class TimeLimit(EmulationError):
+    kind = "timeout"
+
+
+class NotEmulated(EmulationError):
+    kind = "not_emulated"
+
+
+class InvalidOperation(EmulationError):
+    kind = "invalid"
+
+
+class AssertionFailed(EmulationError):
+    kind = "assert"
+
+
+_KINDS = {c.kind: c for c in (OutOfBounds, SharedRace, Deadlock, TimeLimit, NotEmulated, InvalidOperation,
+                              AssertionFailed)}
+
+
+def error_class(kind: str) -> type[EmulationError]:
+    return _KINDS.get(kind, EmulationError)
+
+
+@dataclass
+class ArgInfo:
+    """What a pointer argument was, for naming a global address in a message."""
+
+    index: int
+    name: str
+    ctype: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+@dataclass
+class Context:
+    """What ``render`` needs: the module file (for line numbers) and the arguments by buffer slot."""
+
+    library: Path
+    program: str
+    args: dict[int, ArgInfo] = field(default_factory=dict)
+    bases: dict[int, int] = field(default_factory=dict)  # buffer slot -> its address in emulator memory
+    slot_bytes: int = 1 << 31  # the runtime's address-space slot per array argument
+
+
+def _lines(library: Path, offsets: list[int], program: str) -> dict[int, str]:
+    """Code offsets → "file:line" (the innermost frame in the learner's file when inlined)."""
+    tool = shutil.which("addr2line") or shutil.which("llvm-addr2line")
+    if not tool or not offsets:
+        return {}
+    try:
+        out = subprocess.run([tool, "-e", str(library), "-i", "-a", *(hex(o) for o in offsets)],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    result: dict[int, str] = {}
+    current: int | None = None
+    frames: dict[int, list[str]] = {}
+    for line in out.splitlines():
+        if line.startswith("0x"):
+            current = int(line, 16)
+            frames[current] = []
+        elif current is not None and ":" in line and not line.startswith("??"):
+            path, _, num = line.rpartition(":")
+            num = num.split()[0]
+            shown = Path(path).name if "/tk/" not in path else "tk/" + path.split("/tk/", 1)[1]
+            frames[current].append(f"{shown}:{num}")
+    for off, fr in frames.items():
+        if not fr:
+            continue
+        mine = [f for f in fr if f.startswith(program + ":")]
+        where = mine[-1] if mine else fr[0]
+        result[off] = where if fr[0] == where else f"{where} (in {fr[0]})"
+    return result
+
+
+def _element(info: ArgInfo, offset: int) -> str:
+    item = info.dtype.itemsize or 1
+    index = offset // item
+    total = info.nbytes // item
+    shape = "×".join(map(str, info.shape)) or "1"
+    desc = f"argument {info.index} '{info.ctype} {info.name}'".replace(" '' ", " ") if info.name else \
+        f"argument {info.index}"
+    if offset < 0:
+        where = f"{-index} element{'s' if -index != 1 else ''} before the start of"
+        spot = f"{info.name or 'arg'}[{index}]"
+    elif index >= total:
+        past = index - total
+        where = f"{past} element{'s' if past != 1 else ''} past the end of"
+        spot = f"{info.name or 'arg'}[{index}]"
+    else:
+        where, spot = "inside", f"{info.name or 'arg'}[{index}]"
+    if len(info.shape) >= 2 and 0 <= index:
+        cols = int(np.prod(info.shape[1:]))
+        spot += f" (row {index // cols}, column {index % cols} of a {shape} array)" if index < total else ""
+    return f"{spot}, {where} {desc} ({shape} {info.dtype.name})"
+
+
+def render(text: str, report: dict[str, Any], ctx: Context) -> str:
+    """Fill in the placeholders of a runtime message (see the module docstring)."""
+    shared = report.get("shared", [])
+
+    def shared_sub(m: re.Match[str]) -> str:
+        i, off = int(m.group(1)), int(m.group(2))
+        if i >= len(shared):
+            return f"shared byte {off}"
+        a = shared[i]
+        rank, elem = a.get("rank", -1), a.get("elem", 0)
+        if rank >= 0 and elem > 0:
+            idx, coords = off // elem, []
+            for d in reversed(a["dims"][:rank]):
+                coords.append(idx % d)
+                idx //= d
+            return a["name"] + "".join(f"[{c}]" for c in reversed(coords))
+        return a["name"] if off == 0 else f"{a['name']} (+{off} bytes)"
+
+    def global_sub(m: re.Match[str]) -> str:
+        slot, off = int(m.group(1)), int(m.group(2))
+        info = ctx.args.get(slot)
+        if info is not None and slot in ctx.bases:
+            return _element(info, off)
+        if ctx.bases:  # in no argument's region: name the array it most likely ran off (the nearest below)
+            known = next(iter(ctx.bases))
+            address = ctx.bases[known] + (slot - known) * ctx.slot_bytes + off
+            below = [s for s, b in ctx.bases.items() if b <= address and s in ctx.args]
+            if below:
+                s = max(below, key=lambda s: ctx.bases[s])
+                nearest = _element(ctx.args[s], address - ctx.bases[s])
+                return f"address {address:#x}, in none of the kernel's arrays: {nearest}"
+        return f"byte {off} of an address outside the kernel's arrays"
+
+    text = re.sub(r"@@S:(\d+):(\d+)@@", shared_sub, text)
+    text = re.sub(r"@@G:(\d+):(-?\d+):(\d+)@@", global_sub, text)
+    offsets = [int(o, 16) for o in re.findall(r"@@PC:([0-9a-f]+)@@", text)]
+    lines = _lines(ctx.library, offsets, ctx.program)
+    return re.sub(r"@@PC:([0-9a-f]+)@@", lambda m: f" at {lines[int(m.group(1), 16)]}" if int(m.group(1), 16) in lines
+                  else "", text)

@@ -1,0 +1,199 @@
+// The emulator runtime's internal state: one Launch per kernel launch, one Block per OS worker thread
+// (reused), one Thread (fiber) per CUDA thread of the block being run.
+#pragma once
+
+#include <pthread.h>
+#include <ucontext.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../include/tkemu/half_types.h"
+#include "../include/tkemu/runtime.h"
+
+namespace tkemu {
+
+constexpr uint32_t ARENA_BYTES = 256 * 1024;  // the shared window: 18-bit addresses, as wgmma descriptors hold
+constexpr uint32_t RESERVED = 1024;            // addresses below this are never handed out (like the GPU's 1 KB)
+constexpr size_t STACK_BYTES = 512 * 1024;     // each CUDA thread's emulated stack (registers, local arrays)
+constexpr uint16_t NONE = 0xffff;
+constexpr int IDLE_POLL_LIMIT = 1000;  // polls that see no change before "deadlock"
+
+enum State : int { RUNNABLE = 0, BLOCKED = 1, POLLING = 2, EXITED = 3 };
+
+/// A queued copy that lands in shared memory later (cp.async, TMA).
+struct Copy {
+    uint32_t dst;       // shared address
+    uintptr_t src;      // global address
+    uint32_t bytes;
+    uint32_t src_bytes;  // cp.async: bytes actually read (the rest is zero-filled)
+};
+/// A queued TMA operation (load into shared memory / store or reduce into global memory).
+struct TmaOp {
+    bool load;
+    int dims;
+    uint32_t smem;
+    uint32_t bar;
+    int reduce;
+    int32_t coords[5];
+    unsigned char map[128];
+    int issuer;
+    uint32_t issuer_clock;
+    uintptr_t pc;
+};
+
+struct Thread {
+    ucontext_t ctx;
+    char* stack = nullptr;
+    uint3 tid{};
+    int id = 0;
+    int state = EXITED;
+    const char* wait_what = "";
+    uint64_t wait_addr = 0;
+    uint64_t wait_detail = 0;
+    uint64_t poll_epoch = 0;
+    uint64_t last_fail_epoch = ~uint64_t(0);
+    int idle_polls = 0;  // failed polls in a row with nothing changed in between
+    uint64_t accesses = 0;
+    uintptr_t pc = 0;  // where the thread last entered the runtime (for messages)
+    std::vector<Copy> cp_open;
+    std::deque<std::vector<Copy>> cp_groups;
+    std::vector<TmaOp> bulk_open;
+    std::deque<std::vector<TmaOp>> bulk_groups;
+    int wgmma_open = 0;
+    int red_pred = 0;
+    int red_result[3] = {0, 0, 0};
+};
+
+/// Where a warp (32) or warpgroup (128) meets for one collective operation.
+struct Rendezvous {
+    int kind = -1;
+    const char* what = "";
+    uint64_t expected[2] = {0, 0};
+    uint64_t arrived[2] = {0, 0};
+    int n_expected = 0, n_arrived = 0;
+    void* data[128] = {};
+    uint32_t mask = 0;
+};
+
+struct NamedBarrier {
+    int expected = 0;
+    int arrived = 0;
+    bool whole_block = false;
+    std::vector<int> waiters;
+    std::vector<int> arrivers;
+};
+
+struct MBar {
+    bool valid = false;
+    uint32_t expected = 0, pending = 0;
+    int64_t tx = 0;
+    uint32_t phase = 0;
+    std::vector<TmaOp> queued;
+    std::vector<uint32_t> vc_phase, vc_done;
+    int init_thread = -1;
+};
+
+struct SharedAlloc {
+    std::string name;
+    uint32_t offset, size;
+    const void* key;
+    ShapeInfo shape{0, -1, {0, 0, 0, 0}};
+};
+
+/// One shadow entry per byte of shared memory: the last write and the last read (thread, its clock, pc).
+struct Shadow {
+    uint16_t wtid, rtid;
+    uint32_t wclk, rclk;
+    uintptr_t wpc, rpc;
+};
+
+struct Launch;
+
+struct Block {
+    char* arena = nullptr;
+    Shadow* shadow = nullptr;
+    uint32_t limit = 0;       // usable shared bytes (dynamic + static)
+    uint32_t dyn_bytes = 0;
+    uint32_t static_top = 0;  // next free byte for function-scope __shared__
+    uint32_t global_bottom = 0;
+    std::vector<SharedAlloc> allocs;
+    std::vector<SharedAlloc> gallocs;  // namespace-scope __shared__: placed once per worker, kept across blocks
+    uint32_t gbottom = RESERVED + 227 * 1024;
+    std::vector<Thread> threads;
+    std::vector<char*> stacks;
+    int n = 0;  // threads in this block
+    int exited = 0;
+    ucontext_t sched;
+    Thread* cur = nullptr;
+    uint64_t epoch = 0;
+    NamedBarrier bars[16];
+    std::vector<Rendezvous> warp_rv, wg_rv;
+    std::unordered_map<uint32_t, MBar> mbars;
+    std::vector<uint32_t> vc;  // n x n vector clocks (race detection)
+    bool race = false;
+    bool aborted = false;
+    uint3 bid{};
+    Launch* launch = nullptr;
+    char* altstack = nullptr;
+};
+
+struct Launch {
+    void (*entry)(void* const*) = nullptr;
+    void* const* args = nullptr;
+    dim3 grid, block;
+    uint32_t dyn_smem = 0;
+    int arch = 90;
+    bool race = true;
+    bool reverse = false;
+    double deadline = 0;
+    std::atomic<bool> failed{false};
+    std::atomic<long> next_block{0};
+    std::mutex mu;
+    std::string error;     // JSON of the first error
+    std::string warnings;  // JSON list items
+    int n_warnings = 0;
+    std::vector<pthread_t> workers;
+};
+
+extern thread_local Block* t_block;
+extern Launch* g_launch;
+
+// runtime.cpp
+[[noreturn]] void fail_json(const std::string& json);
+std::string json_str(const std::string& s);
+std::string thread_desc(const Block& b, int t);
+std::string block_desc(const Block& b);
+std::string smem_desc(const Block& b, uint32_t addr);
+std::string pc_mark(uintptr_t pc);
+void warn(const std::string& kind, const std::string& message, uintptr_t pc);
+void block_current(int state, const char* what, uint64_t addr, uint64_t detail);
+void wake(Block& b, int t);
+void collective(int scope, int kind, const char* what, unsigned mask, void* data,
+                const std::function<void(Block&, Rendezvous&)>& exec);
+char* smem_at(Block& b, uint32_t addr, uint32_t bytes, const char* what);
+void global_check(uintptr_t addr, size_t bytes, bool write, uintptr_t pc, const char* what);
+void shadow_access(Block& b, int t, uint32_t clk, uint32_t addr, uint32_t bytes, bool write, uintptr_t pc,
+                   const char* what);
+uint32_t clock_of(Block& b, int t);
+void vc_join_into(Block& b, std::vector<uint32_t>& dst, int t);  // dst = max(dst, VC_t)
+void vc_acquire(Block& b, int t, const std::vector<uint32_t>& src);
+void vc_tick(Block& b, int t);
+void vc_sync_group(Block& b, const std::vector<int>& members);
+void complete_copy(Block& b, int t, uint32_t clk, uintptr_t pc, const Copy& c);
+
+// ptx.cpp
+void tma_execute(Block& b, const TmaOp& op);
+void mbar_complete_tx(Block& b, uint32_t bar, uint32_t bytes);
+void flush_thread(Block& b, Thread& t);
+
+}  // namespace tkemu
+
+#define TKEMU_ENTER() \
+    do { if (::tkemu::t_block && ::tkemu::t_block->cur) ::tkemu::t_block->cur->pc = uintptr_t(__builtin_return_address(0)); } while (0)

@@ -1,0 +1,627 @@
+// The PTX instructions the course uses, on the CPU, with the hardware's fragment layouts.
+//
+// Layouts (lane = 4g + t; e = which 16-bit half of a register, low first) -- the same models as
+// tklab/layouts.py, which are checked against what an H200 did (bench/results/layouts_h200.json):
+//   mma.m16n8k16  A reg r: (row g + 8(r&1), k 2t + e + 8(r>>1))   B reg r: (k 2t + e + 8r, col g)
+//                 C/D f32 reg i: (row g + 8(i/2), col 2t + i%2)
+//   ldmatrix      reg m of lane 4g+t: row g of matrix m, elements 2t, 2t+1 (.trans: column g, rows 2t, 2t+1);
+//                 the row addresses come from lanes 8m .. 8m+7
+//   wgmma D       thread 32w + lane, reg i: (row 16w + g + 8((i%4)/2), col 8(i/4) + 2t + i%2)
+// Asynchronous copies land late on purpose: cp.async data at the issuing thread's wait_group, TMA data
+// when its mbarrier's arrivals are all in, TMA stores at the issuer's bulk wait: a kernel that reads
+// before waiting sees stale shared memory here too.
+#include <cmath>
+#include <cstring>
+
+#include "internal.h"
+
+namespace tkemu {
+
+static float elem16(int type, uint16_t h) { return type == ptx::BF16 ? bf16_to_f32(h) : f16_to_f32(h); }
+static uint16_t half_of(uint64_t reg, int e) { return uint16_t(reg >> (16 * e)); }
+static float f32_of(uint64_t reg) { return bits_f32(uint32_t(reg)); }
+static uint64_t f32_bits64(float f) { return f32_bits(f); }
+
+// ---- mma.sync ---------------------------------------------------------------------------------------------------
+namespace {
+struct MmaData {
+    const uint64_t *a, *b, *c;
+    uint64_t* const* d;
+};
+}  // namespace
+
+void ptx::mma(int m, int n, int k, int dtype, int atype, int btype, int ctype, uint64_t* const* d, const uint64_t* a,
+              const uint64_t* b, const uint64_t* c, bool a_row, bool b_col) {
+    TKEMU_ENTER();
+    if (m != 16 || n != 8 || (k != 16 && k != 8))
+        not_emulated("mma.sync", "only the shapes m16n8k16 and m16n8k8 are emulated");
+    if (!a_row || !b_col) not_emulated("mma.sync", "this shape takes .row.col operands");
+    if ((atype != BF16 && atype != F16) || btype != atype)
+        not_emulated("mma.sync", "only bf16 and f16 inputs (the same for A and B) are emulated");
+    if ((dtype != F32 && dtype != F16) || (ctype != F32 && ctype != F16))
+        not_emulated("mma.sync", "only f32 and f16 accumulators are emulated");
+    MmaData data{a, b, c, d};
+    Block* blk = t_block;
+    if (((blk->cur->id / 32) + 1) * 32 > blk->n)
+        fail("invalid", "mma.sync needs a whole warp of 32 threads; this block has %d threads", blk->n);
+    collective(32, 10, "mma.sync", 0xffffffffu, &data, [=](Block&, Rendezvous& rv) {
+        double A[16][16] = {}, B[16][8] = {}, C[16][8] = {};
+        for (int lane = 0; lane < 32; ++lane) {
+            const auto* x = static_cast<MmaData*>(rv.data[lane]);
+            const int g = lane / 4, t = lane % 4;
+            for (int r = 0; r < k / 4; ++r)
+                for (int e = 0; e < 2; ++e) {
+                    const int row = k == 16 ? g + 8 * (r & 1) : g + 8 * r;
+                    const int col = k == 16 ? 2 * t + e + 8 * (r >> 1) : 2 * t + e;
+                    A[row][col] = elem16(atype, half_of(x->a[r], e));
+                }
+            for (int r = 0; r < k / 8; ++r)
+                for (int e = 0; e < 2; ++e) B[2 * t + e + 8 * r][g] = elem16(btype, half_of(x->b[r], e));
+            if (ctype == F32) {
+                for (int i = 0; i < 4; ++i) C[g + 8 * (i / 2)][2 * t + i % 2] = f32_of(x->c[i]);
+            } else {
+                for (int r = 0; r < 2; ++r)
+                    for (int e = 0; e < 2; ++e) C[g + 8 * r][2 * t + e] = f16_to_f32(half_of(x->c[r], e));
+            }
+        }
+        float D[16][8];
+        for (int i = 0; i < 16; ++i)
+            for (int j = 0; j < 8; ++j) {
+                double s = C[i][j];
+                for (int kk = 0; kk < k; ++kk) s += A[i][kk] * B[kk][j];
+                D[i][j] = float(s);
+            }
+        for (int lane = 0; lane < 32; ++lane) {
+            const auto* x = static_cast<MmaData*>(rv.data[lane]);
+            const int g = lane / 4, t = lane % 4;
+            if (dtype == F32) {
+                for (int i = 0; i < 4; ++i) *x->d[i] = f32_bits64(D[g + 8 * (i / 2)][2 * t + i % 2]);
+            } else {
+                for (int r = 0; r < 2; ++r)
+                    *x->d[r] = uint64_t(f32_to_f16(D[g + 8 * r][2 * t])) |
+                               (uint64_t(f32_to_f16(D[g + 8 * r][2 * t + 1])) << 16);
+            }
+        }
+    });
+}
+
+// ---- ldmatrix / stmatrix / movmatrix ----------------------------------------------------------------------------
+namespace {
+struct MatData {
+    uint64_t addr;
+    uint64_t* const* d;
+    const uint64_t* s;
+};
+}  // namespace
+
+static void check_rows(Block& b, Rendezvous& rv, int num, const char* what) {
+    for (int l = 0; l < 8 * num; ++l) {
+        const uint64_t a = static_cast<MatData*>(rv.data[l])->addr;
+        if (a % 16) fail("invalid", "%s: lane %d's row address 0x%llx is not 16-byte aligned", what, l, (unsigned long long)a);
+        if (a >= ARENA_BYTES) fail("out_of_bounds", "%s: lane %d's row address 0x%llx is not a shared-memory address",
+                                   what, l, (unsigned long long)a);
+        smem_at(b, uint32_t(a), 16, what);
+    }
+}
+
+void ptx::ldmatrix(int num, bool trans, uint64_t* const* d, uint64_t addr) {
+    TKEMU_ENTER();
+    if (num != 1 && num != 2 && num != 4) not_emulated("ldmatrix", "only .x1, .x2 and .x4");
+    MatData data{addr, d, nullptr};
+    const char* what = trans ? "ldmatrix.trans" : "ldmatrix";
+    collective(32, 11, what, 0xffffffffu, &data, [=](Block& b, Rendezvous& rv) {
+        const int first = (b.cur->id / 32) * 32;
+        check_rows(b, rv, num, what);
+        for (int l = 0; l < 8 * num; ++l) {
+            const int t = first + l;
+            shadow_access(b, t, clock_of(b, t), uint32_t(static_cast<MatData*>(rv.data[l])->addr), 16, false,
+                          b.threads[t].pc, what);
+        }
+        auto at = [&](int m, int row, int col) {
+            const uint32_t a = uint32_t(static_cast<MatData*>(rv.data[8 * m + row])->addr) + 2 * col;
+            uint16_t v;
+            std::memcpy(&v, b.arena + a, 2);
+            return v;
+        };
+        for (int lane = 0; lane < 32; ++lane) {
+            const auto* x = static_cast<MatData*>(rv.data[lane]);
+            const int g = lane / 4, t = lane % 4;
+            for (int m = 0; m < num; ++m) {
+                uint32_t r = 0;
+                for (int e = 0; e < 2; ++e) {
+                    const uint16_t v = trans ? at(m, 2 * t + e, g) : at(m, g, 2 * t + e);
+                    r |= uint32_t(v) << (16 * e);
+                }
+                *x->d[m] = r;
+            }
+        }
+    });
+}
+
+void ptx::stmatrix(int num, bool trans, uint64_t addr, const uint64_t* s) {
+    TKEMU_ENTER();
+    if (num != 1 && num != 2 && num != 4) not_emulated("stmatrix", "only .x1, .x2 and .x4");
+    MatData data{addr, nullptr, s};
+    const char* what = trans ? "stmatrix.trans" : "stmatrix";
+    collective(32, 12, what, 0xffffffffu, &data, [=](Block& b, Rendezvous& rv) {
+        const int first = (b.cur->id / 32) * 32;
+        check_rows(b, rv, num, what);
+        for (int l = 0; l < 8 * num; ++l) {
+            const int t = first + l;
+            shadow_access(b, t, clock_of(b, t), uint32_t(static_cast<MatData*>(rv.data[l])->addr), 16, true,
+                          b.threads[t].pc, what);
+        }
+        for (int lane = 0; lane < 32; ++lane) {
+            const auto* x = static_cast<MatData*>(rv.data[lane]);
+            const int g = lane / 4, t = lane % 4;
+            for (int m = 0; m < num; ++m)
+                for (int e = 0; e < 2; ++e) {
+                    const int row = trans ? 2 * t + e : g, col = trans ? g : 2 * t + e;
+                    const uint32_t a = uint32_t(static_cast<MatData*>(rv.data[8 * m + row])->addr) + 2 * col;
+                    const uint16_t v = half_of(x->s[m], e);
+                    std::memcpy(b.arena + a, &v, 2);
+                }
+        }
+    });
+}
+
+void ptx::movmatrix(uint64_t* d, uint64_t s) {
+    TKEMU_ENTER();
+    struct Mv { uint64_t in; uint64_t* out; } mv{s, d};
+    collective(32, 13, "movmatrix.trans", 0xffffffffu, &mv, [](Block&, Rendezvous& rv) {
+        uint64_t in[32];
+        for (int l = 0; l < 32; ++l) in[l] = static_cast<Mv*>(rv.data[l])->in;
+        for (int l = 0; l < 32; ++l) {
+            const int g = l / 4, t = l % 4;
+            uint32_t r = 0;
+            for (int e = 0; e < 2; ++e) {
+                const int src = 4 * (2 * t + e) + g / 2;  // holds row 2t+e, columns 2(g/2), 2(g/2)+1
+                r |= uint32_t(half_of(in[src], g % 2)) << (16 * e);
+            }
+            *static_cast<Mv*>(rv.data[l])->out = r;
+        }
+    });
+}
+
+// ---- cp.async ---------------------------------------------------------------------------------------------------
+void complete_copy(Block& b, int t, uint32_t clk, uintptr_t pc, const Copy& c) {
+    char* dst = smem_at(b, c.dst, c.bytes, "cp.async");
+    shadow_access(b, t, clk, c.dst, c.bytes, true, pc, "the data of a cp.async");
+    std::memcpy(dst, reinterpret_cast<const void*>(c.src), c.src_bytes);
+    if (c.src_bytes < c.bytes) std::memset(dst + c.src_bytes, 0, c.bytes - c.src_bytes);
+}
+
+void ptx::cp_async(uint64_t dst, uint64_t src, int cp_size, int src_size) {
+    TKEMU_ENTER();
+    Block& b = *t_block;
+    if (cp_size != 4 && cp_size != 8 && cp_size != 16) fail("invalid", "cp.async copies 4, 8 or 16 bytes, not %d", cp_size);
+    if (src_size < 0 || src_size > cp_size) src_size = cp_size;
+    if (dst % cp_size) fail("invalid", "cp.async: shared address 0x%llx is not %d-byte aligned", (unsigned long long)dst, cp_size);
+    if (src % cp_size) fail("invalid", "cp.async: global address %p is not %d-byte aligned", (void*)src, cp_size);
+    if (dst >= ARENA_BYTES) fail("out_of_bounds", "cp.async: 0x%llx is not a shared-memory address", (unsigned long long)dst);
+    smem_at(b, uint32_t(dst), cp_size, "cp.async destination");
+    if (src_size) global_check(uintptr_t(src), size_t(src_size), false, b.cur->pc, "the source of a cp.async");
+    b.cur->cp_open.push_back({uint32_t(dst), uintptr_t(src), uint32_t(cp_size), uint32_t(src_size)});
+}
+
+void ptx::cp_async_commit() {
+    Thread& t = *t_block->cur;
+    t.cp_groups.push_back(std::move(t.cp_open));
+    t.cp_open.clear();
+}
+
+void ptx::cp_async_wait(int n) {
+    TKEMU_ENTER();
+    Block& b = *t_block;
+    Thread& t = *b.cur;
+    while (int(t.cp_groups.size()) > n) {
+        for (const Copy& c : t.cp_groups.front()) complete_copy(b, t.id, clock_of(b, t.id), t.pc, c);
+        t.cp_groups.pop_front();
+    }
+}
+
+// ---- mbarrier -----------------------------------------------------------------------------------------------------
+static MBar& mbar_get(Block& b, uint64_t addr, const char* what) {
+    if (addr % 8) fail("invalid", "%s: mbarrier address 0x%llx is not 8-byte aligned", what, (unsigned long long)addr);
+    if (addr >= ARENA_BYTES) fail("out_of_bounds", "%s: 0x%llx is not a shared-memory address", what, (unsigned long long)addr);
+    smem_at(b, uint32_t(addr), 8, what);
+    auto it = b.mbars.find(uint32_t(addr));
+    if (it == b.mbars.end() || !it->second.valid)
+        fail("invalid", "%s on %s, which is not an initialised mbarrier (mbarrier.init first, then __syncthreads())",
+             what, smem_desc(b, uint32_t(addr)).c_str());
+    if (b.race && b.cur) shadow_access(b, b.cur->id, clock_of(b, b.cur->id), uint32_t(addr), 8, false, b.cur->pc, what);
+    return it->second;
+}
+
+static void mbar_progress(Block& b, uint32_t addr, MBar& m) {
+    while (m.pending == 0 && !m.queued.empty()) {
+        std::vector<TmaOp> ops;
+        ops.swap(m.queued);
+        for (const TmaOp& op : ops) tma_execute(b, op);
+    }
+    if (m.pending == 0 && m.tx == 0) {
+        m.phase++;
+        m.pending = m.expected;
+        m.vc_done = m.vc_phase;
+        m.vc_phase.clear();
+        b.epoch++;
+    } else if (m.pending == 0 && m.tx < 0) {
+        fail("invalid", "mbarrier %s received %lld more transaction bytes than were announced with expect_tx",
+             smem_desc(b, addr).c_str(), (long long)-m.tx);
+    }
+}
+
+void mbar_complete_tx(Block& b, uint32_t bar, uint32_t bytes) {
+    auto it = b.mbars.find(bar);
+    if (it == b.mbars.end()) return;
+    it->second.tx -= bytes;
+}
+
+void ptx::mbar_init(uint64_t addr, uint32_t count) {
+    TKEMU_ENTER();
+    Block& b = *t_block;
+    if (addr % 8 || addr >= ARENA_BYTES) fail("invalid", "mbarrier.init: bad shared address 0x%llx", (unsigned long long)addr);
+    char* p = smem_at(b, uint32_t(addr), 8, "mbarrier.init");
+    if (count == 0 || count >= (1u << 20)) fail("invalid", "mbarrier.init with count %u (1 .. 2^20-1)", count);
+    shadow_access(b, b.cur->id, clock_of(b, b.cur->id), uint32_t(addr), 8, true, b.cur->pc, "mbarrier.init");
+    MBar m;
+    m.valid = true;
+    m.expected = m.pending = count;
+    m.init_thread = b.cur->id;
+    b.mbars[uint32_t(addr)] = m;
+    const uint64_t marker = 0x4d42415200000000ull | count;  // what a plain read of the barrier would see
+    std::memcpy(p, &marker, 8);
+}
+
+uint64_t ptx::mbar_arrive(uint64_t addr, uint32_t count, uint32_t tx, bool expect_tx) {
+    TKEMU_ENTER();
+    Block& b = *t_block;
+    MBar& m = mbar_get(b, addr, "mbarrier.arrive");
+    if (count > m.pending)
+        fail("invalid", "mbarrier.arrive on %s: %u more arrival(s) than the %u this phase expects",
+             smem_desc(b, uint32_t(addr)).c_str(), count - m.pending, m.expected);
+    vc_join_into(b, m.vc_phase, b.cur->id);
+    vc_tick(b, b.cur->id);
+    if (expect_tx) m.tx += tx;
+    m.pending -= count;
+    const uint64_t state = m.phase;
+    mbar_progress(b, uint32_t(addr), m);
+    b.epoch++;
+    return state;
+}
+
+void ptx::mbar_expect_tx(uint64_t addr, uint32_t tx) {
+    TKEMU_ENTER();
+    Block& b = *t_block;
+    MBar& m = mbar_get(b, addr, "mbarrier.expect_tx");
+    m.tx += tx;
+}
+
+bool ptx::mbar_wait(uint64_t addr, uint64_t token, bool parity, bool try_wait) {
+    TKEMU_ENTER();
+    Block& b = *t_block;
+    MBar& m = mbar_get(b, addr, try_wait ? "mbarrier.try_wait" : "mbarrier.test_wait");
+    const bool done = parity ? (m.phase & 1u) != (token & 1u) : uint32_t(token) != m.phase;
+    if (done) {
+        vc_acquire(b, b.cur->id, m.vc_done);
+        return true;
+    }
+    Thread& t = *b.cur;
+    if (t.last_fail_epoch == b.epoch) t.idle_polls++;
+    else { t.idle_polls = 0; t.last_fail_epoch = b.epoch; }
+    block_current(POLLING, "an mbarrier wait", addr, token);  // the others run; then "not yet" is the answer
+    return false;
+}
+
+void ptx::mbar_inval(uint64_t addr) {
+    TKEMU_ENTER();
+    Block& b = *t_block;
+    mbar_get(b, addr, "mbarrier.inval").valid = false;
+}
+
+// ---- TMA -------------------------------------------------------------------------------------------------------------
+namespace {
+struct EmuMap {  // the 128-byte layout tklab.emulate.tensormap writes
+    char magic[8];
+    uint64_t addr;
+    uint64_t dims[5];
+    uint64_t strides[4];
+    uint32_t box[5];
+    uint8_t rank, esize, swizzle16, dtype;
+    int32_t slot;
+    uint8_t pad[12];
+};
+static_assert(sizeof(EmuMap) == 128, "tensor map layout");
+}  // namespace
+
+static EmuMap read_map(const unsigned char* raw, int dims, const char* what) {
+    EmuMap m;
+    std::memcpy(&m, raw, sizeof m);
+    if (std::memcmp(m.magic, "TKEMUTMA", 8) != 0)
+        fail("invalid", "%s: the tensor map was not made by tklab.emulate.tensor_map (a GPU driver's CUtensorMap "
+             "cannot be read on the CPU)", what);
+    if (m.rank != dims)
+        fail("invalid", "%s: a %d-D copy with a %d-D tensor map", what, dims, int(m.rank));
+    return m;
+}
+
+static uint32_t swizzled(uint32_t a, int span) {
+    if (!span) return a;
+    const uint32_t mask = uint32_t(span / 16 - 1);
+    return a ^ (((a >> 7) & mask) << 4);
+}
+
+static void reduce_add(int dtype, unsigned char* dst, const unsigned char* src) {
+    switch (dtype) {
+        case 7: { float a, c; std::memcpy(&a, dst, 4); std::memcpy(&c, src, 4); a += c; std::memcpy(dst, &a, 4); break; }
+        case 9: { uint16_t a, c; std::memcpy(&a, dst, 2); std::memcpy(&c, src, 2);
+                  a = f32_to_bf16(bf16_to_f32(a) + bf16_to_f32(c)); std::memcpy(dst, &a, 2); break; }
+        case 6: { uint16_t a, c; std::memcpy(&a, dst, 2); std::memcpy(&c, src, 2);
+                  a = f32_to_f16(f16_to_f32(a) + f16_to_f32(c)); std::memcpy(dst, &a, 2); break; }
+        case 2: case 3: { uint32_t a, c; std::memcpy(&a, dst, 4); std::memcpy(&c, src, 4); a += c; std::memcpy(dst, &a, 4); break; }
+        case 8: { double a, c; std::memcpy(&a, dst, 8); std::memcpy(&c, src, 8); a += c; std::memcpy(dst, &a, 8); break; }
+        default: not_emulated("cp.reduce.async.bulk.tensor .add", "this element type");
+    }
+}
+
+void tma_execute(Block& b, const TmaOp& op) {
+    const char* what = op.load ? "a TMA load (cp.async.bulk.tensor)" : "a TMA store (cp.async.bulk.tensor)";
+    EmuMap m;
+    std::memcpy(&m, op.map, sizeof m);
+    const int span = m.swizzle16 * 16;
+    const uint32_t box[5] = {m.box[0], op.dims > 1 ? m.box[1] : 1, op.dims > 2 ? m.box[2] : 1,
+                             op.dims > 3 ? m.box[3] : 1, op.dims > 4 ? m.box[4] : 1};
+    const uint32_t row_bytes = box[0] * m.esize;
+    const uint32_t pitch = span ? uint32_t(span) : row_bytes;
+    const uint64_t rows = uint64_t(box[1]) * box[2] * box[3] * box[4];
+    const uint32_t total = uint32_t(rows * row_bytes);
+    smem_at(b, op.smem, uint32_t((rows - 1) * pitch + row_bytes), what);
+    std::vector<unsigned char> zero(m.esize, 0);
+    for (uint64_t r = 0; r < rows; ++r) {
+        uint64_t rest = r;
+        int64_t coord[5];
+        coord[0] = op.coords[0];
+        bool row_in = true;
+        uint64_t goff = 0;
+        for (int d = 1; d < 5; ++d) {
+            const uint64_t i = rest % box[d];
+            rest /= box[d];
+            coord[d] = (d < op.dims ? op.coords[d] : 0) + int64_t(i);
+            if (d < op.dims) {
+                if (coord[d] < 0 || uint64_t(coord[d]) >= m.dims[d]) row_in = false;
+                else goff += uint64_t(coord[d]) * m.strides[d - 1];
+            }
+        }
+        for (uint32_t c = 0; c < box[0]; ++c) {
+            const int64_t x = coord[0] + c;
+            const bool in = row_in && x >= 0 && uint64_t(x) < m.dims[0];
+            const uint32_t s = swizzled(op.smem + uint32_t(r) * pitch + c * m.esize, span);
+            unsigned char* sp = reinterpret_cast<unsigned char*>(b.arena + s);
+            const uintptr_t g = uintptr_t(m.addr + goff + uint64_t(x) * m.esize);
+            if (op.load) {
+                if (in) global_check(g, m.esize, false, op.pc, "a TMA load reading its tensor");
+                shadow_access(b, op.issuer, op.issuer_clock, s, m.esize, true, op.pc, "the data of a TMA load");
+                std::memcpy(sp, in ? reinterpret_cast<const void*>(g) : zero.data(), m.esize);
+            } else {
+                shadow_access(b, op.issuer, op.issuer_clock, s, m.esize, false, op.pc, "a TMA store reading its tile");
+                if (!in) continue;  // stores clip at the tensor's edge
+                global_check(g, m.esize, true, op.pc, "a TMA store writing its tensor");
+                if (op.reduce) reduce_add(m.dtype, reinterpret_cast<unsigned char*>(g), sp);
+                else std::memcpy(reinterpret_cast<void*>(g), sp, m.esize);
+            }
+        }
+    }
+    if (op.load) mbar_complete_tx(b, op.bar, total);
+}
+
+static TmaOp make_tma(bool load, int dims, uint64_t smem, uint64_t map, const int32_t* coords, const char* what) {
+    Block& b = *t_block;
+    if (dims < 1 || dims > 5) not_emulated(what, "tensor copies have 1 to 5 dimensions");
+    TmaOp op{};
+    op.load = load;
+    op.dims = dims;
+    op.smem = uint32_t(smem);
+    std::memcpy(op.map, reinterpret_cast<const void*>(map), 128);
+    const EmuMap m = read_map(op.map, dims, what);
+    if (smem >= ARENA_BYTES) fail("out_of_bounds", "%s: 0x%llx is not a shared-memory address", what, (unsigned long long)smem);
+    if (smem % 128) fail("invalid", "%s: shared address 0x%llx is not 128-byte aligned (TMA needs it)", what, (unsigned long long)smem);
+    const int span = m.swizzle16 * 16;
+    if (span && m.box[0] * m.esize > uint32_t(span))
+        fail("invalid", "%s: a box row of %u bytes is wider than the %d-byte swizzle", what, m.box[0] * m.esize, span);
+    for (int d = 0; d < dims; ++d) op.coords[d] = coords[d];
+    op.issuer = b.cur->id;
+    op.issuer_clock = clock_of(b, b.cur->id);
+    op.pc = b.cur->pc;
+    return op;
+}
+
+void ptx::tma_load(int dims, uint64_t dst, uint64_t map, const int32_t* coords, uint64_t bar) {
+    TKEMU_ENTER();
+    Block& b = *t_block;
+    TmaOp op = make_tma(true, dims, dst, map, coords, "cp.async.bulk.tensor (load)");
+    op.bar = uint32_t(bar);
+    MBar& m = mbar_get(b, bar, "cp.async.bulk.tensor's mbarrier");
+    vc_join_into(b, m.vc_phase, b.cur->id);  // who waits on this phase sees the copy's data
+    m.queued.push_back(op);
+    mbar_progress(b, uint32_t(bar), m);
+    b.epoch++;
+}
+
+void ptx::tma_store(int dims, uint64_t map, const int32_t* coords, uint64_t src, int reduce) {
+    TKEMU_ENTER();
+    TmaOp op = make_tma(false, dims, src, map, coords, "cp.async.bulk.tensor (store)");
+    op.reduce = reduce;
+    t_block->cur->bulk_open.push_back(op);
+}
+
+void ptx::bulk_commit() {
+    Thread& t = *t_block->cur;
+    t.bulk_groups.push_back(std::move(t.bulk_open));
+    t.bulk_open.clear();
+}
+
+void ptx::bulk_wait(int n, bool) {
+    TKEMU_ENTER();
+    Block& b = *t_block;
+    Thread& t = *b.cur;
+    while (int(t.bulk_groups.size()) > n) {
+        for (const TmaOp& op : t.bulk_groups.front()) tma_execute(b, op);
+        t.bulk_groups.pop_front();
+    }
+}
+
+void flush_thread(Block& b, Thread& t) {
+    for (auto& g : t.cp_groups)
+        for (const Copy& c : g) complete_copy(b, t.id, clock_of(b, t.id), t.pc, c);
+    for (const Copy& c : t.cp_open) complete_copy(b, t.id, clock_of(b, t.id), t.pc, c);
+    t.cp_groups.clear();
+    t.cp_open.clear();
+    for (auto& g : t.bulk_groups)
+        for (const TmaOp& op : g) tma_execute(b, op);
+    for (const TmaOp& op : t.bulk_open) tma_execute(b, op);
+    t.bulk_groups.clear();
+    t.bulk_open.clear();
+}
+
+// ---- wgmma --------------------------------------------------------------------------------------------------------------
+namespace {
+struct WgData {
+    int n, dtype, atype;
+    uint64_t* const* d;
+    const uint64_t* a_regs;
+    uint64_t a_desc, b_desc;
+    int scale_d, scale_a, scale_b, tnsp_a, tnsp_b;
+};
+
+/// Shared address of element (mn, k) of a wgmma operand described by `desc` (16-bit elements).
+uint32_t desc_addr(uint64_t desc, int mn, int k, bool mn_major) {
+    const uint32_t start = uint32_t(desc & 0x3fff) << 4;
+    const uint32_t lbo = uint32_t((desc >> 16) & 0x3fff) << 4;
+    const uint32_t sbo = uint32_t((desc >> 32) & 0x3fff) << 4;
+    const int code = int(desc >> 62);
+    const int span = code == 1 ? 128 : code == 2 ? 64 : code == 3 ? 32 : 0;
+    uint32_t a;
+    if (!span) {
+        if (!mn_major) a = start + (k / 8) * lbo + (mn / 8) * sbo + (mn % 8) * 16 + (k % 8) * 2;
+        else a = start + (k / 8) * lbo + (mn / 8) * sbo + (k % 8) * 16 + (mn % 8) * 2;
+        return a;
+    }
+    if (!mn_major) a = start + (mn / 8) * sbo + (mn % 8) * span + k * 2;
+    else {
+        const int per = span / 2;  // elements of M/N in one swizzled row
+        a = start + (mn / per) * lbo + (k / 8) * sbo + (k % 8) * span + (mn % per) * 2;
+    }
+    return swizzled(a, span);
+}
+}  // namespace
+
+void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, const uint64_t* a_regs, uint64_t a_desc,
+                uint64_t b_desc, int scale_d, int scale_a, int scale_b, int tnsp_a, int tnsp_b) {
+    TKEMU_ENTER();
+    Block& blk = *t_block;
+    if (dtype != F32) not_emulated("wgmma.mma_async", "only f32 accumulators are emulated");
+    if ((atype != BF16 && atype != F16) || btype != atype)
+        not_emulated("wgmma.mma_async", "only bf16 and f16 inputs are emulated");
+    if (n % 8 || n < 8 || n > 256) fail("invalid", "wgmma m64nNk16 needs N in 8..256, a multiple of 8 (got %d)", n);
+    if (((blk.cur->id / 128) + 1) * 128 > blk.n)
+        fail("invalid", "wgmma needs a whole warpgroup of 128 threads; this block has %d threads", blk.n);
+    WgData data{n, dtype, atype, d, a_regs, a_desc, b_desc, scale_d, scale_a, scale_b, tnsp_a, tnsp_b};
+    collective(128, 20, "wgmma.mma_async", 0xffffffffu, &data, [](Block& b, Rendezvous& rv) {
+        const auto* x0 = static_cast<WgData*>(rv.data[0]);
+        const int n = x0->n, first = (b.cur->id / 128) * 128;
+        for (int t = 1; t < 128; ++t) {
+            const auto* x = static_cast<WgData*>(rv.data[t]);
+            if (x->n != n || x->b_desc != x0->b_desc || (!x0->a_regs && x->a_desc != x0->a_desc) ||
+                x->scale_d != x0->scale_d || x->tnsp_a != x0->tnsp_a || x->tnsp_b != x0->tnsp_b)
+                fail("invalid", "wgmma: the 128 threads of the warpgroup disagree on the shape, descriptors or flags "
+                     "(thread %d differs from thread 0)", t);
+        }
+        if (((x0->b_desc >> 49) & 7) || (!x0->a_regs && ((x0->a_desc >> 49) & 7)))
+            not_emulated("wgmma.mma_async", "descriptors with a non-zero base offset");
+        const int reader = first;  // the warpgroup's reads of shared memory are recorded as its first thread's
+        const uint32_t clk = clock_of(b, reader);
+        const uintptr_t pc = b.threads[reader].pc;
+        auto load16 = [&](uint32_t a) {
+            if (a + 2 > ARENA_BYTES) fail("out_of_bounds", "wgmma: operand address 0x%x is outside shared memory", a);
+            smem_at(b, a, 2, "a wgmma operand");
+            shadow_access(b, reader, clk, a, 2, false, pc, "wgmma reading its operand");
+            uint16_t v;
+            std::memcpy(&v, b.arena + a, 2);
+            return v;
+        };
+        static thread_local double A[64][16], B[16][256];
+        for (int m = 0; m < 64; ++m)
+            for (int k = 0; k < 16; ++k) A[m][k] = 0;
+        if (x0->a_regs) {
+            for (int t = 0; t < 128; ++t) {
+                const auto* x = static_cast<WgData*>(rv.data[t]);
+                const int w = t / 32, lane = t % 32, g = lane / 4, tt = lane % 4;
+                for (int r = 0; r < 4; ++r)
+                    for (int e = 0; e < 2; ++e)
+                        A[16 * w + g + 8 * (r & 1)][2 * tt + e + 8 * (r >> 1)] = elem16(x0->atype, half_of(x->a_regs[r], e));
+            }
+        } else {
+            for (int m = 0; m < 64; ++m)
+                for (int k = 0; k < 16; ++k) A[m][k] = elem16(x0->atype, load16(desc_addr(x0->a_desc, m, k, x0->tnsp_a)));
+        }
+        for (int k = 0; k < 16; ++k)
+            for (int c = 0; c < n; ++c) B[k][c] = elem16(x0->atype, load16(desc_addr(x0->b_desc, c, k, x0->tnsp_b)));
+        const double sa = x0->scale_a < 0 ? -1.0 : 1.0, sb = x0->scale_b < 0 ? -1.0 : 1.0;
+        for (int t = 0; t < 128; ++t) {
+            const auto* x = static_cast<WgData*>(rv.data[t]);
+            const int w = t / 32, lane = t % 32, g = lane / 4, tt = lane % 4;
+            for (int i = 0; i < n / 2; ++i) {
+                const int row = 16 * w + g + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * tt + i % 2;
+                double s = x0->scale_d ? double(f32_of(*x->d[i])) : 0.0;
+                for (int k = 0; k < 16; ++k) s += sa * A[row][k] * sb * B[k][col];
+                *x->d[i] = f32_bits64(float(s));
+            }
+        }
+    });
+    blk.cur->wgmma_open++;
+}
+
+void ptx::wgmma_fence() {}
+void ptx::wgmma_commit() { t_block->cur->wgmma_open = 0; }
+void ptx::wgmma_wait(int) {}
+
+void ptx::setmaxnreg(bool, int n) {
+    TKEMU_ENTER();
+    if (n < 24 || n > 256 || n % 8) fail("invalid", "setmaxnreg takes 24..256 in steps of 8, not %d", n);
+}
+
+// ---- plain loads and stores written as PTX -------------------------------------------------------------------------------
+uint64_t ptx::ld(int space, uint64_t addr, int bytes) {
+    TKEMU_ENTER();
+    Block& b = *t_block;
+    uint64_t v = 0;
+    if (space == 2) {
+        char* p = static_cast<char*>(smem_ptr(addr, uint32_t(bytes), "ld.shared"));
+        shadow_access(b, b.cur->id, clock_of(b, b.cur->id), uint32_t(addr), uint32_t(bytes), false, b.cur->pc, "ld.shared");
+        std::memcpy(&v, p, size_t(bytes));
+        return v;
+    }
+    mem_check(reinterpret_cast<void*>(addr), size_t(bytes), false);
+    std::memcpy(&v, reinterpret_cast<const void*>(addr), size_t(bytes));
+    return v;
+}
+
+void ptx::st(int space, uint64_t addr, int bytes, uint64_t value) {
+    TKEMU_ENTER();
+    Block& b = *t_block;
+    if (space == 2) {
+        char* p = static_cast<char*>(smem_ptr(addr, uint32_t(bytes), "st.shared"));
+        shadow_access(b, b.cur->id, clock_of(b, b.cur->id), uint32_t(addr), uint32_t(bytes), true, b.cur->pc, "st.shared");
+        std::memcpy(p, &value, size_t(bytes));
+        return;
+    }
+    mem_check(reinterpret_cast<void*>(addr), size_t(bytes), true);
+    std::memcpy(reinterpret_cast<void*>(addr), &value, size_t(bytes));
+}
+
+uint64_t ptx::cvta_to_shared(uint64_t generic) { return smem_addr(reinterpret_cast<const void*>(generic)); }
+uint64_t ptx::cvta_shared_to_generic(uint64_t shared) {
+    return uint64_t(reinterpret_cast<uintptr_t>(t_block->arena + shared));
+}
+
+}  // namespace tkemu
