@@ -35,6 +35,9 @@ Arrays = dict[str, np.ndarray]
 
 
 def _commit() -> str:
+    """$GIT_COMMIT first: a copied tree (the device machine's) may carry a .git of another commit."""
+    if os.environ.get("GIT_COMMIT"):
+        return os.environ["GIT_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout.strip()

@@ -50,7 +50,13 @@ class KernelRecord:
         return value if isinstance(value, float) else None
 
 
+#: The short time units ncu writes with ``--print-units base`` (seen on the H200, ncu 2025.3: "ns", "byte/s").
+_SHORT = {"s": (1.0, "second"), "ms": (1e-3, "second"), "us": (1e-6, "second"), "ns": (1e-9, "second")}
+
+
 def _scale(word_with_prefix: str) -> tuple[float, str] | None:
+    if word_with_prefix in _SHORT:
+        return _SHORT[word_with_prefix]
     for word in _WORDS:
         if word_with_prefix.lower().endswith(word):
             prefix = word_with_prefix[: len(word_with_prefix) - len(word)]
