@@ -52,8 +52,9 @@ def _font_px(el: ET.Element, inherited: float) -> float:
 def svg_png(svg: str, *, scale: float = 2.0) -> bytes:
     """Render one of our SVG drawings to PNG bytes, ``scale`` image pixels per screen pixel of the SVG.
 
-    Only ``rect`` and ``text`` are drawn (``title`` tooltips have no place in a picture); any other
-    element raises ValueError, so a drawing that outgrows this vocabulary fails loudly in the tests.
+    Only ``rect``, ``text``, ``line``, ``polyline`` and ``circle`` are drawn (``title`` tooltips have no
+    place in a picture); any other element raises ValueError, so a drawing that outgrows this vocabulary
+    fails loudly in the tests.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -88,8 +89,27 @@ def svg_png(svg: str, *, scale: float = 2.0) -> bytes:
             ax.text(float(el.get("x", 0)), float(el.get("y", 0)), "".join(el.itertext()), ha=anchor, va="baseline",
                     fontsize=_font_px(el, base_font) * pt, fontfamily="monospace",
                     fontweight=el.get("font-weight", "normal"), color=svg_color(el.get("fill", "#222")))
+        elif tag in ("line", "polyline"):
+            if tag == "line":
+                xs = [float(el.get("x1", 0)), float(el.get("x2", 0))]
+                ys = [float(el.get("y1", 0)), float(el.get("y2", 0))]
+            else:
+                pts = [float(v) for v in el.get("points", "").replace(",", " ").split()]
+                xs, ys = pts[0::2], pts[1::2]
+            color = svg_color(el.get("stroke", "#000"))
+            if color is not None:
+                ax.plot(xs, ys, color=color, linewidth=float(el.get("stroke-width", 1)) * pt,
+                        linestyle="--" if el.get("stroke-dasharray") else "-")
+        elif tag == "circle":
+            from matplotlib.patches import Circle
+
+            ax.add_patch(Circle((float(el.get("cx", 0)), float(el.get("cy", 0))), float(el.get("r", 0)),
+                                facecolor=svg_color(el.get("fill", "#000")) or "none",
+                                edgecolor=svg_color(el.get("stroke")) or "none"))
+        elif tag == "title":
+            continue
         else:
-            raise ValueError(f"svg_png: cannot draw <{tag}> (only rect and text)")
+            raise ValueError(f"svg_png: cannot draw <{tag}> (only rect, text, line, polyline, circle)")
     out = io.BytesIO()
     fig.savefig(out, format="png", dpi=_PX_PER_INCH * scale, metadata={"Software": None})
     return compact_png(out.getvalue())
