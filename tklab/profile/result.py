@@ -538,7 +538,18 @@ class ProfileResult:
         body = "".join(f"<tr><th style='text-align:right'>{html.escape(k)}</th>"
                        f"<td style='text-align:left'>{html.escape(v)}</td></tr>" for k, v in self.rows()[:-1])
         return (f"<div><p><b>{html.escape(self.limiter.sentence)}</b></p><table>{body}</table>"
-                f"<p style='color:#666;font-size:90%'>{html.escape(self.origin)}</p>{self.svg()}</div>")
+                f"<p style='color:#666;font-size:90%'>{html.escape(self.origin)}</p>{self._picture_img()}</div>")
+
+    def _picture_img(self) -> str:
+        """The picture as a PNG <img> (inline SVG in HTML is shown as text by an untrusted notebook)."""
+        import base64
+
+        from ..widgets.raster import svg_png, svg_size
+
+        svg = self.svg()
+        width, _ = svg_size(svg)
+        data = base64.b64encode(svg_png(svg)).decode()
+        return f"<img alt='profile picture' width='{width:g}' src='data:image/png;base64,{data}'/>"
 
     # ---- storage -------------------------------------------------------------------------------------------
     def to_record(self) -> dict[str, Any]:
