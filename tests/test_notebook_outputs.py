@@ -18,11 +18,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # The notebooks held to these rules: chapters 00-06 and the playground. Chapters 07-10 are newer and still
 # store SVG figures; add them here once their pictures go through course.plots() / widgets.picture().
-RULED = ("00", "01", "02", "03", "04", "05", "06", "layout_playground")
+RULED = ("00", "01", "02", "03", "04", "05", "06", "09", "10", "layout_playground")
 NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if p.name.startswith(RULED))
 CHAPTERS = [p for p in NOTEBOOKS if re.match(r"\d\d_", p.name)]
 EXERCISES = {"01": "ch01_naive_matmul.py", "02": "ch02_smem_tiling.cu", "03": "ch03_register_blocking.cu",
-             "04": "ch04_swizzle.cu", "05": "ch05_mma.cu", "06": "ch06_tiles.cu"}
+             "04": "ch04_swizzle.cu", "05": "ch05_mma.cu", "06": "ch06_tiles.cu", "09": "flash_fwd_tiles.cu",
+             "10": "flash_fwd_hopper.cu"}
 NOT_YET_WRITTEN: set[str] = set()  # chapters a link may name before they exist (none now)
 
 
