@@ -152,7 +152,7 @@ def _flash_case(kernel: str, d: int, n: int, causal: bool) -> Callable[[Any], Ar
         if kernel == "tiles":
             args = (q, k, v, o, lse, h, n, h * n * d, n * d, d, scale, int(causal))
         else:
-            bc = int(dict(opt[2:].split("=") for opt in cfg.options)["BC"])
+            bc = cfg.option("BC")
             maps = [emulate.tensor_map(x, (rows, d), dtype="bfloat16")
                     for x, rows in ((q, 64), (k, bc), (v, bc), (o, 64))]
             args = (*maps, lse, h, n, scale, int(causal))

@@ -166,6 +166,14 @@ class Build:
     def source(self) -> Path:
         return SOLUTIONS / KERNELS[self.kernel]
 
+    def option(self, name: str) -> int:
+        """The value of one -D option this build is compiled with (e.g. ``option("BC")``, keys per block)."""
+        for flag in self.options:
+            key, _, value = flag[2:].partition("=")
+            if key == name:
+                return int(value)
+        raise KeyError(f"{self.kernel} is not built with a {name} option: {self.options}")
+
     @property
     def arch(self) -> str | None:
         """sm_90a for the Hopper kernel; the GPU's own for chapter 09's (it runs on any GPU from sm_80)."""
@@ -303,7 +311,7 @@ def prepare(q: Any, k: Any, v: Any, o: Any, lse: Any, *, causal: bool = False, s
         from . import tma
 
         dt = None if _is_torch(q) else "bfloat16"
-        bc = int(dict(opt[2:].split("=") for opt in cfg.options)["BC"])
+        bc = cfg.option("BC")
         maps = [tma.tensor_map(x, (rows, d), dtype=dt) for x, rows in ((q, 64), (k, bc), (v, bc), (o, 64))]
         args = (*maps, lse, h, n, sc, int(causal))
     return fn.prepare(grid, (cfg.threads,), args, shared_mem=cfg.shared_bytes, stream=stream)

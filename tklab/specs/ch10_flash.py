@@ -31,7 +31,7 @@ class NoSerializedWgmma:
 def args(a: Arrays, d: Dims) -> tuple[Any, ...]:
     from .. import tma
 
-    bc = int(dict(o[2:].split("=") for o in BUILD.options)["BC"])
+    bc = BUILD.option("BC")
     maps = [tma.tensor_map(a[n], (rows, BUILD.head_dim), dtype="bfloat16")
             for n, rows in (("Q", 64), ("K", bc), ("V", bc), ("O", 64))]
     return (*maps, a["LSE"], d["H"], d["N"], 1 / math.sqrt(BUILD.head_dim), d["causal"])
