@@ -175,10 +175,11 @@ def _panel_id(panel: Any) -> str:
 
 
 def _stored_pictures(path: str) -> int:
-    """Outputs the notebook file holds as a PNG: what a reader must see without running anything."""
+    """Pictures the notebook file holds: PNG outputs, and PNG <img>s inside HTML outputs (a profile's table
+    and picture); what a reader must see without running anything."""
     nb = json.loads((ROOT / path).read_text())
-    return sum("image/png" in o.get("data", {}) for c in nb["cells"] if c["cell_type"] == "code"
-               for o in c.get("outputs", []))
+    outs = [o.get("data", {}) for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    return sum(1 if "image/png" in d else "".join(d.get("text/html", "")).count("data:image/png") for d in outs)
 
 
 def _pictures(panel: Any) -> list[dict]:
