@@ -213,7 +213,7 @@ def test_png_copy_has_the_svg_colours_where_the_svg_has_them() -> None:
         x, y = float(c["x"]) + 4, float(c["y"]) + 4  # inside the cell, clear of its label
         got = img[int(zoom * y), int(zoom * x), :3]
         assert max(abs(got - svg_color(c["fill"]))) < 0.02, (c, got)
-    with pytest.raises(ValueError, match="cannot draw <circle>"):
-        svg_png('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><circle r="2"/></svg>')
+    with pytest.raises(ValueError, match="cannot draw <path>"):  # outside the vocabulary: refused, not dropped
+        svg_png('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><path d="M0 0 L5 5"/></svg>')
     with pytest.raises(ValueError, match="unsupported colour"):
         svg_color("rgb(1,2,3)")
