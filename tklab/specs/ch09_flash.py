@@ -52,12 +52,19 @@ def args(a: Arrays, d: Dims) -> tuple[Any, ...]:
             d["causal"])
 
 
-def sdpa_flash(arrays: Arrays, d: Dims) -> Any:
-    """PyTorch's SDPA pinned to FlashAttention-2 on the same inputs (bf16 bits viewed as bf16)."""
-    import torch
+def sdpa_baseline(backend: str) -> Any:
+    """A Bench baseline: PyTorch's SDPA pinned to ``backend`` on the same inputs (bf16 bits viewed as bf16)."""
 
-    q, k, v = (torch.from_dlpack(arrays[n]).view(torch.bfloat16) for n in ("Q", "K", "V"))
-    return attention.sdpa(q, k, v, causal=bool(d["causal"]), backend="flash")
+    def baseline(arrays: Arrays, d: Dims) -> Any:
+        import torch
+
+        q, k, v = (torch.from_dlpack(arrays[n]).view(torch.bfloat16) for n in ("Q", "K", "V"))
+        return attention.sdpa(q, k, v, causal=bool(d["causal"]), backend=backend)
+
+    return baseline
+
+
+sdpa_flash = sdpa_baseline("flash")  # FlashAttention-2: chapter 09's yardstick
 
 
 def expect_output(arrays: Arrays, d: Dims) -> Any:

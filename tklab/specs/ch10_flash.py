@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import attention
 from . import Arrays, Bench, Dims, Exercise, NoSpills, SassHas, StaticResult, WritesGlobal
-from .ch09_flash import CASES, expect_output, inputs, outputs, reference
+from .ch09_flash import CASES, expect_output, inputs, outputs, reference, sdpa_baseline
 from .ch09_flash import launch as _launch
 
 BUILD = attention.build("hopper", 128)
@@ -37,12 +37,7 @@ def args(a: Arrays, d: Dims) -> tuple[Any, ...]:
     return (*maps, a["LSE"], d["H"], d["N"], 1 / math.sqrt(BUILD.head_dim), d["causal"])
 
 
-def sdpa_cudnn(arrays: Arrays, d: Dims) -> Any:
-    """PyTorch's SDPA pinned to cuDNN on the same inputs (bf16 bits viewed as bf16)."""
-    import torch
-
-    q, k, v = (torch.from_dlpack(arrays[n]).view(torch.bfloat16) for n in ("Q", "K", "V"))
-    return attention.sdpa(q, k, v, causal=bool(d["causal"]), backend="cudnn")
+sdpa_cudnn = sdpa_baseline("cudnn")  # chapter 10's yardstick
 
 
 SPEC = Exercise(
