@@ -154,7 +154,8 @@ def part_sanitize_cases() -> dict[str, Any]:
     """Small cases of every new kernel, CuPy only (run under compute-sanitizer); a quick sanity check each."""
     import cupy as cp
 
-    from tklab import course, gemm, tma_copy
+    from tklab import gemm, tma_copy
+    from tklab.arrays import bf16_random, bf16_to_float32
 
     rng = cp.random.default_rng(1)
     done = []
@@ -174,12 +175,12 @@ def part_sanitize_cases() -> dict[str, Any]:
              ("3_persistent", (200, 264, 136), None), ("3_persistent", (300, 520, 136), 1),
              ("5_cluster", (300, 520, 136), 1), ("5_cluster", (520, 264, 72), None)]
     for name, (m, n, k), clusters in cases:
-        a, b = course.bf16_random((m, k), rng), course.bf16_random((k, n), rng)
+        a, b = bf16_random((m, k), rng), bf16_random((k, n), rng)
         c = cp.zeros((m, n), cp.uint16)
         gemm.prepare(a, b, c, step=name, max_clusters=clusters)()
         cp.cuda.runtime.deviceSynchronize()
-        ref = cp.matmul(course.bf16_to_float32(a), course.bf16_to_float32(b))
-        err = float(cp.abs(course.bf16_to_float32(c) - ref).max() / cp.abs(ref).max())
+        ref = cp.matmul(bf16_to_float32(a), bf16_to_float32(b))
+        err = float(cp.abs(bf16_to_float32(c) - ref).max() / cp.abs(ref).max())
         done.append((f"gemm {name} {m}x{n}x{k}" + (f" ({clusters} cluster)" if clusters else ""), err < 2e-2))
     for what, ok in done:
         print(f"sanitize case {what}: {'ok' if ok else 'WRONG'}", flush=True)

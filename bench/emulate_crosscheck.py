@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tklab import attention, specs  # noqa: E402
-from tklab.specs import to_bf16_bits  # noqa: E402
+from tklab.arrays import to_bf16_bits  # noqa: E402
 
 Arrays = dict[str, np.ndarray]
 

@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tklab.specs import bf16_bits_to_float, to_bf16_bits  # noqa: E402
+from tklab.arrays import bf16_to_float32, to_bf16_bits  # noqa: E402
 
 
 def _commit() -> str:
@@ -67,15 +67,15 @@ def _launch(emu, name: str, kernel, m: int, n: int, k: int, race: bool) -> float
         c = np.zeros((m, n), np.uint16)
         kernel((n // 128, m // 128), (128,), (a, b, c, m, n, k), shared_mem=3 * (128 * 32 + 32 * 128) * 2 + 1024,
                race=race)
-        got = bf16_bits_to_float(c).astype(np.float64)
+        got = bf16_to_float32(c).astype(np.float64)
     else:
         c = np.zeros((m, n), np.uint16)
         maps = (emu.tensor_map(a, (64, 64), dtype="bfloat16"), emu.tensor_map(b, (64, 256), dtype="bfloat16"))
         kernel(((m // 128) * (n // 256),), (384,), (*maps, c, m, n, k), shared_mem=4 * (128 * 64 + 64 * 256) * 2 + 1024,
                race=race)
-        got = bf16_bits_to_float(c).astype(np.float64)
+        got = bf16_to_float32(c).astype(np.float64)
     dt = time.perf_counter() - t
-    ref = bf16_bits_to_float(a).astype(np.float64) @ bf16_bits_to_float(b)
+    ref = bf16_to_float32(a).astype(np.float64) @ bf16_to_float32(b)
     if not np.allclose(got, ref, rtol=2e-2, atol=2e-2):
         raise RuntimeError(f"{name}: wrong result under emulation")
     return dt

@@ -25,6 +25,7 @@ SOURCE = ROOT / "solutions" / "gemm_mma_tiles.cu"
 sys.path.insert(0, str(ROOT))
 
 import tklab  # noqa: E402
+from tklab.arrays import bf16_to_float32, poisoned, to_bf16_bits  # noqa: E402
 from tklab.bench import bench  # noqa: E402
 
 SOLUTION = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 3}
@@ -176,13 +177,12 @@ def main() -> None:
         rng = np.random.default_rng()
         a = rng.standard_normal((m, k)).astype(np.float32)
         b = rng.standard_normal((k, n)).astype(np.float32)
-        bits = lambda x: (x.view(np.uint32) >> 16).astype(np.uint16)  # noqa: E731 - truncation is fine here
-        c = cp.full((m, n), 0x7FC0, dtype=cp.uint16)
-        Gemm({}).launcher(cp.asarray(bits(a)), cp.asarray(bits(b)), c)()
+        a, b = to_bf16_bits(a), to_bf16_bits(b)
+        c = poisoned(cp, (m, n), cp.uint16)
+        Gemm({}).launcher(cp.asarray(a), cp.asarray(b), c)()
         cp.cuda.runtime.deviceSynchronize()
-        val = lambda u: (u.astype(np.uint32) << 16).view(np.float32).astype(np.float64)  # noqa: E731
-        ref = val(bits(a)) @ val(bits(b))
-        err = np.linalg.norm(val(c.get()) - ref) / np.linalg.norm(ref)
+        ref = bf16_to_float32(a).astype(np.float64) @ bf16_to_float32(b)
+        err = np.linalg.norm(bf16_to_float32(c.get()) - ref) / np.linalg.norm(ref)
         print(f"sanitize run {m}x{n}x{k}: rel. error {err:.2e}")
         sys.exit(0 if err < 1e-2 else 1)
 

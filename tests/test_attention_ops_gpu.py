@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tklab
-from tklab.specs import bf16_bits_to_float, to_bf16_bits
+from tklab.arrays import bf16_to_float32, to_bf16_bits
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def test_warp_mma_with_shared_operands(cp, ops, rng):
     a, b, e = bf16(rng, (32, 32)), bf16(rng, (64, 32)), bf16(rng, (32, 64))
     c, d = cp.full((32, 64), np.nan, np.float32), cp.full((32, 64), np.nan, np.float32)
     ops["mma_shared_operands"](1, 32, (cp.asarray(a), cp.asarray(b), cp.asarray(e), c, d), sync=True)
-    af, bf, ef = (bf16_bits_to_float(x).astype(np.float64) for x in (a, b, e))
+    af, bf, ef = (bf16_to_float32(x).astype(np.float64) for x in (a, b, e))
     np.testing.assert_allclose(c.get(), af @ bf.T, rtol=1e-5, atol=1e-5, err_msg=f"seed {SEED}")
     np.testing.assert_allclose(d.get(), af @ ef, rtol=1e-5, atol=1e-5, err_msg=f"seed {SEED}")
 

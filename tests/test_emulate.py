@@ -13,7 +13,7 @@ import pytest
 
 import tklab
 from tklab import attention, specs
-from tklab.specs import bf16_bits_to_float, to_bf16_bits
+from tklab.arrays import bf16_to_float32, to_bf16_bits
 
 emu = pytest.importorskip("tklab.emulate")
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,8 +187,8 @@ def test_gemm_mma_tiles_solution() -> None:
     mod = emu.compile((ROOT / "solutions" / "gemm_mma_tiles.cu").read_text(), name="gemm_mma_tiles.cu")
     smem = 3 * (128 * 32 + 32 * 128) * 2 + 1024
     mod["gemm_mma_tiles"]((n // 128, m // 128), (128,), (a, b, c, m, n, k), shared_mem=smem)
-    ref = bf16_bits_to_float(a).astype(np.float64) @ bf16_bits_to_float(b)
-    np.testing.assert_allclose(bf16_bits_to_float(c), ref, rtol=1e-2, atol=1e-2)
+    ref = bf16_to_float32(a).astype(np.float64) @ bf16_to_float32(b)
+    np.testing.assert_allclose(bf16_to_float32(c), ref, rtol=1e-2, atol=1e-2)
 
 
 def test_gemm_wgmma_solution_with_tma_and_warp_specialisation() -> None:
@@ -200,8 +200,8 @@ def test_gemm_wgmma_solution_with_tma_and_warp_specialisation() -> None:
     maps = (emu.tensor_map(a, (64, 64), dtype="bfloat16"), emu.tensor_map(b, (64, 256), dtype="bfloat16"))
     smem = 4 * (128 * 64 + 64 * 256) * 2 + 1024
     mod["gemm"](((m // 128) * (n // 256),), (384,), (*maps, c, m, n, k), shared_mem=smem)
-    ref = bf16_bits_to_float(a).astype(np.float64) @ bf16_bits_to_float(b)
-    np.testing.assert_allclose(bf16_bits_to_float(c), ref, rtol=1e-2, atol=1e-2)
+    ref = bf16_to_float32(a).astype(np.float64) @ bf16_to_float32(b)
+    np.testing.assert_allclose(bf16_to_float32(c), ref, rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.parametrize("kernel,d,n,causal", [("tiles", 64, 77, True), ("hopper", 128, 130, True)])
@@ -221,6 +221,6 @@ def test_flash_attention_solutions(kernel: str, d: int, n: int, causal: bool) ->
         args = (*maps, lse, h, n, scale, int(causal))
     grid = ((n + cfg.block_rows - 1) // cfg.block_rows, h, b)
     mod["flash_fwd"](grid, (cfg.threads,), args, shared_mem=cfg.shared_bytes)
-    ref_o, ref_lse = attention.naive(*(bf16_bits_to_float(x) for x in (q, k, v)), causal=causal)
-    np.testing.assert_allclose(bf16_bits_to_float(o), ref_o, atol=2e-2, rtol=2e-2)
+    ref_o, ref_lse = attention.naive(*(bf16_to_float32(x) for x in (q, k, v)), causal=causal)
+    np.testing.assert_allclose(bf16_to_float32(o), ref_o, atol=2e-2, rtol=2e-2)
     np.testing.assert_allclose(lse, ref_lse, atol=1e-3)

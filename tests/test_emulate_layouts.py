@@ -150,7 +150,7 @@ def wgmma_probes():
 def test_wgmma_every_arrangement_and_swizzle_of_the_library(wgmma_probes, name, kind, op, n, k) -> None:
     """The probes of tests/test_hopper_wgmma.py (A·B, A·Bᵀ, Aᵀ·B, Aᵀ·Bᵀ; 128B/64B/32B swizzles and the
     interleaved layout; A from shared memory or registers), against float64, as on the GPU."""
-    from tklab.specs import to_bf16_bits
+    from tklab.arrays import bf16_to_float32, to_bf16_bits
 
     rng = np.random.default_rng(hash(name) % 2**32)
     f16 = name.endswith("_f16")
@@ -161,7 +161,7 @@ def test_wgmma_every_arrangement_and_swizzle_of_the_library(wgmma_probes, name, 
         value = lambda u: u.view(np.float16).astype(np.float64)  # noqa: E731
     else:
         bits = to_bf16_bits  # noqa: E731
-        value = lambda u: (u.astype(np.uint32) << 16).view(np.float32).astype(np.float64)  # noqa: E731
+        value = lambda u: bf16_to_float32(u).astype(np.float64)  # noqa: E731
     a_bits, b_bits = bits(a_math), bits(b_math)
     a = np.ascontiguousarray(a_bits.T) if op in ("AtB", "AtBt") else a_bits
     b = np.ascontiguousarray(b_bits.T) if op in ("ABt", "AtBt") else b_bits
@@ -187,7 +187,7 @@ def tma_probes():
 
 
 def _tma_tensors(dtype: str, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
-    from tklab.specs import to_bf16_bits
+    from tklab.arrays import to_bf16_bits
 
     rng = np.random.default_rng(rows * cols)
     x, y = (rng.integers(-64, 64, (2 * rows, 3 * cols)).astype(np.float32) for _ in range(2))
@@ -217,9 +217,9 @@ def test_tma_tiles_of_every_swizzle_load_store_and_add(tma_probes, probe: str, o
 
 
 def tklab_bf16_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    from tklab.specs import bf16_bits_to_float, to_bf16_bits
+    from tklab.arrays import bf16_to_float32, to_bf16_bits
 
-    return to_bf16_bits(bf16_bits_to_float(x) + bf16_bits_to_float(y))
+    return to_bf16_bits(bf16_to_float32(x) + bf16_to_float32(y))
 
 
 def test_mbarrier_phases_and_the_pipeline_ring() -> None:

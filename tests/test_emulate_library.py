@@ -21,6 +21,8 @@ emu = pytest.importorskip("tklab.emulate")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_tile_ops_gpu as lib  # noqa: E402
 
+from tklab.arrays import poisoned  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -94,7 +96,7 @@ test_shared_vector_roundtrip = lib.test_shared_vector_roundtrip
 def test_static_shared_tiles_are_aligned(cp: types.ModuleType, ops: emu.EmuModule) -> None:
     """The probe kernel has threads store 0 into pad[] while others read it, with no barrier: a race (a
     harmless one, every store writes 0), and the emulator says so. The alignment is checked without it."""
-    out = lib.poisoned(cp, 2, np.int32)
+    out = poisoned(cp, 2, np.int32)
     with pytest.raises(emu.SharedRace, match=r"on pad\[1\].*thread \(0\) read it.*thread \(1\) wrote it"):
         ops["static_align_probe"](1, 32, (out,))
     ops["static_align_probe"](1, 32, (out,), race=False)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tklab
+from tklab.arrays import bf16_to_float32, poisoned, to_bf16_bits
 
 pytestmark = pytest.mark.gpu
 
@@ -24,19 +25,9 @@ SEED = int.from_bytes(os.urandom(4), "little")  # printed in failures: rerun wit
 
 
 # ---- element types: rounding models -----------------------------------------------------------------------
-def bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float -> bf16 bit patterns, round to nearest even (finite inputs)."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def bf16_value(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
 ROUND = {
     "f32": lambda x: np.asarray(x, dtype=np.float32).astype(np.float64),
-    "bf16": lambda x: bf16_value(bf16_bits(x)).astype(np.float64),
+    "bf16": lambda x: bf16_to_float32(to_bf16_bits(x)).astype(np.float64),
     "half": lambda x: np.asarray(x, dtype=np.float16).astype(np.float64),
 }
 # one unit in the last place, relative: what a compute-in-float-then-round result may differ by
@@ -71,14 +62,6 @@ def ops(arch: str) -> tklab.compiler.Module:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(SEED)
-
-
-def poisoned(cp, shape, dtype=np.float32):
-    if np.dtype(dtype).kind == "f":
-        return cp.full(shape, np.nan, dtype=dtype)
-    if dtype == np.uint16:
-        return cp.full(shape, 0x7FC0, dtype=dtype)  # a bf16 NaN
-    return cp.full(shape, -1, dtype=dtype)
 
 
 def run(ops, name, grid, block, args, shared_mem=0):
@@ -145,7 +128,7 @@ def test_global_register_roundtrip(cp, ops, rng, name):
     rows, cols = 2 * r, 3 * c  # a 3 x 2 grid of tiles: coords must land right
     x = rng.standard_normal((rows, cols)).astype(np.float32)
     if "bf16raw" in name:
-        bits = bf16_bits(x)
+        bits = to_bf16_bits(x)
         out = poisoned(cp, (rows, cols), np.uint16)
         run(ops, name, (3, 2), 32, (out, cp.asarray(bits), rows, cols))
         np.testing.assert_array_equal(out.get(), bits)
@@ -170,7 +153,7 @@ def test_shared_paths(cp, ops, rng, name, asynchronous):
     warps = int(parts[-1][1:])
     rows, cols = 2 * sr, 2 * sc
     x = rng.standard_normal((rows, cols)).astype(np.float32)
-    data = {"bf16": lambda v: bf16_bits(v), "half": lambda v: v.astype(np.float16), "f32": lambda v: v}[parts[1]](x)
+    data = {"bf16": lambda v: to_bf16_bits(v), "half": lambda v: v.astype(np.float16), "f32": lambda v: v}[parts[1]](x)
     out_reg, out_smem = poisoned(cp, data.shape, data.dtype), poisoned(cp, data.shape, data.dtype)
     run(ops, name, (2, 2), 32 * warps, (out_reg, out_smem, cp.asarray(data), rows, cols, asynchronous))
     np.testing.assert_array_equal(out_reg.get(), data, err_msg="shared -> register (ldmatrix) path")
@@ -296,7 +279,7 @@ def test_convert(cp, ops, rng, name):
     out, out_bf = poisoned(cp, shape), poisoned(cp, shape, np.uint16)
     run(ops, name, 1, 32, (out, out_bf, cp.asarray(x)))
     np.testing.assert_array_equal(out.get(), ROUND[dtype_of(name)](x).astype(np.float32))
-    np.testing.assert_array_equal(out_bf.get(), bf16_bits(x))
+    np.testing.assert_array_equal(out_bf.get(), to_bf16_bits(x))
 
 
 # ---- broadcasts and reductions --------------------------------------------------------------------------------
@@ -388,13 +371,13 @@ GEMM_SMEM = 3 * (128 * 32 + 32 * 128) * 2 + 1024  # STAGES * (BM*BK + BK*BN) * s
 @pytest.mark.parametrize("m,n,k", [(128, 128, 32), (256, 384, 96), (384, 256, 1024), (1024, 1024, 512)])
 def test_gemm_matches_cupy(cp, rng, arch, m, n, k):
     mod = tklab.compile(GEMM_SRC.read_text(), arch=arch)
-    a, b = bf16_bits(rng.standard_normal((m, k))), bf16_bits(rng.standard_normal((k, n)))
+    a, b = to_bf16_bits(rng.standard_normal((m, k))), to_bf16_bits(rng.standard_normal((k, n)))
     c = poisoned(cp, (m, n), np.uint16)
     mod["gemm_mma_tiles"]((n // 128, m // 128), 128, (cp.asarray(a), cp.asarray(b), c, m, n, k),
                           shared_mem=GEMM_SMEM)
     cp.cuda.runtime.deviceSynchronize()
-    ref = cp.matmul(cp.asarray(bf16_value(a), dtype=cp.float64), cp.asarray(bf16_value(b), dtype=cp.float64))
-    got = cp.asarray(bf16_value(c.get()), dtype=cp.float64)
+    ref = cp.matmul(cp.asarray(bf16_to_float32(a), dtype=cp.float64), cp.asarray(bf16_to_float32(b), dtype=cp.float64))
+    got = cp.asarray(bf16_to_float32(c.get()), dtype=cp.float64)
     assert not bool(cp.isnan(got).any()), "unwritten (NaN) elements in C"
     rel = float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref))
     assert rel < 1e-2, f"relative Frobenius error {rel:.2e} (seed {SEED})"

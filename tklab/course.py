@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import ceilings, recorded
+from .arrays import array_module, bf16_random, bf16_to_float32, isclose  # noqa: F401 - chapters call course.bf16_random
 
 # Kernels chapters 00-03 record, so the table can show what is still missing on a machine without a GPU.
 EXPECTED: dict[str, str] = {
@@ -91,28 +92,17 @@ def compare(key: str, kernel: Callable[[], Any], library: Callable[[], Any], *, 
     return recorded.measure(key, run)
 
 
-def _xp(array: Any) -> Any:
-    """numpy or cupy, whichever owns ``array`` (cupy is only imported when the array is one of its own)."""
-    if type(array).__module__.startswith("cupy"):
-        import cupy
-
-        return cupy
-    import numpy
-
-    return numpy
-
-
 def verify_matmul(c: Any, a: Any, b: Any, *, tol: float = 1e-4) -> float:
     """Check ``c == a @ b`` against a float64 reference; return the worst error relative to max |reference|.
 
     Raises AssertionError naming the first wrong element (NaN counts as wrong, which is why GPU cells
     fill outputs with NaN before a launch: an element the kernel never wrote cannot pass).
     """
-    xp = _xp(c)
+    xp = array_module(c)
     ref = xp.matmul(a.astype(xp.float64), b.astype(xp.float64))
     err = xp.abs(c.astype(xp.float64) - ref)
     scale = float(xp.abs(ref).max()) or 1.0
-    bad = ~(err <= tol * scale)
+    bad = ~isclose(c, ref, rtol=0.0, atol=tol * scale)
     if bool(bad.any()):
         where = tuple(int(i) for i in xp.argwhere(bad)[0])
         raise AssertionError(f"wrong result at C{list(where)}: got {float(c[where])!r}, "
@@ -120,25 +110,7 @@ def verify_matmul(c: Any, a: Any, b: Any, *, tol: float = 1e-4) -> float:
     return float(err.max()) / scale
 
 
-# ---- bf16 on CuPy ---------------------------------------------------------------------------------------
-def bf16_random(shape: tuple[int, ...], rng: Any = None) -> Any:
-    """Uniform [-1, 1) values as bf16 bit patterns (uint16 CuPy array), rounded to nearest even.
-
-    CuPy has no bfloat16 dtype; kernels declare ``__nv_bfloat16*`` and the launcher accepts uint16 for it.
-    """
-    import cupy as cp
-
-    rng = rng or cp.random.default_rng()
-    u = rng.uniform(-1, 1, shape, dtype=cp.float32).view(cp.uint32)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(cp.uint16)
-
-
-def bf16_to_float32(x: Any) -> Any:
-    """The float32 values of bf16 bit patterns (uint16, numpy or CuPy)."""
-    xp = _xp(x)
-    return (x.astype(xp.uint32) << 16).view(xp.float32)
-
-
+# ---- the tensor-core baseline ---------------------------------------------------------------------------
 def cublas_bf16(a: Any, b: Any, c: Any) -> Callable[[], None]:
     """A function running ``c = a @ b`` with cuBLAS (bf16 in and out, fp32 accumulation) on row-major
     uint16 CuPy arrays: the library baseline of the tensor-core chapters.

@@ -275,13 +275,15 @@ class Errors:
 
 
 def errors(c: Any, a: Any, b: Any, *, atol: float = 0.1, rtol: float = 2e-2) -> Errors:
-    """Compare C (torch, bf16) with A @ B computed in float64 on the GPU, elementwise within atol + rtol |ref|."""
+    """Compare C (torch, bf16) with A @ B computed in float64 on the GPU, element-wise (``tklab.arrays.isclose``)."""
     import torch
+
+    from .arrays import isclose
 
     ref = a.double() @ b.double()
     cd = c.double()
     unwritten = int(torch.isnan(cd).sum())
-    bad = (cd - ref).abs() > atol + rtol * ref.abs()
+    bad = ~isclose(cd, ref, rtol, atol)
     first = ""
     if bool(bad.any()):
         idx = tuple(int(i) for i in torch.nonzero(bad)[0])

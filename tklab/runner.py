@@ -58,6 +58,8 @@ from typing import Any
 
 import numpy as np
 
+from .arrays import as_values, isclose, poisoned
+
 STAGE = "@@tklab-stage "
 _PACKAGE_PARENT = Path(__file__).resolve().parent.parent
 _SOLUTIONS = _PACKAGE_PARENT / "solutions"
@@ -92,27 +94,9 @@ class Evidence(str, Enum):
 
 # ---- comparison -----------------------------------------------------------------------------------
 
-#: bf16 NaN: what an unwritten bf16 output element holds (bf16 data travel as uint16 bit patterns).
-BF16_NAN = 0x7FC0
-
-
-def poisoned(xp: Any, shape: tuple[int, ...], dtype: str) -> Any:
-    """An output array filled with NaN, so unwritten elements show: float NaN, or bf16 NaN bits for uint16."""
-    if np.dtype(dtype) == np.uint16:
-        return xp.full(shape, BF16_NAN, dtype=np.uint16)
-    return xp.full(shape, np.nan, dtype=dtype)
-
-
-def as_values(x: Any) -> Any:
-    """An output as the numbers it stands for: uint16 outputs are bf16 bit patterns (the course's bf16
-    convention on CuPy and NumPy, which have no bf16 type), anything else is taken as it is."""
-    if getattr(x, "dtype", None) == np.uint16:
-        return (x.astype(np.uint32) << 16).view(np.float32)
-    return x
-
-
 def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> dict[str, Any]:
-    """Element-wise ``|got - expected| <= atol + rtol·|expected|``; NaN (an unwritten element) fails.
+    """Element-wise ``tklab.arrays.isclose`` (``|got - expected| <= atol + rtol·|expected|``; NaN, an unwritten
+    element, fails).
 
     On failure: the first wrong element in row-major order, counts, and a small window of both arrays
     around it (at most 4 rows × 6 columns) for the learner to look at. uint16 outputs are compared as
@@ -122,10 +106,9 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol:
     exp64 = np.asarray(expected, dtype=np.float64)
     if got64.shape != exp64.shape:
         return {"ok": False, "output": name, "reason": f"{name} has shape {got64.shape}, expected {exp64.shape}"}
+    good = isclose(got64, exp64, rtol, atol)
     with np.errstate(invalid="ignore"):
         err = np.abs(got64 - exp64)
-        good = err <= atol + rtol * np.abs(exp64)
-    good &= ~(np.isnan(got64) & ~np.isnan(exp64))
     finite = err[np.isfinite(err)]
     max_err = float(finite.max()) if finite.size else 0.0
     wrong = int(good.size - np.count_nonzero(good))
@@ -308,10 +291,9 @@ def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int
     launch(arrays, dims)
     gpu.synchronize()
     expect = b.expect(arrays, dims) if b.expect is not None else base()
-    got = as_values(arrays[b.output]).astype(cp.float64)
-    ref = cp.asarray(expect).astype(cp.float64)
-    ok = bool(cp.all(cp.abs(got - ref) <= b.atol + b.rtol * cp.abs(ref)).item())
-    if not ok:
+    got = as_values(arrays[b.output])
+    ref = cp.asarray(expect)
+    if not bool(isclose(got, ref, b.rtol, b.atol).all()):
         return {"error": "the output is wrong at the benchmark size, so its speed is not reported"}
     del expect, got, ref
     _stage("benchmark: timing")

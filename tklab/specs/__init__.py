@@ -11,7 +11,8 @@ exercise fail on CPU (its stub writes nothing, touches no shared memory, issues 
 
 Public API: ``Exercise``, ``Bench``, ``Launch``, ``StaticResult``, the checks (``WritesGlobal``,
 ``UsesSharedMemory``, ``NoSpills``, ``SassHas``, ``Probe``, ``AssignsTo``), ``get(id)``,
-``find(name)``, ``all_ids()``, and input/reference helpers (``matmul_inputs``, ``to_bf16_bits`` …).
+``find(name)``, ``all_ids()``, and input/reference helpers (``matmul_inputs``, ``uniform`` …); bf16 inputs
+use ``tklab.arrays`` (``to_bf16_bits``, ``bf16_to_float32``).
 """
 
 from __future__ import annotations
@@ -354,18 +355,6 @@ def cupy_matmul(arrays: Arrays, d: Dims) -> Callable[[], Any]:
 
     a, b = arrays["A"], arrays["B"]
     return lambda: cp.matmul(a, b)
-
-
-def to_bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float32 → bf16 bit patterns (uint16), rounding to nearest even, as the hardware converts."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    return rounded.astype(np.uint16)
-
-
-def bf16_bits_to_float(bits: np.ndarray) -> np.ndarray:
-    """bf16 bit patterns (uint16) → the float32 values they stand for (exact)."""
-    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 def dims_text(d: Dims) -> str:

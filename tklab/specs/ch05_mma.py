@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Dims, Exercise, Launch, SassHas, WritesGlobal, bf16_bits_to_float, to_bf16_bits, uniform
+from ..arrays import bf16_to_float32, to_bf16_bits
+from . import Dims, Exercise, Launch, SassHas, WritesGlobal, uniform
 
 
 def _inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
@@ -12,8 +13,8 @@ def _inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
 
 
 def _reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
-    a = bf16_bits_to_float(x["A"]).astype(np.float64)
-    b = bf16_bits_to_float(x["B"]).astype(np.float64)
+    a = bf16_to_float32(x["A"]).astype(np.float64)
+    b = bf16_to_float32(x["B"]).astype(np.float64)
     return {"C": a @ b}
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import bf16_to_float32, to_bf16_bits
 from . import (
     Arrays,
     Bench,
@@ -17,10 +18,8 @@ from . import (
     SassHas,
     UsesSharedMemory,
     WritesGlobal,
-    bf16_bits_to_float,
     matmul_args,
     matmul_flops,
-    to_bf16_bits,
     uniform,
 )
 
@@ -30,14 +29,7 @@ def _inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
 
 
 def _reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
-    return {"C": bf16_bits_to_float(x["A"]).astype(np.float64) @ bf16_bits_to_float(x["B"]).astype(np.float64)}
-
-
-def _as_float(bits: Any) -> Any:
-    """bf16 bit patterns on the GPU (uint16 CuPy array) → float32 CuPy array."""
-    import cupy as cp
-
-    return (bits.astype(cp.uint32) << 16).view(cp.float32)
+    return {"C": bf16_to_float32(x["A"]).astype(np.float64) @ bf16_to_float32(x["B"]).astype(np.float64)}
 
 
 def _cublas_bf16(arrays: Arrays, d: Dims) -> Callable[[], Any]:
@@ -51,15 +43,15 @@ def _cublas_bf16(arrays: Arrays, d: Dims) -> Callable[[], Any]:
     except Exception:  # noqa: BLE001 - no torch (or no uint16 dlpack): same-size fp16 GEMM, same tensor cores
         import cupy as cp
 
-        a16 = _as_float(arrays["A"]).astype(cp.float16)
-        b16 = _as_float(arrays["B"]).astype(cp.float16)
+        a16 = bf16_to_float32(arrays["A"]).astype(cp.float16)
+        b16 = bf16_to_float32(arrays["B"]).astype(cp.float16)
         return lambda: cp.matmul(a16, b16)
 
 
 def _expect(arrays: Arrays, d: Dims) -> Any:
     import cupy as cp
 
-    return cp.matmul(_as_float(arrays["A"]), _as_float(arrays["B"]))
+    return cp.matmul(bf16_to_float32(arrays["A"]), bf16_to_float32(arrays["B"]))
 
 
 SPEC = Exercise(

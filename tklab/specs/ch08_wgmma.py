@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import bf16_to_float32, to_bf16_bits
 from . import (
     Arrays,
     Bench,
@@ -20,9 +21,7 @@ from . import (
     StaticResult,
     UsesSharedMemory,
     WritesGlobal,
-    bf16_bits_to_float,
     matmul_flops,
-    to_bf16_bits,
     uniform,
 )
 from .ch06_tiles import _cublas_bf16, _expect
@@ -51,7 +50,7 @@ def _inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
 
 
 def _reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
-    return {"C": bf16_bits_to_float(x["A"]).astype(np.float64) @ bf16_bits_to_float(x["B"]).astype(np.float64)}
+    return {"C": bf16_to_float32(x["A"]).astype(np.float64) @ bf16_to_float32(x["B"]).astype(np.float64)}
 
 
 def _args(a: Arrays, d: Dims) -> tuple[Any, ...]:

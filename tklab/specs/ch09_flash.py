@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .. import attention
+from ..arrays import bf16_to_float32, to_bf16_bits
 from . import (
     Arrays,
     Bench,
@@ -18,8 +19,6 @@ from . import (
     SassHas,
     UsesSharedMemory,
     WritesGlobal,
-    bf16_bits_to_float,
-    to_bf16_bits,
 )
 
 BUILD = attention.build("tiles", 128)  # the options and launch geometry of the reference
@@ -36,7 +35,7 @@ def outputs(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
 
 
 def reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
-    q, k, v = (bf16_bits_to_float(x[n]).astype(np.float64) for n in ("Q", "K", "V"))
+    q, k, v = (bf16_to_float32(x[n]).astype(np.float64) for n in ("Q", "K", "V"))
     o, lse = attention.naive(q, k, v, causal=bool(d["causal"]))
     return {"O": o, "LSE": lse}
 

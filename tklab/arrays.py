@@ -1,0 +1,82 @@
+"""The course's array conventions, in one place: which library owns an array, bf16 as bits, "close enough".
+
+- ``array_module(x)``: NumPy or CuPy, whichever owns ``x`` (CuPy's own ``get_array_module``, asked only
+  when CuPy is already imported: an array of a library nobody imported cannot exist).
+- bf16: NumPy and CuPy have no bfloat16 dtype, so bf16 data live as ``uint16`` bit patterns (kernels
+  declare ``__nv_bfloat16*``; the launcher accepts uint16 for it). ``to_bf16_bits`` rounds float32 to the
+  nearest even bf16, as the hardware's ``cvt.rn.bf16.f32`` does; ``bf16_to_float32`` is exact.
+  Why not ``ml_dtypes`` or torch: neither is a dependency of what the course installs (torch is an
+  optional baseline), and the conversion is three lines of integer arithmetic on either library.
+- ``isclose(got, expected, rtol, atol)``: ``|got - expected| <= atol + rtol·|expected|`` element-wise,
+  NaN never close (an output element the kernel never wrote stays NaN and must fail), through the
+  owning library's ``isclose`` (NumPy, CuPy or torch): every check in the course uses this one rule.
+
+Public API: ``array_module``, ``to_bf16_bits``, ``bf16_to_float32``, ``as_values``, ``bf16_random``,
+``BF16_NAN``, ``poisoned``, ``isclose``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+#: bf16 NaN (the canonical quiet NaN): what an unwritten bf16 output element holds.
+BF16_NAN = 0x7FC0
+
+
+def array_module(x: Any) -> Any:
+    """``numpy`` or ``cupy``, whichever owns ``x`` (CuPy is never imported here just to ask)."""
+    cupy = sys.modules.get("cupy")
+    return cupy.get_array_module(x) if cupy is not None else np
+
+
+def to_bf16_bits(x: Any) -> Any:
+    """float32 values → bf16 bit patterns (uint16, same library as ``x``), rounded to nearest even; NaN
+    stays NaN."""
+    xp = array_module(x)
+    f = xp.ascontiguousarray(xp.asarray(x, dtype=xp.float32))
+    u = f.view(xp.uint32).astype(xp.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(xp.uint16)
+    return xp.where(xp.isnan(f), xp.uint16(BF16_NAN), rounded)
+
+
+def bf16_to_float32(bits: Any) -> Any:
+    """bf16 bit patterns (uint16, NumPy or CuPy) → the float32 values they stand for (exact)."""
+    xp = array_module(bits)
+    return (xp.asarray(bits).astype(xp.uint32) << 16).view(xp.float32)
+
+
+def as_values(x: Any) -> Any:
+    """An output as the numbers it stands for: uint16 arrays are bf16 bits, anything else is as it is."""
+    return bf16_to_float32(x) if getattr(x, "dtype", None) == np.uint16 else x
+
+
+def poisoned(xp: Any, shape: Any, dtype: Any) -> Any:
+    """An output array that shows every element the kernel never writes: NaN for floats, bf16 NaN bits
+    for uint16 (bf16 data), -1 for other integers."""
+    dtype = np.dtype(dtype)
+    fill = np.nan if dtype.kind == "f" else BF16_NAN if dtype == np.uint16 else -1
+    return xp.full(shape, fill, dtype=dtype)
+
+
+def bf16_random(shape: tuple[int, ...], rng: Any = None) -> Any:
+    """Uniform [-1, 1) values as bf16 bits on the GPU (a uint16 CuPy array)."""
+    import cupy as cp
+
+    rng = rng or cp.random.default_rng()
+    return to_bf16_bits(rng.uniform(-1, 1, shape, dtype=cp.float32))
+
+
+def isclose(got: Any, expected: Any, rtol: float, atol: float) -> Any:
+    """Element-wise ``|got - expected| <= atol + rtol·|expected|``; NaN is never close (see the module doc).
+
+    ``got`` and ``expected`` belong to one library (NumPy, CuPy or torch) and are compared in float64.
+    """
+    if hasattr(got, "data_ptr") and hasattr(got, "double"):  # torch
+        import torch
+
+        return torch.isclose(got.double(), expected.double(), rtol=rtol, atol=atol)
+    xp = array_module(got)
+    return xp.isclose(xp.asarray(got, dtype=xp.float64), xp.asarray(expected, dtype=xp.float64), rtol=rtol, atol=atol)
