@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tklab
-from tklab import gpu, runner, specs
+from tklab import channel, child, gpu, judge, runner, specs, verdict
 from tklab.bench import BenchResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,6 +37,7 @@ def fake_device(monkeypatch):
     for name in ("asarray", "full", "all", "abs", "matmul", "float64", "float32", "float16", "uint32", "empty_like"):
         setattr(fake_cp, name, getattr(np, name))
     fake_cp.asnumpy = np.asarray
+    fake_cp.get_array_module = lambda *arrays: np
     monkeypatch.setitem(sys.modules, "cupy", fake_cp)
     monkeypatch.setattr(gpu, "arch", lambda: "sm_90a")
     monkeypatch.setattr(gpu, "name", lambda: "Fake GPU")
@@ -72,12 +73,12 @@ def _run(state, body, bench=True, tamper=None):
     spec = _spec()
     state["kernel"] = _Kernel(body)
     cases = list(spec.cases)
-    inputs = runner.draw_inputs(spec, cases, 1234)
+    inputs = judge.draw_inputs(spec, cases, 1234)
     sent = bytearray()
-    chan = runner.ChildIO(sent.extend, cases, lambda i: {k: v.copy() for k, v in inputs[i].items()}, 1234)
-    runner._run_cuda(spec, ROOT / spec.solution, chan, bench)
+    chan = channel.ChildIO(sent.extend, cases, lambda i: {k: v.copy() for k, v in inputs[i].items()}, 1234)
+    child._run_cuda(spec, ROOT / spec.solution, chan, bench)
     data = tamper(bytes(sent)) if tamper else bytes(sent)
-    out = runner.judge(spec, runner.MODES["gpu"], cases, inputs, data)
+    out = judge.judge(spec, child.MODES["gpu"], cases, inputs, data)
     return spec, state["kernel"], out
 
 
@@ -87,7 +88,7 @@ def _right(a, b, c, m, n, k):
 
 def test_correct_kernel_passes_every_case_and_gets_a_ratio(fake_device):
     spec, kernel, out = _run(fake_device, _right)
-    assert out.status == "ok" and out.evidence == runner.Evidence.GPU
+    assert out.status == "ok" and out.evidence == verdict.Evidence.GPU
     assert [c["dims"] for c in out.result["cases"]] == list(spec.cases) and out.result["device"] == "Fake GPU"
     assert len(kernel.launches) == len(spec.cases) + 2  # every case, the benchmark check, one timing call
     assert kernel.launches[0] == ((768 // 32, 1024 // 32), (32, 32))  # the spec's launch shape
@@ -124,17 +125,17 @@ def test_speed_is_not_reported_for_a_kernel_wrong_at_the_benchmark_size(fake_dev
 def test_a_child_that_claims_success_without_outputs_fails(fake_device):
     spec = _spec()
     cases = list(spec.cases)
-    inputs = runner.draw_inputs(spec, cases, 7)
-    claim = runner.frame("done", ok=True, passed=True, status="ok") + runner.frame("speed", ms=0.001, baseline_ms=1)
-    out = runner.judge(spec, runner.MODES["gpu"], cases, inputs, claim, returncode=0)
+    inputs = judge.draw_inputs(spec, cases, 7)
+    claim = channel.frame("done", ok=True, passed=True, status="ok") + channel.frame("speed", ms=0.001, baseline_ms=1)
+    out = judge.judge(spec, child.MODES["gpu"], cases, inputs, claim, returncode=0)
     assert out.status == "crashed" and "before returning the output for M=1024" in out.message
-    assert out.evidence == runner.Evidence.NOT_ESTABLISHED
+    assert out.evidence == verdict.Evidence.NOT_ESTABLISHED
 
 
 def test_outputs_the_child_changed_after_the_fact_are_judged_as_they_are(fake_device):
     """Flip one float in the first case's payload: the parent's comparison notices."""
     def tamper(data: bytes) -> bytes:
-        frames = runner.read_frames(data)
+        frames = channel.read_frames(data)
         head, payload = next((h, p) for h, p in frames if h["type"] == "output")
         at = data.index(payload) + len(payload) - 4
         return data[:at] + np.float32(1e9).tobytes() + data[at + 4:]
@@ -146,11 +147,11 @@ def test_outputs_the_child_changed_after_the_fact_are_judged_as_they_are(fake_de
 @pytest.mark.parametrize("bad, words", [
     (lambda d: d[:-3], "cut short"),
     (lambda d: d + b"\x00\x00\x00\x05{bad}", "not JSON"),
-    (lambda d: runner.frame("output", b"\x93NUMPY junk", case=0, name="C") + d, "not array data"),
-    (lambda d: runner.frame("output", _npy(np.zeros((2, 2), np.float32)), case=0, name="C") + d, "float32[2, 2]"),
-    (lambda d: runner.frame("output", _npy(np.zeros((1024, 768), np.float64)), case=0, name="C") + d, "float64"),
-    (lambda d: runner.frame("output", _npy(np.zeros(3, np.float32)), case=9, name="C") + d, "not asked for"),
-    (lambda d: runner.frame("output", _npy(np.array([{"ok": True}], dtype=object)), case=0, name="C") + d,
+    (lambda d: channel.frame("output", b"\x93NUMPY junk", case=0, name="C") + d, "not array data"),
+    (lambda d: channel.frame("output", _npy(np.zeros((2, 2), np.float32)), case=0, name="C") + d, "float32[2, 2]"),
+    (lambda d: channel.frame("output", _npy(np.zeros((1024, 768), np.float64)), case=0, name="C") + d, "float64"),
+    (lambda d: channel.frame("output", _npy(np.zeros(3, np.float32)), case=9, name="C") + d, "not asked for"),
+    (lambda d: channel.frame("output", _npy(np.array([{"ok": True}], dtype=object)), case=0, name="C") + d,
      "not array data"),
 ])
 def test_malformed_channel_data_is_refused(fake_device, bad, words):
@@ -168,19 +169,19 @@ def _npy(arr: np.ndarray) -> bytes:
 
 def test_speed_numbers_are_rebuilt_from_the_spec_and_checked(fake_device):
     spec = _spec()
-    assert runner._speed(spec, {"ms": 2.0, "baseline_ms": 1.0, "ratio": 1000, "target": 0.0001,
+    assert judge.speed_entry(spec, {"ms": 2.0, "baseline_ms": 1.0, "ratio": 1000, "target": 0.0001,
                                 "baseline": "fake"})["ratio"] == 0.5
-    s = runner._speed(spec, {"ms": 2.0, "baseline_ms": 1.0, "ratio": 1000, "target": 0.0001})
+    s = judge.speed_entry(spec, {"ms": 2.0, "baseline_ms": 1.0, "ratio": 1000, "target": 0.0001})
     assert s["target"] == spec.bench.target and s["baseline"] == spec.bench.baseline_name
     for bad in ({"ms": -1, "baseline_ms": 1}, {"ms": float("nan"), "baseline_ms": 1}, {"ms": "1", "baseline_ms": 1},
                 {"ms": True, "baseline_ms": 1}, {}):
-        assert "malformed" in runner._speed(spec, bad)["error"]
+        assert "malformed" in judge.speed_entry(spec, bad)["error"]
 
 
 def test_runner_error_description_points_at_cuda_faults():
     e = gpu.CudaError("kernel execution (cuCtxSynchronize) failed: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal "
                       "memory access was encountered")
-    d = runner._describe(e, ROOT / "x.cu")
+    d = child._describe(e, ROOT / "x.cu")
     assert d["kind"] == "cuda" and "outside its arrays" in d["hint"]
 
 

@@ -8,7 +8,8 @@ What a check does, in order:
    numba: a syntax check) and runs the exercise's *static checks* on what the compiler made of it:
    writes its output, uses shared memory, no spills, the instruction the chapter is about shows up in
    SASS, a conflict-free layout … These need no GPU;
-3. runs it in a separate, sandboxed process with a time limit (``tklab.runner``, ``tklab.sandbox``): on
+3. runs it in a separate, sandboxed process with a time limit (``tklab.runner``, ``tklab.child``,
+   ``tklab.sandbox``): on
    the GPU when there is one, numba exercises in the CPU simulator otherwise. This process draws the
    inputs (fresh random numbers), computes the reference and compares what the run sends back: the
    learner's code never gets to say "passed". Outputs start as NaN (an element the kernel never writes
@@ -19,7 +20,7 @@ What a check does, in order:
 The result is a ``CheckResult``: ``passed`` is True, False, or None when nothing could say no but
 nothing could run it either (a CUDA exercise on a machine without a GPU): then the verdict is
 ``NOT VERIFIED`` and the report lists what was checked and what was not. ``established`` says how
-correctness was established (``runner.Evidence``: ``gpu``, ``simulator``, ``cpu-emulation`` or
+correctness was established (``verdict.Evidence``: ``gpu``, ``simulator``, ``cpu-emulation`` or
 ``not-established``). ``python -m tklab check`` exits 0 only when the file passed, 1 when it failed,
 2 on a usage error and 3 when correctness was not established (``--allow-unverified`` makes that 0,
 for CI of course material on machines without a GPU).
@@ -35,18 +36,17 @@ from __future__ import annotations
 
 import argparse
 import ast
-import html
 import json
 import math
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import specs
 from .specs import Exercise, StaticContext, StaticResult
+from .verdict import CheckResult
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"
@@ -57,251 +57,8 @@ DEFAULT_ARCH = "sm_90a"
 #: A learner's exercise is a few KB; a file far larger than this was generated or is not an exercise.
 MAX_SOURCE_BYTES = 512 * 1024
 
-#: ``runner.Evidence.NOT_ESTABLISHED`` (the runner is imported only when something runs).
-NOT_ESTABLISHED = "not-established"
-
 #: Exit codes of ``python -m tklab check``.
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_VERIFIED = 0, 1, 2, 3
-
-
-@dataclass
-class CheckResult:
-    """The verdict on one file; ``repr`` is the report a learner reads."""
-
-    exercise: str
-    title: str
-    path: str
-    compiled: bool = False
-    passed: bool | None = None
-    arch: str = ""
-    resources: str = ""
-    compile_error: str = ""
-    static: list[StaticResult] = field(default_factory=list)
-    run_status: str = "not run"  # ok, wrong, error, crashed, timeout, skipped, not run
-    run_where: str = ""
-    run_message: str = ""
-    mismatch: dict[str, Any] | None = None
-    speed: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
-    established: str = NOT_ESTABLISHED  # how the output was judged (right or wrong): a runner.Evidence value
-    isolation: str = ""  # how the run was isolated (tklab.sandbox), when there was a run
-
-    # ---- numbers ----
-    @property
-    def speed_ratio(self) -> float | None:
-        """Library time / your time at the benchmark size (1.0 = as fast as the library)."""
-        return self.speed.get("ratio") if self.speed else None
-
-    @property
-    def speed_target(self) -> float | None:
-        return self.speed.get("target") if self.speed else None
-
-    @property
-    def static_ok(self) -> bool:
-        return all(s.ok for s in self.static)
-
-    @property
-    def verdict(self) -> str:
-        return {True: "PASSED", False: "FAILED", None: "NOT VERIFIED"}[self.passed]
-
-    @property
-    def checked(self) -> list[str]:
-        """What this check did establish, in plain words."""
-        out = []
-        if self.compiled:
-            out.append(f"it compiles{f' for {self.arch}' if self.arch else ''}")
-        if self.static:
-            good = sum(s.ok for s in self.static)
-            out.append(f"{good} of {len(self.static)} static checks pass")
-        if self.established != NOT_ESTABLISHED and self.run_status in ("ok", "wrong"):
-            how = {"gpu": f"on {self.run_where or 'the GPU'}", "simulator": "in numba's CUDA simulator",
-                   "cpu-emulation": "in a CPU emulation of the GPU"}.get(self.established, self.established)
-            out.append(f"its output {'is right' if self.run_status == 'ok' else 'is wrong'}, run {how} on fresh "
-                       "random inputs and compared by the checker")
-        if self.speed_ratio is not None:
-            out.append("its speed against the library")
-        return out
-
-    @property
-    def unchecked(self) -> list[str]:
-        """What this check did not establish, in plain words (empty when nothing is missing)."""
-        if not self.compiled:
-            return ["everything after compiling"]
-        out = []
-        if self.established == NOT_ESTABLISHED or self.run_status not in ("ok", "wrong"):
-            why = ("the run was not asked for" if self.run_message.startswith("not asked") else
-                   "running it needs a GPU and this machine has none" if self.run_status == "not run" else
-                   self.run_message)
-            out.append(f"whether its output is right ({why}): passing the static checks does not mean it is")
-        if self.speed_ratio is None:
-            out.append("its speed")
-        return out
-
-    @property
-    def summary(self) -> str:
-        """One line: the verdict and its main reason (what ``grade`` puts in its CSV)."""
-        if not self.compiled:
-            first = next((ln for ln in self.compile_error.splitlines() if ": error" in ln),
-                         self.compile_error.splitlines()[0] if self.compile_error else "")
-            return f"does not compile: {first}".strip()
-        failed = [s for s in self.static if not s.ok]
-        if self.run_status in ("error", "crashed", "timeout"):
-            return self.run_message
-        if self.run_status == "wrong" and self.mismatch:
-            return _mismatch_line(self.mismatch)
-        if failed:
-            return f"{failed[0].name}: {failed[0].detail}"
-        if self.passed is None:
-            return "static checks passed; correctness not established: " + (
-                "the run was not asked for" if self.run_message.startswith("not asked")
-                else "running it needs a GPU" if self.run_status == "not run" else self.run_message)
-        line = "correct"
-        if self.speed_ratio is not None:
-            line += f"; {self.speed_ratio:.2f}× {self.speed['baseline']}"
-            if self.speed_target is not None:
-                line += f" (target {self.speed_target:.2f}×)"
-        elif self.speed and self.speed.get("error"):
-            line += f"; {self.speed['error']}"
-        return line
-
-    @property
-    def messages(self) -> list[str]:
-        """The report, line by line."""
-        ok, bad, dot = "✔", "✘", "·"
-        out = [f"{self.exercise} · {self.title} · {self.path}"]
-        if not self.compiled:
-            out.append(f"  {bad} does not compile:")
-            out += ["      " + ln for ln in self.compile_error.splitlines()]
-        else:
-            out.append(f"  {ok} compiles" + (f" for {self.arch}: {self.resources}" if self.arch else ""))
-        for s in self.static:
-            out.append(f"  {ok if s.ok else bad} {s.name}: {s.detail}")
-        if self.compiled:
-            mark = {"ok": ok, "not run": dot, "skipped": dot}.get(self.run_status, bad)
-            where = f" on {self.run_where}" if self.run_where else ""
-            out.append(f"  {mark} run{where}: {self.run_message}")
-            if self.mismatch:
-                out += ["      " + ln for ln in _mismatch_lines(self.mismatch)]
-            if self.speed:
-                out.append("  " + _speed_line(self.speed))
-            if self.isolation:
-                out.append(f"  {dot} isolation: {self.isolation}")
-        out += [f"  {dot} {n}" for n in self.notes]
-        if self.passed is None:
-            out.append(f"  checked: {'; '.join(self.checked) or 'nothing'}")
-            out.append(f"  NOT checked: {'; '.join(self.unchecked)}")
-        reason = "" if self.passed else f": {self.summary}"
-        out.append(f"{self.verdict}{reason}")
-        return out
-
-    def __repr__(self) -> str:
-        return "\n".join(self.messages)
-
-    __str__ = __repr__
-
-    def _repr_html_(self) -> str:
-        colour = {True: "#1a7f37", False: "#cf222e", None: "#9a6700"}[self.passed]
-        rows = []
-        if not self.compiled:
-            rows.append(("✘", "compiles", f"<pre>{html.escape(self.compile_error)}</pre>"))
-        else:
-            rows.append(("✔", "compiles", html.escape(f"{self.arch}: {self.resources}" if self.arch else "")))
-        rows += [("✔" if s.ok else "✘", html.escape(s.name), html.escape(s.detail)) for s in self.static]
-        if self.compiled:
-            mark = {"ok": "✔", "not run": "·", "skipped": "·"}.get(self.run_status, "✘")
-            detail = html.escape(self.run_message)
-            if self.mismatch:
-                detail += _mismatch_html(self.mismatch)
-            rows.append((mark, "run" + (f" on {html.escape(self.run_where)}" if self.run_where else ""), detail))
-            if self.speed:
-                rows.append(("·", "speed", html.escape(_speed_line(self.speed)[2:])))
-            if self.isolation:
-                rows.append(("·", "isolation", html.escape(self.isolation)))
-        rows += [("·", "note", html.escape(n)) for n in self.notes]
-        if self.passed is None:
-            rows.append(("·", "checked", html.escape("; ".join(self.checked) or "nothing")))
-            rows.append(("✘", "<b>not checked</b>", html.escape("; ".join(self.unchecked))))
-        body = "".join(f"<tr><td>{a}</td><td style='text-align:left'>{b}</td><td style='text-align:left'>{c}</td>"
-                       "</tr>" for a, b, c in rows)
-        reason = "" if self.passed else ": " + html.escape(self.summary)
-        return (f"<div><b>{html.escape(self.exercise)}</b> · {html.escape(self.title)} · "
-                f"<code>{html.escape(self.path)}</code><table>{body}</table>"
-                f"<b style='color:{colour}'>{self.verdict}</b>{reason}</div>")
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.update(verdict=self.verdict, summary=self.summary, speed_ratio=self.speed_ratio, checked=self.checked,
-                 unchecked=self.unchecked)
-        return d
-
-
-def _fmt(x: float) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "nan"
-    return f"{x:.5g}"
-
-
-def _index(name: str, index: Sequence[int]) -> str:
-    return f"{name}[{', '.join(map(str, index))}]"
-
-
-def _mismatch_line(m: dict[str, Any]) -> str:
-    where = specs.dims_text(m["dims"]) if m.get("dims") else ""
-    if "reason" in m:
-        return f"wrong result ({where}): {m['reason']}"
-    unwritten = f", {m['unwritten']} never written" if m.get("unwritten") else ""
-    return (f"wrong result ({where}): {m['wrong']} of {m['total']} elements of {m['output']} wrong{unwritten}; "
-            f"first {_index(m['output'], m['index'])} = {_fmt(m['got'])}, expected {_fmt(m['expected'])}")
-
-
-def _mismatch_lines(m: dict[str, Any]) -> list[str]:
-    """First wrong element, then the window of output beside expected (wrong entries starred)."""
-    if "reason" in m:
-        return [m["reason"]]
-    name = m["output"]
-    lines = [f"{m['wrong']} of {m['total']} elements of {name} are wrong"
-             + (f" ({m['unwritten']} never written: still NaN)" if m.get("unwritten") else "")
-             + f"; the first is {_index(name, m['index'])}: got {_fmt(m['got'])}, expected {_fmt(m['expected'])}"]
-    w = m.get("window")
-    if not w:
-        return lines
-    r0, c0 = w["origin"]
-    rows, cols = len(w["got"]), len(w["got"][0]) if w["got"] else 0
-    span = f"rows {r0}..{r0 + rows - 1}, columns {c0}..{c0 + cols - 1}" if w.get("matrix") else \
-        f"elements {c0}..{c0 + cols - 1}"
-    lines.append(f"{span} of {name} (* = wrong):")
-    width = 10
-    head = "yours".ljust(cols * width) + "  │ expected"
-    lines.append("      " + head)
-    for i in range(rows):
-        mine = "".join((_fmt(v) + ("*" if w["bad"][i][j] else "")).rjust(width) for j, v in enumerate(w["got"][i]))
-        exp = "".join(_fmt(v).rjust(width) for v in w["expected"][i])
-        label = str(r0 + i).rjust(5) if w.get("matrix") else " " * 5
-        lines.append(f"{label} {mine}  │{exp}")
-    return lines
-
-
-def _mismatch_html(m: dict[str, Any]) -> str:
-    lines = _mismatch_lines(m)
-    return "<pre>" + html.escape("\n".join(lines)) + "</pre>"
-
-
-def _speed_line(s: dict[str, Any]) -> str:
-    where = specs.dims_text(s["dims"])
-    if s.get("error"):
-        return f"✘ speed ({where}): {s['error']}"
-    rate = ""
-    if s.get("tflops"):
-        rate = f"; {s['tflops']:.1f} vs {s['baseline_tflops']:.1f} TFLOP/s"
-    elif s.get("gbps"):
-        rate = f"; {s['gbps']:.0f} vs {s['baseline_gbps']:.0f} GB/s"
-    target = s.get("target")
-    verdict = ""
-    if target is not None:
-        verdict = f" (target {target:.2f}×: {'met' if s['ratio'] >= target else 'not yet'})"
-    mark = "✔" if target is None or s["ratio"] >= target else "·"
-    return (f"{mark} speed at {where}: {s['ms']:.3f} ms, {s['baseline']} {s['baseline_ms']:.3f} ms → "
-            f"{s['ratio']:.2f}× the library{verdict}{rate}")
 
 
 # ---- finding the exercise and the file ------------------------------------------------------------
@@ -442,7 +199,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     solutions are always hidden).
     """
     from . import gpu
-    from .runner import choose_mode
+    from .child import choose_mode
 
     spec, file = resolve(exercise, path)
     shown = _shown(file)

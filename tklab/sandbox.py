@@ -168,7 +168,7 @@ def _run_user() -> tuple[tuple[int, int] | None, str, tuple[str, ...]]:
     ids = _unprivileged_ids()
     if ids is None:
         return None, "root (uid 0)", (f"there is no user {_UNPRIVILEGED!r} to run as",)
-    if not _probe([sys.executable, "-c", "import numpy, tklab.runner"], ids):
+    if not _probe([sys.executable, "-c", "import numpy, tklab.child"], ids):
         return None, "root (uid 0)", (f"{_UNPRIVILEGED} cannot read this Python installation ({sys.prefix})",)
     return ids, f"{_UNPRIVILEGED} (uid {ids[0]})", ()
 
@@ -187,7 +187,7 @@ def _bwrap_works() -> str | None:
         return None
     ok = _probe([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
                  *_bwrap_user_args(), "--die-with-parent", "--new-session", sys.executable, "-c",
-                 "import numpy, tklab.runner"], _run_user()[0])
+                 "import numpy, tklab.child"], _run_user()[0])
     return exe if ok else None
 
 

@@ -6,7 +6,7 @@ of a GEMM, say), on fresh random inputs, compared element by element with the re
 real and labelled ``LABEL``: it says the kernel computes the right thing, nothing about its speed. A
 race, an out-of-bounds access or a deadlock fails the run with the emulator's explanation.
 
-It plugs into ``tklab.runner`` as the mode "emu" (``Evidence.CPU_EMULATION``), used when no GPU is there.
+It plugs into ``tklab.child`` as the mode "emu" (``Evidence.CPU_EMULATION``), used when no GPU is there.
 
 Public API: ``can_run(spec)``, ``cases(spec)``, ``runnable_cases(spec)``, ``prepare(spec, source, name)``
 (parent), ``child(spec, path, chan, run_cases)`` (child), ``annotate(check_result, outcome, spec)``, ``LABEL``.
@@ -89,7 +89,7 @@ def _cpu_tensor_maps() -> Iterator[None]:
 
 
 def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> None:
-    """The runner child's emulated run (``tklab.runner``'s "emu" mode): compile for the CPU, then the
+    """The runner child's emulated run (``tklab.child``'s "emu" mode): compile for the CPU, then the
     parent's cases through ``run_cases``; emulator warnings (e.g. shared memory read before written) go
     back as "note" frames."""
     import numpy as np
