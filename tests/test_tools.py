@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import tklab
-from tklab import ceilings, doctor, magic, recorded, sass
+from tklab import ceilings, compiler, doctor, magic, recorded, sass
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +34,7 @@ def test_magic_binds_kernels_by_name(monkeypatch):
     ns: dict = {}
     mod = magic.run_cell("--module m", CELL, ns)
     assert isinstance(ns["scale"], tklab.Kernel) and isinstance(ns["shift"], tklab.Kernel)
-    assert ns["m"] is mod and mod.arch == magic.COURSE_ARCH
+    assert ns["m"] is mod and mod.arch == compiler.COURSE_ARCH
     assert ns["scale"].params[1].ctype == "float"
 
 
@@ -146,6 +146,17 @@ def test_ceilings_fractions():
     f = h200.fraction(tflops=354.0, tbps=2.15)
     assert f == {"of bf16_tensor peak": 0.5, "of copy bandwidth": 0.5}
     assert h200.fraction(tflops=25.5, kind="fp32_simt") == {"of fp32_simt peak": 0.5}
+
+
+def test_unknown_gpu_ceilings_are_measured_once_by_the_caller(tmp_path, monkeypatch):
+    monkeypatch.setenv("TKLAB_CACHE_DIR", str(tmp_path))
+    none = ceilings.for_device("Some GPU")  # nothing to measure with: nothing guessed
+    assert (none.bf16_tensor_tflops, none.copy_tbps) == (None, None)
+    calls = []
+    measured = ceilings.for_device("Some GPU", measure_copy=lambda: calls.append(1) or 1.234)
+    again = ceilings.for_device("Some GPU", measure_copy=lambda: pytest.fail("measured twice"))
+    assert measured.copy_tbps == again.copy_tbps == 1.23 and calls == [1]
+    assert measured.bf16_tensor_tflops is None
 
 
 def test_recorded_results_round_trip(tmp_path, monkeypatch):

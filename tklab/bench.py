@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import gpu
+from .ceilings import for_device as ceilings_for
 
 
 @dataclass
@@ -179,8 +180,15 @@ def bench(
                          ms_min=min(times), ms_max=max(times), ms_q1=q[0], ms_q3=q[2], reps=len(times),
                          flops=flops, bytes=bytes, device=gpu.name())
     if ceilings:
-        from .ceilings import for_device
-
-        c = for_device(result.device)
+        c = ceilings_for(result.device, measure_copy=_copy_tbps)
         result.fractions = c.fraction(tflops=result.tflops, tbps=result.tbps, kind=peak)
     return result
+
+
+def _copy_tbps() -> float:
+    """A device-to-device copy's rate on this GPU (TB/s): the bandwidth ceiling of a GPU tklab does not know."""
+    import cupy as cp
+
+    n = 1 << 28  # 1 GiB of float32: far larger than any L2
+    src, dst = cp.ones(n, cp.float32), cp.empty(n, cp.float32)
+    return bench(lambda: cp.copyto(dst, src), bytes=2 * src.nbytes, ceilings=False).tbps

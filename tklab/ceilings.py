@@ -6,16 +6,20 @@ Two kinds of number live here, and each says which it is:
   580.159.04, CUDA 13.0, torch 2.11; see ``shared/anchors.md`` and ``bench/results/``).
 - ``datasheet``: the vendor's peak — a bound nothing reaches.
 
-For an unknown GPU, ``for_device()`` measures copy bandwidth once (CuPy) and caches it in the tklab
-cache folder; compute ceilings are then unknown (None) rather than guessed.
+For an unknown GPU, ``for_device(name, measure_copy=...)`` asks the caller to measure copy bandwidth
+once (``tklab.bench`` does, with a CuPy copy) and keeps it in the tklab cache folder; compute ceilings
+are then unknown (None) rather than guessed. This module measures nothing itself: it is data.
 
-Public API: ``Ceilings``, ``KNOWN``, ``for_device(name=None)``.
+Public API: ``Ceilings``, ``KNOWN``, ``DATASHEET``, ``for_device(name=None, measure_copy=None)``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+
+from . import cache, gpu
 
 
 @dataclass(frozen=True)
@@ -59,21 +63,17 @@ DATASHEET = {"H100": {"bf16_tensor_tflops": 989.0, "fp32_simt_tflops": 67.0, "hb
              "H200": {"bf16_tensor_tflops": 989.0, "fp32_simt_tflops": 67.0, "hbm_tbps": 4.8}}
 
 
-def for_device(name: str | None = None) -> Ceilings:
-    """Ceilings for the named GPU (default: this machine's); unknown GPUs get a measured copy rate."""
-    if name is None:
-        from . import gpu
+def for_device(name: str | None = None, measure_copy: Callable[[], float] | None = None) -> Ceilings:
+    """Ceilings for the named GPU (default: this machine's).
 
+    An unknown GPU gets the copy rate measured on it before (cached), else ``measure_copy()`` (TB/s) if
+    given, else no ceilings at all (None each).
+    """
+    if name is None:
         name = gpu.name()
     for key, ceilings in KNOWN.items():
         if key in name:
             return ceilings
-    return _measured(name)
-
-
-def _measured(name: str) -> Ceilings:
-    from . import cache
-
     path = cache.cache_dir() / "ceilings.json"
     try:
         saved = json.loads(path.read_text())
@@ -81,14 +81,10 @@ def _measured(name: str) -> Ceilings:
         saved = {}
     if name in saved:
         return Ceilings(**saved[name])
-    import cupy as cp
-
-    from .bench import bench
-
-    n = 1 << 28  # 1 GiB of float32: far larger than any L2
-    src, dst = cp.ones(n, cp.float32), cp.empty(n, cp.float32)
-    r = bench(lambda: cp.copyto(dst, src), bytes=2 * src.nbytes, ceilings=False)
-    result = Ceilings(name, None, None, round(r.tbps, 2), {"copy_tbps": "measured by tklab on this GPU (cupy copy)"})
+    if measure_copy is None:
+        return Ceilings(name, None, None, None)
+    result = Ceilings(name, None, None, round(measure_copy(), 2),
+                      {"copy_tbps": "measured by tklab on this GPU (cupy copy)"})
     saved[name] = asdict(result)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(saved, indent=1))

@@ -44,15 +44,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import specs
+from . import gpu, specs
+from .compiler import default_arch
 from .specs import Exercise, StaticContext, StaticResult
 from .verdict import CheckResult
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "exercises"
-
-#: Without a GPU, CUDA exercises are compiled for the course's target, Hopper.
-DEFAULT_ARCH = "sm_90a"
 
 #: A learner's exercise is a few KB; a file far larger than this was generated or is not an exercise.
 MAX_SOURCE_BYTES = 512 * 1024
@@ -198,7 +196,6 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     simulator, 180 on a GPU with timing). ``hide``: folders the run's sandbox hides from the code (the
     solutions are always hidden).
     """
-    from . import gpu
     from .child import choose_mode
 
     spec, file = resolve(exercise, path)
@@ -218,7 +215,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     _tell(f"compiling {shown}")
     module_keys: list[str] = []
     if spec.language == "cuda":
-        mod = _static_cuda(spec, source, shown, res, gpu.arch() if have_gpu else DEFAULT_ARCH)
+        mod = _static_cuda(spec, source, shown, res, default_arch())
         if mod is not None:
             module_keys.append(mod.key)
     else:

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from . import gpu
 from .arrays import as_values, isclose, poisoned
 from .channel import STAGE, ChildIO
 from .judge import case_rng, compare
@@ -103,7 +104,6 @@ def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int
     """Learner vs library at the benchmark size, same inputs, same process, same GPU, back to back."""
     import cupy as cp
 
-    from . import gpu
     from .bench import bench
 
     b = spec.bench
@@ -135,8 +135,6 @@ def _run_cuda(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
     import cupy as cp
 
     from . import compile as tk_compile
-    from . import gpu
-
     arch = gpu.arch()
     _stage("compiling")
     mod = tk_compile(path.read_text(), arch=arch, name=path.name, options=spec.options)
@@ -183,9 +181,6 @@ def _run_numba(spec: Any, path: Path, chan: ChildIO, do_bench: bool, *, simulate
         xp: Any = np
     else:
         import cupy as cp
-
-        from . import gpu
-
         chan.send("device", name=gpu.name())
         xp = cp
 
@@ -196,8 +191,6 @@ def _run_numba(spec: Any, path: Path, chan: ChildIO, do_bench: bool, *, simulate
     def launch_sync(arrays: dict[str, Any], dims: dict[str, int]) -> None:
         launch(arrays, dims)
         if not simulate:
-            from . import gpu
-
             gpu.synchronize()
 
     if _run_cases(spec, chan, xp, launch_sync) and do_bench and not simulate and spec.bench is not None:

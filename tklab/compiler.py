@@ -12,7 +12,8 @@ arch is checked against the ones this NVRTC supports. A compile that takes long 
 (NVRTC cannot be interrupted, but the learner should know what the machine is doing).
 
 Public API: ``compile(source, *, arch=None, name=None, options=(), include_dirs=(), name_expressions=())``
-→ ``Module``; ``CompileError``; ``supported_archs()``.
+→ ``Module``; ``CompileError``; ``supported_archs()``; ``COURSE_ARCH`` and ``default_arch()`` (the one
+policy for "which arch, when none is named").
 """
 
 from __future__ import annotations
@@ -31,9 +32,21 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from . import cache, sass, signature, toolchain
+from . import cache, gpu, sass, signature, toolchain
 
 _ARCH = re.compile(r"^sm_(\d{2,3})(a|f)?$")
+
+#: The course's target, Hopper (wgmma, TMA, setmaxnreg need the ``a``): what is compiled for when no GPU
+#: can be asked. The one place this policy lives (the check, ``%%tk``, the CPU emulator use it).
+COURSE_ARCH = "sm_90a"
+
+
+def default_arch() -> str:
+    """The arch to build for when the caller names none: this GPU's (``gpu.arch()``), else ``COURSE_ARCH``.
+
+    ``compile(arch=None)`` itself does not fall back: a learner calling it without a GPU is told to choose.
+    """
+    return gpu.arch() if gpu.available() else COURSE_ARCH
 
 #: Seconds after which a running compile says so on stderr, then every ``_SLOW_EVERY`` seconds.
 _SLOW_AFTER = 10.0
@@ -106,8 +119,6 @@ def supported_archs() -> tuple[int, ...]:
 
 def _normalise_arch(arch: str | None) -> str:
     if arch is None:
-        from . import gpu
-
         if not gpu.available():
             raise ValueError("No GPU found, so tklab cannot guess the target architecture: pass arch=, "
                              "e.g. arch='sm_90a' (H100/H200, with wgmma) or arch='sm_80' (A100).")
@@ -210,7 +221,7 @@ def compile(  # noqa: A001 - the name learners expect
     if target == "cpu":
         from . import emulate
 
-        return emulate.compile(source, arch=arch or "sm_90a", name=name, options=options,  # type: ignore[return-value]
+        return emulate.compile(source, arch=arch or COURSE_ARCH, name=name, options=options,  # type: ignore[return-value]
                                include_dirs=include_dirs, name_expressions=name_expressions)
     if target != "gpu":
         raise ValueError(f"target must be 'gpu' or 'cpu' (the emulator), not {target!r}")

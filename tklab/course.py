@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import ceilings, recorded
+from . import ceilings, gpu, recorded
 from .arrays import array_module, bf16_random, bf16_to_float32, isclose  # noqa: F401 - chapters call course.bf16_random
 
 # Kernels chapters 00-03 record, so the table can show what is still missing on a machine without a GPU.
@@ -75,7 +75,6 @@ def compare(key: str, kernel: Callable[[], Any], library: Callable[[], Any], *, 
     """
 
     def run() -> dict[str, Any]:
-        from . import gpu
         from .bench import bench
 
         if verify is not None:
@@ -445,8 +444,6 @@ def numba_gpu_ready(timeout: float = 300.0) -> bool:
     ``nvidia-nvvm`` wheel) to compile for a GPU, and once ``numba.cuda`` is imported its mode cannot
     change; probing outside lets a notebook fall back to the simulator before it imports numba.cuda.
     """
-    from . import gpu
-
     if not gpu.available():
         return False
     try:

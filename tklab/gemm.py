@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from . import gpu
+
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 
@@ -187,9 +189,6 @@ def resident_clusters(func: Any, threads: int, shared_bytes: int, cluster: int) 
     so this can be less than SMs / 2. Falls back to SMs / cluster if the driver cannot say.
     """
     from cuda.bindings import driver
-
-    from . import gpu
-
     sms = gpu.properties().sm_count
     try:
         if cluster == 1:

@@ -21,9 +21,7 @@ import argparse
 import shlex
 from typing import Any
 
-from . import compiler, gpu
-
-COURSE_ARCH = "sm_90a"
+from . import compiler
 
 
 class MagicError(ValueError):
@@ -77,7 +75,7 @@ def run_cell(line: str, cell: str, namespace: dict[str, Any]) -> compiler.Module
     except (MagicError, ValueError) as e:
         raise MagicError(f"could not understand the options {line!r} ({e}); "
                          "use --arch, --name, --module, --quiet, -O") from None
-    arch = args.arch or (gpu.arch() if gpu.available() else COURSE_ARCH)
+    arch = args.arch or compiler.default_arch()
     try:
         mod = compiler.compile(cell, arch=arch, name=args.name, options=tuple(args.options))
     except compiler.CompileError:

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from . import gpu
+
 
 def patch() -> bool:
     """Restore ``np.row_stack`` if this numpy lacks it; returns True when the alias was added."""
@@ -32,8 +34,6 @@ def cuda(simulate: bool | None = None) -> Any:
     """``numba.cuda``, imported after ``patch()``; the simulator when there is no GPU (or ``simulate=True``)."""
     patch()
     if simulate is None:
-        from . import gpu
-
         simulate = not gpu.available()
     wanted = "1" if simulate else "0"
     if "numba.cuda" in sys.modules:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import gpu
+
 _DEFAULT = Path(__file__).resolve().parent.parent / "bench" / "results" / "recorded.json"
 
 
@@ -118,8 +120,6 @@ def load(key: str) -> Recorded:
 
 def measure(key: str, fn: Callable[[], Any]) -> Recorded:
     """Run ``fn`` on a GPU (and record it when ``TKLAB_RECORD=1``), or show the recorded result."""
-    from . import gpu
-
     if not gpu.available():
         return load(key)
     values = _as_values(fn())

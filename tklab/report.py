@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import gpu
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -85,8 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", default="", help="comma-separated: tests, notebooks, bench")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per step")
     args = ap.parse_args(argv)
-    from . import gpu
-
     if not gpu.available():
         print("make gpu-check needs an NVIDIA GPU; none is visible here (try `python -m tklab doctor`).")
         return 2

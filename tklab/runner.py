@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import gpu
 from .channel import STAGE
 from .child import MODES, Mode
 from .judge import RunOutcome, draw_inputs, judge
@@ -89,8 +90,6 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
     path = Path(path)
     if m.needs_gpu and spec.hopper_only:
         if arch is None:
-            from . import gpu
-
             arch = gpu.arch()
         if not arch.startswith("sm_90"):
             return RunOutcome("skipped", f"this exercise needs a Hopper GPU (sm_90a); this one is {arch}")

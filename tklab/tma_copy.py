@@ -20,6 +20,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from . import gpu
+
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 WAYS = {"per_thread": "copy_per_thread", "cp_async": "copy_cp_async", "tma": "copy_tma"}
@@ -47,7 +49,7 @@ def _check(src: Any, dst: Any, tiled: bool) -> tuple[int, int]:
 
 def prepare_way(way: str, src: Any, dst: Any) -> Any:
     """A prepared launch of one way (``"per_thread"``, ``"cp_async"``, ``"tma"``) copying src to dst."""
-    from . import gpu, tma
+    from . import tma
 
     if way not in WAYS:
         raise ValueError(f"way must be one of {', '.join(WAYS)}, got {way!r}")
@@ -73,7 +75,7 @@ def ring_launch(rows: int, cols: int, stages: int, sms: int = 132) -> tuple[int,
 
 def prepare_ring(src: Any, dst: Any, stages: int = 2, *, path: Path | None = None) -> Any:
     """A prepared launch of the ring copy (``solutions/ch07_tma_ring.cu``, or ``path``) with ``stages``."""
-    from . import gpu, tma
+    from . import tma
 
     rows, cols = _check(src, dst, tiled=False)
     if cols % 4:
@@ -139,7 +141,6 @@ def measure_ring(stages: tuple[int, ...] = (1, 2, 3, 4, 6, 8), rows: int = 16384
     ``gbps``: medians over ``rounds`` rounds (``gbps_all``: every round, one list per stage count)."""
     import cupy as cp
 
-    from . import gpu
     from .bench import bench
 
     src = cp.random.default_rng().standard_normal((rows, cols), dtype=cp.float32)

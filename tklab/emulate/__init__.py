@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..compiler import COURSE_ARCH
 from . import build as _build
 from .build import EmulationCompileError
 from .errors import (
@@ -73,7 +74,7 @@ def describe() -> str:
 def compile(  # noqa: A001 - mirrors tklab.compile
     source: str,
     *,
-    arch: str | None = "sm_90a",
+    arch: str | None = COURSE_ARCH,
     name: str | None = None,
     options: Sequence[str] = (),
     include_dirs: Iterable[str | Path] = (),
@@ -84,7 +85,7 @@ def compile(  # noqa: A001 - mirrors tklab.compile
     ``__CUDA_ARCH__`` (``sm_90a``: Hopper paths such as wgmma and TMA; ``sm_80``: the others)."""
     if not isinstance(source, str):
         raise TypeError(f"source must be a str of CUDA C++, not {type(source).__name__}")
-    arch = (arch or "sm_90a").strip().lower()
+    arch = (arch or COURSE_ARCH).strip().lower()
     built = _build.build(source, arch=arch, name=name or "kernel.cu", options=options, include_dirs=tuple(include_dirs),
                   name_expressions=tuple(name_expressions))
     return EmuModule(built, source=source, arch=arch, options=options)

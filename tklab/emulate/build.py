@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .. import cache
 from .. import toolchain as cuda_toolchain
+from ..compiler import COURSE_ARCH
 from . import rewrite
 from .toolchain import Compiler, find
 
@@ -158,7 +159,7 @@ def _user_defines(options: Sequence[str]) -> list[str]:
     return out
 
 
-def build(source: str, *, arch: str = "sm_90a", name: str = "kernel.cu", options: Sequence[str] = (),
+def build(source: str, *, arch: str = COURSE_ARCH, name: str = "kernel.cu", options: Sequence[str] = (),
           include_dirs: Sequence[str | Path] = (), name_expressions: Sequence[str] = ()) -> Built:
     """Compile ``source`` for the CPU emulator (see the module docstring); cached."""
     import time

@@ -20,11 +20,13 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
+from ..compiler import COURSE_ARCH
+
 LABEL = "CPU emulation: correctness only, no timing"
 #: Cases bigger than this (M·N·K, or the product of a case's sizes) are skipped under emulation.
 MAX_WORK = 1 << 24
 TIME_LIMIT = 40.0  # seconds per launch: under the check's own process time limit, so the message is ours
-ARCH = "sm_90a"  # what the kernel sees as __CUDA_ARCH__: the course's target, Hopper
+ARCH = COURSE_ARCH  # what the kernel sees as __CUDA_ARCH__: the course's target, Hopper
 
 
 def _work(dims: dict[str, int]) -> int:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import gpu
 from .ncu import ProfileUnavailable
 from .result import Missing, ProfileResult
 
@@ -52,7 +53,6 @@ def unavailable() -> ProfileUnavailable | None:
 
     Permission to read counters is only known by trying: ``profile`` reports it when ncu refuses.
     """
-    from .. import gpu
     from . import ncu
 
     if not gpu.available():
@@ -92,7 +92,7 @@ def profile(run: Any, *, flops: float | None = None, peak: str | None = None, ke
     profile. ``metrics``: more ncu metric names to collect (read them in ``result.metrics``). ``warmup``:
     launches before the profiled one. ``report``: also keep ncu's report there (open it in Nsight Compute).
     """
-    from .. import gpu, launch, recorded
+    from .. import launch, recorded
     from . import ncu, parse, recipe, store
 
     if flops is not None and flops <= 0:

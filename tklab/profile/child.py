@@ -11,6 +11,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from .. import gpu
+
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
@@ -19,7 +21,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     folder = Path(args[0])
     try:
-        from .. import gpu
         from .recipe import build
 
         recipe, run = build(folder)

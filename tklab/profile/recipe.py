@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import gpu
+
 ALIGN = 4096  # buffers keep their address modulo this: every alignment a kernel may rely on
 
 
@@ -138,9 +140,6 @@ def tensor_map_range(plan: Any) -> tuple[int, int]:
 def _raw_pointer_range(address: int) -> tuple[int, int]:
     """[address, end of its allocation): what a raw device address passed as an int may reach."""
     from cuda.bindings import driver
-
-    from .. import gpu
-
     base, size = gpu.check(driver.cuMemGetAddressRange(address), f"looking up device address {address:#x}")
     return address, int(base) + int(size)
 
@@ -149,9 +148,6 @@ def _read_device(start: int, size: int) -> memoryview:
     """A host copy of device memory (a view of one numpy buffer: large arguments are not copied twice)."""
     import numpy as np
     from cuda.bindings import driver
-
-    from .. import gpu
-
     host = np.empty(max(size, 1), dtype=np.uint8)
     if size:
         gpu.check(driver.cuMemcpyDtoH(host.ctypes.data, start, size), "copying an argument's memory to the host")
@@ -214,8 +210,6 @@ def capture(prepared: Any, folder: Path, *, warmup: int = 2,
     (folder / "kernel.cubin").write_bytes(kernel.module.cubin)
     if read is None:
         if buffers:
-            from .. import gpu
-
             gpu.synchronize()  # the arguments' memory as the launch would see it, after earlier work finished
         read = _read_device
     for i, buf in enumerate(buffers):
@@ -238,7 +232,7 @@ def build(folder: Path) -> tuple[Recipe, Any]:
     import numpy as np
     from cuda.bindings import driver
 
-    from .. import gpu, launch, tma
+    from .. import launch, tma
 
     recipe = Recipe.load(folder)
     gpu.ensure_current()

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import gpu
 from . import Arrays, Bench, Dims, Exercise, Launch, NoSpills, SassHas, WritesGlobal, uniform
 
 STAGES = 2  # the exercise file's default (-DSTAGES=...): the launch's shared memory follows it
@@ -14,8 +15,6 @@ STAGES = 2  # the exercise file's default (-DSTAGES=...): the launch's shared me
 
 def _sms() -> int:
     try:
-        from .. import gpu
-
         return gpu.properties().sm_count
     except Exception:  # noqa: BLE001 - launch shapes are only needed where a GPU runs them
         return 132
