@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from tklab import attention, course
+from tklab import attention, sass
 
 
 # ---- the maths ----------------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ def test_exponentials_are_single_ex2_instructions_and_no_divide_per_element(kern
     """Every score costs one MUFU.EX2 (fast::exp2, no exp2f range fix-up); 1/l is one MUFU.RCP per row
     after the loop, never an IEEE divide per output element."""
     b, k = kernel
-    loop = course.main_loop(k.sass)
+    loop = sass.main_loop(k.sass)
     assert sum(op.startswith("MUFU.EX2") for op in loop) >= 32, "one ex2 per score of the block"
     assert not any(op.startswith("MUFU.RCP") for op in loop), "no reciprocal inside the key loop"
     assert k.histogram["MUFU.RCP"] <= 8, k.histogram["MUFU.RCP"]  # a few per thread: one per row held
@@ -152,4 +152,4 @@ def test_chapter_10_kernel_uses_tma_wgmma_and_splits_registers(kernel):
     h = k.histogram
     assert h["HGMMA"] > 0 and h["UTMALDG"] > 0 and h["UTMASTG"] > 0 and h["HMMA"] == 0
     assert h["USETMAXREG"] == 2  # one decrease (producer), one increase (consumers)
-    assert any(op.startswith("SYNCS") for op in course.main_loop(k.sass)), "mbarrier waits in the loop"
+    assert any(op.startswith("SYNCS") for op in sass.main_loop(k.sass)), "mbarrier waits in the loop"

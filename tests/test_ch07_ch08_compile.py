@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tklab
-from tklab import course, gemm, sass, tma_copy
+from tklab import gemm, sass, tma_copy
 
 ROOT = Path(__file__).resolve().parent.parent
 SERIALIZED = re.compile(r"\bC75\d\d\b")  # ptxas: "wgmma.mma_async instructions are serialized ..."
@@ -49,7 +49,7 @@ def test_the_main_loop_keeps_descriptors_in_uniform_registers() -> None:
     rebuilt from a per-thread consumer index). Now the consumer index is warp-uniform and a slice's
     descriptor is the tile's plus a constant: no R2UR in the loop, and few instructions around 4 HGMMA."""
     for name in ("2_warp_specialised", "3_persistent", "5_cluster"):
-        loop = [op.split(".")[0] for op in course.main_loop(gemm.compiled(gemm.get(name)).sass)]
+        loop = [op.split(".")[0] for op in sass.main_loop(gemm.compiled(gemm.get(name)).sass)]
         assert loop.count("HGMMA") == 4, name
         assert "R2UR" not in loop, (name, loop)
         assert len(loop) < 80, (name, len(loop))
@@ -58,7 +58,7 @@ def test_the_main_loop_keeps_descriptors_in_uniform_registers() -> None:
 def test_in_flight_groups_no_longer_serialize() -> None:
     """IN_FLIGHT=1 used to compile to serialized wgmma (C7515, a WARPGROUP.DEPBAR after every HGMMA):
     zero(acc) sat inside an open wgmma group. With the scale-d flag the loop waits once per stage only."""
-    loop = [op.split(".")[0] for op in course.main_loop(gemm.compiled(VARIANTS["2_in_flight_1"]).sass)]
+    loop = [op.split(".")[0] for op in sass.main_loop(gemm.compiled(VARIANTS["2_in_flight_1"]).sass)]
     assert loop.count("HGMMA") == 4 and loop.count("WARPGROUP") <= 2  # one arrive before the group, one wait after it
 
 

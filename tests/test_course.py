@@ -1,4 +1,5 @@
-"""tklab.course: the results table reads any chapter's records; occupancy and SASS loop models."""
+"""tklab.course: the results table reads any chapter's records; and the models chapters use beside it (occupancy,
+the SASS main loop, numba readiness)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tklab import course, recorded
+from tklab import course, numba_compat, occupancy, recorded, sass
 
 
 def _write(path: Path, entries: dict) -> None:
@@ -84,7 +85,7 @@ def test_compare_shows_recorded_without_gpu(tmp_path: Path, monkeypatch: pytest.
     (32, 256, 100 * 1024, 2, "shared memory"),  # 100 KB + 1 KB reserve per block; 228 KB per SM
 ])
 def test_occupancy(regs: int, threads: int, smem: int, blocks: int, limit: str) -> None:
-    occ = course.occupancy(regs, threads, smem)
+    occ = occupancy.occupancy(regs, threads, smem)
     assert (occ.blocks_per_sm, occ.limit) == (blocks, limit)
     assert occ.blocks_per_sm == min(occ.by.values())
     assert occ.warps_per_sm == blocks * (threads // 32)
@@ -93,9 +94,9 @@ def test_occupancy(regs: int, threads: int, smem: int, blocks: int, limit: str) 
 
 def test_occupancy_rejects_impossible() -> None:
     with pytest.raises(ValueError):
-        course.occupancy(256, 128)
+        occupancy.occupancy(256, 128)
     with pytest.raises(ValueError):
-        course.occupancy(32, 2048)
+        occupancy.occupancy(32, 2048)
 
 
 _SASS = """
@@ -116,11 +117,11 @@ _SASS = """
 
 
 def test_main_loop_picks_the_loop_with_the_math() -> None:
-    body = course.main_loop(_SASS)
+    body = sass.main_loop(_SASS)
     assert body == ["LDS.128", "FFMA", "FFMA", "IADD3", "BRA"]
-    assert course.ffma_share(_SASS) == pytest.approx(2 / 5)
-    assert course.main_loop("        /*0000*/  EXIT ;") == []
-    assert course.ffma_share("") == 0.0
+    assert sass.ffma_share(_SASS) == pytest.approx(2 / 5)
+    assert sass.main_loop("        /*0000*/  EXIT ;") == []
+    assert sass.ffma_share("") == 0.0
 
 
 def test_main_loop_on_a_compiled_kernel() -> None:
@@ -133,9 +134,9 @@ def test_main_loop_on_a_compiled_kernel() -> None:
       out[threadIdx.x] = acc;
     }"""
     mod = tklab.compile(src, arch="sm_90a")
-    body = course.main_loop(mod.sass)
+    body = sass.main_loop(mod.sass)
     assert "FFMA" in body and body[-1].startswith("BRA")
-    assert 0 < course.ffma_share(mod.sass) < 1
+    assert 0 < sass.ffma_share(mod.sass) < 1
 
 
 def test_verify_matmul_finds_the_first_wrong_element() -> None:
@@ -158,7 +159,7 @@ def test_verify_matmul_finds_the_first_wrong_element() -> None:
 def test_numba_gpu_ready_is_false_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
 
-    course.numba_gpu_ready.cache_clear()
+    numba_compat.numba_gpu_ready.cache_clear()
     monkeypatch.setattr("tklab.gpu.available", lambda: False)
 
     def no_child(*args: object, **kwargs: object) -> None:
@@ -166,19 +167,19 @@ def test_numba_gpu_ready_is_false_without_a_gpu(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(subprocess, "run", no_child)
     try:
-        assert course.numba_gpu_ready() is False
+        assert numba_compat.numba_gpu_ready() is False
     finally:
-        course.numba_gpu_ready.cache_clear()
+        numba_compat.numba_gpu_ready.cache_clear()
 
 
 def test_numba_gpu_ready_reports_a_failed_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
 
-    course.numba_gpu_ready.cache_clear()
+    numba_compat.numba_gpu_ready.cache_clear()
     monkeypatch.setattr("tklab.gpu.available", lambda: True)
     monkeypatch.setattr(subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "libNVVM cannot be found"))
     try:
-        assert course.numba_gpu_ready() is False
+        assert numba_compat.numba_gpu_ready() is False
     finally:
-        course.numba_gpu_ready.cache_clear()
+        numba_compat.numba_gpu_ready.cache_clear()

@@ -1,7 +1,7 @@
-"""course.occupancy against the CUDA occupancy calculator's rules (cuda_occupancy.h, compute capability 9.0).
+"""occupancy.occupancy against the CUDA occupancy calculator's rules (cuda_occupancy.h, compute capability 9.0).
 
 The reference below is a line-by-line transcription of the calculator's three limits (warps, registers,
-shared memory) as NVIDIA's header computes them, written independently of ``course.occupancy``; the
+shared memory) as NVIDIA's header computes them, written independently of ``occupancy.occupancy``; the
 worked cases are the calculator's own outputs for the shapes chapter 03 and issue reports use.
 """
 
@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from tklab import course
+from tklab import occupancy
 
 # Device properties the calculator reads for an H100/H200 (cudaDeviceProp of sm_90).
 PROPS = {"regsPerMultiprocessor": 65536, "regsPerBlock": 65536, "warpSize": 32, "maxThreadsPerMultiProcessor": 2048,
@@ -55,9 +55,9 @@ def calculator(regs: int, block: int, smem: int) -> int:
     (40, 512, 3, 3),
 ])
 def test_worked_cases(regs: int, threads: int, blocks: int, pooled: int) -> None:
-    occ = course.occupancy(regs, threads)
+    occ = occupancy.occupancy(regs, threads)
     assert occ.by["registers"] == blocks == calculator(regs, threads, 0)
-    assert course.pooled_register_blocks(regs, threads) == pooled
+    assert occupancy.pooled_register_blocks(regs, threads) == pooled
     per_warp = _round_up(32 * regs, 256)
     assert (occ.registers_per_warp, occ.warps_per_quadrant) == (per_warp, 16384 // per_warp)
 
@@ -67,7 +67,7 @@ def test_matches_the_calculator_everywhere() -> None:
     smems = (0, 1, 4096, 18944, 50176, 100 * 1024, 227 * 1024)
     for regs, threads, smem in itertools.product(range(1, 256), (32, 64, 96, 128, 192, 256, 384, 512, 1024),
                                                  smems):
-        occ = course.occupancy(regs, threads, smem)
+        occ = occupancy.occupancy(regs, threads, smem)
         assert occ.blocks_per_sm == calculator(regs, threads, smem), (regs, threads, smem, occ)
         assert occ.blocks_per_sm == min(occ.by.values())
 
@@ -75,27 +75,27 @@ def test_matches_the_calculator_everywhere() -> None:
 def test_the_quadrant_rule_differs_from_one_pool() -> None:
     """The pooled formula over-counts for many shapes; a lesson that showed it would teach a wrong number."""
     differ = [(r, t) for r in range(8, 256, 8) for t in (64, 128, 192)
-              if course.occupancy(r, t).by["registers"] != course.pooled_register_blocks(r, t)]
+              if occupancy.occupancy(r, t).by["registers"] != occupancy.pooled_register_blocks(r, t)]
     assert (200, 64) in differ and (48, 64) in differ
     for r, t in differ:
-        assert course.occupancy(r, t).by["registers"] < course.pooled_register_blocks(r, t)
+        assert occupancy.occupancy(r, t).by["registers"] < occupancy.pooled_register_blocks(r, t)
 
 
 def test_a_block_too_big_for_the_register_file_cannot_launch() -> None:
-    occ = course.occupancy(255, 1024)  # 8192 registers per warp x 32 warps = 4x the register file
+    occ = occupancy.occupancy(255, 1024)  # 8192 registers per warp x 32 warps = 4x the register file
     assert occ.blocks_per_sm == 0 and occ.limit == "registers"
     assert calculator(255, 1024, 0) == 0
     # 3 warps of 8192 registers: the hardware's launch check counts them as 4 (one per quadrant), still fits
-    assert course.occupancy(255, 96).by["registers"] == calculator(255, 96, 0)
+    assert occupancy.occupancy(255, 96).by["registers"] == calculator(255, 96, 0)
 
 
 def test_bad_input_is_named() -> None:
     with pytest.raises(ValueError, match="registers per thread"):
-        course.occupancy(0, 128)
+        occupancy.occupancy(0, 128)
     with pytest.raises(ValueError, match="threads per block"):
-        course.occupancy(32, 1025)
+        occupancy.occupancy(32, 1025)
     with pytest.raises(ValueError, match="shared memory"):
-        course.occupancy(32, 128, -1)
+        occupancy.occupancy(32, 128, -1)
 
 
 def test_quadrant_figure_draws_every_resident_warp() -> None:
@@ -104,9 +104,9 @@ def test_quadrant_figure_draws_every_resident_warp() -> None:
     matplotlib.use("Agg")
     from matplotlib.patches import Rectangle
 
-    ax = course.quadrant_figure(200, 64)
+    ax = occupancy.quadrant_figure(200, 64)
     boxes = [p for p in ax.patches if isinstance(p, Rectangle)]
-    occ = course.occupancy(200, 64)
+    occ = occupancy.occupancy(200, 64)
     warps = [p for p in boxes if p.get_height() == occ.registers_per_warp]
     assert len(warps) == occ.warps_per_sm == 8
     assert "4 blocks" in ax.get_title() and "one pool would say 5" in ax.get_title()

@@ -1,10 +1,10 @@
-"""course.occupancy against the driver's own answer (cuOccupancyMaxActiveBlocksPerMultiprocessor) on a GPU."""
+"""occupancy.occupancy against the driver's own answer (cuOccupancyMaxActiveBlocksPerMultiprocessor) on a GPU."""
 
 from __future__ import annotations
 
 import pytest
 
-from tklab import compiler, course, gpu
+from tklab import compiler, gpu, occupancy
 
 # A kernel whose register appetite follows -maxrregcount: 64 live accumulators unless squeezed.
 HUNGRY = r"""
@@ -34,7 +34,7 @@ def test_occupancy_matches_the_driver(maxrreg: int) -> None:
 
     arch = gpu.arch()
     if not arch.startswith("sm_90"):
-        pytest.skip("course.occupancy models compute capability 9.0")
+        pytest.skip("occupancy.occupancy models compute capability 9.0")
     mod = compiler.compile(HUNGRY, arch=arch, options=(f"--maxrregcount={maxrreg}",), name=f"hungry_{maxrreg}.cu")
     k = mod["hungry"]
     gpu.ensure_current()
@@ -50,7 +50,7 @@ def test_occupancy_matches_the_driver(maxrreg: int) -> None:
                 err, blocks = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, threads, smem)
                 if err != driver.CUresult.CUDA_SUCCESS:
                     blocks = 0  # the driver refuses shapes that cannot launch at all
-                model = course.occupancy(k.registers, threads, smem).blocks_per_sm
+                model = occupancy.occupancy(k.registers, threads, smem).blocks_per_sm
                 assert model == blocks, f"{k.registers} registers x {threads} threads, {smem} B: model {model}, " \
                                         f"driver {blocks}"
     finally:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -145,6 +146,18 @@ class _Loaded:
         return self.functions[name]
 
 
+#: Each compiled module's driver handle, loaded on its first launch; launch's own state, kept beside the
+#: Module (weakly: a Module no one holds is freed with its entry) rather than written onto it.
+_LOADED: weakref.WeakKeyDictionary[Any, _Loaded] = weakref.WeakKeyDictionary()
+
+
+def _loaded(module: Any) -> _Loaded:
+    """The module loaded into the current context (loaded now if this is its first launch)."""
+    if module not in _LOADED:
+        _LOADED[module] = _Loaded(module.cubin)
+    return _LOADED[module]
+
+
 def _param_sizes(func: Any) -> list[int] | None:
     from cuda.bindings import driver
 
@@ -217,10 +230,7 @@ def prepare(kernel: Any, grid: Any, block: Any, args: Sequence[Any] = (), *, sha
         raise ValueError(f"{kernel.display_name}: a block has at most 1024 threads, got {b} = {b[0]*b[1]*b[2]}")
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"{kernel.display_name}: pass the kernel's arguments as a tuple: k(grid, block, (a, b, n))")
-    module = kernel.module
-    loaded = getattr(module, "_loaded", None)
-    if loaded is None:
-        loaded = module._loaded = _Loaded(module.cubin)
+    loaded = _loaded(kernel.module)
     gpu.ensure_current()
     func = loaded.function(kernel.name)
     sizes = loaded.param_sizes[kernel.name]

@@ -5,8 +5,12 @@ ptxas's verbose report in the NVRTC log (the only place spill bytes are stated).
 histogram counts base opcodes (``LDG.E.128`` counts as ``LDG``; the full forms are kept too), so a
 learner can ask "are the tensor cores used?" as ``hist["HGMMA"] > 0``.
 
+``main_loop`` finds a kernel's hot loop in its SASS (the backward branch whose body holds the most
+FFMA/HMMA/HGMMA), which lessons read instruction by instruction.
+
 Public API: ``disassemble(cubin) -> dict[kernel, sass]``, ``resource_usage(cubin)``,
-``parse_ptxas_log(log)``, ``histogram(sass)``, ``Resources``.
+``parse_ptxas_log(log)``, ``histogram(sass)``, ``instructions(sass)``, ``main_loop(sass)``,
+``ffma_share(sass)``, ``Resources``.
 """
 
 from __future__ import annotations
@@ -118,15 +122,62 @@ def combine_resources(res_usage: dict[str, int], ptxas: dict[str, int]) -> Resou
     )
 
 
-_INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
+#: One SASS line: its address, full opcode (after an optional predicate) and operands.
+_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)(.*)")
+_TARGET = re.compile(r"\b(?:0x)?([0-9a-f]+)\s*;")
+
+
+def _parsed(sass: str) -> list[tuple[int, str, str]]:
+    """(address, full opcode, operands) of every instruction, in program order."""
+    return [(int(m.group(1), 16), m.group(2), m.group(3)) for m in _LINE.finditer(sass)]
 
 
 def instructions(sass: str) -> list[str]:
     """Full opcodes (with modifiers) in program order, e.g. ``["LDG.E.128", "FFMA", ...]``."""
-    return _INSTR.findall(sass)
+    return [op for _, op, _ in _parsed(sass)]
 
 
 def histogram(sass: str, *, full: bool = False) -> Counter[str]:
     """Count instructions by base opcode (``full=True``: with modifiers, e.g. ``LDG.E.128``)."""
     ops = instructions(sass)
     return Counter(ops if full else (op.split(".", 1)[0] for op in ops))
+
+
+def main_loop(sass: str) -> list[str]:
+    """Opcodes of the kernel's hot loop: the backward branch's body that holds the most FFMA/HMMA/HGMMA.
+
+    A loop in SASS is a branch (``BRA``) to an earlier address; its body runs from that address to the
+    branch. A "body" that holds an EXIT is not a loop: it is an out-of-line retry (an mbarrier wait placed
+    after the kernel's end) jumping back into the code. Returns [] when the kernel has no loop.
+    """
+    instrs = _parsed(sass)
+    best: tuple[int, int] | None = None
+    best_score = (-1, 0)
+    for i, (addr, op, rest) in enumerate(instrs):
+        if op.split(".")[0] != "BRA":
+            continue
+        m = _TARGET.search(rest)
+        if not m:
+            continue
+        target = int(m.group(1), 16)
+        if target >= addr:
+            continue
+        start = next((j for j, (a, _, _) in enumerate(instrs) if a >= target), None)
+        if start is None:
+            continue
+        body = [o.split(".")[0] for _, o, _ in instrs[start:i + 1]]
+        if "EXIT" in body:
+            continue
+        math = sum(o in ("FFMA", "HMMA", "HGMMA") for o in body)
+        score = (math, -len(body))
+        if score > best_score:
+            best_score, best = score, (start, i)
+    if best is None:
+        return []
+    return [o for _, o, _ in instrs[best[0]:best[1] + 1]]
+
+
+def ffma_share(sass: str) -> float:
+    """FFMA instructions over all instructions in the main loop (0 when there is no loop)."""
+    body = main_loop(sass)
+    return sum(o.split(".")[0] == "FFMA" for o in body) / len(body) if body else 0.0

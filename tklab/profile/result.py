@@ -72,7 +72,7 @@ class M:
     occupancy_theoretical = ("sm__maximum_warps_per_active_cycle_pct",)
     registers = ("launch__registers_per_thread",)
     waves = ("launch__waves_per_multiprocessor",)
-    # On a tie the first named is the limit, as in tklab.course.occupancy: hard caps before chosen resources.
+    # On a tie the first named is the limit, as in tklab.occupancy: hard caps before chosen resources.
     limits = {"warps": "launch__occupancy_limit_warps", "blocks": "launch__occupancy_limit_blocks",
               "registers": "launch__occupancy_limit_registers", "shared memory": "launch__occupancy_limit_shared_mem"}
     cycles_per_issue = ("smsp__average_warp_latency_per_inst_issued.ratio",)
