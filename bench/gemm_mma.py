@@ -25,6 +25,7 @@ SOURCE = ROOT / "solutions" / "gemm_mma_tiles.cu"
 sys.path.insert(0, str(ROOT))
 
 import tklab  # noqa: E402
+from tklab import gemm  # noqa: E402
 from tklab.arrays import bf16_to_float32, poisoned, to_bf16_bits  # noqa: E402
 from tklab.bench import bench  # noqa: E402
 
@@ -46,9 +47,8 @@ class Gemm:
         self.module = tklab.compile(SOURCE.read_text(), arch=arch or tklab.gpu.arch(), options=opts,
                                     name="gemm_mma_tiles.cu")
         self.kernel = self.module["gemm_mma_tiles"]
-        c = self.cfg
-        self.threads = 32 * c["WARPS_M"] * c["WARPS_N"]
-        self.shared = c["STAGES"] * (c["BM"] * c["BK"] + c["BK"] * c["BN"]) * 2 + 1024
+        facts = gemm.launch_facts(self.module)  # the kernel's own threads and shared bytes
+        self.threads, self.shared = facts["threads"], facts["shared_bytes"]
 
     def fits(self, m: int, n: int, k: int) -> bool:
         return m % self.cfg["BM"] == 0 and n % self.cfg["BN"] == 0 and k % self.cfg["BK"] == 0

@@ -10,7 +10,7 @@
 //
 // Shapes: M % BM == 0, N % BN == 0, K % BK == 0 (no bounds checks).
 // Launch: grid (N / BN, M / BM), block 32 * WARPS_M * WARPS_N threads,
-//         shared_mem = STAGES * (BM * BK + BK * BN) * 2 + 1024 bytes (the 1024: alignment slack).
+//         shared_mem = gemm_shared_bytes = STAGES * (BM * BK + BK * BN) * 2 + 1024 bytes (the 1024: alignment slack).
 #include "tk.cuh"
 using namespace tk;
 
@@ -28,6 +28,8 @@ constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, WARPS = WARPS_M * WARPS_N;  
 
 using a_slice = st_bf<BM, BK>;  // BK = 32: 64-byte rows, 64B swizzle
 using b_slice = st_bf<BK, BN>;  // BN = 128: two 64-column panels, 128B swizzle
+/// What the launch must ask for (tklab.gemm.launch_facts reads it from the compiled module).
+extern "C" __device__ int gemm_shared_bytes = dynamic_shared_bytes<a_slice[STAGES], b_slice[STAGES]>();
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 gemm_mma_tiles(const bf16* A_ptr, const bf16* B_ptr, bf16* C_ptr, int M, int N, int K) {

@@ -105,6 +105,19 @@ def test_kernels_tell_the_launcher_their_threads_shared_memory_and_cluster(name,
     assert shared + k.shared_bytes <= 232448  # the H100/H200 per-block opt-in limit (227 KB)
 
 
+def test_the_exercise_spec_launches_what_the_exercise_kernel_declares() -> None:
+    """specs/ch08_wgmma.py computes the launch (a sandboxed run cannot read it from the kernel): it must be
+    what the exercise's own kernel says, at its default ring and with the -D options the check passes."""
+    from tklab import specs
+
+    spec = specs.get("ch08_wgmma")
+    mod = tklab.compile((ROOT / spec.solution).read_text(), arch="sm_90a", name=spec.filename, options=spec.options)
+    facts = gemm.launch_facts(mod)
+    shape = spec.launch({"M": 192, "N": 512, "K": 320})
+    assert (shape.shared_mem, shape.block, facts["cluster"]) == (facts["shared_bytes"], (facts["threads"],), 1)
+    assert shape.grid == (512 // gemm.get("1_one_warpgroup").block_n, 192 // gemm.get("1_one_warpgroup").block_m)
+
+
 def test_cluster_launch_is_declared_in_the_kernel() -> None:
     """__cluster_dims__ puts the shape in the PTX (.reqnctapercluster): a plain launch starts pairs of blocks."""
     ptx = gemm.compiled(gemm.get("5_cluster")).module.ptx

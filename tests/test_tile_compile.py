@@ -136,3 +136,13 @@ def test_a_kernel_knob_macro_leaves_the_library_alone() -> None:
     src = '#include "tk.cuh"\nextern "C" __global__ void k() {}\n'
     for knob in ("STAGES", "CONSUMERS", "PRODUCERS", "ROWS", "COUNT", "ID", "HEAD_DIM", "BC", "SCHEDULE"):
         tklab.compile(src, arch="sm_90a", options=(f"-D{knob}=3",))
+
+
+def test_gemm_declares_its_launch(gemm: tklab.compiler.Module) -> None:
+    """The kernel exports its dynamic shared memory and threads (tklab.gemm.launch_facts reads them); the GPU
+    test's constant, used where no PTX exists (the CPU emulator), must agree with it."""
+    from test_tile_ops_gpu import GEMM_SMEM
+
+    from tklab import gemm as gemms
+
+    assert gemms.launch_facts(gemm) == {"threads": 128, "shared_bytes": GEMM_SMEM, "cluster": 1}
