@@ -37,18 +37,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from tklab import recorded  # noqa: E402
+
 LIMITS = {"compile": 150, "check_copy": 90, "check_gemm": 150, "check_cluster": 60, "time_copy": 90,
           "time_gemm": 200, "sanitize": 170}
 CHECKS = ("check_copy", "check_gemm", "check_cluster")
 SANITIZERS = ("memcheck", "racecheck", "synccheck")
-
-
-def _commit() -> str:
-    if os.environ.get("GIT_COMMIT"):
-        return os.environ["GIT_COMMIT"]
-    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         check=False)
-    return out.stdout.strip() or "unknown"
 
 
 # ---- the parts (each runs in a child: --part NAME --json FILE) --------------------------------------------
@@ -215,7 +209,7 @@ PARTS = {"compile": part_compile, "check_copy": part_check_copy, "check_gemm": p
 def _env() -> dict[str, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    env.setdefault("TKLAB_COMMIT", _commit())
+    env.setdefault("TKLAB_COMMIT", recorded.commit())
     env.setdefault("GIT_COMMIT", env["TKLAB_COMMIT"])
     return env
 
@@ -423,7 +417,7 @@ def main() -> int:
         return 0
 
     skip = set(filter(None, args.skip.split(",")))
-    commit = _commit()
+    commit = recorded.commit()
     out_dir = Path(os.environ["OUT"]) if os.environ.get("OUT") else \
         ROOT / "bench" / "results" / f"ch07_ch08_{datetime.date.today().isoformat()}_{commit}"
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -28,21 +27,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tklab import attention, specs  # noqa: E402
+from tklab import attention, recorded, specs  # noqa: E402
 from tklab.arrays import to_bf16_bits  # noqa: E402
 
 Arrays = dict[str, np.ndarray]
-
-
-def _commit() -> str:
-    """$GIT_COMMIT first: a copied tree (the device machine's) may carry a .git of another commit."""
-    if os.environ.get("GIT_COMMIT"):
-        return os.environ["GIT_COMMIT"]
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("GIT_COMMIT", "unknown")
 
 
 def _ints(rng: np.random.Generator, shape: tuple[int, ...], lo: int = -3, hi: int = 3) -> np.ndarray:
@@ -239,7 +227,7 @@ def main() -> int:
         rows.append(row)
         print(f"{'ok  ' if row['ok'] else 'FAIL'} {name} ({kind}): {_detail(row)}", flush=True)
     now = datetime.datetime.now(datetime.timezone.utc)
-    meta = {"device": gpu.name(), "commit": _commit(), "date": now.strftime("%Y-%m-%d %H:%M UTC"),
+    meta = {"device": gpu.name(), "commit": recorded.commit(), "date": now.strftime("%Y-%m-%d %H:%M UTC"),
             "compiler": cc.description, "host": platform.processor() or platform.machine()}
     stem = out_dir / f"emulate_crosscheck_{now:%Y-%m-%d}_{meta['commit']}"
     stem.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

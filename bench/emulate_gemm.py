@@ -15,7 +15,6 @@ import datetime
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,15 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tklab import recorded  # noqa: E402
 from tklab.arrays import bf16_to_float32, to_bf16_bits  # noqa: E402
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("GIT_COMMIT", "unknown")
 
 
 def _cpu() -> str:
@@ -107,7 +99,7 @@ def main() -> int:
             print(f"{name} {m}x{n}x{k}: build {build:.2f} s, cached {cached:.3f} s, run {with_race:.3f} s "
                   f"(race detector on), {without:.3f} s (off)", flush=True)
     now = datetime.datetime.now(datetime.timezone.utc)
-    commit = _commit()
+    commit = recorded.commit()
     out = ROOT / "bench" / "results" / f"emulate_gemm_{now:%Y-%m-%d}_{commit}.md"
     lines = [f"# CPU emulation of tile-library GEMMs ({now:%Y-%m-%d %H:%M UTC}, commit {commit})", "",
              f"Machine: {_cpu()}, {os.cpu_count()} cores; compiler {cc.description}; one worker thread "

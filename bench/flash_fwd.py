@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tklab import attention  # noqa: E402
+from tklab import attention, recorded  # noqa: E402
 
 #: name -> (kernel, options over attention.DEFAULTS, head dims it runs at). Chapter 10's progression is
 #: the "ch10" rows; the others try block shapes.
@@ -55,13 +55,6 @@ COURSE = ["ch09 tiles", "ch10 plain", "ch10 overlap", "ch10 ping-pong", "ch10 pi
 SDPA = ("sdpa flash", "sdpa cudnn", "sdpa efficient")
 #: (d, N, causal) of the anchors table; batch = 16384 / N, heads = 2048 / d.
 CONFIGS = [(d, n, c) for d in (128, 64) for n in (4096, 8192) for c in (False, True)]
-
-
-def _commit() -> str:
-    if os.environ.get("GIT_COMMIT"):
-        return os.environ["GIT_COMMIT"]
-    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return out.stdout.strip() or "unknown"
 
 
 def _out_dirs() -> list[Path]:
@@ -209,9 +202,9 @@ def write_report(kind: str, body: list[str], data: Any) -> Path:
     head = [f"# FlashAttention forward — {kind}, {today}", "",
             f"- device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
             f"cuDNN {torch.backends.cudnn.version()}",
-            f"- commit: {_commit()}; date: {datetime.datetime.now().isoformat(timespec='seconds')}",
+            f"- commit: {recorded.commit()}; date: {datetime.datetime.now().isoformat(timespec='seconds')}",
             "- written by `python bench/flash_fwd.py " + " ".join(sys.argv[1:]) + "`", ""]
-    stem = f"flash_fwd_{kind}_{today}_{_commit()}"
+    stem = f"flash_fwd_{kind}_{today}_{recorded.commit()}"
     for folder in _out_dirs():
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{stem}.md").write_text("\n".join(head + body) + "\n")

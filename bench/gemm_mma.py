@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ SOURCE = ROOT / "solutions" / "gemm_mma_tiles.cu"
 sys.path.insert(0, str(ROOT))
 
 import tklab  # noqa: E402
-from tklab import gemm  # noqa: E402
+from tklab import gemm, recorded  # noqa: E402
 from tklab.arrays import bf16_to_float32, poisoned, to_bf16_bits  # noqa: E402
 from tklab.bench import bench  # noqa: E402
 
@@ -110,14 +108,6 @@ def benchmark(gemms: dict[str, Gemm], n: int, rounds: int = 2) -> list[dict[str,
     return rows
 
 
-def commit_id(given: str | None) -> str:
-    if given:
-        return given
-    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         check=False)
-    return out.stdout.strip() or os.environ.get("TKLAB_COMMIT", "unknown")
-
-
 def report(gemms: dict[str, Gemm], checks: dict[str, list], rows: list[dict[str, Any]], n: int, commit: str) -> str:
     import torch
 
@@ -193,7 +183,7 @@ def main() -> None:
         for shape, err in cs:
             print(f"check {name} {shape}: rel. error {err:.2e} {'ok' if err < 1e-2 else 'FAIL'}")
     rows = benchmark(gemms, args.size)
-    text = report(gemms, checks, rows, args.size, commit_id(args.commit))
+    text = report(gemms, checks, rows, args.size, args.commit or recorded.commit())
     out_dir = args.out or ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"gemm_mma_{datetime.date.today().isoformat()}.md"

@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import tklab  # noqa: E402
-from tklab import gemm  # noqa: E402
+from tklab import gemm, recorded  # noqa: E402
 
 #: Extra variants timed beside the steps (knobs the chapter discusses).
 VARIANTS = gemm.VARIANTS
@@ -62,18 +60,6 @@ def check(s: gemm.Step, shapes: list[tuple[int, int, int]]) -> list[dict[str, An
     return out
 
 
-def commit() -> str:
-    """The commit measured: $GIT_COMMIT (the device machine's copy has no .git), else git's HEAD."""
-    if os.environ.get("GIT_COMMIT"):
-        return os.environ["GIT_COMMIT"]
-    try:
-        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=False)
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
-
-
 def compile_facts(steps: dict[str, gemm.Step]) -> list[dict[str, Any]]:
     """Registers, spills, SASS counts and ptxas serialization warnings of every step (CPU work)."""
     facts = []
@@ -92,7 +78,7 @@ def report(checks: list[dict[str, Any]], timing: dict[str, Any] | None, facts: l
 
     lines = [f"# Chapter 08 GEMM progression vs cuBLAS — {datetime.date.today().isoformat()}", "",
              f"- device: {torch.cuda.get_device_name()} ({tklab.gpu.arch()}), torch {torch.__version__}",
-             f"- commit: {commit()}; date: {datetime.datetime.now().isoformat(timespec='seconds')}", "",
+             f"- commit: {recorded.commit()}; date: {datetime.datetime.now().isoformat(timespec='seconds')}", "",
              "## compile facts", "", "| step | options | regs | spill | HGMMA | UTMALDG | UTMASTG | threads | "
              "shared B | cluster | C75xx |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {f['step']} | {' '.join(f['options'])} | {f['registers']} | {f['spill']} | {f['HGMMA']} | "
@@ -132,7 +118,7 @@ def main() -> int:
     timing = None if args.check_only else gemm.progression(tuple(args.sizes), args.rounds, steps)
     text = report(checks, timing, facts)
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"gemm_wgmma_{datetime.date.today().isoformat()}_{commit()}.md"
+    path = args.out / f"gemm_wgmma_{datetime.date.today().isoformat()}_{recorded.commit()}.md"
     path.write_text(text)
     if args.json:
         args.json.write_text(json.dumps({"facts": facts, "checks": checks, "timing": timing}, indent=1))

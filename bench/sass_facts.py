@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from tklab import recorded  # noqa: E402
 
 ARCH = "sm_90a"
 
@@ -73,14 +74,6 @@ def facts() -> dict[str, Any]:
     return out
 
 
-def commit() -> str:
-    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          check=False)
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "cuda"], capture_output=True,
-                           text=True, check=False).stdout.strip()
-    return (done.stdout.strip() or "unknown") + ("+dirty-cuda" if dirty else "")
-
-
 def compare(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """One line per kernel whose resources or instruction mix changed, and a summary line."""
     lines, same = [], 0
@@ -112,7 +105,7 @@ def main() -> int:
         old, new = (json.loads(p.read_text())["kernels"] for p in args.compare)
         print("\n".join(compare(old, new)))
         return 0
-    result = {"arch": ARCH, "commit": commit(), "date": datetime.date.today().isoformat(), "kernels": facts()}
+    result = {"arch": ARCH, "commit": recorded.commit(), "date": datetime.date.today().isoformat(), "kernels": facts()}
     text = json.dumps(result, indent=1)
     if args.out:
         args.out.write_text(text)

@@ -196,3 +196,13 @@ def test_missing_ptxas_report_is_said_not_hidden():
     assert not k2.resources.from_ptxas and "spills unknown" in k2.summary()
     assert k2.registers == k.registers  # still read from the cubin by cuobjdump
 
+
+
+def test_commit_of_a_measurement(monkeypatch):
+    """One answer to "which commit is this" for every report: the environment first (a tree copied to a GPU
+    machine may carry another commit's .git), else git."""
+    monkeypatch.delenv("TKLAB_COMMIT", raising=False)
+    monkeypatch.setenv("GIT_COMMIT", "abc1234")
+    assert recorded.commit() == "abc1234"
+    monkeypatch.setenv("TKLAB_COMMIT", "def5678")
+    assert recorded.commit() == "def5678"

@@ -7,7 +7,7 @@ written unless ``TKLAB_RECORD=1``, so a learner's runs never touch the repositor
 shows the stored numbers, clearly labelled as recorded elsewhere, or says that none exist yet.
 
 Public API: ``measure(key, fn) -> Recorded``, ``load(key)``, ``all_records() -> dict[str, Recorded]``,
-``Recorded``.
+``Recorded``, ``commit()`` (the commit a measurement belongs to: every report and bench script uses it).
 """
 
 from __future__ import annotations
@@ -31,12 +31,15 @@ def _file() -> Path:
     return Path(os.environ.get("TKLAB_RECORD_FILE", _DEFAULT))
 
 
-def _commit() -> str:
-    if os.environ.get("TKLAB_COMMIT"):  # set by `make gpu-check` (a copied tree may have no .git)
-        return os.environ["TKLAB_COMMIT"]
+def commit() -> str:
+    """The commit being measured: ``$TKLAB_COMMIT`` or ``$GIT_COMMIT`` when set (``make gpu-check`` sets the
+    first; a tree copied to a GPU machine may carry no .git, or another commit's), else git's short HEAD."""
+    for var in ("TKLAB_COMMIT", "GIT_COMMIT"):
+        if os.environ.get(var):
+            return os.environ[var]
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).parent, timeout=5)
+                             cwd=Path(__file__).parent, timeout=10)
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -124,7 +127,7 @@ def measure(key: str, fn: Callable[[], Any]) -> Recorded:
         return load(key)
     values = _as_values(fn())
     rec = Recorded(key, values, live=True, device=gpu.name(), date=_dt.date.today().isoformat(),
-                   commit=_commit())
+                   commit=commit())
     if os.environ.get("TKLAB_RECORD", "") in ("1", "true", "yes"):
         data = _read()
         data[key] = {"values": values, "device": rec.device, "date": rec.date, "commit": rec.commit}

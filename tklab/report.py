@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import gpu
+from . import gpu, recorded
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,17 +37,6 @@ class Step:
     @property
     def verdict(self) -> str:
         return "passed" if self.returncode == 0 else ("timed out" if self.returncode == 124 else "FAILED")
-
-
-def commit() -> str:
-    if os.environ.get("TKLAB_COMMIT"):
-        return os.environ["TKLAB_COMMIT"]
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=10)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def _run(step: Step, timeout: float, env: dict[str, str]) -> Step:
@@ -98,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     checks_dir = tempfile.mkdtemp(prefix="tklab-checks-")
-    env = {**os.environ, "TKLAB_RECORD": "1", "PYTHONUNBUFFERED": "1", "TKLAB_COMMIT": commit(),
+    env = {**os.environ, "TKLAB_RECORD": "1", "PYTHONUNBUFFERED": "1", "TKLAB_COMMIT": recorded.commit(),
            "TKLAB_CHECK_RESULTS": checks_dir}
     done = [_run(s, args.timeout, env) for s in steps({x.strip() for x in args.skip.split(",") if x.strip()})]
     today = dt.date.today().isoformat()

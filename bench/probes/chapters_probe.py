@@ -30,6 +30,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tklab import recorded  # noqa: E402
+
 OUT = Path(os.environ.get("OUT") or ROOT / "bench" / "results")
 
 NOTEBOOKS = ("00_the_machine.ipynb", "04_banks_swizzling.ipynb")
@@ -75,16 +79,6 @@ PROFILES = [
 ]
 
 
-def _commit() -> str:
-    if os.environ.get("TKLAB_COMMIT"):
-        return os.environ["TKLAB_COMMIT"]
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def run_notebooks(log: list[str]) -> None:
     import nbformat
     from nbclient import NotebookClient
@@ -92,7 +86,7 @@ def run_notebooks(log: list[str]) -> None:
     record = OUT / "recorded.json"
     if record.resolve() != (ROOT / "bench" / "results" / "recorded.json").resolve():
         shutil.copy(ROOT / "bench" / "results" / "recorded.json", record)
-    os.environ.update(TKLAB_RECORD="1", TKLAB_RECORD_FILE=str(record), TKLAB_COMMIT=_commit())
+    os.environ.update(TKLAB_RECORD="1", TKLAB_RECORD_FILE=str(record), TKLAB_COMMIT=recorded.commit())
     for name in NOTEBOOKS:
         start = time.perf_counter()
         nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
@@ -120,7 +114,8 @@ def _ncu() -> str:
 def run_ncu(log: list[str]) -> None:
     ncu = _ncu()
     result: dict = {"what": "Nsight Compute counters the chapters quote (bench/probes/chapters_probe.py)",
-                    "device": _device(), "commit": _commit(), "date": dt.datetime.now(dt.timezone.utc).isoformat(),
+                    "device": _device(), "commit": recorded.commit(),
+                    "date": dt.datetime.now(dt.timezone.utc).isoformat(),
                     "kernels": {}}
     for key, regex, source, metrics in PROFILES:
         cmd = [ncu, "--csv", "--metrics", ",".join(metrics), "--kernel-name", f"regex:{regex}",
@@ -176,7 +171,8 @@ def main() -> int:
     ap.add_argument("--skip", default="", help="comma-separated: notebooks, ncu, occupancy")
     skip = set(filter(None, ap.parse_args().skip.split(",")))
     OUT.mkdir(parents=True, exist_ok=True)
-    log = [f"chapters_probe on {_device()}, commit {_commit()}, {dt.datetime.now().isoformat(timespec='seconds')}"]
+    now = dt.datetime.now().isoformat(timespec="seconds")
+    log = [f"chapters_probe on {_device()}, commit {recorded.commit()}, {now}"]
     for name, step in (("occupancy", run_occupancy), ("ncu", run_ncu), ("notebooks", run_notebooks)):
         if name in skip:
             continue

@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tklab import recorded  # noqa: E402
+
 
 def build_cubin(source: str, name: str, arch: str = "sm_90a") -> bytes:
     """Compile ``source`` with tklab.compile and return the cubin (bytes)."""
@@ -53,6 +55,6 @@ def machine(commit: str | None = None) -> dict[str, str]:
         "device": name,
         "driver": driver,
         "ncu": ncu[-1] if ncu else "",
-        "commit": commit or os.environ.get("TKLAB_COMMIT") or _sh(["git", "rev-parse", "HEAD"]) or "unknown",
+        "commit": commit or recorded.commit(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
