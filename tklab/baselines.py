@@ -1,6 +1,9 @@
 """The libraries a course kernel is timed against, called on the course's arrays.
 
-Public API: ``cublas_bf16(a, b, c)`` (bf16 GEMM through cuBLAS on CuPy uint16 arrays: no torch needed).
+Each returns a function that runs the library operation once (what ``tklab.bench`` times) and returns its
+result. Public API: ``cublas_bf16(a, b, c)`` (bf16 GEMM through cuBLAS on CuPy uint16 arrays: no torch
+needed), ``bf16_matmul(a, b)`` (torch.matmul on the same bits when torch is there, else ``cublas_bf16``),
+``device_copy(src)`` (a device-to-device copy of the same bytes: the ceiling a copy kernel is read against).
 """
 
 from __future__ import annotations
@@ -32,5 +35,39 @@ def cublas_bf16(a: Any, b: Any, c: Any) -> Callable[[], None]:
                       one.ctypes.data, b.data.ptr, CUDA_R_16BF, n, a.data.ptr, CUDA_R_16BF, k,
                       zero.ctypes.data, c.data.ptr, CUDA_R_16BF, n, cublas.CUBLAS_COMPUTE_32F,
                       cublas.CUBLAS_GEMM_DEFAULT)
+
+    return run
+
+
+def bf16_matmul(a: Any, b: Any) -> Callable[[], Any]:
+    """``a @ b`` on bf16 bits (uint16 CuPy arrays) through torch.matmul (cuBLAS), viewing the same memory as
+    torch.bfloat16; through ``cublas_bf16`` into a new array when torch is missing."""
+    try:
+        import torch
+
+        ta, tb = (torch.from_dlpack(x).view(torch.bfloat16) for x in (a, b))
+        return lambda: torch.matmul(ta, tb)
+    except ImportError:
+        import cupy as cp
+
+        c = cp.empty((a.shape[0], b.shape[1]), cp.uint16)
+        run = cublas_bf16(a, b, c)
+
+        def matmul() -> Any:
+            run()
+            return c
+
+        return matmul
+
+
+def device_copy(src: Any) -> Callable[[], Any]:
+    """A device-to-device copy of ``src`` (a CuPy array) into a new array of its shape."""
+    import cupy as cp
+
+    dst = cp.empty_like(src)
+
+    def run() -> Any:
+        dst.data.copy_from_device_async(src.data, src.nbytes)
+        return dst
 
     return run

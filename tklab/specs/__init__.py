@@ -29,6 +29,9 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from .. import baselines
+from ..arrays import bf16_to_float32, to_bf16_bits
+
 Dims = dict[str, int]
 Arrays = dict[str, Any]
 
@@ -355,6 +358,33 @@ def cupy_matmul(arrays: Arrays, d: Dims) -> Callable[[], Any]:
 
     a, b = arrays["A"], arrays["B"]
     return lambda: cp.matmul(a, b)
+
+
+def bf16_matmul_inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
+    """A and B as bf16 bits (uint16), uniform in [-1, 1)."""
+    return {"A": to_bf16_bits(uniform(rng, (d["M"], d["K"]))), "B": to_bf16_bits(uniform(rng, (d["K"], d["N"])))}
+
+
+def bf16_matmul_reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
+    """C = A @ B of bf16 bits, in float64."""
+    return {"C": bf16_to_float32(x["A"]).astype(np.float64) @ bf16_to_float32(x["B"]).astype(np.float64)}
+
+
+def bf16_matmul_baseline(arrays: Arrays, d: Dims) -> Callable[[], Any]:
+    """cuBLAS bf16 on the same device arrays (``tklab.baselines.bf16_matmul``)."""
+    return baselines.bf16_matmul(arrays["A"], arrays["B"])
+
+
+def bf16_matmul_expect(arrays: Arrays, d: Dims) -> Any:
+    """A @ B in float32 on the GPU: what the learner's output at the benchmark size is held to (loosely)."""
+    import cupy as cp
+
+    return cp.matmul(bf16_to_float32(arrays["A"]), bf16_to_float32(arrays["B"]))
+
+
+def copy_baseline(name: str) -> Callable[[Arrays, Dims], Callable[[], Any]]:
+    """A device-to-device copy of input ``name``'s bytes: what any copy kernel is read against."""
+    return lambda arrays, d: baselines.device_copy(arrays[name])
 
 
 def dims_text(d: Dims) -> str:

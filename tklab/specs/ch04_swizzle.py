@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 
-from . import Arrays, Bench, Dims, Exercise, Launch, Probe, UsesSharedMemory, WritesGlobal, uniform
+from . import Bench, Dims, Exercise, Launch, Probe, UsesSharedMemory, WritesGlobal, copy_baseline, uniform
 
 # Appended to the learner's file and evaluated by NVRTC: for every row (writing phase: lanes are the
 # columns) and every column (reading phase: lanes are the rows) of the tile, how many passes one warp
@@ -92,20 +89,6 @@ def _launch(d: Dims) -> Launch:
     return Launch(grid=((d["N"] + 31) // 32, (d["M"] + 31) // 32), block=(32, 8))
 
 
-def _copy(arrays: Arrays, d: Dims) -> Callable[[], Any]:
-    """A device-to-device copy of the same bytes: what a transpose would cost if it were free."""
-    import cupy as cp
-
-    src = arrays["inp"]
-    dst = cp.empty_like(src)
-
-    def run() -> Any:
-        dst.data.copy_from_device_async(src.data, src.nbytes)
-        return dst
-
-    return run
-
-
 SPEC = Exercise(
     id="ch04_swizzle",
     title="A conflict-free transpose: swizzling shared memory",
@@ -123,7 +106,7 @@ SPEC = Exercise(
     rtol=0.0,
     atol=0.0,
     static=(WritesGlobal(), UsesSharedMemory(), Probe(PROBE, judge, name="conflict-free tile layout")),
-    bench=Bench(dims={"M": 8192, "N": 8192}, baseline=_copy,
+    bench=Bench(dims={"M": 8192, "N": 8192}, baseline=copy_baseline("inp"),
                 baseline_name="device-to-device copy of the same bytes", output="out", target=0.45,
                 bytes=lambda d: 2.0 * 4 * d["M"] * d["N"], expect=lambda a, d: a["inp"].T, rtol=0.0, atol=0.0,
                 measured=(0.577, 0.703)),  # H200: 78f7203 (exercises_2026-11-29_78f7203.json), d0cbc8f

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from .. import gemm
-from ..arrays import bf16_to_float32, to_bf16_bits
 from . import (
     Arrays,
     Bench,
@@ -22,10 +21,12 @@ from . import (
     StaticResult,
     UsesSharedMemory,
     WritesGlobal,
+    bf16_matmul_baseline,
+    bf16_matmul_expect,
+    bf16_matmul_inputs,
+    bf16_matmul_reference,
     matmul_flops,
-    uniform,
 )
-from .ch06_tiles import _cublas_bf16, _expect
 
 STEP = gemm.STEPS["1_one_warpgroup"]  # the exercise is this step of the chapter's progression
 BM, BN, BK = STEP.block_m, STEP.block_n, gemm.BK
@@ -50,14 +51,6 @@ class NoSerializedWgmma:
         return StaticResult(self.name, True, "no ptxas serialization warning")
 
 
-def _inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
-    return {"A": to_bf16_bits(uniform(rng, (d["M"], d["K"]))), "B": to_bf16_bits(uniform(rng, (d["K"], d["N"])))}
-
-
-def _reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
-    return {"C": bf16_to_float32(x["A"]).astype(np.float64) @ bf16_to_float32(x["B"]).astype(np.float64)}
-
-
 def _args(a: Arrays, d: Dims) -> tuple[Any, ...]:
     from .. import tma
 
@@ -73,9 +66,9 @@ SPEC = Exercise(
     solution="solutions/ch08_wgmma.cu",
     kernel="gemm",
     language="cuda",
-    inputs=_inputs,
+    inputs=bf16_matmul_inputs,
     outputs=lambda d: {"C": ((d["M"], d["N"]), "float32")},
-    reference=_reference,
+    reference=bf16_matmul_reference,
     launch=lambda d: Launch(grid=(d["N"] // BN, d["M"] // BM), block=(128,), shared_mem=SHARED),
     args=_args,
     # 1024³; one tile and one K slice; K of 5 slices with 4 stages (the ring wraps once); 3 x 2 tiles.
@@ -95,9 +88,9 @@ SPEC = Exercise(
     ),
     # The reference's ratio measured by bench/ch07_ch08_gpu.py on the H200 (2026-12-01, 4150f70:
     # bench/results/ch07_ch08_2026-12-01_4150f70.md); the target sits at most TARGET_MARGIN x below it.
-    bench=Bench(dims={"M": 4096, "N": 4096, "K": 4096}, baseline=_cublas_bf16,
+    bench=Bench(dims={"M": 4096, "N": 4096, "K": 4096}, baseline=bf16_matmul_baseline,
                 baseline_name="cuBLAS bf16 (torch.matmul)", output="C", target=0.34, measured=(0.437,),
                 flops=matmul_flops,
-                expect=_expect, rtol=1e-2, atol=1e-1),
+                expect=bf16_matmul_expect, rtol=1e-2, atol=1e-1),
     arch="sm_90a",
 )
