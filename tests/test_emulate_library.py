@@ -43,6 +43,7 @@ def _fake_cupy() -> types.ModuleType:
     for name in ("full", "zeros", "empty", "ones", "arange"):
         setattr(fake, name, (lambda f: lambda *a, **k: _wrap(f(*a, **k)))(getattr(np, name)))
     fake.asnumpy = np.asarray
+    fake.get_array_module = lambda *arrays: np  # the arrays here are NumPy's (tklab.arrays asks)
     fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(deviceSynchronize=lambda: None))
     fake.__getattr__ = lambda name: getattr(np, name)  # dtypes, matmul, linalg, isnan ...
     return fake

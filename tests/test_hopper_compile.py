@@ -62,6 +62,32 @@ def test_wgmma_probes_issue_one_hgmma_per_k16_with_the_right_transposes():
             assert all("gdesc" in ln and re.search(r"HGMMA\S* R\d+, R\d+", ln) for ln in hgmma), name
 
 
+WGMMA_NAMES = r"""
+#include "tk.cuh"
+using namespace tk;
+extern "C" __global__ void __launch_bounds__(128) names(float* out) {
+    __shared__ st_bf<64, 64> a, at, b, bt;
+    rt<float, 16, 64> d, e;
+    warpgroup::mm_AB(d, a, b);                                      // each name is the one template ...
+    warpgroup::mma<warpgroup::major::k, warpgroup::major::mn>(e, a, b, false);  // ... with its majors
+    warpgroup::mma_AtBt(d, at, bt, true);                           // every name takes the run-time flag
+    warpgroup::mma_async_wait(d, e);
+    warpgroup::store(gl<float>(out, 64, 64), d, {0, 0});
+    warpgroup::store(gl<float>(out + 64 * 64, 64, 64), e, {0, 0});
+}
+"""
+
+
+def test_wgmma_names_are_one_template_and_a_register_a_must_be_k_major():
+    k = tklab.compile(WGMMA_NAMES, arch="sm_90a", name="names.cu")["names"]
+    hgmma = [ln for ln in k.sass.splitlines() if "HGMMA" in ln]
+    assert len(hgmma) == 3 * 4 and sum("tnspA" in ln for ln in hgmma) == 4  # only A^T*B^T transposes A
+    bad = WGMMA_NAMES.replace("warpgroup::mma_AtBt(d, at, bt, true);",
+                              "rt_bf<16, 64> ra; warpgroup::mma_AtB(d, ra, bt);")
+    with pytest.raises(tklab.CompileError, match="K-major"):
+        tklab.compile(bad, arch="sm_90a", name="names.cu")
+
+
 def test_tma_and_mbarrier_probes_compile():
     mod = _compile("hopper_tma.cu")
     for name in mod.kernels:

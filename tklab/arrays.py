@@ -53,7 +53,7 @@ def as_values(x: Any) -> Any:
     return bf16_to_float32(x) if getattr(x, "dtype", None) == np.uint16 else x
 
 
-def poisoned(xp: Any, shape: Any, dtype: Any) -> Any:
+def poisoned(xp: Any, shape: Any, dtype: Any = np.float32) -> Any:
     """An output array that shows every element the kernel never writes: NaN for floats, bf16 NaN bits
     for uint16 (bf16 data), -1 for other integers."""
     dtype = np.dtype(dtype)

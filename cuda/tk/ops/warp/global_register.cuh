@@ -1,6 +1,7 @@
 // Global memory <-> registers, directly: load(tile, gl, coord), store(gl, tile, coord).
 //
-// Each lane reads or writes exactly the elements its fragment holds (layout.cuh). For a row tile the
+// Each lane reads or writes exactly the elements its fragment holds (layout.cuh; walked by for_each_pair,
+// rt.cuh). For a row tile the
 // 4 lanes of a group touch 16 (bf16) or 32 (fp32) contiguous bytes of one row: fine for an epilogue
 // or a test, but the fast path for operands goes through shared memory (global_shared.cuh, then
 // shared_register.cuh). The element types may differ: values are converted on the way.
@@ -14,24 +15,14 @@ namespace tk {
 template <element T, int R, int C, rt_layout L, typename U>
 __device__ inline void load(rt<T, R, C, L>& dst, const gl<U>& src, coord t) {
     const U* base = src.template tile_ptr<R, C>(t);
-    const int lane = laneid();
-#pragma unroll
-    for (int i = 0; i < R / TILE; i++) {
-#pragma unroll
-        for (int j = 0; j < C / TILE; j++) {
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
-                const U* p0 = base + size_t(TILE * i + e0.r) * src.stride + TILE * j + e0.c;
-                const U* p1 = base + size_t(TILE * i + e1.r) * src.stride + TILE * j + e1.c;
-                if constexpr (tk::is_same_v<L, row>) {  // the pair is contiguous: one access
-                    dst.tiles[i][j].data[k] = from_float2<T>(to_float2(*reinterpret_cast<const pair_t<tk::remove_cv_t<U>>*>(p0)));
-                } else {
-                    dst.tiles[i][j].data[k] = make_pair<T>(*p0, *p1);
-                }
-            }
+    for_each_pair(dst, [&](pair_t<T>& x, rc at, rc e0, rc e1) {
+        const U* p0 = base + size_t(at.r + e0.r) * src.stride + at.c + e0.c;
+        if constexpr (tk::is_same_v<L, row>) {  // the pair is contiguous: one access
+            x = from_float2<T>(to_float2(*reinterpret_cast<const pair_t<tk::remove_cv_t<U>>*>(p0)));
+        } else {
+            x = make_pair<T>(*p0, *(base + size_t(at.r + e1.r) * src.stride + at.c + e1.c));
         }
-    }
+    });
 }
 
 /// Tile `t` (in units of src's size) of dst = src.
@@ -39,26 +30,16 @@ template <typename U, element T, int R, int C, rt_layout L>
 __device__ inline void store(const gl<U>& dst, const rt<T, R, C, L>& src, coord t) {
     static_assert(!tk::is_const_v<U>, "store: the global layout is read-only (gl<const T>)");
     U* base = dst.template tile_ptr<R, C>(t);
-    const int lane = laneid();
-#pragma unroll
-    for (int i = 0; i < R / TILE; i++) {
-#pragma unroll
-        for (int j = 0; j < C / TILE; j++) {
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
-                U* p0 = base + size_t(TILE * i + e0.r) * dst.stride + TILE * j + e0.c;
-                U* p1 = base + size_t(TILE * i + e1.r) * dst.stride + TILE * j + e1.c;
-                const float2 x = to_float2(src.tiles[i][j].data[k]);
-                if constexpr (tk::is_same_v<L, row>) {
-                    *reinterpret_cast<pair_t<U>*>(p0) = from_float2<U>(x);
-                } else {
-                    *p0 = from_float<U>(x.x);
-                    *p1 = from_float<U>(x.y);
-                }
-            }
+    for_each_pair(src, [&](const pair_t<T>& pair, rc at, rc e0, rc e1) {
+        U* p0 = base + size_t(at.r + e0.r) * dst.stride + at.c + e0.c;
+        const float2 x = to_float2(pair);
+        if constexpr (tk::is_same_v<L, row>) {
+            *reinterpret_cast<pair_t<U>*>(p0) = from_float2<U>(x);
+        } else {
+            *p0 = from_float<U>(x.x);
+            *(base + size_t(at.r + e1.r) * dst.stride + at.c + e1.c) = from_float<U>(x.y);
         }
-    }
+    });
 }
 
 /// dst = src[0 .. N): each lane reads the entries its layout holds.

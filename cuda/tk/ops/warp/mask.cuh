@@ -17,24 +17,14 @@ namespace tk {
 /// t[r][c] = value wherever pred(row0 + r, col0 + c) holds (positions in the whole matrix).
 template <register_tile RT, typename Pred>
 __device__ inline void mask_if(RT& t, int row0, int col0, Pred pred, float value) {
-    using L = typename RT::layout;
     using T = typename RT::dtype;
-    const int lane = laneid();
-#pragma unroll
-    for (int i = 0; i < RT::height; i++) {
-#pragma unroll
-        for (int j = 0; j < RT::width; j++) {
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
-                const int r = row0 + TILE * i, c = col0 + TILE * j;
-                float2 x = to_float2(t.tiles[i][j].data[k]);
-                if (pred(r + e0.r, c + e0.c)) x.x = value;
-                if (pred(r + e1.r, c + e1.c)) x.y = value;
-                t.tiles[i][j].data[k] = from_float2<T>(x);
-            }
-        }
-    }
+    for_each_pair(t, [&](pair_t<T>& pair, rc at, rc e0, rc e1) {
+        const int r = row0 + at.r, c = col0 + at.c;
+        float2 x = to_float2(pair);
+        if (pred(r + e0.r, c + e0.c)) x.x = value;
+        if (pred(r + e1.r, c + e1.c)) x.y = value;
+        pair = from_float2<T>(x);
+    });
 }
 
 /// Causal: t[r][c] = -inf where key c comes after query r. (row0, col0): where t sits in the scores.

@@ -93,26 +93,20 @@ __device__ inline rt_base<T, L> load_subtile_mma_b(const st<T, SR, SC, S>& src, 
 template <element T, int R, int C, rt_layout L, int SR, int SC, typename S>
 __device__ inline void load(rt<T, R, C, L>& dst, const st<T, SR, SC, S>& src, coord t = {0, 0}) {
     static_assert(SR % R == 0 && SC % C == 0, "the register tile must tile the shared tile");
-    const int r0 = t.r * R, c0 = t.c * C, lane = laneid();
+    const int r0 = t.r * R, c0 = t.c * C;
     if constexpr (sizeof(T) == 2) {
 #pragma unroll
         for (int i = 0; i < R / TILE; i++)
 #pragma unroll
             for (int j = 0; j < C / TILE; j++) dst.tiles[i][j] = detail::load_subtile<L>(src, r0 + TILE * i, c0 + TILE * j);
     } else {
-#pragma unroll
-        for (int i = 0; i < R / TILE; i++)
-#pragma unroll
-            for (int j = 0; j < C / TILE; j++)
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
-                    const int ra = r0 + TILE * i, ca = c0 + TILE * j;
-                    if constexpr (tk::is_same_v<L, row>)  // neighbours share a 16-byte chunk
-                        dst.tiles[i][j].data[k] = *reinterpret_cast<const float2*>(&src(ra + e0.r, ca + e0.c));
-                    else
-                        dst.tiles[i][j].data[k] = make_float2(src(ra + e0.r, ca + e0.c), src(ra + e1.r, ca + e1.c));
-                }
+        for_each_pair(dst, [&](float2& x, rc at, rc e0, rc e1) {
+            const int r = r0 + at.r, c = c0 + at.c;
+            if constexpr (tk::is_same_v<L, row>)  // neighbours share a 16-byte chunk
+                x = *reinterpret_cast<const float2*>(&src(r + e0.r, c + e0.c));
+            else
+                x = make_float2(src(r + e0.r, c + e0.c), src(r + e1.r, c + e1.c));
+        });
     }
 }
 
@@ -120,14 +114,14 @@ __device__ inline void load(rt<T, R, C, L>& dst, const st<T, SR, SC, S>& src, co
 template <element T, int R, int C, rt_layout L, int SR, int SC, typename S>
 __device__ inline void store(st<T, SR, SC, S>& dst, const rt<T, R, C, L>& src, coord t = {0, 0}) {
     static_assert(SR % R == 0 && SC % C == 0, "the register tile must tile the shared tile");
-    const int r0 = t.r * R, c0 = t.c * C, lane = laneid();
+    const int r0 = t.r * R, c0 = t.c * C;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr bool use_stmatrix = sizeof(T) == 2;
 #else
     constexpr bool use_stmatrix = false;
 #endif
     if constexpr (use_stmatrix) {
-        const rc m = detail::matrix_row_of_lane<L>(lane);
+        const rc m = detail::matrix_row_of_lane<L>(laneid());
 #pragma unroll
         for (int i = 0; i < R / TILE; i++) {
 #pragma unroll
@@ -141,22 +135,16 @@ __device__ inline void store(st<T, SR, SC, S>& dst, const rt<T, R, C, L>& src, c
             }
         }
     } else {
-#pragma unroll
-        for (int i = 0; i < R / TILE; i++)
-#pragma unroll
-            for (int j = 0; j < C / TILE; j++)
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
-                    const int ra = r0 + TILE * i, ca = c0 + TILE * j;
-                    if constexpr (tk::is_same_v<L, row>) {
-                        *reinterpret_cast<pair_t<T>*>(&dst(ra + e0.r, ca + e0.c)) = src.tiles[i][j].data[k];
-                    } else {
-                        const float2 x = to_float2(src.tiles[i][j].data[k]);
-                        dst(ra + e0.r, ca + e0.c) = from_float<T>(x.x);
-                        dst(ra + e1.r, ca + e1.c) = from_float<T>(x.y);
-                    }
-                }
+        for_each_pair(src, [&](const pair_t<T>& pair, rc at, rc e0, rc e1) {
+            const int r = r0 + at.r, c = c0 + at.c;
+            if constexpr (tk::is_same_v<L, row>) {
+                *reinterpret_cast<pair_t<T>*>(&dst(r + e0.r, c + e0.c)) = pair;
+            } else {
+                const float2 x = to_float2(pair);
+                dst(r + e0.r, c + e0.c) = from_float<T>(x.x);
+                dst(r + e1.r, c + e1.c) = from_float<T>(x.y);
+            }
+        });
     }
 }
 

@@ -15,10 +15,11 @@
 //   mma_AtB (d, a, b)   d += a^T * b     a: st K x 64   (MN-major)   b: st K x N
 //   mma_AtBt(d, a, b)   d += a^T * b^T
 //   mm_*    (d, a, b)   d  = ...         (the old contents of d are ignored)
-//   mma_AB  (d, a, b, accumulate)        either, chosen at run time: a K loop passes k > 0, so the first
+//   mma_*   (d, a, b, accumulate)        either, chosen at run time: a K loop passes k > 0, so the first
 //                                        slice overwrites d and no instruction has to zero it (zeroing
 //                                        moves inside a pipeline of wgmma groups make ptxas serialize
 //                                        them: warning C7515)
+//   mma<MA, MB>(d, a, b, accumulate)     the one template all of these name (MA, MB: major::k or major::mn)
 // A may also be a register tile rt<T, 16, K> (each warp's 16 rows; row layout): mma_AB / mma_ABt.
 #pragma once
 
@@ -71,38 +72,40 @@ __device__ inline void mma_rs(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, c
 
 using wgmma::major;
 
-// ---- A and B from shared memory -------------------------------------------------------------------
-template <int N, shared_tile SA, shared_tile SB>
-__device__ inline void mma_AB(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::k, major::mn>(d, a, b, true); }
-template <int N, shared_tile SA, shared_tile SB>
-__device__ inline void mm_AB(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::k, major::mn>(d, a, b, false); }
-template <int N, shared_tile SA, shared_tile SB>
-__device__ inline void mma_ABt(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::k, major::k>(d, a, b, true); }
-template <int N, shared_tile SA, shared_tile SB>
-__device__ inline void mm_ABt(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::k, major::k>(d, a, b, false); }
-template <int N, shared_tile SA, shared_tile SB>
-__device__ inline void mma_AtB(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::mn, major::mn>(d, a, b, true); }
-template <int N, shared_tile SA, shared_tile SB>
-__device__ inline void mm_AtB(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::mn, major::mn>(d, a, b, false); }
-template <int N, shared_tile SA, shared_tile SB>
-__device__ inline void mma_AtBt(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::mn, major::k>(d, a, b, true); }
-template <int N, shared_tile SA, shared_tile SB>
-__device__ inline void mm_AtBt(rt<float, 16, N>& d, const SA& a, const SB& b) { detail::mma_ss<major::mn, major::k>(d, a, b, false); }
+/// An A operand: a 64 x K shared tile, or each warp's 16 x K rows in registers (row layout).
+template <typename A>
+concept a_operand = shared_tile<A> || register_tile<A>;
 
-template <int N, shared_tile SA, shared_tile SB>
-__device__ inline void mma_AB(rt<float, 16, N>& d, const SA& a, const SB& b, bool accumulate) { detail::mma_ss<major::k, major::mn>(d, a, b, accumulate); }
-template <int N, shared_tile SA, shared_tile SB>
-__device__ inline void mma_ABt(rt<float, 16, N>& d, const SA& a, const SB& b, bool accumulate) { detail::mma_ss<major::k, major::k>(d, a, b, accumulate); }
+/// The one product all the names below are: d (+)= op(A) * op(B), where MA and MB say how A and B are
+/// stored (major::k: along K; major::mn: along M or N, i.e. transposed). accumulate = false overwrites d.
+/// A register A operand is K-major (its rows are the warp's rows of the product).
+template <major MA, major MB, int N, a_operand A, shared_tile SB>
+__device__ inline void mma(rt<float, 16, N>& d, const A& a, const SB& b, bool accumulate = true) {
+    if constexpr (shared_tile<A>) {
+        detail::mma_ss<MA, MB>(d, a, b, accumulate);
+    } else {
+        static_assert(MA == major::k, "a register A operand is K-major: pass it as A, not A transposed");
+        detail::mma_rs<MB>(d, a, b, accumulate);
+    }
+}
 
-// ---- A from registers (each warp's 16 rows), B from shared memory -----------------------------------
-template <int N, element16 T, int K, shared_tile SB>
-__device__ inline void mma_AB(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, const SB& b) { detail::mma_rs<major::mn>(d, a, b, true); }
-template <int N, element16 T, int K, shared_tile SB>
-__device__ inline void mm_AB(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, const SB& b) { detail::mma_rs<major::mn>(d, a, b, false); }
-template <int N, element16 T, int K, shared_tile SB>
-__device__ inline void mma_ABt(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, const SB& b) { detail::mma_rs<major::k>(d, a, b, true); }
-template <int N, element16 T, int K, shared_tile SB>
-__device__ inline void mm_ABt(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, const SB& b) { detail::mma_rs<major::k>(d, a, b, false); }
+// ---- the products by name: d += A*B, A*B^T, A^T*B, A^T*B^T (mm_*: d = ..., the old d ignored) ----------
+template <int N, a_operand A, shared_tile SB>
+__device__ inline void mma_AB(rt<float, 16, N>& d, const A& a, const SB& b, bool accumulate = true) { mma<major::k, major::mn>(d, a, b, accumulate); }
+template <int N, a_operand A, shared_tile SB>
+__device__ inline void mma_ABt(rt<float, 16, N>& d, const A& a, const SB& b, bool accumulate = true) { mma<major::k, major::k>(d, a, b, accumulate); }
+template <int N, a_operand A, shared_tile SB>
+__device__ inline void mma_AtB(rt<float, 16, N>& d, const A& a, const SB& b, bool accumulate = true) { mma<major::mn, major::mn>(d, a, b, accumulate); }
+template <int N, a_operand A, shared_tile SB>
+__device__ inline void mma_AtBt(rt<float, 16, N>& d, const A& a, const SB& b, bool accumulate = true) { mma<major::mn, major::k>(d, a, b, accumulate); }
+template <int N, a_operand A, shared_tile SB>
+__device__ inline void mm_AB(rt<float, 16, N>& d, const A& a, const SB& b) { mma<major::k, major::mn>(d, a, b, false); }
+template <int N, a_operand A, shared_tile SB>
+__device__ inline void mm_ABt(rt<float, 16, N>& d, const A& a, const SB& b) { mma<major::k, major::k>(d, a, b, false); }
+template <int N, a_operand A, shared_tile SB>
+__device__ inline void mm_AtB(rt<float, 16, N>& d, const A& a, const SB& b) { mma<major::mn, major::mn>(d, a, b, false); }
+template <int N, a_operand A, shared_tile SB>
+__device__ inline void mm_AtBt(rt<float, 16, N>& d, const A& a, const SB& b) { mma<major::mn, major::k>(d, a, b, false); }
 
 /// Wait until at most N wgmma groups of this warpgroup are still running, then pin the registers of
 /// the given tiles (accumulators to read next, register A operands to overwrite next) after the wait.

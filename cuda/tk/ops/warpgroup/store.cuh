@@ -18,14 +18,9 @@ template <typename T, int N>
 __device__ inline void store(const gl<T>& dst, const rt<float, 16, N>& d, coord t) {
     using U = typename gl<T>::dtype;
     const int row0 = t.r * 64 + 16 * warp(), col0 = t.c * N;
-#pragma unroll
-    for (int j = 0; j < N / 16; ++j) {
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const rc p = fragment_pos<row>(laneid(), k, 0);
-            *reinterpret_cast<pair_t<U>*>(&dst(row0 + p.r, col0 + 16 * j + p.c)) = from_float2<U>(d.tiles[0][j].data[k]);
-        }
-    }
+    for_each_pair(d, [&](const float2& pair, rc at, rc e, rc) {
+        *reinterpret_cast<pair_t<U>*>(&dst(row0 + at.r + e.r, col0 + at.c + e.c)) = from_float2<U>(pair);
+    });
 }
 
 /// Store the warpgroup's tile into a 64 x N shared tile (any swizzle): e.g. to send it out with TMA
@@ -41,14 +36,10 @@ __device__ inline void store(ST& dst, const rt<float, 16, N>& d) {
         copy(rounded, d);
         tk::store(dst, rounded, {warp(), 0});  // this warp's 16 rows
     } else {
-#pragma unroll
-        for (int j = 0; j < N / 16; ++j) {
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const rc p = fragment_pos<row>(laneid(), k, 0);
-                *reinterpret_cast<float2*>(&dst(16 * warp() + p.r, 16 * j + p.c)) = d.tiles[0][j].data[k];
-            }
-        }
+        const int row0 = 16 * warp();
+        for_each_pair(d, [&](const float2& pair, rc at, rc e, rc) {
+            *reinterpret_cast<float2*>(&dst(row0 + at.r + e.r, at.c + e.c)) = pair;
+        });
     }
 }
 

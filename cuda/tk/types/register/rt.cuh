@@ -61,6 +61,32 @@ template <typename X> concept register_vector = is_rv<tk::remove_cvref_t<X>>;
 /// Anything element-wise ops walk through: a register tile or a register vector.
 template <typename X> concept register_object = register_tile<X> || register_vector<X>;
 
+/// Walk this lane's share of a register tile, register by register: f(pair, at, e0, e1) for every pair the
+/// lane holds, where `at` is the first element (row, column) of the pair's 16x16 subtile in the tile and
+/// e0, e1 the positions of the pair's two elements inside that subtile (fragment_pos, layout.cuh). In a row
+/// tile e1 is e0's right neighbour, so the pair is one access of two contiguous elements; in a col tile it
+/// is the element below. Every op that moves a tile element by element (global and shared memory, masks,
+/// a warpgroup's epilogue) walks through here. Why `at` apart: index as `at.r + e0.r`, `at.c + e0.c` right
+/// where the address is formed, and the subtile's constant offset folds into the load's or store's
+/// immediate (summed into one int first, it costs an address computation per access).
+template <register_tile RT, typename F>
+__device__ inline void for_each_pair(RT& t, F&& f) {
+    using L = typename tk::remove_cvref_t<RT>::layout;
+    constexpr int H = tk::remove_cvref_t<RT>::height, W = tk::remove_cvref_t<RT>::width;
+    const int lane = laneid();
+#pragma unroll
+    for (int i = 0; i < H; i++) {
+#pragma unroll
+        for (int j = 0; j < W; j++) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const rc e0 = fragment_pos<L>(lane, k, 0), e1 = fragment_pos<L>(lane, k, 1);
+                f(t.tiles[i][j].data[k], rc{TILE * i, TILE * j}, e0, e1);
+            }
+        }
+    }
+}
+
 /// Same shape and layout (element types may differ): element-wise ops pair registers one to one.
 template <typename A, typename B> inline constexpr bool same_shape = false;
 template <element T, element U, int R, int C, rt_layout L>
