@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -25,19 +24,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from compile_time import cpu_name  # noqa: E402 - bench/ is this script's folder
+
 from tklab import recorded  # noqa: E402
 from tklab.arrays import bf16_to_float32, to_bf16_bits  # noqa: E402
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
 
 KERNELS = {  # name -> (source, kernel, (m, n, k), launch(mod_kernel, a, b, c))
     "ch06 tiles_gemm": ("solutions/ch06_tiles.cu", "tiles_gemm", (128, 128, 128)),
@@ -102,7 +92,7 @@ def main() -> int:
     commit = recorded.commit()
     out = ROOT / "bench" / "results" / f"emulate_gemm_{now:%Y-%m-%d}_{commit}.md"
     lines = [f"# CPU emulation of tile-library GEMMs ({now:%Y-%m-%d %H:%M UTC}, commit {commit})", "",
-             f"Machine: {_cpu()}, {os.cpu_count()} cores; compiler {cc.description}; one worker thread "
+             f"Machine: {cpu_name()}, {os.cpu_count()} cores; compiler {cc.description}; one worker thread "
              f"(the default); median of {args.repeat} launches.", "",
              "| kernel | M×N×K | build | build (s) | cached build (s) | launch, race detector on (s) | off (s) |",
              "|---|---|---|---|---|---|---|"]

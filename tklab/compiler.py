@@ -314,7 +314,22 @@ def plain_name(mangled: str) -> str | None:
 _ENTRY = re.compile(r"^\s*(?:\.(?:visible|weak|extern)\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
 
 
-class Module:
+class KernelsByName:
+    """``module.gemm`` is ``module["gemm"]``: a module's kernels as attributes (GPU and CPU-emulator modules)."""
+
+    def __getitem__(self, name: str) -> Any:
+        raise NotImplementedError
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError as e:
+            raise AttributeError(str(e)) from None
+
+
+class Module(KernelsByName):
     """A compiled translation unit: PTX, cubin, SASS, resources, and its kernels by name."""
 
     def __init__(self, *, source: str, program: str, arch: str, options: tuple[str, ...], key: str,
@@ -357,14 +372,6 @@ class Module:
         if low not in self._kernels:
             self._kernels[low] = Kernel(self, low, name)
         return self._kernels[low]
-
-    def __getattr__(self, name: str) -> Kernel:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self[name]
-        except KeyError as e:
-            raise AttributeError(str(e)) from None
 
     def __iter__(self):
         return (self[k] for k in self.kernels)

@@ -38,6 +38,23 @@ def _dims(value: Any, what: str) -> tuple[int, int, int]:
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
 
 
+def check_launch(name: str, grid: Any, block: Any, args: Any) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(grid, block) as 3-tuples, or the learner-facing error for a launch no GPU (or emulator) could start."""
+    g, b = _dims(grid, "grid"), _dims(block, "block")
+    if b[0] * b[1] * b[2] > 1024:
+        raise ValueError(f"{name}: a block has at most 1024 threads, got {b} = {b[0] * b[1] * b[2]}")
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"{name}: pass the kernel's arguments as a tuple: k(grid, block, (a, b, n))")
+    return g, b
+
+
+def check_count(name: str, params: Sequence[Param] | None, expected: int, got: int) -> None:
+    """A TypeError naming the declaration when a launch passes the wrong number of arguments."""
+    if got != expected:
+        decl = ", ".join(f"{p.ctype} {p.name}" for p in params) if params else f"{expected} parameters"
+        raise TypeError(f"{name}({decl}) takes {expected} arguments, got {got}")
+
+
 def device_pointer(obj: Any) -> tuple[int, str | None] | None:
     """(address, dtype name) of a GPU array-like, or None if ``obj`` is not one.
 
@@ -225,20 +242,15 @@ def prepare(kernel: Any, grid: Any, block: Any, args: Sequence[Any] = (), *, sha
     """Check and pack a launch of ``kernel`` (a ``tklab.Kernel``) without running it."""
     from cuda.bindings import driver
 
-    g, b = _dims(grid, "grid"), _dims(block, "block")
-    if b[0] * b[1] * b[2] > 1024:
-        raise ValueError(f"{kernel.display_name}: a block has at most 1024 threads, got {b} = {b[0]*b[1]*b[2]}")
-    if not isinstance(args, (tuple, list)):
-        raise TypeError(f"{kernel.display_name}: pass the kernel's arguments as a tuple: k(grid, block, (a, b, n))")
+    g, b = check_launch(kernel.display_name, grid, block, args)
     loaded = _loaded(kernel.module)
     gpu.ensure_current()
     func = loaded.function(kernel.name)
     sizes = loaded.param_sizes[kernel.name]
     params = kernel.params
     expected = len(sizes) if sizes is not None else (len(params) if params is not None else None)
-    if expected is not None and len(args) != expected:
-        decl = ", ".join(f"{p.ctype} {p.name}" for p in params) if params else f"{expected} parameters"
-        raise TypeError(f"{kernel.display_name}({decl}) takes {expected} arguments, got {len(args)}")
+    if expected is not None:
+        check_count(kernel.display_name, params, expected, len(args))
     if params is not None and sizes is not None and len(params) != len(sizes):
         params = None  # the declaration we found is not the one compiled (overloads, macros): trust sizes
     packed = [_pack(kernel.display_name, i, a, params[i] if params else None, sizes[i] if sizes else None)

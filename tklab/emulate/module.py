@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from .. import signature
-from ..launch import _dims
+from ..compiler import KernelsByName
+from ..launch import check_count, check_launch
 from . import errors
 from .build import Built
 from .tensormap import TensorMap
@@ -63,7 +64,7 @@ class LaunchResult:
     output: str = ""
 
 
-class EmuModule:
+class EmuModule(KernelsByName):
     """A module compiled for the CPU emulator; kernels by name, like ``tklab.Module``."""
 
     def __init__(self, built: Built, *, source: str, arch: str, options: Sequence[str] = ()):
@@ -90,14 +91,6 @@ class EmuModule:
         if name not in self._kernels:
             self._kernels[name] = EmuKernel(self, name, self.built.kernels[name])
         return self._kernels[name]
-
-    def __getattr__(self, name: str) -> EmuKernel:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self[name]
-        except KeyError as e:
-            raise AttributeError(str(e)) from None
 
     def __repr__(self) -> str:
         return f"<tklab.emulate.EmuModule {self.program} (CPU, as {self.arch}) kernels={self.kernels}>"
@@ -174,15 +167,9 @@ class EmuKernel:
                  sync: bool = False, race: bool = True, time_limit: float = 60.0, workers: int | None = None,
                  reverse: bool = False) -> LaunchResult:
         """Run the kernel on the CPU (see the module docstring); arrays are updated in place."""
-        g, b = _dims(grid, "grid"), _dims(block, "block")
-        if b[0] * b[1] * b[2] > 1024:
-            raise ValueError(f"{self.name}: a block has at most 1024 threads, got {b} = {b[0] * b[1] * b[2]}")
-        if not isinstance(args, (tuple, list)):
-            raise TypeError(f"{self.name}: pass the kernel's arguments as a tuple: k(grid, block, (a, b, n))")
+        g, b = check_launch(self.name, grid, block, args)
         n = len(self.param_sizes)
-        if len(args) != n:
-            decl = ", ".join(f"{p.ctype} {p.name}" for p in self.params) if self.params else f"{n} parameters"
-            raise TypeError(f"{self.name}({decl}) takes {n} arguments, got {len(args)}")
+        check_count(self.name, self.params, n, len(args))
         arch = 90 if self.module.arch.startswith("sm_9") else 80
         limit = _SMEM_LIMIT[arch]
         if shared_mem > limit:
