@@ -312,6 +312,8 @@ def plain_name(mangled: str) -> str | None:
 
 
 _ENTRY = re.compile(r"^\s*(?:\.(?:visible|weak|extern)\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
+_INT_GLOBAL = re.compile(
+    r"\.global\s+\.align\s+\d+\s+\.[usb](?:8|16|32|64)\s+([A-Za-z_$][\w$]*)\s*(?:=\s*(-?\d+))?\s*;")
 
 
 class KernelsByName:
@@ -346,6 +348,12 @@ class Module(KernelsByName):
     def kernels(self) -> list[str]:
         """Mangled/extern names of the kernels (``.entry`` points) in this module."""
         return _ENTRY.findall(self.ptx)
+
+    @cached_property
+    def constants(self) -> dict[str, int]:
+        """The module's integer ``__device__`` variables as the PTX initializes them: facts the source computes
+        at compile time and exports (``extern "C" __device__ int gemm_shared_bytes = ...;``, a check's probes)."""
+        return {m.group(1): int(m.group(2) or 0) for m in _INT_GLOBAL.finditer(self.ptx)}
 
     @cached_property
     def plain_names(self) -> dict[str, str]:

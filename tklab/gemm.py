@@ -119,18 +119,17 @@ def compiled(s: Step, arch: str = "sm_90a") -> Any:
 
 _MAXNTID = re.compile(r"\.maxntid\s+(\d+),\s*(\d+),\s*(\d+)")
 _CLUSTER = re.compile(r"\.reqnctapercluster\s+(\d+),\s*(\d+),\s*(\d+)")
-_SHARED = re.compile(r"\.global\s+\.align\s+\d+\s+\.[us]32\s+gemm_shared_bytes\s*=\s*(\d+)\s*;")
 
 
 def launch_facts(module: Any) -> dict[str, int]:
     """What a GEMM kernel declares about its launch, read from its PTX: ``threads`` (``__launch_bounds__``),
     ``shared_bytes`` (the kernel's ``gemm_shared_bytes``) and ``cluster`` (``__cluster_dims__``, 1 if none)."""
     ptx = module.ptx
-    threads, shared, cluster = _MAXNTID.search(ptx), _SHARED.search(ptx), _CLUSTER.search(ptx)
+    threads, shared, cluster = _MAXNTID.search(ptx), module.constants.get("gemm_shared_bytes"), _CLUSTER.search(ptx)
     if threads is None or shared is None:
         raise ValueError("the kernel must declare __launch_bounds__ and export `extern \"C\" __device__ int "
                          "gemm_shared_bytes` (its dynamic shared memory)")
-    return {"threads": int(threads.group(1)), "shared_bytes": int(shared.group(1)),
+    return {"threads": int(threads.group(1)), "shared_bytes": shared,
             "cluster": int(cluster.group(1)) if cluster else 1}
 
 

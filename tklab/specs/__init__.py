@@ -191,10 +191,6 @@ class SassHas:
                             f"{self.min_count} expected: {self.fix}")
 
 
-_PROBE_VALUE = re.compile(
-    r"\.global\s+\.align\s+\d+\s+\.[usb](?:8|16|32|64)\s+(tklab_probe_\w+)\s*(?:=\s*(-?\d+))?\s*;")
-
-
 @dataclass(frozen=True)
 class Probe:
     """Compile-time facts about the learner's code, evaluated by NVRTC itself (so no GPU is needed).
@@ -219,7 +215,7 @@ class Probe:
             first = e.diagnostics[0][3] if e.diagnostics else str(e)
             return StaticResult(self.name, False, f"the check's probe did not compile against your file "
                                 f"({first}); keep the names and signatures the exercise gives")
-        values = {m.group(1)[len("tklab_probe_"):]: int(m.group(2) or 0) for m in _PROBE_VALUE.finditer(mod.ptx)}
+        values = {k.removeprefix("tklab_probe_"): v for k, v in mod.constants.items() if k.startswith("tklab_probe_")}
         notes = self.judge(values)
         problems = [n for n in notes if not n.startswith("ok: ")]
         if problems:
