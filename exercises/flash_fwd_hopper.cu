@@ -46,6 +46,8 @@ struct smem_layout {
     pipeline<STAGES> k_pipe, v_pipe;
     mbarrier q_full;
 };
+/// The dynamic shared memory a launch must ask for (tklab.attention reads it from the compiled module).
+extern "C" __device__ int flash_shared_bytes = dynamic_shared_bytes<smem_layout>();
 
 /// One consumer warp's state: 16 query rows of S, P and O, and the per-row running max and sum.
 struct softmax_state {

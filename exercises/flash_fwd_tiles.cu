@@ -32,6 +32,8 @@ struct smem_layout {
     st_bf<WARP_ROWS, HEAD_DIM> q[WARPS];  // each warp's own query rows (later: its output rows)
     st_bf<BC, HEAD_DIM> k[2], v[2];       // the two-stage ring of key and value blocks
 };
+/// The dynamic shared memory a launch must ask for (tklab.attention reads it from the compiled module).
+extern "C" __device__ int flash_shared_bytes = dynamic_shared_bytes<smem_layout>();
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int heads, int seq,

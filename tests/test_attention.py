@@ -69,6 +69,16 @@ def test_builds_derive_the_launch_from_their_options():
     assert h.shared_bytes >= 2 * 64 * 128 * 2 + 2 * 2 * 128 * 128 * 2
 
 
+@pytest.mark.parametrize("kernel,head_dim", [("tiles", 64), ("tiles", 128), ("hopper", 64), ("hopper", 128)])
+def test_build_launch_is_what_the_kernel_declares(kernel: str, head_dim: int) -> None:
+    """Build's shared bytes and threads (what the sandboxed exercise runs launch with, where the solution
+    cannot be compiled) equal the compiled kernel's own flash_shared_bytes and __launch_bounds__."""
+    b = attention.build(kernel, head_dim)
+    mod = attention.compiled(b, arch="sm_90a").module
+    assert mod.constants["flash_shared_bytes"] == b.shared_bytes
+    assert re.search(rf"\.maxntid\s+{b.threads}, 1, 1", mod.ptx)
+
+
 @pytest.mark.parametrize("kwargs,message", [
     ({"kernel": "fast"}, "kernel must be"),
     ({"head_dim": 96}, "64 or 128"),

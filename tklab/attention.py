@@ -314,7 +314,8 @@ def prepare(q: Any, k: Any, v: Any, o: Any, lse: Any, *, causal: bool = False, s
         bc = cfg.option("BC")
         maps = [tma.tensor_map(x, (rows, d), dtype=dt) for x, rows in ((q, 64), (k, bc), (v, bc), (o, 64))]
         args = (*maps, lse, h, n, sc, int(causal))
-    return fn.prepare(grid, (cfg.threads,), args, shared_mem=cfg.shared_bytes, stream=stream)
+    smem = fn.module.constants["flash_shared_bytes"]  # the kernel's own number (cfg.shared_bytes models it)
+    return fn.prepare(grid, (cfg.threads,), args, shared_mem=smem, stream=stream)
 
 
 def flash_fwd(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
