@@ -24,6 +24,8 @@ using namespace tk;
 constexpr int CONSUMER_WARPS = 4;
 using tile = st<float, ROWS, 64, swizzle_none>;  // plain row-major (TMA box = the whole tile)
 constexpr int PER_LANE = ROWS * 64 / 4 / (CONSUMER_WARPS * WARP_THREADS);  // float4 each consumer lane moves
+/// The dynamic shared memory a launch must ask for (tklab.tma_copy reads it from the compiled module).
+extern "C" __device__ int ring_shared_bytes = dynamic_shared_bytes<tile[STAGES]>();
 
 extern "C" __global__ void __launch_bounds__(WARP_THREADS * (1 + CONSUMER_WARPS))
 ring_copy(const __grid_constant__ CUtensorMap map_src, float* dst, int rows, int cols) {

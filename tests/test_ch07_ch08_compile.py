@@ -203,6 +203,8 @@ def test_ring_builds_for_every_stage_count_of_the_sweep(stages: int) -> None:
     assert k.spill_bytes == 0 and _count(_ops(k), "UTMALDG") == 1
     blocks, threads, smem = tma_copy.ring_launch(16384, 8192, stages)
     assert (blocks, threads, smem) == (132, 160, stages * 16384 + 1024)
+    assert smem == k.module.constants["ring_shared_bytes"]  # the model (for sandboxed checks) is the kernel's
+    assert re.search(rf"\.maxntid\s+{threads}, 1, 1", k.module.ptx)
     assert smem + k.shared_bytes <= 232448
 
 

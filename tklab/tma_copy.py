@@ -87,8 +87,9 @@ def prepare_ring(src: Any, dst: Any, stages: int = 2, *, path: Path | None = Non
 
         k = tklab.compile(Path(path).read_text(), arch="sm_90a", name=Path(path).name,
                           options=(f"-DSTAGES={stages}",))["ring_copy"]
-    blocks, threads, smem = ring_launch(rows, cols, stages, gpu.properties().sm_count)
+    blocks, threads, _ = ring_launch(rows, cols, stages, gpu.properties().sm_count)
     m = tma.tensor_map(src, (TILE_ROWS, TILE_COLS), swizzle=0)
+    smem = k.module.constants["ring_shared_bytes"]  # the kernel's own number (ring_launch models it)
     return k.prepare((blocks,), (threads,), (m, dst, rows, cols), shared_mem=smem)
 
 
