@@ -168,7 +168,7 @@ class Picture:
 
         width, height = svg_size(self.svg)
         data = {"image/png": base64.b64encode(svg_png(self.svg, scale=self.scale)).decode("ascii"),
-                "text/plain": f"<{self.text}: {width:g}x{height:g} picture>"}
+                "text/plain": f"<{self.text}: {width:.0f}x{height:.0f} picture>"}
         return data, {"image/png": {"width": round(width), "height": round(height)}}
 
     def __repr__(self) -> str:
