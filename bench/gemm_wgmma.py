@@ -26,6 +26,14 @@ from tklab import gemm, recorded  # noqa: E402
 
 #: Extra variants timed beside the steps (knobs the chapter discusses).
 VARIANTS = gemm.VARIANTS
+#: Candidates for closing the 4096³ gap, timed only when named with --steps (bench/notes/gemm_wgmma.md has
+#: what each tests and what it measured).
+EXPERIMENTS: dict[str, gemm.Step] = {
+    "5_cluster_s3_c4": gemm.STEPS["5_cluster"].with_options("-DSTAGES=3", "-DC_BUFFERS=4", name="5_cluster_s3_c4"),
+    "4_l2_order_s3_c4": gemm.STEPS["4_l2_order"].with_options("-DSTAGES=3", "-DC_BUFFERS=4", name="4_l2_order_s3_c4"),
+    "5_cluster_group4": gemm.STEPS["5_cluster"].with_options("-DGROUP_M=4", name="5_cluster_group4"),
+    "5_cluster_group16": gemm.STEPS["5_cluster"].with_options("-DGROUP_M=16", name="5_cluster_group16"),
+}
 
 TILE_SHAPES = [(128, 256, 64), (256, 512, 192), (384, 768, 1024), (1024, 256, 2048), (2048, 4096, 512)]
 AWKWARD_SHAPES = [(1000, 1000, 1000), (4096, 4000, 1032), (1, 8, 8), (129, 264, 72), (3000, 256, 8), (4096, 4096, 4096)]
@@ -104,8 +112,15 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     p.add_argument("--json", type=Path, help="also write the raw results here")
+    p.add_argument("--steps", default="", help="comma-separated steps, variants or EXPERIMENTS (default: steps "
+                   "and variants)")
     args = p.parse_args()
-    steps = dict(gemm.STEPS) | VARIANTS
+    known = dict(gemm.STEPS) | VARIANTS | EXPERIMENTS
+    names = [x.strip() for x in args.steps.split(",") if x.strip()] or list(dict(gemm.STEPS) | VARIANTS)
+    unknown = [x for x in names if x not in known]
+    if unknown:
+        p.error(f"unknown steps {unknown}; known: {', '.join(known)}")
+    steps = {x: known[x] for x in names}
     if args.sanitize:
         name, *mnk = args.sanitize
         ((res,),) = [check(steps[name], [tuple(int(x) for x in mnk)])]  # type: ignore[list-item]

@@ -120,6 +120,23 @@ def _gemm_wgmma() -> Any:
     return gemm.prepare(a, b, c, step="2_warp_specialised")
 
 
+def _flash(kernel: str) -> Any:
+    """The chapter 09/10 FlashAttention forward at the chapters' profile size: d=128, N=8192, 2 × 16 heads."""
+    import torch
+
+    from tklab import attention
+
+    q, k, v = (torch.randn(2, 16, 8192, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o, lse = torch.empty_like(q), torch.empty(2, 16, 8192, device="cuda")
+    return attention.prepare(q, k, v, o, lse, kernel=kernel)
+
+
+def _flash_flops() -> float:
+    from tklab import attention
+
+    return attention.flops(2, 16, 8192, 128)
+
+
 MATMUL = 2.0 * N**3
 #: key → (label, make the prepared launch, flops, peak). Keys are the chapters' result keys.
 KERNELS: dict[str, tuple[str, Callable[[], Any], float | None, str]] = {
@@ -140,6 +157,10 @@ KERNELS: dict[str, tuple[str, Callable[[], Any], float | None, str]] = {
                             "bf16_tensor"),
     "ch08.gemm_wgmma": ("wgmma + TMA, warp-specialised, 128×256 block, 4096³ bf16", _gemm_wgmma, MATMUL,
                         "bf16_tensor"),
+    "ch09.flash_tiles": ("chapter 09 kernel, d=128, N=8192", lambda: _flash("tiles"), _flash_flops(),
+                         "bf16_tensor"),
+    "ch10.flash_hopper": ("chapter 10 kernel, d=128, N=8192", lambda: _flash("hopper"), _flash_flops(),
+                          "bf16_tensor"),
 }
 
 

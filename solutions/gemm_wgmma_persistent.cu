@@ -31,10 +31,14 @@ using namespace tk;
 #ifndef STAGES
 #define STAGES 4
 #endif
+#ifndef C_BUFFERS
+#define C_BUFFERS 2  // staging tiles per consumer: 2 (one written while one is stored) up to BN / CN
+#endif
 constexpr int BM = 128, BN = 256, BK = 64;  // block tile; K-slice per stage
 constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows of the tile each
 constexpr int CN = 64;                      // columns of C per TMA store
 static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 or 2 blocks");
+static_assert(C_BUFFERS >= 1 && C_BUFFERS <= BN / CN, "C_BUFFERS: 1 to BN / CN staging tiles");
 using split = warpgroup::register_split<40, 232, CONSUMERS>;
 
 using a_tile = st_bf<BM / CONSUMERS, BK>;  // 64 x 64
@@ -46,7 +50,7 @@ struct stage {
 };
 struct smem_layout {
     stage stages[STAGES];
-    c_tile c[CONSUMERS][2];  // per consumer: one staging tile is written while the other is being stored
+    c_tile c[CONSUMERS][C_BUFFERS];  // per consumer: one staging tile is written while another is being stored
     pipeline<STAGES> pipe;
 };
 /// What the launch must ask for (read by tklab.gemm from the compiled module: one source of truth).
@@ -118,11 +122,11 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
             if constexpr (CLUSTER > 1) cluster::arrive_all(sm.pipe.empty[at.stage], CLUSTER);  // both blocks' copies write here
             else sm.pipe.release(at.stage);
         }
-        // Epilogue: 64 columns at a time, alternating between our two staging tiles.
+        // Epilogue: 64 columns at a time, taking our staging tiles in turn.
 #pragma unroll
         for (int j = 0; j < BN / CN; ++j) {
-            c_tile& out = sm.c[me][j % 2];
-            if (leader) tma::store_wait_read<1>();  // the store that last read `out` is done reading it
+            c_tile& out = sm.c[me][j % C_BUFFERS];
+            if (leader) tma::store_wait_read<C_BUFFERS - 1>();  // the store that last read `out` is done reading it
             warpgroup::sync_group<1>(me);
             warpgroup::store(out, columns<CN>(acc, j));  // round to bf16, stmatrix
             fence_proxy_async();                          // our writes, then the copy engine's reads

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tklab import doctor
+from tklab.profile import ProfileUnavailable
 
 
 def test_doctor_shows_no_machine_paths(capsys, monkeypatch):
@@ -51,3 +53,82 @@ def test_doctor_from_a_python_without_the_packages_points_at_the_venv():
     assert out.stdout.startswith("NOTE: this is") and "`make doctor`" in out.stdout
     assert "INCOMPLETE" in out.stdout and "wrong Python" in out.stdout
     assert "pip install nvidia-cuda-nvrtc" not in out.stdout  # the .venv has NVRTC: no advice to install it
+
+
+FAKE_NCU = """#!/bin/sh
+if [ "$1" = "--version" ]; then
+  echo "NVIDIA (R) Nsight Compute Command Line Profiler"
+  echo "Version 2031.4.1.0 (build 1) (public-release)"
+  exit 0
+fi
+echo "the doctor only asks for the version" >&2
+exit 2
+"""
+
+
+def _nsight() -> doctor.Check:
+    return doctor._attempt("Nsight Compute", "(the default cost)", doctor._ncu)  # the check that checks() runs
+
+
+def test_doctor_finds_ncu_and_its_version(tmp_path, monkeypatch, capsys):
+    """ncu on PATH: named with its version; without a GPU it cannot profile, and says profiles are recorded."""
+    ncu = tmp_path / "bin" / "ncu"
+    ncu.parent.mkdir()
+    ncu.write_text(FAKE_NCU)
+    ncu.chmod(0o755)
+    monkeypatch.delenv("TKLAB_NCU", raising=False)
+    monkeypatch.setenv("PATH", f"{ncu.parent}:{os.environ['PATH']}")
+    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    check = _nsight()
+    assert not check.ok and "Nsight Compute 2031.4.1.0" in check.detail and "no GPU to profile" in check.detail
+    assert "recorded on an H200" in check.cost and "nothing more than the GPU line" in check.cost
+
+    # With a GPU, the counters are read by profiling a kernel: success, a refusal, another failure.
+    monkeypatch.setattr("tklab.gpu.available", lambda: True)
+    monkeypatch.setattr(doctor, "_profile_probe", lambda: "read the GPU's counters for a test kernel (3.0 µs)")
+    check = _nsight()
+    assert check.ok and check.detail.startswith("Nsight Compute 2031.4.1.0 at ") and "(3.0 µs)" in check.detail
+
+    def refused() -> str:
+        raise ProfileUnavailable("permission", "ERR_NVGPUCTRPERM")
+
+    monkeypatch.setattr(doctor, "_profile_probe", refused)
+    check = _nsight()
+    assert not check.ok and "may not read the GPU's performance counters" in check.detail
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in check.cost and "recorded on an H200" in check.cost
+
+    def broken() -> str:
+        raise ProfileUnavailable("failed", "ncu failed (exit 9). Its last lines:\n...")
+
+    monkeypatch.setattr(doctor, "_profile_probe", broken)
+    check = _nsight()
+    assert not check.ok and "profiling a test kernel failed: ncu failed (exit 9)" in check.detail
+
+    monkeypatch.setattr(doctor, "_simulator", lambda: "skipped in this test")
+    monkeypatch.setattr(doctor, "_profile_probe", lambda: "read the GPU's counters for a test kernel")
+    doctor.main([])
+    assert "Profiles (tklab.profile): measured here" in capsys.readouterr().out
+
+
+def test_doctor_without_ncu_says_where_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("TKLAB_NCU", str(tmp_path / "no-such-ncu"))
+    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    check = _nsight()
+    assert not check.ok and "TKLAB_NCU=" in check.detail and "not an executable file" in check.detail
+    assert "recorded on an H200" in check.cost and "nothing more than the GPU line" in check.cost
+    monkeypatch.setattr("tklab.gpu.available", lambda: True)
+    assert "tklab.profile cannot measure your kernels" in _nsight().cost
+
+
+@pytest.mark.gpu
+def test_doctor_reads_the_counters_on_a_gpu_with_ncu():
+    """On a GPU with ncu: the check profiles its test kernel for real (skipped where ncu is missing)."""
+    from tklab.profile import ncu
+
+    if ncu.find_ncu() is None:
+        pytest.skip(ncu.missing_message())
+    check = doctor._attempt("Nsight Compute", "", doctor._ncu)
+    if not check.ok and "ERR_NVGPUCTRPERM" in check.detail:
+        pytest.skip(check.detail)
+    assert check.ok, check.detail
+    assert "read the GPU's counters for a test kernel (" in check.detail and " µs)" in check.detail

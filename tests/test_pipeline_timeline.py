@@ -3,12 +3,17 @@ formula, the picture is drawn from the model (read back through data-* attribute
 
 from __future__ import annotations
 
+import base64
+import io
 import itertools
 import re
 
 import pytest
+from PIL import Image
 
 from tklab.widgets import pipeline as p
+from tklab.widgets.explorers import STATIC_SCALE
+from tklab.widgets.raster import stacked_png, svg_size
 
 
 def _marks(svg: str, cls: str) -> list[dict[str, str]]:
@@ -119,4 +124,39 @@ def test_explorer_redraws_and_reports_errors() -> None:
     assert ex.error and "must be positive" in ex.status.value and ex.figure.value == ""
     ex.consume.value = 0.5
     assert ex.error is None and "consumer-bound" in ex.status.value
-    assert "<svg" in ex._repr_mimebundle_()["text/html"]  # the static copy for exported notebooks
+
+    # The stored copy (a fresh clone shows no widget view, and no SVG until trusted) is one PNG: the
+    # timeline with the sweep below it, at the drawings' on-screen size, redrawn when a control moves.
+    data, meta = ex._repr_mimebundle_()
+    assert "text/html" not in data and "application/vnd.jupyter.widget-view+json" in data
+    timeline, sweep_chart = re.findall(r"<svg\b.*?</svg>", ex.figure.value)
+    (tw, th), (sw, sh) = svg_size(timeline), svg_size(sweep_chart)
+    assert meta["image/png"]["width"] == round(max(tw, sw)) and meta["image/png"]["height"] > round(th + sh)
+    png = base64.b64decode(data["image/png"])
+    width, height = _png_size(png)
+    assert width == round(max(tw, sw) * STATIC_SCALE) and abs(height - meta["image/png"]["height"] * STATIC_SCALE) <= 1
+    ex.stages.value = 1
+    assert base64.b64decode(ex._repr_mimebundle_()[0]["image/png"]) != png
+
+
+def test_stacked_drawings_keep_their_places() -> None:
+    """Two drawings stacked into one PNG: each one's colour where its drawing put it, white beside the
+    narrower one."""
+    def block(width: int, colour: str) -> str:
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="20">'
+                f'<rect x="0" y="0" width="{width}" height="20" fill="{colour}"/></svg>')
+
+    png, (width, height) = stacked_png([block(100, "#ff0000"), block(50, "#0000ff")], scale=2, gap=10)
+    assert (width, height) == (100, 50)
+    with Image.open(io.BytesIO(png)) as im:
+        rgb = im.convert("RGB")
+        assert rgb.size == (200, 100)
+        assert rgb.getpixel((150, 20)) == (255, 0, 0)  # the first drawing, full width
+        assert rgb.getpixel((50, 80)) == (0, 0, 255)  # the second, below the gap
+        assert rgb.getpixel((150, 80)) == (255, 255, 255)  # beside the narrower one
+    with pytest.raises(ValueError, match="no drawings"):
+        stacked_png([])
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")

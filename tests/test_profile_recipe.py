@@ -114,6 +114,17 @@ def test_tensor_map_is_captured_as_its_plan(tmp_path, module) -> None:
     assert (rec.args[1].buffer, rec.args[1].offset) == (0, 128 * 256 - 64)
 
 
+def test_a_rank_4_tensor_map_covers_every_head_and_batch() -> None:
+    """[batch, heads, seq, d] maps (chapter 10) reach the last element of the last head, not only the first row."""
+    b, h, n, d = 2, 3, 80, 64
+    addr = 0x7F00_0020_0000
+    strides = (h * n * d * 2, n * d * 2, d * 2, 2)  # bf16, contiguous
+    p = tma.plan(addr, (b, h, n, d), strides, "bfloat16", (64, 64))
+    assert recipe.tensor_map_range(p) == (addr, addr + b * h * n * d * 2)
+    padded = tma.plan(addr, (b, h, n, d), (h * n * 256, n * 256, 256, 2), "bfloat16", (64, 64))  # rows padded
+    assert recipe.tensor_map_range(padded) == (addr, addr + (b * h * n - 1) * 256 + d * 2)
+
+
 def test_capture_refuses_what_it_cannot_re_create(tmp_path, module) -> None:
     with pytest.raises(TypeError, match=r"kernel.prepare\(grid, block, args\)"):
         recipe.capture(lambda: None, tmp_path)

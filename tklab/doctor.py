@@ -1,7 +1,8 @@
 """``python -m tklab doctor``: what works on this machine, and what each missing piece costs you.
 
-Each check is a real attempt (compile a Hopper kernel, disassemble it, import CuPy, ...), not a look
-at version strings, so a green line means the lesson step that needs it will work.
+Each check is a real attempt (compile a Hopper kernel, disassemble it, import CuPy, profile a kernel under
+Nsight Compute, ...), not a look at version strings, so a green line means the lesson step that needs it
+will work.
 
 Paths are shown relative to the places a reader knows (``~``, this Python's environment), so a stored
 notebook output never shows someone else's machine. Run from an interpreter that is not the workbook's
@@ -160,6 +161,45 @@ def _simulator() -> str:
     return f"numba {numba.__version__}: CUDA simulator runs kernels on the CPU"
 
 
+_COUNTER_PROBE = r"""
+extern "C" __global__ void probe(int n) {
+  if (n < 0 && threadIdx.x == 0) __trap();
+}
+"""
+_RECORDED = "chapters show the profiles recorded on an H200 instead"
+
+
+def _profile_probe() -> str:
+    """Profile a one-block kernel with tklab.profile: the real test of reading GPU counters here."""
+    from . import compiler, gpu
+    from .profile import profile
+
+    mod = compiler.compile(_COUNTER_PROBE, arch=gpu.arch())
+    result = profile(mod["probe"].prepare((1,), (32,), (1,)), timeout=180)
+    duration = f" ({result.duration_s * 1e6:.1f} µs)" if result.duration_s else ""
+    return f"read the GPU's counters for a test kernel{duration}"
+
+
+def _ncu() -> str:
+    from .profile import ProfileUnavailable, ncu
+
+    exe = ncu.find_ncu()
+    if exe is None:
+        raise Missing(ncu.missing_message(), ("nothing more than the GPU line above: " + _RECORDED) if _no_gpu_here()
+                      else f"tklab.profile cannot measure your kernels; {_RECORDED}")
+    found = f"Nsight Compute {ncu.version(exe) or '(version not reported)'} at {shown(exe)}"
+    if _no_gpu_here():
+        raise Missing(f"{found}, but no GPU to profile", "nothing more than the GPU line above: " + _RECORDED)
+    try:
+        return f"{found}: {_profile_probe()}"
+    except ProfileUnavailable as e:
+        if e.reason == "permission":
+            raise Missing(f"{found}, but this user may not read the GPU's performance counters (ERR_NVGPUCTRPERM)",
+                          f"tklab.profile cannot measure your kernels ({_RECORDED}). {ncu.PERMISSION_HELP}") from None
+        raise Missing(f"{found}, but profiling a test kernel failed: {str(e).splitlines()[0][:200]}",
+                      f"tklab.profile may not work here; {_RECORDED}") from None
+
+
 # Where each check's package lives, to tell whether the workbook's .venv has it.
 _PACKAGE_DIRS = {"compiler (NVRTC)": "cuda/bindings", "disassembler": "nvidia", "CuPy": "cupy", "PyTorch": "torch",
                  "CUDA simulator": "numba"}
@@ -181,6 +221,7 @@ def checks() -> list[Check]:
         _attempt("CuPy", "no GPU arrays for launching kernels: `pip install cupy-cuda13x` (cupy-cuda12x "
                  "for CUDA 12 drivers)", _cupy),
         _attempt("PyTorch", "optional: only for passing torch tensors and the SDPA comparisons", _torch),
+        _attempt("Nsight Compute", f"tklab.profile cannot measure your kernels; {_RECORDED}", _ncu),
         _attempt("CUDA simulator", "chapter 01's numba kernels cannot run without a GPU", _simulator),
         _attempt("CPU emulator", "CUDA exercises cannot be checked without a GPU: install g++ or clang++ (or `pip "
                  "install ziglang`)", lambda: __import__("tklab.emulate", fromlist=["describe"]).describe()),
@@ -208,4 +249,6 @@ def main(argv: list[str] | None = None) -> int:
         print("  (see the NOTE at the top: this is probably the wrong Python)")
     print("GPU path (launch, bench, checks against the reference):",
           "ready" if all(c.ok for c in results if c.name in ("GPU", "CuPy")) else "not available here")
+    profiles = next(c.ok for c in results if c.name == "Nsight Compute")
+    print("Profiles (tklab.profile):", "measured here" if profiles else "the ones recorded on an H200")
     return 0 if cpu_path else 1

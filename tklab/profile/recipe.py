@@ -133,8 +133,9 @@ def array_range(obj: Any) -> tuple[int, int] | None:
 def tensor_map_range(plan: Any) -> tuple[int, int]:
     from ..tma import DTYPES
 
-    cols, rows = plan.dims
-    return plan.address, plan.address + (rows - 1) * plan.row_stride + cols * DTYPES[plan.dtype][0]
+    cols, *outer = plan.dims  # rank 2 (a matrix) up to rank 5 ([batch, heads, seq, d] is rank 4)
+    last = sum((n - 1) * stride for n, stride in zip(outer, plan.strides, strict=True))
+    return plan.address, plan.address + last + cols * DTYPES[plan.dtype][0]
 
 
 def _raw_pointer_range(address: int) -> tuple[int, int]:

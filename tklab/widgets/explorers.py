@@ -4,6 +4,7 @@ wire controls to them, so every state a learner can reach is also reachable (and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from html import escape
 from typing import Any
@@ -33,8 +34,10 @@ class _StaticFallback:
     (which JupyterLab shows in any notebook, trusted or not) lets a notebook opened cold, an HTML export
     or GitHub show the picture; a running explorer still takes precedence.
 
-    Figures the rasteriser cannot draw (several SVGs, or elements beyond rect and text) keep the older copy
-    as ``text/html``, which exports show but an untrusted JupyterLab notebook shows only as text.
+    A figure of several drawings (the pipeline explorer: a timeline and a sweep) becomes one PNG, the
+    drawings one below the other. Figures the rasteriser cannot draw (elements beyond its vocabulary) keep
+    the older copy as ``text/html``, which exports show but an untrusted JupyterLab notebook shows only as
+    text.
     """
 
     status: W.HTML
@@ -44,20 +47,20 @@ class _StaticFallback:
         import base64
         import xml.etree.ElementTree as ET
 
-        from .raster import svg_png, svg_size
+        from .raster import stacked_png
 
         bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
         if bundle is None:
             return bundle
         figure = self.figure.value
-        if figure.startswith("<svg") and figure.count("<svg") == 1:
+        drawings = re.findall(r"<svg\b.*?</svg>", figure, flags=re.S)
+        if drawings and "".join(drawings) == figure:
             try:
-                png = svg_png(figure, scale=STATIC_SCALE)
+                png, (width, height) = stacked_png(drawings, scale=STATIC_SCALE)
             except (ValueError, ET.ParseError):
                 png = None
             if png is not None:
                 bundle["image/png"] = base64.b64encode(png).decode("ascii")
-                width, height = svg_size(figure)
                 return bundle, {"image/png": {"width": round(width), "height": round(height)}}
         if len(figure) > STATIC_FIGURE_LIMIT:
             figure = "<p><i>(figure too large for a static copy: run the notebook to see it)</i></p>"

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
-from .draw import FONT
+from .draw import DISPLAY_SCALE, FONT
 
 COLORS = {"load": "#8fb5de", "full": "#d8e6f3", "use": "#f0a35e", "issue": "#3b6ea8", "busy": "#f0a35e"}
 
@@ -145,8 +145,11 @@ def _text(x: float, y: float, s: str, *, anchor: str = "start", size: int = 10, 
 
 
 def _svg(width: float, height: float, body: list[str]) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-            f'viewBox="0 0 {width:.0f} {height:.0f}" style="{FONT};font-size:10px">' + "".join(body) + "</svg>")
+    """Shown DISPLAY_SCALE times the drawing's size, as draw.py's pictures are: the 8-9 unit labels read at
+    10-11 px."""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width * DISPLAY_SCALE:g}" '
+            f'height="{height * DISPLAY_SCALE:g}" viewBox="0 0 {width:.0f} {height:.0f}" '
+            f'style="{FONT};font-size:10px">' + "".join(body) + "</svg>")
 
 
 def _ticks(span: float) -> float:
@@ -255,7 +258,7 @@ def sweep_svg(model: dict[int, float], measured: dict[int, float] | None = None,
         y = py(ceiling)
         body.append(f'<line class="ceiling" data-gbps="{ceiling:.6g}" x1="{left}" x2="{left + pw}" y1="{y:.1f}" '
                     f'y2="{y:.1f}" stroke="#888" stroke-dasharray="4 3"/>')
-        body.append(_text(left + pw - 2, py(ceiling) - 3, "device copy", anchor="end", size=8, fill="#666"))
+        body.append(_text(left + 4, py(ceiling) - 3, "device copy", size=8, fill="#666"))  # left: few stages, low
     pts = [f"{px(s):.1f},{py(v):.1f}" for s, v in sorted(model.items())]
     if len(pts) > 1:
         body.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke="#3b6ea8"/>')

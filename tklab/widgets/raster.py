@@ -2,12 +2,13 @@
 
 JupyterLab shows SVG, and HTML with SVG inside, only in notebooks the reader has trusted; a freshly
 cloned notebook is not trusted, so a stored explorer figure appeared as a page of tooltip text. PNG is
-shown everywhere. The drawings in ``draw.py`` use a small SVG vocabulary (``rect`` and ``text``, colours
+shown everywhere. The drawings in ``draw.py`` use a small SVG vocabulary (``rect``, ``text``, ``line``,
+``polyline``, ``circle``; colours
 as ``#rgb``/``#rrggbb``/``hsl()``), so this module draws exactly those elements with matplotlib instead of
 depending on a system SVG library: the SVG stays the one source of every picture.
 
 Public API: ``svg_png(svg, *, scale=2.0) -> bytes``, ``compact_png(png) -> bytes``,
-``svg_size(svg) -> (width, height)``,
+``stacked_png(svgs, *, scale=2.0) -> (bytes, (width, height))``, ``svg_size(svg) -> (width, height)``,
 ``Picture(svg, text)`` (shows as a PNG in a notebook), ``svg_color(value) -> (r, g, b) | None``.
 """
 
@@ -126,6 +127,29 @@ def compact_png(png: bytes, colors: int = 256) -> bytes:
     return out.getvalue()
 
 
+def stacked_png(svgs: list[str], *, scale: float = 2.0, gap: float = 8.0) -> tuple[bytes, tuple[float, float]]:
+    """Several drawings one below the other, left-aligned, as one PNG (an explorer whose figure is more than
+    one drawing); returns the PNG and its size on screen in CSS pixels (``gap`` between drawings)."""
+    from PIL import Image
+
+    if not svgs:
+        raise ValueError("stacked_png: no drawings")
+    if len(svgs) == 1:
+        return svg_png(svgs[0], scale=scale), svg_size(svgs[0])
+    sizes = [svg_size(svg) for svg in svgs]
+    width = max(w for w, _ in sizes)
+    height = sum(h for _, h in sizes) + gap * (len(svgs) - 1)
+    canvas = Image.new("RGB", (round(width * scale), round(height * scale)), "white")
+    y = 0.0
+    for svg, (_, h) in zip(svgs, sizes, strict=True):
+        with Image.open(io.BytesIO(svg_png(svg, scale=scale))) as im:
+            canvas.paste(im.convert("RGB"), (0, round(y * scale)))
+        y += h + gap
+    out = io.BytesIO()
+    canvas.save(out, format="PNG")
+    return compact_png(out.getvalue()), (width, height)
+
+
 def svg_size(svg: str) -> tuple[float, float]:
     """The drawing's size on screen, in CSS pixels (its ``width`` and ``height``)."""
     root = ET.fromstring(svg)
@@ -144,7 +168,7 @@ class Picture:
 
         width, height = svg_size(self.svg)
         data = {"image/png": base64.b64encode(svg_png(self.svg, scale=self.scale)).decode("ascii"),
-                "text/plain": f"<{self.text}: {width:g}x{height:g} picture>"}
+                "text/plain": f"<{self.text}: {width:.0f}x{height:.0f} picture>"}
         return data, {"image/png": {"width": round(width), "height": round(height)}}
 
     def __repr__(self) -> str:
