@@ -137,7 +137,7 @@ def profile(run: Any, *, flops: float | None = None, peak: str | None = None, ke
             kernel=run.kernel.display_name, metrics=launch_record.metrics, device=device, flops=flops,
             peak=peak or _default_peak(run.kernel), grid=tuple(run.grid), block=tuple(run.block),
             shared_mem=run.shared_mem, key=key, label=label, live=True, date=_dt.date.today().isoformat(),
-            commit=recorded._commit(), ncu_version=ncu.version(exe), raw_csv=csv_text,
+            commit=recorded.commit(), ncu_version=ncu.version(exe), raw_csv=csv_text,
             report_path=str(report) if report is not None else None, keep=metrics)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
