@@ -15,7 +15,7 @@ Public API: ``compare(key, kernel, library, *, flops, label, peak="fp32_simt", v
 ``EXPECTED``.
 
 The notebooks reach a few helpers that live elsewhere through ``course`` too (one import per chapter; the
-stored notebooks call them so): ``occupancy``, ``pooled_register_blocks``, ``quadrant_figure``
+stored notebooks call them so): ``occupancy``, ``pooled_register_blocks``, ``quadrant_figure``, ``HOPPER``
 (``tklab.occupancy``), ``main_loop``, ``ffma_share`` (``tklab.sass``), ``numba_gpu_ready``, ``numba_sass``
 (``tklab.numba_compat``), ``plots`` (``tklab.widgets.figures``), ``bf16_random``, ``bf16_to_float32``
 (``tklab.arrays``), ``cublas_bf16`` (``tklab.baselines``).
@@ -209,10 +209,10 @@ def results(*, upto: int | None = None, labels: dict[str, str] | None = None,
 from .arrays import bf16_random, bf16_to_float32  # noqa: E402
 from .baselines import cublas_bf16  # noqa: E402
 from .numba_compat import numba_gpu_ready, numba_sass  # noqa: E402
-from .occupancy import occupancy, pooled_register_blocks, quadrant_figure  # noqa: E402
+from .occupancy import HOPPER, occupancy, pooled_register_blocks, quadrant_figure  # noqa: E402
 from .sass import ffma_share, main_loop  # noqa: E402
 from .widgets.figures import plots  # noqa: E402
 
-__all__ = ["EXPECTED", "Results", "Row", "bf16_random", "bf16_to_float32", "compare", "comparison", "cublas_bf16",
-           "ffma_share", "main_loop", "numba_gpu_ready", "numba_sass", "occupancy", "plots", "pooled_register_blocks",
-           "quadrant_figure", "results", "verify_matmul"]
+__all__ = ["EXPECTED", "HOPPER", "Results", "Row", "bf16_random", "bf16_to_float32", "compare", "comparison",
+           "cublas_bf16", "ffma_share", "main_loop", "numba_gpu_ready", "numba_sass", "occupancy", "plots",
+           "pooled_register_blocks", "quadrant_figure", "results", "verify_matmul"]
