@@ -58,10 +58,11 @@ __device__ inline uint32_t lane_row_addr(const ST& t, rc m, int r, int c) {
 }
 
 /// The 16x16 subtile of a 16-bit shared tile whose first element is (r, c), in layout L: one
-/// ldmatrix.x4 (.trans for col).
-template <rt_layout L, element16 T, int SR, int SC, typename S>
+/// ldmatrix.x4 (.trans for col). LaneMap: which layout's lane-to-row map points the four matrices
+/// (L itself: the registers arrive in tile order).
+template <rt_layout L, rt_layout LaneMap = L, element16 T, int SR, int SC, typename S>
 __device__ inline rt_base<T, L> load_subtile(const st<T, SR, SC, S>& src, int r, int c) {
-    const rc m = matrix_row_of_lane<L>(laneid());
+    const rc m = matrix_row_of_lane<LaneMap>(laneid());
     uint32_t reg[4];
     if constexpr (tk::is_same_v<L, row>) ldmatrix_x4(reg, lane_row_addr(src, m, r, c));
     else ldmatrix_x4_trans(reg, lane_row_addr(src, m, r, c));
@@ -78,14 +79,7 @@ __device__ inline rt_base<T, L> load_subtile(const st<T, SR, SC, S>& src, int r,
 /// makes the instruction deliver them in mma order for free.
 template <rt_layout L, element16 T, int SR, int SC, typename S>
 __device__ inline rt_base<T, L> load_subtile_mma_b(const st<T, SR, SC, S>& src, int r, int c) {
-    const rc m = matrix_row_of_lane<transpose_layout<L>>(laneid());
-    uint32_t reg[4];
-    if constexpr (tk::is_same_v<L, row>) ldmatrix_x4(reg, lane_row_addr(src, m, r, c));
-    else ldmatrix_x4_trans(reg, lane_row_addr(src, m, r, c));
-    rt_base<T, L> out;
-#pragma unroll
-    for (int k = 0; k < 4; k++) as_u32<T>(out.data[k]) = reg[k];
-    return out;
+    return load_subtile<L, transpose_layout<L>>(src, r, c);
 }
 }  // namespace detail
 

@@ -28,48 +28,6 @@
 
 namespace tk::warpgroup {
 
-namespace detail {
-using wgmma::major;
-
-/// The common loop: one wgmma per 16-deep slice of K. MA / MB: how A and B are stored.
-template <major MA, major MB, int N, shared_tile SA, shared_tile SB>
-__device__ inline void mma_ss(rt<float, 16, N>& d, const SA& a, const SB& b, bool accumulate) {
-    using T = typename SA::dtype;
-    static_assert(tk::is_same_v<T, typename SB::dtype>, "A and B must hold the same element type");
-    constexpr int K = MA == major::k ? SA::cols : SA::rows;
-    constexpr int M = MA == major::k ? SA::rows : SA::cols;
-    static_assert(M == 64, "a warpgroup's A operand has 64 rows (M = 64)");
-    static_assert((MB == major::k ? SB::cols : SB::rows) == K, "inner dimensions of A and B differ");
-    static_assert((MB == major::k ? SB::rows : SB::cols) == N, "B's N does not match the accumulator");
-    wgmma::fence_operands(d);
-    wgmma::fence();
-#pragma unroll
-    for (int k = 0; k < K / 16; ++k) {
-        wgmma::instr<T, N>::template ss<MA == major::mn, MB == major::mn>(
-            d, wgmma::descriptor<MA>(a, k), wgmma::descriptor<MB>(b, k), accumulate || k > 0);
-    }
-    wgmma::commit_group();
-    wgmma::fence_operands(d);
-}
-
-template <major MB, int N, element16 T, int K, shared_tile SB>
-__device__ inline void mma_rs(rt<float, 16, N>& d, const rt<T, 16, K, row>& a, const SB& b, bool accumulate) {
-    static_assert(tk::is_same_v<T, typename SB::dtype>, "A and B must hold the same element type");
-    static_assert((MB == major::k ? SB::cols : SB::rows) == K, "inner dimensions of A and B differ");
-    static_assert((MB == major::k ? SB::rows : SB::cols) == N, "B's N does not match the accumulator");
-    wgmma::fence_operands(d);
-    wgmma::fence();
-#pragma unroll
-    for (int k = 0; k < K / 16; ++k) {
-        const uint32_t regs[4] = {as_u32<T>(a.tiles[0][k].data[0]), as_u32<T>(a.tiles[0][k].data[1]),
-                                  as_u32<T>(a.tiles[0][k].data[2]), as_u32<T>(a.tiles[0][k].data[3])};
-        wgmma::instr<T, N>::template rs<MB == major::mn>(d, regs, wgmma::descriptor<MB>(b, k), accumulate || k > 0);
-    }
-    wgmma::commit_group();
-    wgmma::fence_operands(d);
-}
-}  // namespace detail
-
 using wgmma::major;
 
 /// An A operand: a 64 x K shared tile, or each warp's 16 x K rows in registers (row layout).
@@ -78,15 +36,36 @@ concept a_operand = shared_tile<A> || register_tile<A>;
 
 /// The one product all the names below are: d (+)= op(A) * op(B), where MA and MB say how A and B are
 /// stored (major::k: along K; major::mn: along M or N, i.e. transposed). accumulate = false overwrites d.
-/// A register A operand is K-major (its rows are the warp's rows of the product).
+/// One wgmma per 16-deep slice of K, committed as one group. A register A operand is K-major (its rows
+/// are the warp's rows of the product).
 template <major MA, major MB, int N, a_operand A, shared_tile SB>
 __device__ inline void mma(rt<float, 16, N>& d, const A& a, const SB& b, bool accumulate = true) {
-    if constexpr (shared_tile<A>) {
-        detail::mma_ss<MA, MB>(d, a, b, accumulate);
-    } else {
-        static_assert(MA == major::k, "a register A operand is K-major: pass it as A, not A transposed");
-        detail::mma_rs<MB>(d, a, b, accumulate);
+    using T = typename A::dtype;
+    constexpr bool in_registers = register_tile<A>;
+    if constexpr (in_registers)
+        static_assert(MA == major::k && A::rows == 16 && A::is_row,
+                      "a register A operand is K-major: each warp's 16 rows, row layout (pass it as A, not A^T)");
+    else
+        static_assert((MA == major::k ? A::rows : A::cols) == 64, "a warpgroup's A operand has 64 rows (M = 64)");
+    constexpr int K = MA == major::k ? A::cols : A::rows;
+    static_assert(tk::is_same_v<T, typename SB::dtype>, "A and B must hold the same element type");
+    static_assert((MB == major::k ? SB::cols : SB::rows) == K, "inner dimensions of A and B differ");
+    static_assert((MB == major::k ? SB::rows : SB::cols) == N, "B's N does not match the accumulator");
+    wgmma::fence_operands(d);
+    wgmma::fence();
+#pragma unroll
+    for (int k = 0; k < K / 16; ++k) {
+        if constexpr (in_registers) {
+            const uint32_t regs[4] = {as_u32<T>(a.tiles[0][k].data[0]), as_u32<T>(a.tiles[0][k].data[1]),
+                                      as_u32<T>(a.tiles[0][k].data[2]), as_u32<T>(a.tiles[0][k].data[3])};
+            wgmma::instr<T, N>::template rs<MB == major::mn>(d, regs, wgmma::descriptor<MB>(b, k), accumulate || k > 0);
+        } else {
+            wgmma::instr<T, N>::template ss<MA == major::mn, MB == major::mn>(
+                d, wgmma::descriptor<MA>(a, k), wgmma::descriptor<MB>(b, k), accumulate || k > 0);
+        }
     }
+    wgmma::commit_group();
+    wgmma::fence_operands(d);
 }
 
 // ---- the products by name: d += A*B, A*B^T, A^T*B, A^T*B^T (mm_*: d = ..., the old d ignored) ----------
