@@ -65,12 +65,12 @@ GPU_PYTHON ?= $(PY)
 REPORT_DIR ?= bench/results
 REPORT_ARGS ?=
 gpu-check: $(if $(filter $(PY),$(GPU_PYTHON)),install)
-	$(GPU_PYTHON) -m tklab.report --out $(REPORT_DIR) $(REPORT_ARGS)
+	$(GPU_PYTHON) -m tklab.course.report --out $(REPORT_DIR) $(REPORT_ARGS)
 
 # Re-execute every notebook and store clean outputs (after new GPU results are recorded). Notebooks with
 # uncommitted edits are refused unless NB_ARGS=--backup (they are copied aside first).
 notebooks: install
-	$(PY) -m tklab.nbrefresh $(NB_ARGS)
+	$(PY) -m tklab.course.nbrefresh $(NB_ARGS)
 
 clean-cache:
 	rm -rf $${TKLAB_CACHE_DIR:-$$HOME/.cache/tklab} .cache

@@ -149,7 +149,7 @@ def part_sanitize_cases() -> dict[str, Any]:
     import cupy as cp
 
     from tklab import gemm, tma_copy
-    from tklab.arrays import bf16_random, bf16_to_float32
+    from tklab.run.arrays import bf16_random, bf16_to_float32
 
     rng = cp.random.default_rng(1)
     done = []

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tklab import attention, recorded, specs  # noqa: E402
-from tklab.arrays import to_bf16_bits  # noqa: E402
+from tklab.run.arrays import to_bf16_bits  # noqa: E402
 
 Arrays = dict[str, np.ndarray]
 

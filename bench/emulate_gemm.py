@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from compile_time import cpu_name  # noqa: E402 - bench/ is this script's folder
 
 from tklab import recorded  # noqa: E402
-from tklab.arrays import bf16_to_float32, to_bf16_bits  # noqa: E402
+from tklab.run.arrays import bf16_to_float32, to_bf16_bits  # noqa: E402
 
 KERNELS = {  # name -> (source, kernel, (m, n, k), launch(mod_kernel, a, b, c))
     "ch06 tiles_gemm": ("solutions/ch06_tiles.cu", "tiles_gemm", (128, 128, 128)),

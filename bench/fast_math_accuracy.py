@@ -63,7 +63,7 @@ def measure(n: int = 1 << 24) -> list[tuple[str, str, float]]:
 def main() -> None:
     rows = measure()
     lines = [f"# fast_math accuracy — {datetime.date.today().isoformat()}", "",
-             f"- device: {tklab.gpu.name()}; commit: {os.environ.get('GIT_COMMIT', 'see git log')}", "",
+             f"- device: {tklab.run.gpu.name()}; commit: {os.environ.get('GIT_COMMIT', 'see git log')}", "",
              "| function | measure | value | in units of 2^-23 (float32 ulp at 1) |", "|---|---|---|---|"]
     lines += [f"| {f} | {m} | {v:.3e} | {v / 2**-23:.2f} |" for f, m, v in rows]
     text = "\n".join(lines) + "\n"

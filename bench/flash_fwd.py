@@ -138,7 +138,7 @@ def _sdpa(which: str, q: Any, k: Any, v: Any, causal: bool) -> Any:
 def bench(names: list[str], rounds: int, configs: list[tuple[int, int, bool]]) -> list[dict[str, Any]]:
     import torch
 
-    from tklab.bench import bench as tk_bench
+    from tklab.run.bench import bench as tk_bench
 
     rows = []
     for d, n, causal in configs:

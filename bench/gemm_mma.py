@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 import tklab  # noqa: E402
 from tklab import gemm, recorded  # noqa: E402
-from tklab.arrays import bf16_to_float32, poisoned, to_bf16_bits  # noqa: E402
-from tklab.bench import bench  # noqa: E402
+from tklab.run.arrays import bf16_to_float32, poisoned, to_bf16_bits  # noqa: E402
+from tklab.run.bench import bench  # noqa: E402
 
 SOLUTION = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 3}
 VARIANTS: dict[str, dict[str, int]] = {
@@ -42,7 +42,7 @@ class Gemm:
     def __init__(self, overrides: dict[str, int], arch: str | None = None):
         self.cfg = {**SOLUTION, **overrides}
         opts = tuple(f"-DGEMM_{k}={v}" for k, v in self.cfg.items())
-        self.module = tklab.compile(SOURCE.read_text(), arch=arch or tklab.gpu.arch(), options=opts,
+        self.module = tklab.compile(SOURCE.read_text(), arch=arch or tklab.run.gpu.arch(), options=opts,
                                     name="gemm_mma_tiles.cu")
         self.kernel = self.module["gemm_mma_tiles"]
         facts = gemm.launch_facts(self.module)  # the kernel's own threads and shared bytes
@@ -119,7 +119,7 @@ def report(gemms: dict[str, Gemm], checks: dict[str, list], rows: list[dict[str,
     lines = [
         f"# gemm_mma (warp-level mma.sync GEMM) vs cuBLAS — {now.date().isoformat()}",
         "",
-        f"- device: {torch.cuda.get_device_name()} ({tklab.gpu.arch()}), torch {torch.__version__}",
+        f"- device: {torch.cuda.get_device_name()} ({tklab.run.gpu.arch()}), torch {torch.__version__}",
         f"- commit: {commit}; date: {now.isoformat(timespec='seconds')}; script: bench/gemm_mma.py",
         "- C = A·B, bf16 in, fp32 accumulate, bf16 out; A row-major M×K, B row-major K×N.",
         "",
@@ -138,7 +138,7 @@ def report(gemms: dict[str, Gemm], checks: dict[str, list], rows: list[dict[str,
         "",
         f"## speed at {n}³",
         "",
-        "tklab.bench: median, one call per event pair, L2 flushed before each. batched: 20 back-to-back calls "
+        "tklab.run.bench: median, one call per event pair, L2 flushed before each. batched: 20 back-to-back calls "
         "per event pair, median of 9 (no Python launch gap). Rounds alternate all contenders.",
         "",
         "| round | contender | ms (tklab.bench) | TFLOP/s (tklab.bench) | TFLOP/s (batched) "

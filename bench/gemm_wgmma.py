@@ -1,6 +1,6 @@
 """Chapter 08's GEMM progression against cuBLAS: every step, checked, then timed three ways, three rounds.
 
-The kernels and their launches live in ``tklab.gemm`` (one ``Step`` per row of the chapter's table). Run
+The kernels and their launches live in ``tklab.course.gemm`` (one ``Step`` per row of the chapter's table). Run
 ``python bench/gemm_wgmma.py`` on an H100/H200: it checks every step on fresh random inputs against a
 float64 reference (tile multiples for steps 1-2; awkward shapes such as 1000³ and 4096x4000x1032 for the
 persistent steps), then times cuBLAS (torch.matmul) and each step at 4096³ and 8192³ in the same run and
@@ -85,7 +85,7 @@ def report(checks: list[dict[str, Any]], timing: dict[str, Any] | None, facts: l
     import torch
 
     lines = [f"# Chapter 08 GEMM progression vs cuBLAS — {datetime.date.today().isoformat()}", "",
-             f"- device: {torch.cuda.get_device_name()} ({tklab.gpu.arch()}), torch {torch.__version__}",
+             f"- device: {torch.cuda.get_device_name()} ({tklab.run.gpu.arch()}), torch {torch.__version__}",
              f"- commit: {recorded.commit()}; date: {datetime.datetime.now().isoformat(timespec='seconds')}", "",
              "## compile facts", "", "| step | options | regs | spill | HGMMA | UTMALDG | UTMASTG | threads | "
              "shared B | cluster | C75xx |", "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU re-check of the grading work (issue 15, issue 13 item 3), one command, about 4 minutes on an H200:
 #   1. the exercise checks on the GPU: every reference solution passes with a speed ratio against its target,
-#      planted CUDA faults and hangs are reported (the run now happens in tklab.sandbox, verdicts in the parent);
+#      planted CUDA faults and hangs are reported (the run now happens in tklab.grading.sandbox, verdicts in the parent);
 #   2. the planted-student isolation tests, with ch01 running on the GPU inside the sandbox;
 #   3. a class with the planted students graded on the GPU (CSV kept).
 # Results under $OUT (else bench/results/grading_gpu_<date>/); a short summary is printed at the end.
@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, "tests")
 import test_grade
-from tklab.grade import main
+from tklab.grading.grade import main
 out = Path(sys.argv[1])
 cls = test_grade.build_class(out / "class_work")
 sys.exit(main(["--class", str(cls), "--out", str(out / "grades.csv"), "--exercises", "ch01", "ch02", "ch04",

@@ -66,7 +66,7 @@ def _spec_launch(exercise: str, dims: dict[str, int] | None = None) -> Any:
 
     spec = specs.get(exercise)
     dims = dims or (spec.bench.dims if spec.bench is not None else spec.cases[0])
-    mod = tklab.compile((ROOT / spec.solution).read_text(), arch=tklab.gpu.arch(), name=Path(spec.solution).name,
+    mod = tklab.compile((ROOT / spec.solution).read_text(), arch=tklab.run.gpu.arch(), name=Path(spec.solution).name,
                         options=spec.options)
     arrays = {k: cp.asarray(v) for k, v in spec.inputs(np.random.default_rng(19), dims).items()}
     for name, (shape, dtype) in spec.outputs(dims).items():
@@ -85,7 +85,7 @@ def _transpose_naive() -> Any:
     import cupy as cp
 
     src = _notebook_strings("04_banks_swizzling.ipynb")["TRANSPOSE"]
-    k = tklab.compile(src, arch=tklab.gpu.arch(), name="transpose.cu")["transpose_naive"]
+    k = tklab.compile(src, arch=tklab.run.gpu.arch(), name="transpose.cu")["transpose_naive"]
     m = n = 8192
     x = cp.random.default_rng(4).standard_normal((m, n), dtype=cp.float32)
     out = cp.empty((n, m), cp.float32)
@@ -96,7 +96,7 @@ def _mma_gemm() -> Any:
     import cupy as cp
 
     strings = _notebook_strings("05_tensor_cores_mma.ipynb")
-    k = tklab.compile(strings["PTX"] + strings["GEMM"], arch=tklab.gpu.arch(), name="gemm_mma.cu")["gemm_mma"]
+    k = tklab.compile(strings["PTX"] + strings["GEMM"], arch=tklab.run.gpu.arch(), name="gemm_mma.cu")["gemm_mma"]
     a, b, c = _bf16((N, N)), _bf16((N, N)), cp.full((N, N), 0xFFFF, cp.uint16)
     return k.prepare((N // 128, N // 128), 128, (a, b, c, N, N, N))
 
@@ -194,7 +194,7 @@ def main() -> int:
     if unknown:
         raise SystemExit(f"unknown keys {unknown}; known: {', '.join(KERNELS)}")
     exe = ncu.find_ncu()
-    print(f"ncu {ncu.version(exe)} at {exe}; {tklab.gpu.name()}", flush=True)
+    print(f"ncu {ncu.version(exe)} at {exe}; {tklab.run.gpu.name()}", flush=True)
     rows, failures, skipped = [], [], []
     for key in keys:
         if time.monotonic() - start > args.budget_s:
@@ -227,7 +227,7 @@ def main() -> int:
     commit = os.environ.get("TKLAB_COMMIT") or _sh(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]) or "?"
     today = dt.date.today().isoformat()
     lines = [f"# Chapter kernels under Nsight Compute — {today}", "",
-             f"- device, driver: {smi or tklab.gpu.name()}; ncu {ncu.version(exe)} (--clock-control none)",
+             f"- device, driver: {smi or tklab.run.gpu.name()}; ncu {ncu.version(exe)} (--clock-control none)",
              f"- commit: {commit}; script: bench/profile_samples.py; {time.monotonic() - start:.0f} s",
              "- one launch each, after 2 warm-up launches; ncu flushes caches before each replay pass", "",
              "| key | kernel | ms (under ncu) | TFLOP/s | DRAM TB/s | limiter |", "|---|---|---|---|---|---|",

@@ -1,4 +1,4 @@
-"""tklab.arrays: the one bf16 conversion, the one tolerance rule, poisoned outputs (NumPy; CuPy on a GPU)."""
+"""tklab.run.arrays: the one bf16 conversion, the one tolerance rule, poisoned outputs (NumPy; CuPy on a GPU)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tklab
-from tklab.arrays import bf16_to_float32, to_bf16_bits
+from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""tklab.banks against the H200 table that ncu measured (bench/results/banks_h200.json), row by row."""
+"""tklab.models.banks against the H200 table that ncu measured (bench/results/banks_h200.json), row by row."""
 
 from __future__ import annotations
 

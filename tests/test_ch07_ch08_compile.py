@@ -18,7 +18,7 @@ VARIANTS = gemm.VARIANTS
 ALL_STEPS = dict(gemm.STEPS) | VARIANTS
 
 
-def _ops(kernel: tklab.compiler.Kernel) -> dict[str, int]:
+def _ops(kernel: tklab.build.compiler.Kernel) -> dict[str, int]:
     return dict(sass.histogram(kernel.sass, full=True))
 
 
@@ -83,8 +83,8 @@ def test_the_serialization_check_can_fail() -> None:
     """The warning the tests and the ch08 check look for is real: this kernel provokes it."""
     mod = tklab.compile(SERIALIZING, arch="sm_90a", name="serializing.cu")
     assert [ln for ln in mod.log.splitlines() if SERIALIZED.search(ln)]
-    from tklab.specs import StaticContext, get
-    from tklab.specs.ch08_wgmma import NoSerializedWgmma
+    from tklab.grading.specs import StaticContext, get
+    from tklab.grading.specs.ch08_wgmma import NoSerializedWgmma
 
     ctx = StaticContext(get("ch08_wgmma"), SERIALIZING, "serializing.cu", "sm_90a", mod, mod["k"])
     res = NoSerializedWgmma().run(ctx)

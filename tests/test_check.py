@@ -14,10 +14,10 @@ import pytest
 
 import tklab
 from tklab import gpu, specs
-from tklab.check import check, main, resolve
 from tklab.emulate import exercise as emulated
-from tklab.judge import compare
-from tklab.runner import run_isolated
+from tklab.grading.check import check, main, resolve
+from tklab.grading.judge import compare
+from tklab.grading.runner import run_isolated
 
 ROOT = Path(__file__).resolve().parent.parent
 IDS = specs.all_ids()
@@ -53,7 +53,7 @@ def test_every_exercise_has_a_spec_a_solution_and_an_exercise():
 
 
 def test_tklab_check_stays_callable_after_the_module_is_imported():
-    import tklab.check as module  # this import makes the package attribute the module ...
+    import tklab.grading.check as module  # this import makes the package attribute the module ...
 
     assert tklab.check is module or callable(tklab.check)
     res = tklab.check("ch05", ROOT / "solutions" / "ch05_mma.cu", run=False)  # ... which must still work

@@ -17,7 +17,7 @@ import pytest
 
 import tklab
 from tklab import channel, child, gpu, judge, runner, specs, verdict
-from tklab.bench import BenchResult
+from tklab.run.bench import BenchResult
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,7 +50,7 @@ def fake_device(monkeypatch):
         return BenchResult(name="fake", ms=ms, ms_min=ms, ms_max=ms, ms_q1=ms, ms_q3=ms, reps=1, flops=flops,
                            bytes=bytes)
 
-    monkeypatch.setattr(importlib.import_module("tklab.bench"), "bench", fake_bench)
+    monkeypatch.setattr(importlib.import_module("tklab.run.bench"), "bench", fake_bench)
     state = {}
 
     def fake_compile(source, **kw):

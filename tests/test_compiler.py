@@ -163,7 +163,7 @@ def test_templates_via_name_expressions():
 def test_bad_arch_and_missing_gpu_errors(monkeypatch):
     with pytest.raises(ValueError, match="not a CUDA architecture"):
         tklab.compile("", arch="hopper")
-    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     with pytest.raises(ValueError, match="pass arch="):
         compiler._normalise_arch(None)
     with pytest.raises(TypeError, match="source must be a str"):

@@ -64,7 +64,7 @@ def test_results_without_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 def test_compare_shows_recorded_without_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "recorded.json"
     monkeypatch.setenv("TKLAB_RECORD_FILE", str(path))
-    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     _write(path, {"ch03.x": {"tflops": 30.0, "library_tflops": 50.0}})
 
     def never() -> None:
@@ -160,7 +160,7 @@ def test_numba_gpu_ready_is_false_without_a_gpu(monkeypatch: pytest.MonkeyPatch)
     import subprocess
 
     numba_compat.numba_gpu_ready.cache_clear()
-    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
 
     def no_child(*args: object, **kwargs: object) -> None:
         raise AssertionError("no probe process without a GPU")
@@ -176,7 +176,7 @@ def test_numba_gpu_ready_reports_a_failed_probe(monkeypatch: pytest.MonkeyPatch)
     import subprocess
 
     numba_compat.numba_gpu_ready.cache_clear()
-    monkeypatch.setattr("tklab.gpu.available", lambda: True)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: True)
     monkeypatch.setattr(subprocess, "run",
                         lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "libNVVM cannot be found"))
     try:

@@ -15,7 +15,7 @@ from tklab.profile import ProfileUnavailable
 
 def test_doctor_shows_no_machine_paths(capsys, monkeypatch):
     """A stored notebook output must not show the maintainer's paths: only ~ or this Python's environment."""
-    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     monkeypatch.setattr(doctor, "_simulator", lambda: "skipped in this test")
     doctor.main([])
     out = capsys.readouterr().out
@@ -26,7 +26,7 @@ def test_doctor_shows_no_machine_paths(capsys, monkeypatch):
 
 def test_doctor_advice_matches_what_it_found(capsys, monkeypatch):
     """Installed but no GPU: no advice to install it; not installed: the pip line."""
-    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     fake = type(sys)("cupy")
     fake.__version__, fake.is_available = "99.0", lambda: False
     monkeypatch.setitem(sys.modules, "cupy", fake)
@@ -78,13 +78,13 @@ def test_doctor_finds_ncu_and_its_version(tmp_path, monkeypatch, capsys):
     ncu.chmod(0o755)
     monkeypatch.delenv("TKLAB_NCU", raising=False)
     monkeypatch.setenv("PATH", f"{ncu.parent}:{os.environ['PATH']}")
-    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     check = _nsight()
     assert not check.ok and "Nsight Compute 2031.4.1.0" in check.detail and "no GPU to profile" in check.detail
     assert "recorded on an H200" in check.cost and "nothing more than the GPU line" in check.cost
 
     # With a GPU, the counters are read by profiling a kernel: success, a refusal, another failure.
-    monkeypatch.setattr("tklab.gpu.available", lambda: True)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: True)
     monkeypatch.setattr(doctor, "_profile_probe", lambda: "read the GPU's counters for a test kernel (3.0 µs)")
     check = _nsight()
     assert check.ok and check.detail.startswith("Nsight Compute 2031.4.1.0 at ") and "(3.0 µs)" in check.detail
@@ -112,11 +112,11 @@ def test_doctor_finds_ncu_and_its_version(tmp_path, monkeypatch, capsys):
 
 def test_doctor_without_ncu_says_where_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("TKLAB_NCU", str(tmp_path / "no-such-ncu"))
-    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     check = _nsight()
     assert not check.ok and "TKLAB_NCU=" in check.detail and "not an executable file" in check.detail
     assert "recorded on an H200" in check.cost and "nothing more than the GPU line" in check.cost
-    monkeypatch.setattr("tklab.gpu.available", lambda: True)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: True)
     assert "tklab.profile cannot measure your kernels" in _nsight().cost
 
 

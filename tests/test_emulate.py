@@ -13,7 +13,7 @@ import pytest
 
 import tklab
 from tklab import attention, specs
-from tklab.arrays import bf16_to_float32, to_bf16_bits
+from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 
 emu = pytest.importorskip("tklab.emulate")
 ROOT = Path(__file__).resolve().parent.parent

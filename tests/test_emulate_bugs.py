@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tklab.arrays import to_bf16_bits
+from tklab.run.arrays import to_bf16_bits
 
 emu = pytest.importorskip("tklab.emulate")
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tklab import gpu, specs
-from tklab.check import check
 from tklab.emulate import exercise as emulated
+from tklab.grading.check import check
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(gpu.available() or not emulated.can_run(specs.get("ch02_smem_tiling")),
@@ -41,7 +41,7 @@ def test_cases_too_big_for_the_cpu_are_left_out_and_named() -> None:
 def test_right_and_subtly_wrong_answers_are_told_apart_and_say_how(tmp_path: Path, capsys) -> None:
     """The pair of tests/test_check.py's issue-13 test, now with the emulator: one passes, one fails,
     both established by CPU emulation."""
-    from tklab.check import main
+    from tklab.grading.check import main
 
     wrong = tmp_path / "ch02_smem_tiling.cu"
     wrong.write_text((ROOT / "solutions" / "ch02_smem_tiling.cu").read_text().replace(

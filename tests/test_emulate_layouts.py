@@ -2,7 +2,7 @@
 
 The probe kernels of ``bench/probes/layouts_probe.py`` (inline PTX, exactly as they ran on the GPU) are
 compiled for the CPU emulator and fed the recorded inputs of ``bench/results/layouts_h200.json``; the
-outputs must equal the recorded hardware outputs bit for bit. The same file proves ``tklab.layouts``
+outputs must equal the recorded hardware outputs bit for bit. The same file proves ``tklab.models.layouts``
 (tests/test_layouts.py), so the emulator and the layout pictures agree with the hardware and each other.
 """
 
@@ -70,7 +70,7 @@ def test_stmatrix_matches_the_h200() -> None:
 
 def test_movmatrix_transposes_like_the_layout_model() -> None:
     """movmatrix.trans: lane 4g+t must end up with (2t, g) and (2t+1, g) of the 8x8 matrix (the ldmatrix.x1
-    fragment read transposed, as tklab.layouts models it)."""
+    fragment read transposed, as tklab.models.layouts models it)."""
     src = r"""
 extern "C" __global__ void mv(const unsigned* in, unsigned* out) {
   unsigned d;
@@ -150,7 +150,7 @@ def wgmma_probes():
 def test_wgmma_every_arrangement_and_swizzle_of_the_library(wgmma_probes, name, kind, op, n, k) -> None:
     """The probes of tests/test_hopper_wgmma.py (A·B, A·Bᵀ, Aᵀ·B, Aᵀ·Bᵀ; 128B/64B/32B swizzles and the
     interleaved layout; A from shared memory or registers), against float64, as on the GPU."""
-    from tklab.arrays import bf16_to_float32, to_bf16_bits
+    from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 
     rng = np.random.default_rng(hash(name) % 2**32)
     f16 = name.endswith("_f16")
@@ -187,7 +187,7 @@ def tma_probes():
 
 
 def _tma_tensors(dtype: str, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
-    from tklab.arrays import to_bf16_bits
+    from tklab.run.arrays import to_bf16_bits
 
     rng = np.random.default_rng(rows * cols)
     x, y = (rng.integers(-64, 64, (2 * rows, 3 * cols)).astype(np.float32) for _ in range(2))
@@ -217,7 +217,7 @@ def test_tma_tiles_of_every_swizzle_load_store_and_add(tma_probes, probe: str, o
 
 
 def tklab_bf16_sum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    from tklab.arrays import bf16_to_float32, to_bf16_bits
+    from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 
     return to_bf16_bits(bf16_to_float32(x) + bf16_to_float32(y))
 

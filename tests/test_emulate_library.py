@@ -21,7 +21,7 @@ emu = pytest.importorskip("tklab.emulate")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_tile_ops_gpu as lib  # noqa: E402
 
-from tklab.arrays import poisoned  # noqa: E402
+from tklab.run.arrays import poisoned  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +43,7 @@ def _fake_cupy() -> types.ModuleType:
     for name in ("full", "zeros", "empty", "ones", "arange"):
         setattr(fake, name, (lambda f: lambda *a, **k: _wrap(f(*a, **k)))(getattr(np, name)))
     fake.asnumpy = np.asarray
-    fake.get_array_module = lambda *arrays: np  # the arrays here are NumPy's (tklab.arrays asks)
+    fake.get_array_module = lambda *arrays: np  # the arrays here are NumPy's (tklab.run.arrays asks)
     fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(deviceSynchronize=lambda: None))
     fake.__getattr__ = lambda name: getattr(np, name)  # dtypes, matmul, linalg, isnan ...
     return fake

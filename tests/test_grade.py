@@ -15,7 +15,7 @@ import pytest
 
 from tklab import gpu, specs
 from tklab.emulate import exercise as emulated
-from tklab.grade import FIELDS, Row, _cell, find_submissions, grade, main, scan, summary
+from tklab.grading.grade import FIELDS, Row, _cell, find_submissions, grade, main, scan, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = Path(__file__).resolve().parent / "data" / "class_sample"
@@ -198,7 +198,7 @@ def test_rows_are_written_as_they_finish_and_a_rerun_resumes(tmp_path, capsys, m
         (cls / s).mkdir(parents=True)
         (cls / s / "ch05_mma.cu").write_text("// not a kernel\n")
     out = tmp_path / "g.csv"
-    import tklab.grade as g
+    import tklab.grading.grade as g
 
     real = g._check_in_subprocess
     calls = []
@@ -269,7 +269,7 @@ def test_a_stuck_checker_is_stopped_on_time_and_the_message_names_what_it_was_do
     """A checker that hangs while compiling, with a detached child holding its output (the 245 s case)."""
     import sys
 
-    import tklab.grade as g
+    import tklab.grading.grade as g
 
     script = tmp_path / "stuck.py"
     script.write_text(

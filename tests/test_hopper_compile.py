@@ -1,5 +1,5 @@
 """CPU checks of the Hopper library: every probe kernel and the GEMM compile for sm_90a, the SASS holds
-the instructions we asked for, sm_80 builds are unaffected, and tklab.tma's host-side rules hold."""
+the instructions we asked for, sm_80 builds are unaffected, and tklab.run.tma's host-side rules hold."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNELS = Path(__file__).resolve().parent / "kernels"
 
 
-def _compile(name: str, arch: str = "sm_90a") -> tklab.compiler.Module:
+def _compile(name: str, arch: str = "sm_90a") -> tklab.build.compiler.Module:
     return tklab.compile((KERNELS / name).read_text(), arch=arch, name=name)
 
 
@@ -106,7 +106,7 @@ def test_sm80_builds_ignore_the_hopper_headers():
 
 
 def test_python_swizzle_choice_matches_the_device_tile():
-    """tklab.tma.pick_swizzle and st's default_swizzle must agree, or TMA writes another layout."""
+    """tklab.run.tma.pick_swizzle and st's default_swizzle must agree, or TMA writes another layout."""
     cases = [(64, "bf16", 2), (32, "bf16", 2), (16, "bf16", 2), (128, "bf16", 2), (48, "bf16", 2),
              (32, "float", 4), (16, "float", 4), (48, "float", 4)]
     asserts = [f"static_assert(tk::st<{t}, 16, {c}>::swz::bytes == {tma.pick_swizzle(c, size)});"
@@ -116,7 +116,7 @@ def test_python_swizzle_choice_matches_the_device_tile():
     tklab.compile(src, arch="sm_90a")
 
 
-# ---- tklab.tma host-side rules ----------------------------------------------------------------------
+# ---- tklab.run.tma host-side rules ----------------------------------------------------------------------
 def _plan(shape, tile, dtype="bfloat16", swizzle=None, address=0x10000, strides=None, fold=False):
     itemsize = tma.DTYPES[dtype][0] if dtype in tma.DTYPES else 2
     if strides is None:

@@ -14,7 +14,7 @@ from tklab import tma
 KERNELS = Path(__file__).resolve().parent / "kernels"
 pytestmark = [pytest.mark.gpu, pytest.mark.hopper]
 
-# probe suffix -> (torch dtype name, tile rows, tile cols, swizzle argument for tklab.tma)
+# probe suffix -> (torch dtype name, tile rows, tile cols, swizzle argument for tklab.run.tma)
 PROBES = {
     "bf16_64x128_sw128": ("bfloat16", 64, 128, None),  # None: the default must pick 128B, like st
     "bf16_64x128_sw64": ("bfloat16", 64, 128, 64),

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tklab import sandbox
-from tklab.check import EXIT_FAILED, check, main
-from tklab.runner import run_isolated
+from tklab.grading.check import EXIT_FAILED, check, main
+from tklab.grading.runner import run_isolated
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()

@@ -1,4 +1,4 @@
-"""tklab.layouts against what the real instructions did on an H200 (bench/results/layouts_h200.json)."""
+"""tklab.models.layouts against what the real instructions did on an H200 (bench/results/layouts_h200.json)."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ def test_shared_memory_bound_fp32_kernel() -> None:
     assert lim.sentence.startswith("shared-memory bound: the shared pipe is 87 % busy, 1.5 wavefronts per FFMA")
     assert "bank conflicts 0 % of wavefronts" in lim.sentence
     assert r.fma_pct == pytest.approx(24.8)  # the busier of the two FMA metrics
-    assert r.occupancy_limit == ("warps", 2)  # registers also allow 2: warps is named first, as in tklab.occupancy
+    assert r.occupancy_limit == ("warps", 2)  # registers also allow 2: warps is named first, as in models.occupancy
     assert r.dram_bytes == m["dram__bytes_read.sum"] + m["dram__bytes_write.sum"]
     assert r.intensity == pytest.approx(2.0 * N**3 / r.dram_bytes)
 

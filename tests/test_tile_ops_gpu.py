@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tklab
-from tklab.arrays import bf16_to_float32, poisoned, to_bf16_bits
+from tklab.run.arrays import bf16_to_float32, poisoned, to_bf16_bits
 
 pytestmark = pytest.mark.gpu
 
@@ -49,13 +49,13 @@ def cp():
 
 @pytest.fixture(scope="module")
 def arch() -> str:
-    if not tklab.gpu.available():
+    if not tklab.run.gpu.available():
         pytest.skip("needs an NVIDIA GPU")
-    return tklab.gpu.arch()
+    return tklab.run.gpu.arch()
 
 
 @pytest.fixture(scope="module")
-def ops(arch: str) -> tklab.compiler.Module:
+def ops(arch: str) -> tklab.build.compiler.Module:
     return tklab.compile(OPS_SRC.read_text(), arch=arch)
 
 

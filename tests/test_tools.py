@@ -30,7 +30,7 @@ extern "C" __global__ void shift(float* x, float b, int n) {
 
 
 def test_magic_binds_kernels_by_name(monkeypatch):
-    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     ns: dict = {}
     mod = magic.run_cell("--module m", CELL, ns)
     assert isinstance(ns["scale"], tklab.Kernel) and isinstance(ns["shift"], tklab.Kernel)
@@ -90,7 +90,7 @@ def test_magic_registers_with_ipython(monkeypatch):
     from IPython.testing.globalipapp import get_ipython
 
     ip = get_ipython()
-    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     ip.run_line_magic("load_ext", "tklab")
     ip.run_cell_magic("tk", "--quiet", CELL)
     assert isinstance(ip.user_ns["shift"], tklab.Kernel)
@@ -119,7 +119,7 @@ ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem"""
 
 
 def test_doctor_reports_cpu_path(capsys, monkeypatch):
-    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     monkeypatch.setattr(doctor, "_simulator", lambda: "skipped in this test")
     assert doctor.main([]) == 0
     out = capsys.readouterr().out
@@ -135,7 +135,7 @@ def test_cli_lists_verbs_and_rejects_unknown():
 
 
 def test_bench_without_gpu_says_so(monkeypatch):
-    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     with pytest.raises(RuntimeError, match="needs a GPU"):
         tklab.bench(lambda: None)
 
@@ -162,7 +162,7 @@ def test_unknown_gpu_ceilings_are_measured_once_by_the_caller(tmp_path, monkeypa
 def test_recorded_results_round_trip(tmp_path, monkeypatch):
     path = tmp_path / "recorded.json"
     monkeypatch.setenv("TKLAB_RECORD_FILE", str(path))
-    monkeypatch.setattr("tklab.gpu.available", lambda: False)
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     missing = recorded.measure("ch99.none", lambda: pytest.fail("must not run without a GPU"))
     assert missing.values is None and "no recorded result" in str(missing)
     path.write_text(json.dumps({"ch99.x": {"values": {"tflops": 12.5}, "device": "NVIDIA H200",
@@ -175,8 +175,8 @@ def test_recorded_results_round_trip(tmp_path, monkeypatch):
 def test_recorded_measure_stores_only_when_asked(tmp_path, monkeypatch):
     path = tmp_path / "recorded.json"
     monkeypatch.setenv("TKLAB_RECORD_FILE", str(path))
-    monkeypatch.setattr("tklab.gpu.available", lambda: True)
-    monkeypatch.setattr("tklab.gpu.name", lambda: "Fake GPU")
+    monkeypatch.setattr("tklab.run.gpu.available", lambda: True)
+    monkeypatch.setattr("tklab.run.gpu.name", lambda: "Fake GPU")
     rec = recorded.measure("ch99.live", lambda: {"ms": 1.5})
     assert rec.live and rec["ms"] == 1.5 and not path.exists()
     monkeypatch.setenv("TKLAB_RECORD", "1")

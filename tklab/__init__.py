@@ -10,7 +10,9 @@ The short tour::
     tklab.bench(lambda: mod["gemm"](...), flops=2 * n**3)
     tklab.profile(mod["gemm"].prepare(...), flops=2 * n**3)   # Nsight Compute: what limits it (GPU + ncu)
 
-Submodules are imported on first use, so ``import tklab`` stays fast and works without a GPU.
+Submodules are imported on first use, so ``import tklab`` stays fast and works without a GPU. Modules are
+grouped in subpackages by what they do (``build/``, ``run/``, ``models/``, ``course/``, ``grading/``,
+``profile/``, ``emulate/``, ``widgets/``: docs/ARCHITECTURE.md); ``from tklab import gpu`` still names one.
 """
 
 from __future__ import annotations
@@ -18,17 +20,25 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .bench import BenchResult, bench  # eager: binds tklab.bench to the function, not the submodule
-from .check import check  # eager, like bench: tklab.check stays the function
-from .compiler import CompileError, Kernel, Module, compile  # noqa: A004 - tklab.compile is the API
+from .build.compiler import CompileError, Kernel, Module, compile  # noqa: A004 - tklab.compile is the API
+from .grading.check import check  # eager, like bench: tklab.check stays the function
 from .profile import profile  # eager, like bench: tklab.profile stays the function (package: tklab/profile/)
+from .run.bench import BenchResult, bench  # eager: binds tklab.bench to the function, not the submodule
 
 __version__ = "0.1.0"
 
-_LAZY_MODULES = {"banks", "cache", "ceilings", "doctor", "exercises", "gpu", "grade",
-                 "launch", "layouts", "magic", "sass", "signature", "tma", "toolchain", "widgets",
-                 "numba_compat", "report", "recorded"}
-_LAZY_NAMES = {"LaunchError": ("launch", "LaunchError"), "ProfileResult": ("profile", "ProfileResult"),
+#: The package is grouped by what its modules do (docs/ARCHITECTURE.md): build/ (compile and inspect), run/
+#: (the GPU: launch, time), models/, course/ (the chapters' helpers), grading/ (checking learners' files),
+#: and profile/, emulate/, widgets/. The notebooks, and anyone, still name a module by its own name:
+#: ``from tklab import gpu, sass, banks`` gives the module from its home (the same object, not a copy).
+_HOMES = {name: f"{group}.{name}" for group, names in {
+    "build": ("toolchain", "compiler", "cache", "sass", "signature", "magic"),
+    "run": ("gpu", "launch", "tma", "ceilings", "arrays", "baselines"),
+    "models": ("banks", "layouts", "occupancy", "schedules"),
+    "course": ("gemm", "attention", "tma_copy", "numba_compat", "recorded", "report", "nbrefresh", "doctor"),
+    "grading": ("verdict", "runner", "child", "channel", "judge", "sandbox", "grade", "exercises", "specs"),
+}.items() for name in names}
+_LAZY_NAMES = {"LaunchError": ("run.launch", "LaunchError"), "ProfileResult": ("profile", "ProfileResult"),
                "ProfileUnavailable": ("profile", "ProfileUnavailable")}
 
 __all__ = ["BenchResult", "CompileError", "Kernel", "Module", "compile", "bench", "check", "LaunchError",
@@ -39,13 +49,15 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY_NAMES:
         module, attr = _LAZY_NAMES[name]
         return getattr(importlib.import_module(f".{module}", __name__), attr)
-    if name in _LAZY_MODULES:
-        return importlib.import_module(f".{name}", __name__)
+    if name in _HOMES:
+        module = importlib.import_module(f".{_HOMES[name]}", __name__)
+        globals()[name] = module  # asked once: later lookups find it directly
+        return module
     raise AttributeError(f"module 'tklab' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext tklab`` registers the ``%%tk`` cell magic."""
-    from .magic import register
+    from .build.magic import register
 
     register(ipython)

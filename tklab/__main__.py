@@ -6,11 +6,11 @@ import importlib
 import sys
 
 VERBS = {
-    "doctor": ("tklab.doctor", "what works on this machine and what a missing piece costs"),
-    "exercises": ("tklab.exercises", "regenerate exercises/ from solutions/ (--check to verify)"),
-    "check": ("tklab.check", "check a learner's file: python -m tklab check exercises/ch02_smem_tiling.cu"),
-    "grade": ("tklab.grade", "grade a class: python -m tklab grade --class DIR"),
-    "report": ("tklab.report", "GPU check and benchmarks, report to bench/results/ (make gpu-check)"),
+    "doctor": ("tklab.course.doctor", "what works on this machine and what a missing piece costs"),
+    "exercises": ("tklab.grading.exercises", "regenerate exercises/ from solutions/ (--check to verify)"),
+    "check": ("tklab.grading.check", "check a learner's file: python -m tklab check exercises/ch02_smem_tiling.cu"),
+    "grade": ("tklab.grading.grade", "grade a class: python -m tklab grade --class DIR"),
+    "report": ("tklab.course.report", "GPU check and benchmarks, report to bench/results/ (make gpu-check)"),
 }
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-from tklab.layouts import swizzle  # noqa: E402
+from tklab.models.layouts import swizzle  # noqa: E402
 
 SMEM = 128 * 1024  # dynamic shared memory of every probe (large strides need room)
 WIDTHS = (1, 2, 4, 8, 16)

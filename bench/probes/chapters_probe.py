@@ -9,7 +9,7 @@
 2. ncu: Nsight Compute counters the chapters quote: chapter 02's tiled kernel (shared-memory wavefronts per
    warp-wide FFMA, how busy the shared-memory pipe and the FMA pipe are) and chapter 04's naive and padded
    transposes (wavefronts per shared load instruction: the model says 32 and 1).
-3. occupancy: ``tests/test_occupancy_gpu.py``, ``tklab.occupancy`` against the driver's own answer.
+3. occupancy: ``tests/test_occupancy_gpu.py``, ``tklab.models.occupancy`` against the driver's own answer.
 
 Everything lands in ``$OUT`` (``bench/results/`` when unset): ``recorded.json`` (copy it over
 ``bench/results/recorded.json``), ``ncu_chapters_h200.json`` (copy it to ``bench/results/``), the executed

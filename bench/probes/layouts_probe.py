@@ -2,7 +2,7 @@
 
 Every experiment records raw inputs and raw outputs (register words, shared-memory images), so the
 committed table ``bench/results/layouts_h200.json`` is evidence that any model can be checked against;
-``tests/test_layouts.py`` checks ``tklab.layouts`` against every experiment, exactly.
+``tests/test_layouts.py`` checks ``tklab.models.layouts`` against every experiment, exactly.
 
     python3 bench/probes/layouts_probe.py [--family mma|ldmatrix|stmatrix|wgmma|tma ...] [--out PATH]
 

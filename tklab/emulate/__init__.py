@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..compiler import COURSE_ARCH
+from ..build.compiler import COURSE_ARCH
 from . import build as _build
 from .build import EmulationCompileError
 from .errors import (

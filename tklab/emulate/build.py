@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import cache
-from .. import toolchain as cuda_toolchain
-from ..compiler import COURSE_ARCH
+from ..build import cache
+from ..build import toolchain as cuda_toolchain
+from ..build.compiler import COURSE_ARCH
 from . import rewrite
 from .toolchain import Compiler, find
 

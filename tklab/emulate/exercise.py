@@ -6,7 +6,7 @@ of a GEMM, say), on fresh random inputs, compared element by element with the re
 real and labelled ``LABEL``: it says the kernel computes the right thing, nothing about its speed. A
 race, an out-of-bounds access or a deadlock fails the run with the emulator's explanation.
 
-It plugs into ``tklab.child`` as the mode "emu" (``Evidence.CPU_EMULATION``), used when no GPU is there.
+It plugs into ``tklab.grading.child`` as the mode "emu" (``Evidence.CPU_EMULATION``), used when no GPU is there.
 
 Public API: ``can_run(spec)``, ``cases(spec)``, ``runnable_cases(spec)``, ``prepare(spec, source, name)``
 (parent), ``child(spec, path, chan, run_cases)`` (child), ``annotate(check_result, outcome, spec)``, ``LABEL``.
@@ -20,7 +20,7 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-from ..compiler import COURSE_ARCH
+from ..build.compiler import COURSE_ARCH
 
 LABEL = "CPU emulation: correctness only, no timing"
 #: Cases bigger than this (M·N·K, or the product of a case's sizes) are skipped under emulation.
@@ -78,8 +78,8 @@ def prepare(spec: Any, source: str, name: str) -> list[str]:
 
 @contextlib.contextmanager
 def _cpu_tensor_maps() -> Iterator[None]:
-    """Inside the child only: specs that build ``tklab.tma`` maps get emulator maps over NumPy arrays."""
-    from .. import tma
+    """Inside the child only: specs that build ``tklab.run.tma`` maps get emulator maps over NumPy arrays."""
+    from ..run import tma
     from . import tensormap
 
     saved = tma.tensor_map
@@ -91,7 +91,7 @@ def _cpu_tensor_maps() -> Iterator[None]:
 
 
 def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> None:
-    """The runner child's emulated run (``tklab.child``'s "emu" mode): compile for the CPU, then the
+    """The runner child's emulated run (``tklab.grading.child``'s "emu" mode): compile for the CPU, then the
     parent's cases through ``run_cases``; emulator warnings (e.g. shared memory read before written) go
     back as "note" frames."""
     import numpy as np
@@ -123,6 +123,6 @@ def annotate(res: Any, outcome: Any, spec: Any) -> None:
     small = cases(spec)
     skipped = [d for d in spec.cases if d not in small]
     if skipped:
-        from ..specs import dims_text
+        from ..grading.specs import dims_text
 
         res.notes.append("too big to emulate, left to a GPU: " + "; ".join(dims_text(d) for d in skipped))

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import signature
-from ..compiler import KernelsByName
-from ..launch import check_count, check_launch
+from ..build import signature
+from ..build.compiler import KernelsByName
+from ..run.launch import check_count, check_launch
 from . import errors
 from .build import Built
 from .tensormap import TensorMap
@@ -154,7 +154,7 @@ class EmuKernel:
             raise TypeError(f"{where}: {type(value).__name__} is a GPU object; under emulation use "
                             "tklab.emulate.tensor_map(numpy_array, tile)")
         elif isinstance(value, (bool, int, float, np.generic)):
-            from ..launch import _pack_scalar
+            from ..run.launch import _pack_scalar
 
             raw = _pack_scalar(where, value, param, size)
         else:

@@ -1,11 +1,11 @@
 """TMA tensor maps for CPU emulation, from NumPy arrays.
 
-A GPU tensor map (``tklab.tma``) is made by the driver and is opaque; the emulator reads its own
+A GPU tensor map (``tklab.run.tma``) is made by the driver and is opaque; the emulator reads its own
 128-byte format instead, which the kernel receives by value exactly like a ``CUtensorMap``. The map
 holds the array, not an address: the address is filled in at launch, once the array has been copied
 into the emulator's bounds-checked memory.
 
-``tensor_map(array, tile, swizzle=None, dtype=None)`` mirrors ``tklab.tma.tensor_map`` (a 2-D map whose
+``tensor_map(array, tile, swizzle=None, dtype=None)`` mirrors ``tklab.run.tma.tensor_map`` (a 2-D map whose
 box is one swizzle panel of the tile); ``TensorMap(array, box=(...), swizzle=...)`` describes any 1-5-D
 box directly (innermost dimension first, as PTX counts).
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import tma as gpu_tma
+from ..run import tma as gpu_tma
 
 _DTYPE_CODES = {"uint8": 0, "uint16": 1, "uint32": 2, "int32": 3, "uint64": 4, "int64": 5, "float16": 6,
                 "float32": 7, "float64": 8, "bfloat16": 9}
@@ -82,7 +82,7 @@ class TensorMap:
 
 def tensor_map(array: np.ndarray, tile: tuple[int, int], *, swizzle: int | None = None,
                dtype: str | None = None, fold: bool = False) -> TensorMap:
-    """Like ``tklab.tma.tensor_map`` for a NumPy array (same checks, same rank and box; no driver)."""
+    """Like ``tklab.run.tma.tensor_map`` for a NumPy array (same checks, same rank and box; no driver)."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"an emulated tensor map needs a NumPy array, not {type(array).__name__}")
     name = dtype or array.dtype.name

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import gpu
+from ..run import gpu
 from .ncu import ProfileUnavailable
 from .result import Missing, ProfileResult
 
@@ -92,7 +92,8 @@ def profile(run: Any, *, flops: float | None = None, peak: str | None = None, ke
     profile. ``metrics``: more ncu metric names to collect (read them in ``result.metrics``). ``warmup``:
     launches before the profiled one. ``report``: also keep ncu's report there (open it in Nsight Compute).
     """
-    from .. import launch, recorded
+    from ..course import recorded
+    from ..run import launch
     from . import ncu, parse, recipe, store
 
     if flops is not None and flops <= 0:

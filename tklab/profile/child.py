@@ -11,7 +11,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from .. import gpu
+from ..run import gpu
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,9 +33,10 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from ..build.toolchain import REPO
 from .result import STALL_TEXT, M
 
-_PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
+_PACKAGE_PARENT = REPO
 
 #: Sections whose metrics complete the picture (warp stalls above all); kept only if this ncu lists them.
 WANTED_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats", "ComputeWorkloadAnalysis",
@@ -140,7 +141,7 @@ def parse_section_list(text: str) -> set[str]:
 
 
 def _cache_file() -> Path:
-    from .. import cache
+    from ..build import cache
 
     return cache.cache_dir() / "ncu_queries.json"
 

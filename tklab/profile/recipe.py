@@ -18,7 +18,7 @@ it cannot trace.
 
 Files: ``recipe.json``, ``kernel.cubin``, ``buffer_<i>.bin``.
 Public API: ``Recipe``, ``Buffer``, ``Arg``, ``capture(prepared, folder)``, ``merge_ranges(ranges)``,
-``array_range(obj)``, ``build(folder)`` (child side) → a launchable ``tklab.launch.Prepared``.
+``array_range(obj)``, ``build(folder)`` (child side) → a launchable ``tklab.run.launch.Prepared``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import gpu
+from ..run import gpu
 
 ALIGN = 4096  # buffers keep their address modulo this: every alignment a kernel may rely on
 
@@ -131,7 +131,7 @@ def array_range(obj: Any) -> tuple[int, int] | None:
 
 
 def tensor_map_range(plan: Any) -> tuple[int, int]:
-    from ..tma import DTYPES
+    from ..run.tma import DTYPES
 
     cols, *outer = plan.dims  # rank 2 (a matrix) up to rank 5 ([batch, heads, seq, d] is rank 4)
     last = sum((n - 1) * stride for n, stride in zip(outer, plan.strides, strict=True))
@@ -158,14 +158,14 @@ def _read_device(start: int, size: int) -> memoryview:
 def capture(prepared: Any, folder: Path, *, warmup: int = 2,
             read: Callable[[int, int], bytes | memoryview] | None = None,
             raw_range: Callable[[int], tuple[int, int]] | None = None) -> Recipe:
-    """Write ``prepared`` (a ``tklab.launch.Prepared``) to ``folder``; see the module docstring.
+    """Write ``prepared`` (a ``tklab.run.launch.Prepared``) to ``folder``; see the module docstring.
 
     ``read(start, size)`` copies device memory (default: the driver); ``raw_range(address)`` finds the
     allocation behind a raw address (default: ``cuMemGetAddressRange``). Both are parameters for tests.
     """
     import numpy as np
 
-    from ..tma import TensorMap
+    from ..run.tma import TensorMap
 
     kernel = getattr(prepared, "kernel", None)
     if kernel is None:
@@ -233,7 +233,7 @@ def build(folder: Path) -> tuple[Recipe, Any]:
     import numpy as np
     from cuda.bindings import driver
 
-    from .. import launch, tma
+    from ..run import launch, tma
 
     recipe = Recipe.load(folder)
     gpu.ensure_current()

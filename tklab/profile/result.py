@@ -2,7 +2,7 @@
 
 Everything here is derived from the metrics of one launch (``parse.KernelRecord.metrics``, base units) plus
 what ncu cannot know: the useful FLOPs of the launch (given, or counted from FP32 instructions) and the
-ceilings of the GPU (``tklab.ceilings``). Derivation happens on read, so a profile recorded once is
+ceilings of the GPU (``tklab.run.ceilings``). Derivation happens on read, so a profile recorded once is
 re-read with the current rules, and the same metrics always give the same sentence.
 
 How the limiter is named (``ProfileResult.limiter``):
@@ -72,7 +72,7 @@ class M:
     occupancy_theoretical = ("sm__maximum_warps_per_active_cycle_pct",)
     registers = ("launch__registers_per_thread",)
     waves = ("launch__waves_per_multiprocessor",)
-    # On a tie the first named is the limit, as in tklab.occupancy: hard caps before chosen resources.
+    # On a tie the first named is the limit, as in tklab.models.occupancy: hard caps before chosen resources.
     limits = {"warps": "launch__occupancy_limit_warps", "blocks": "launch__occupancy_limit_blocks",
               "registers": "launch__occupancy_limit_registers", "shared memory": "launch__occupancy_limit_shared_mem"}
     cycles_per_issue = ("smsp__average_warp_latency_per_inst_issued.ratio",)
@@ -379,8 +379,8 @@ class ProfileResult:
 
     # ---- against the ceilings -------------------------------------------------------------------------
     def ceilings(self) -> Any:
-        """This device's ``tklab.ceilings.Ceilings`` (None if unknown and not measurable here)."""
-        from .. import ceilings
+        """This device's ``tklab.run.ceilings.Ceilings`` (None if unknown and not measurable here)."""
+        from ..run import ceilings
 
         for key, c in ceilings.KNOWN.items():
             if key in self.device:

@@ -5,7 +5,7 @@ Public API::
 
     bank_explorer(*, fn=None, **controls) -> BankExplorer     # ipywidgets; .access, .offsets, .error
     layout_explorer(name, operand, *, lane=-1, swizzle=None) -> LayoutExplorer
-    bank_svg(access, *, title=None) -> str                      # tklab.banks.Access → SVG
+    bank_svg(access, *, title=None) -> str                      # tklab.models.banks.Access → SVG
     layout_svg(fragment, *, lane=None, swizzle=None, max_cols=64) -> str
     bank_pattern(pattern, *, width, stride, group, cols, padding, swizzle, column, expression, fn) -> offsets
     ncu_numbers(access) -> {metric: value}                      # what Nsight Compute would report

@@ -1,6 +1,6 @@
 """Pictures for the attention chapters, drawn from the models the tests check: which blocks of the score
-matrix a kernel computes (``tklab.attention.block_map``), and how warpgroups share the tensor cores
-(``tklab.schedules.simulate``). Deterministic SVG strings with ``data-*`` attributes, like draw.py; the
+matrix a kernel computes (``tklab.course.attention.block_map``), and how warpgroups share the tensor cores
+(``tklab.models.schedules.simulate``). Deterministic SVG strings with ``data-*`` attributes, like draw.py; the
 explorers wire ipywidgets sliders to them.
 
 Public API: ``block_map_svg(seq, block_rows, block_keys, causal)``, ``timeline_svg(timeline)``,
@@ -12,7 +12,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from .. import attention, schedules
+from ..course import attention
+from ..models import schedules
 from .draw import _svg, _text
 
 COLORS = {attention.FULL: "#4e79a7", attention.MASKED: "#f28e2b", attention.SKIPPED: "#e6e6e6"}

@@ -1,7 +1,7 @@
 """Deterministic SVG drawings of the bank and layout models (strings: testable, and they survive HTML export).
 
-Every picture is drawn from the same model the tests check against hardware (``tklab.banks``,
-``tklab.layouts``); cells carry ``data-*`` attributes (lane, bank, wavefront, element) so a test, or a
+Every picture is drawn from the same model the tests check against hardware (``tklab.models.banks``,
+``tklab.models.layouts``); cells carry ``data-*`` attributes (lane, bank, wavefront, element) so a test, or a
 curious learner, can read the figure back without a browser.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from html import escape
 
-from .. import banks, layouts
+from ..models import banks, layouts
 
 CELL = 22  # px, one bank (or one matrix element)
 FONT = "font-family:ui-monospace,Menlo,Consolas,monospace"

@@ -11,7 +11,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from .. import banks, layouts
+from ..models import banks, layouts
 from .draw import _grid_shape, bank_svg, layout_svg, ncu_numbers
 from .patterns import PATTERNS, bank_pattern
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from .. import layouts
+from ..models import layouts
 
 PATTERNS = ("stride", "broadcast", "tile row walk", "tile column walk", "expression", "function")
 

@@ -1,0 +1,430 @@
+"""The Hopper GEMMs of chapter 08 from Python: every step of the progression, launched the same way.
+
+Why a module: the chapter, the tests, the exercise and ``bench/gemm_wgmma.py`` all launch the same
+kernels; the launch (grid, threads, shared memory, tensor maps, cluster size) is derived here, in one
+place, mostly from the compiled kernel itself: its ``__launch_bounds__`` (threads), its exported
+``gemm_shared_bytes`` (dynamic shared memory) and its ``__cluster_dims__`` (blocks per cluster) are read
+back from the PTX, so the Python side never repeats a constant the kernel owns.
+
+    STEPS                                   name -> Step: file, -D options, what changed and why
+    VARIANTS                                knobs timed beside the steps (two blocks per SM; IN_FLIGHT=1)
+    get(name) -> Step                       one step (a KeyError names the others)
+    check_shapes(step, m, n, k)             ValueError if the step cannot take this shape
+    prepare(a, b, c, step=FINAL) -> Prepared    tensor maps and launch packed once: call it to run
+    gemm(a, b, step=FINAL) -> c             C = A @ B (bf16 in, bf16 out, fp32 accumulation)
+    errors(c, a, b) -> Errors               relative error against float64, unwritten (NaN) outputs
+    tile_order(rows, cols, group, i)        the walk over C's tiles that the persistent steps take (as tk::tile_order)
+    progression(sizes, rounds) -> dict      every step and cuBLAS timed three ways; table(result), ratios(...)
+    launch_facts(module) -> dict            threads, shared bytes, cluster size (CPU: from the PTX)
+
+A and B are row-major (A: M x K, B: K x N): torch bf16 tensors, or CuPy uint16 arrays holding bf16 bits.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..build.toolchain import REPO
+from ..run import gpu
+
+ROOT = REPO
+SOLUTIONS = ROOT / "solutions"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One row of chapter 08's progression: a kernel file, the options it is built with, its tile."""
+
+    name: str
+    label: str
+    source: str  # file in solutions/
+    options: tuple[str, ...]
+    block_m: int  # rows of C per block (per cluster tile: times the cluster size)
+    block_n: int
+    # one block per tile, grid (N/BN, M/BM) or flat; or "persistent": as many blocks as fit at once
+    grid: Literal["tiles_2d", "tiles_1d", "persistent"]
+    changed: str  # what this step changes, and why it should help
+
+    @property
+    def persistent(self) -> bool:
+        """A grid of resident blocks walking the tiles, C written through a TMA tensor map."""
+        return self.grid == "persistent"
+
+    @property
+    def path(self) -> Path:
+        return SOLUTIONS / self.source
+
+    def with_options(self, *extra: str, name: str | None = None) -> Step:
+        """A variant: the same step with more -D options (later ones win), named ``name``."""
+        return Step(name or f"{self.name} {' '.join(extra)}", f"{self.label} ({' '.join(extra)})", self.source,
+                    self.options + tuple(extra), self.block_m, self.block_n, self.grid, self.changed)
+
+
+BK = 64  # every step's K-slice per stage
+STEPS: dict[str, Step] = {s.name: s for s in (
+    Step("1_one_warpgroup", "one warpgroup: TMA ring + wgmma, 64×256 tile", "ch08_wgmma.cu", (), 64, 256, "tiles_2d",
+         "TMA brings A and B slices into a 4-stage ring; one warpgroup waits, issues 4 wgmma per slice, waits for "
+         "them, refills the stage. Copies and products take turns in the same threads."),
+    Step("2_warp_specialised", "producer + 2 consumer warpgroups, setmaxnreg, 128×256", "gemm_wgmma.cu", (), 128, 256,
+         "tiles_1d", "A producer warpgroup only issues TMA (40 registers); two consumer warpgroups only run wgmma "
+         "(232). While one consumer waits, the other's products run."),
+    Step("3_persistent", "persistent grid, TMA-store epilogue (row-major tile order)", "gemm_wgmma_persistent.cu",
+         ("-DCLUSTER=1", "-DGROUP_M=1"), 128, 256, "persistent",
+         "One block per SM walks tile after tile: the producer loads the next tile while the consumers store the "
+         "last through shared memory with TMA; no half-empty last wave."),
+    Step("4_l2_order", "+ grouped tile order for L2 (16 tile rows)", "gemm_wgmma_persistent.cu",
+         ("-DCLUSTER=1", "-DGROUP_M=16"), 128, 256, "persistent",
+         "Tiles in flight share panels of A and B in L2, so fewer bytes come from DRAM."),
+    Step("5_cluster", "+ 2-block clusters, B multicast", "gemm_wgmma_persistent.cu", ("-DCLUSTER=2", "-DGROUP_M=8"),
+         128, 256, "persistent",
+         "Blocks pair up on tiles stacked in M; each loads half of every B slice and multicasts it to both: half "
+         "the L2 traffic for B. (GROUP_M counts cluster tiles: 8 of them are step 4's 16 block rows.)"),
+)}
+FINAL = "5_cluster"
+#: Knobs the chapter discusses, timed beside the steps.
+VARIANTS: dict[str, Step] = {
+    "1_one_warpgroup_2stages": STEPS["1_one_warpgroup"].with_options("-DSTAGES=2", name="1_one_warpgroup_2stages"),
+    "2_in_flight_1": STEPS["2_warp_specialised"].with_options("-DIN_FLIGHT=1", name="2_in_flight_1"),
+}
+
+
+def get(name: str) -> Step:
+    """The step called ``name`` (e.g. ``"5_cluster"``)."""
+    if name not in STEPS:
+        raise KeyError(f"no GEMM step {name!r}; steps: {', '.join(STEPS)}")
+    return STEPS[name]
+
+
+def tile_order(rows: int, cols: int, group: int, i: int) -> tuple[int, int]:
+    """Tile number i of the grouped walk over a rows x cols grid of tiles (the library's ``tk::tile_order``):
+    down ``group`` tile rows, then one column right; the last band of rows may be shorter."""
+    per_group = group * cols
+    first = i // per_group * group
+    height = min(rows - first, group)
+    j = i % per_group
+    return first + j % height, j // height
+
+
+# ---- the compiled kernel and what it says about its launch ------------------------------------------
+@functools.cache
+def compiled(s: Step, arch: str = "sm_90a") -> Any:
+    """The tklab.Kernel of a step (once per process; tklab.compile also caches on disk)."""
+    import tklab
+
+    return tklab.compile(s.path.read_text(), arch=arch, name=s.source, options=s.options)["gemm"]
+
+
+_MAXNTID = re.compile(r"\.maxntid\s+(\d+),\s*(\d+),\s*(\d+)")
+_CLUSTER = re.compile(r"\.reqnctapercluster\s+(\d+),\s*(\d+),\s*(\d+)")
+
+
+def launch_facts(module: Any) -> dict[str, int]:
+    """What a GEMM kernel declares about its launch, read from its PTX: ``threads`` (``__launch_bounds__``),
+    ``shared_bytes`` (the kernel's ``gemm_shared_bytes``) and ``cluster`` (``__cluster_dims__``, 1 if none)."""
+    ptx = module.ptx
+    threads, shared, cluster = _MAXNTID.search(ptx), module.constants.get("gemm_shared_bytes"), _CLUSTER.search(ptx)
+    if threads is None or shared is None:
+        raise ValueError("the kernel must declare __launch_bounds__ and export `extern \"C\" __device__ int "
+                         "gemm_shared_bytes` (its dynamic shared memory)")
+    return {"threads": int(threads.group(1)), "shared_bytes": shared,
+            "cluster": int(cluster.group(1)) if cluster else 1}
+
+
+# ---- shapes -------------------------------------------------------------------------------------------
+def check_shapes(s: Step, m: int, n: int, k: int) -> None:
+    """Raise ValueError unless step ``s`` handles M x N x K.
+
+    Steps 1-2 write C with plain stores and read whole tiles: M, N, K multiples of the tile. The persistent
+    steps take any size (TMA zero-fills past the end, its stores skip it) except where TMA itself cannot go:
+    a row of A (K elements) and of B and C (N) must be a multiple of 16 bytes, i.e. K and N multiples of 8.
+    """
+    if min(m, n, k) <= 0:
+        raise ValueError(f"empty GEMM: M={m}, N={n}, K={k}")
+    if s.persistent:
+        bad = [f"{name}={v} is not a multiple of 8" for name, v in (("N", n), ("K", k)) if v % 8]
+        if bad:
+            raise ValueError(f"{s.name}: TMA needs every row to start on a 16-byte boundary, so K and N must be "
+                             f"multiples of 8 bf16: {'; '.join(bad)}. Pad the matrices with zero columns.")
+        return
+    bad = [f"{name}={v} is not a multiple of {t}" for name, v, t in (("M", m, s.block_m), ("N", n, s.block_n),
+                                                                      ("K", k, BK)) if v % t]
+    if bad:
+        raise ValueError(f"{s.name} handles shapes that are multiples of its block tile (M: {s.block_m}, N: "
+                         f"{s.block_n}, K: {BK}): {'; '.join(bad)}. The persistent steps (3-5) take any shape.")
+
+
+def _shape(x: Any) -> tuple[int, int]:
+    if len(x.shape) != 2:
+        raise ValueError(f"the GEMM multiplies matrices; got shape {tuple(x.shape)}")
+    return int(x.shape[0]), int(x.shape[1])
+
+
+def problem(a: Any, b: Any) -> tuple[int, int, int]:
+    """(M, N, K) of A @ B, or a ValueError naming the mismatch."""
+    (m, k), (k2, n) = _shape(a), _shape(b)
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: A is {m} x {k}, B is {k2} x {n}")
+    return m, n, k
+
+
+def _is_torch(x: Any) -> bool:
+    return hasattr(x, "data_ptr") and hasattr(x, "stride")
+
+
+def _contiguous(x: Any) -> bool:
+    if _is_torch(x):
+        return bool(x.is_contiguous())
+    return bool(x.flags.c_contiguous)
+
+
+# ---- the launch -----------------------------------------------------------------------------------------
+def resident_clusters(func: Any, threads: int, shared_bytes: int, cluster: int) -> int:
+    """How many clusters of ``cluster`` blocks fit on the GPU at once (the persistent grid's size).
+
+    Asked of the driver (cuOccupancyMaxActiveClusters): a 2-block cluster needs two free SMs in one GPC,
+    so this can be less than SMs / 2. Falls back to SMs / cluster if the driver cannot say.
+    """
+    from cuda.bindings import driver
+    sms = gpu.properties().sm_count
+    try:
+        if cluster == 1:
+            n = gpu.check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, threads, shared_bytes),
+                          "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+            return max(1, int(n)) * sms
+        cfg = driver.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = cluster * sms, 1, 1
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = threads, 1, 1
+        cfg.sharedMemBytes = shared_bytes
+        return max(1, int(gpu.check(driver.cuOccupancyMaxActiveClusters(func, cfg), "cuOccupancyMaxActiveClusters")))
+    except Exception:  # noqa: BLE001 - an older driver or binding: every SM, in whole clusters
+        return max(1, sms // cluster)
+
+
+def prepare(a: Any, b: Any, c: Any, *, step: str | Step = FINAL, stream: Any = None,
+            dtype: str | None = None, max_clusters: int | None = None) -> Any:
+    """Check the shapes, build the tensor maps and pack the launch once; returns a ``Prepared`` (call it).
+
+    ``a``, ``b``, ``c``: torch bf16 CUDA tensors, or CuPy uint16 arrays of bf16 bits (``dtype`` then defaults
+    to ``"bfloat16"``). ``c`` is written in place. Keep the arrays alive while the launch may run.
+    ``max_clusters`` caps a persistent grid (tests: a few blocks then walk many tiles each).
+    """
+    from ..run import tma
+
+    s = step if isinstance(step, Step) else get(step)
+    m, n, k = problem(a, b)
+    if _shape(c) != (m, n):
+        raise ValueError(f"C must be {m} x {n}, got {tuple(c.shape)}")
+    check_shapes(s, m, n, k)
+    dt = dtype or (None if _is_torch(a) else "bfloat16")
+    fn = compiled(s)
+    facts = launch_facts(fn.module)
+    map_a = tma.tensor_map(a, (64, 64), dtype=dt)  # one consumer's 64 x 64 slice of A
+    map_b = tma.tensor_map(b, (BK, s.block_n), dtype=dt)  # a 64 x 256 slice of B, in 64-column panels
+    threads, smem, cluster = facts["threads"], facts["shared_bytes"], facts["cluster"]
+    if not s.persistent:
+        if not _contiguous(c):
+            raise ValueError(f"{s.name} writes C with plain row-major stores: pass a contiguous C")
+        grid: tuple[int, ...] = ((n // s.block_n, m // s.block_m) if s.grid == "tiles_2d"
+                                 else ((m // s.block_m) * (n // s.block_n),))
+        return fn.prepare(grid, (threads,), (map_a, map_b, c, m, n, k), shared_mem=smem, stream=stream)
+    map_c = tma.tensor_map(c, (64, 64), dtype=dt)  # 64 x 64 staging tiles of C
+    args = (map_a, map_b, map_c, m, n, k)
+    tiles = -(-m // (s.block_m * cluster)) * -(-n // s.block_n)  # cluster tiles
+    probe = fn.prepare((cluster,), (threads,), args, shared_mem=smem, stream=stream)  # sets the smem limit
+    clusters = min(tiles, resident_clusters(probe.func, threads, smem, cluster), max_clusters or tiles)
+    return fn.prepare((clusters * cluster,), (threads,), args, shared_mem=smem, stream=stream)
+
+
+def _empty_like(a: Any, m: int, n: int) -> Any:
+    if _is_torch(a):
+        return a.new_empty((m, n))
+    import cupy as cp
+
+    return cp.empty((m, n), dtype=a.dtype)
+
+
+def gemm(a: Any, b: Any, out: Any = None, *, step: str | Step = FINAL, dtype: str | None = None) -> Any:
+    """C = A @ B in bf16 with fp32 accumulation, by one step's kernel; ``out`` (M x N) is written if given."""
+    m, n, k = problem(a, b)
+    check_shapes(step if isinstance(step, Step) else get(step), m, n, k)  # before allocating anything
+    out = _empty_like(a, m, n) if out is None else out
+    prepare(a, b, out, step=step, dtype=dtype)()
+    return out
+
+
+# ---- checking (GPU, torch) -------------------------------------------------------------------------------
+@dataclass
+class Errors:
+    """How far C is from A @ B in float64."""
+
+    rel: float  # ||C - ref||_F / ||ref||_F (NaN counted as 0 difference: see unwritten)
+    unwritten: int  # elements of C still NaN (callers poison C before the run)
+    first_wrong: str  # the first element outside tolerance, or ""
+
+    def ok(self, tol: float = 1e-2) -> bool:
+        return self.unwritten == 0 and self.rel < tol and not self.first_wrong
+
+    def __str__(self) -> str:
+        return f"rel {self.rel:.2e}, unwritten {self.unwritten}" + (f", first wrong {self.first_wrong}"
+                                                                     if self.first_wrong else "")
+
+
+def errors(c: Any, a: Any, b: Any, *, atol: float = 0.1, rtol: float = 2e-2) -> Errors:
+    """Compare C (torch, bf16) with A @ B computed in float64 on the GPU, element-wise (``run.arrays.isclose``)."""
+    import torch
+
+    from ..run.arrays import isclose
+
+    ref = a.double() @ b.double()
+    cd = c.double()
+    unwritten = int(torch.isnan(cd).sum())
+    bad = ~isclose(cd, ref, rtol, atol)
+    first = ""
+    if bool(bad.any()):
+        idx = tuple(int(i) for i in torch.nonzero(bad)[0])
+        first = f"C{list(idx)} = {float(cd[idx]):.4f}, expected {float(ref[idx]):.4f}"
+    rel = float(torch.linalg.norm(torch.nan_to_num(cd) - ref) / torch.linalg.norm(ref))
+    return Errors(rel, unwritten, first)
+
+
+# ---- timing against cuBLAS (GPU, torch) ---------------------------------------------------------------
+METHODS = ("bench", "graph", "batched")
+METHOD_TEXT = ("bench: tklab.bench on the Python call (one call per event pair, L2 flushed before each; includes "
+               "the host launch cost whenever the GPU has drained). graph: the same on a CUDA-graph replay of the "
+               "call (launch cost gone). batched: 20 back-to-back calls per event pair, no flush (kernel time).")
+
+
+def _graphed(make: Any) -> Any:
+    """make(stream) captured once in a CUDA graph; replaying it costs the host a few µs, not a Python launch."""
+    import torch
+
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        fn = make(side)
+        fn()  # warm-up outside the capture (module load, cuBLAS workspace)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        fn()
+    return graph.replay
+
+
+def _host_us(fn: Any, calls: int = 30) -> float:
+    """Host time to enqueue one call while the GPU stays busy: launch overhead alone."""
+    import time
+
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host = (time.perf_counter() - t) / calls * 1e6
+    torch.cuda.synchronize()
+    return host
+
+
+def _time_size(n: int, steps: dict[str, Step], rounds: int, target_ms: float) -> list[dict[str, Any]]:
+    """One size of ``progression``: the contenders on shared random inputs, alternating within each round."""
+    import torch
+
+    from ..run.bench import bench
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    outs = {name: torch.empty(n, n, device="cuda", dtype=torch.bfloat16) for name in ("cuBLAS", *steps)}
+
+    def cublas(stream: Any = None) -> Any:  # torch.matmul runs on the current stream (the graph's, in _graphed)
+        return lambda: torch.matmul(a, b, out=outs["cuBLAS"])
+
+    makers: dict[str, Any] = {"cuBLAS": cublas}
+    for name, s in steps.items():
+        makers[name] = lambda stream=None, s=s, c=outs[name]: prepare(a, b, c, step=s, stream=stream)
+    plain = {name: make() for name, make in makers.items()}
+    graphs = {name: _graphed(make) for name, make in makers.items()}
+    flops, rows = 2.0 * n**3, []
+    for r in range(rounds):
+        for name, fn in plain.items():
+            row: dict[str, Any] = {"n": n, "round": r, "who": name, "host_us": _host_us(fn),
+                                   "grid": list(getattr(fn, "grid", ()))[:1]}  # blocks launched (not cuBLAS)
+            row["bench"] = bench(fn, flops=flops, progress=False, ceilings=False, target_ms=target_ms).tflops
+            row["graph"] = bench(graphs[name], flops=flops, progress=False, ceilings=False, target_ms=target_ms).tflops
+            t = bench(fn, batch=20, flush_l2=False, ceilings=False, progress=False, target_ms=target_ms)
+            row["batched"] = flops / t.ms / 1e9
+            rows.append(row)
+    return rows
+
+
+def progression(sizes: tuple[int, ...] = (4096, 8192), rounds: int = 3,
+                steps: dict[str, Step] | None = None, target_ms: float = 150.0) -> dict[str, Any]:
+    """TFLOP/s of cuBLAS (torch.matmul) and every step at n^3, ``rounds`` rounds, the three ``METHODS``.
+
+    Contenders alternate within a round, on the same inputs, so a ratio to cuBLAS compares like with like.
+    Returns ``{"sizes", "rounds", "methods", "rows": [{n, round, who, host_us, bench, graph, batched}],
+    "labels": {who: label}}`` (JSON-able: what the notebook records).
+    """
+    import torch
+
+    steps = STEPS if steps is None else steps
+    rows: list[dict[str, Any]] = []
+    for n in sizes:
+        rows += _time_size(n, steps, rounds, target_ms)
+        torch.cuda.empty_cache()
+    labels = {"cuBLAS": "cuBLAS bf16 (torch.matmul)"} | {name: s.label for name, s in steps.items()}
+    return {"sizes": list(sizes), "rounds": rounds, "methods": list(METHODS), "rows": rows, "labels": labels}
+
+
+def ratios(result: dict[str, Any], who: str, n: int, method: str) -> list[float]:
+    """who / cuBLAS in each round of a ``progression`` result, for one size and method."""
+    rows = result["rows"]
+    ref = {r["round"]: r[method] for r in rows if r["n"] == n and r["who"] == "cuBLAS"}
+    return [r[method] / ref[r["round"]] for r in rows if r["n"] == n and r["who"] == who and r["round"] in ref]
+
+
+def table(result: dict[str, Any]) -> str:
+    """The progression as a markdown table: per step and size, median TFLOP/s (graph method) and the range
+    of ratios to cuBLAS over rounds, for each method."""
+    import statistics
+
+    head = ["step", "n³", "TFLOP/s (graph, median)"] + [f"÷ cuBLAS ({m})" for m in result["methods"]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for who in result["labels"]:
+        for n in result["sizes"]:
+            tf = [r["graph"] for r in result["rows"] if r["n"] == n and r["who"] == who]
+            if not tf:
+                continue
+            cells = [result["labels"][who] if who == "cuBLAS" else f"{who}: {result['labels'][who]}", str(n),
+                     f"{statistics.median(tf):.0f}"]
+            for m in result["methods"]:
+                rs = ratios(result, who, n, m)
+                cells.append(f"{min(rs):.3f}–{max(rs):.3f}" if rs else "—")
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def records(result: dict[str, Any], n: int = 4096, method: str = "graph") -> dict[str, dict[str, Any]]:
+    """Each step of a ``progression`` result as a comparison record (``tklab.course``'s format) at n^3, from the
+    median TFLOP/s of ``method`` over rounds: what the course's results table shows, keyed by step name."""
+    import statistics
+
+    from .results import comparison
+
+    flops = 2.0 * n**3
+
+    def median(who: str) -> float:
+        return statistics.median(r[method] for r in result["rows"] if r["n"] == n and r["who"] == who)
+
+    lib_ms = flops / (median("cuBLAS") * 1e12) * 1e3
+    out = {}
+    for who, label in result["labels"].items():
+        if who == "cuBLAS" or not any(r["who"] == who and r["n"] == n for r in result["rows"]):
+            continue
+        ms = flops / (median(who) * 1e12) * 1e3
+        out[who] = comparison(ms, lib_ms, flops, label=f"{label}, {n}³ ({method})", ceiling_tflops=None,
+                              ceiling="bf16_tensor")
+    return out

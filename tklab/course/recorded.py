@@ -1,0 +1,138 @@
+"""Measured results that notebooks show on machines without a GPU.
+
+A lesson's GPU cell calls ``recorded.measure("ch02.tiled", fn)``. On a GPU it runs ``fn`` (which
+returns a dict of numbers, or a ``BenchResult``), shows the live numbers, and stores them with the
+device, date and commit in ``bench/results/recorded.json`` (``TKLAB_RECORD_FILE`` overrides; nothing is
+written unless ``TKLAB_RECORD=1``, so a learner's runs never touch the repository). Without a GPU it
+shows the stored numbers, clearly labelled as recorded elsewhere, or says that none exist yet.
+
+Public API: ``measure(key, fn) -> Recorded``, ``load(key)``, ``all_records() -> dict[str, Recorded]``,
+``Recorded``, ``commit()`` (the commit a measurement belongs to: every report and bench script uses it).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..build.toolchain import REPO
+from ..run import gpu
+
+_DEFAULT = REPO / "bench" / "results" / "recorded.json"
+
+
+def _file() -> Path:
+    return Path(os.environ.get("TKLAB_RECORD_FILE", _DEFAULT))
+
+
+def commit() -> str:
+    """The commit being measured: ``$TKLAB_COMMIT`` or ``$GIT_COMMIT`` when set (``make gpu-check`` sets the
+    first; a tree copied to a GPU machine may carry no .git, or another commit's), else git's short HEAD."""
+    for var in ("TKLAB_COMMIT", "GIT_COMMIT"):
+        if os.environ.get(var):
+            return os.environ[var]
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+@dataclass
+class Recorded:
+    """Numbers for one measurement, and where they came from."""
+
+    key: str
+    values: dict[str, Any] | None
+    live: bool
+    device: str = ""
+    date: str = ""
+    commit: str = ""
+
+    def __getitem__(self, name: str) -> Any:
+        if self.values is None:
+            raise KeyError(f"no result recorded for {self.key!r} yet (run the notebook on a GPU)")
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return default if self.values is None else self.values.get(name, default)
+
+    @property
+    def origin(self) -> str:
+        if self.values is None:
+            return "no GPU here and no recorded result yet"
+        if self.live:
+            return f"measured now on {self.device}"
+        return f"recorded on {self.device}, {self.date}, commit {self.commit} (this machine has no GPU)"
+
+    def __str__(self) -> str:
+        if self.values is None:
+            return f"{self.key}: {self.origin}"
+        body = ", ".join(f"{k}={_fmt(v)}" for k, v in self.values.items())
+        return f"{self.key}: {body}  [{self.origin}]"
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        return f"<code>{html.escape(str(self))}</code>"
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _as_values(result: Any) -> dict[str, Any]:
+    if isinstance(result, dict):
+        return result
+    if hasattr(result, "ms"):  # BenchResult
+        out = {"ms": result.ms}
+        for name in ("tflops", "gbps"):
+            if getattr(result, name, None) is not None:
+                out[name] = getattr(result, name)
+        out.update({k: v for k, v in getattr(result, "fractions", {}).items()})
+        return out
+    raise TypeError(f"measure(): fn must return a dict of numbers or a BenchResult, not {type(result).__name__}")
+
+
+def _read() -> dict[str, Any]:
+    try:
+        return json.loads(_file().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def all_records() -> dict[str, Recorded]:
+    """Every recorded result, by key (what the course's results table is built from)."""
+    return {key: load(key) for key in sorted(_read())}
+
+
+def load(key: str) -> Recorded:
+    entry = _read().get(key)
+    if entry is None:
+        return Recorded(key, None, live=False)
+    return Recorded(key, entry["values"], live=False, device=entry.get("device", "?"),
+                    date=entry.get("date", "?"), commit=entry.get("commit", "?"))
+
+
+def measure(key: str, fn: Callable[[], Any]) -> Recorded:
+    """Run ``fn`` on a GPU (and record it when ``TKLAB_RECORD=1``), or show the recorded result."""
+    if not gpu.available():
+        return load(key)
+    values = _as_values(fn())
+    rec = Recorded(key, values, live=True, device=gpu.name(), date=_dt.date.today().isoformat(),
+                   commit=commit())
+    if os.environ.get("TKLAB_RECORD", "") in ("1", "true", "yes"):
+        data = _read()
+        data[key] = {"values": values, "device": rec.device, "date": rec.date, "commit": rec.commit}
+        path = _file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(dict(sorted(data.items())), indent=1, default=float) + "\n")
+    return rec

@@ -1,0 +1,13 @@
+"""Checking a learner's file, and grading a class: ``tklab.check(...)``, ``python -m tklab check|grade``.
+
+    check       find the exercise, compile, static checks, run it isolated; the CLI
+    verdict     CheckResult (one list of rows, shown as text and HTML), Evidence
+    runner      the parent: the run's folder, the sandboxed child, the time limit
+    child       python -m tklab.grading.child: runs the learner's kernel, sends raw outputs; its modes
+    channel     the pipe between them (frames, .npy outputs, dtype/shape checked)
+    judge       inputs drawn by the parent, outputs compared (tklab.run.arrays.isclose), the outcome
+    sandbox     bubblewrap or a clean process tree; limits, wall clock for the whole tree
+    specs/      one module per exercise: inputs, reference, launch, static checks, baseline, target
+    exercises   solutions/ -> exercises/, never overwriting a learner's edits
+    grade       instructor mode: a class folder -> CSV
+"""

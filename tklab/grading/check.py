@@ -1,0 +1,315 @@
+"""Checking a learner's exercise: ``tklab.check("ch02")`` in a notebook, ``python -m tklab check FILE``.
+
+What a check does, in order:
+
+1. finds the exercise (an id, a unique prefix such as ``"ch02"``, or a file named after its exercise)
+   and the file (by default the learner's copy in ``exercises/``);
+2. compiles it (CUDA: ``tklab.compile``, so errors are shown on the learner's own numbered lines;
+   numba: a syntax check) and runs the exercise's *static checks* on what the compiler made of it:
+   writes its output, uses shared memory, no spills, the instruction the chapter is about shows up in
+   SASS, a conflict-free layout … These need no GPU;
+3. runs it in a separate, sandboxed process with a time limit (``tklab.grading.runner``, ``tklab.grading.child``,
+   ``tklab.grading.sandbox``): on
+   the GPU when there is one, numba exercises in the CPU simulator otherwise. This process draws the
+   inputs (fresh random numbers), computes the reference and compares what the run sends back: the
+   learner's code never gets to say "passed". Outputs start as NaN (an element the kernel never writes
+   fails), and the edge shapes the exercise promises are tried;
+4. times it against the library (cuBLAS, a plain copy …) in the same run, as a ratio, against the
+   exercise's target. The target is a goal shown beside the verdict, not a condition of passing.
+
+The result is a ``CheckResult``: ``passed`` is True, False, or None when nothing could say no but
+nothing could run it either (a CUDA exercise on a machine without a GPU): then the verdict is
+``NOT VERIFIED`` and the report lists what was checked and what was not. ``established`` says how
+correctness was established (``verdict.Evidence``: ``gpu``, ``simulator``, ``cpu-emulation`` or
+``not-established``). ``python -m tklab check`` exits 0 only when the file passed, 1 when it failed,
+2 on a usage error and 3 when correctness was not established (``--allow-unverified`` makes that 0,
+for CI of course material on machines without a GPU).
+
+A learner file that is not UTF-8 is read as Latin-1 (with a note), a file with a NUL byte or of more
+than ``MAX_SOURCE_BYTES`` is refused with a message: ``check`` never raises for the learner's mistakes.
+
+Public API: ``check(exercise, path=None, *, run=None, bench=True, timeout=None, seed=None, hide=())``,
+``CheckResult``, ``read_source(path)``, ``main(argv)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..build.compiler import default_arch
+from ..build.toolchain import REPO
+from ..run import gpu
+from . import specs
+from .specs import Exercise, StaticContext, StaticResult
+from .verdict import CheckResult
+
+ROOT = REPO
+EXERCISES = ROOT / "exercises"
+
+#: A learner's exercise is a few KB; a file far larger than this was generated or is not an exercise.
+MAX_SOURCE_BYTES = 512 * 1024
+
+#: Exit codes of ``python -m tklab check``.
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_VERIFIED = 0, 1, 2, 3
+
+
+# ---- finding the exercise and the file ------------------------------------------------------------
+
+def _looks_like_path(x: str) -> bool:
+    return os.sep in x or "/" in x or Path(x).suffix in (".cu", ".py", ".cuh") or Path(x).exists()
+
+
+def resolve(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None = None,
+            exercises_dir: Path = EXERCISES) -> tuple[Exercise, Path]:
+    """(spec, file) for an exercise id/prefix or a file path, as ``check`` reads them."""
+    name = os.fspath(exercise)
+    if path is None and _looks_like_path(name):
+        return specs.find(Path(name).name), Path(name)
+    spec = specs.find(name)
+    return spec, Path(path) if path is not None else exercises_dir / spec.filename
+
+
+def _shown(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
+
+
+# ---- the check --------------------------------------------------------------------------------------
+
+def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch: str) -> Any:
+    """Compile and run the static checks; returns the module (None when it does not compile)."""
+    from .. import compile as tk_compile
+    from ..build.compiler import CompileError
+
+    res.arch = arch
+    try:
+        mod = tk_compile(source, arch=arch, name=shown, options=spec.options)
+    except CompileError as e:
+        res.compile_error = str(e)
+        return None
+    except ValueError as e:  # e.g. a NUL byte: refused before NVRTC sees it
+        res.compile_error = str(e)
+        return None
+    res.compiled = True
+    try:
+        kernel = mod[spec.kernel]
+    except KeyError:
+        res.static.append(StaticResult("entry kernel", False, f"no kernel named {spec.kernel} (kernels: "
+                                       f"{', '.join(mod.kernels) or 'none'}); keep the name the exercise gives"))
+        return mod
+    res.resources = (f"{kernel.registers} registers, {kernel.shared_bytes} B static shared memory, "
+                     f"{kernel.spill_bytes} B spilled")
+    ctx = StaticContext(spec=spec, source=source, program=shown, arch=arch, module=mod, kernel=kernel)
+    for chk in spec.static:
+        res.static.append(chk.run(ctx))
+    return mod
+
+
+def _static_numba(spec: Exercise, source: str, shown: str, res: CheckResult) -> None:
+    try:
+        ast.parse(source, shown)
+    except SyntaxError as e:
+        res.compile_error = f"{shown}:{e.lineno}: error: {e.msg}\n  {(e.text or '').rstrip()}"
+        return
+    res.compiled = True
+    ctx = StaticContext(spec=spec, source=source, program=shown)
+    for chk in spec.static:
+        res.static.append(chk.run(ctx))
+
+
+def _fill_run(res: CheckResult, outcome: Any) -> None:
+    from .specs import dims_text
+
+    res.run_status = outcome.status
+    result = outcome.result or {}
+    res.run_where = result.get("device") or res.run_where
+    if outcome.status == "ok":
+        n = len(result.get("cases", []))
+        shapes = "; ".join(dims_text(c["dims"]) for c in result.get("cases", []))
+        res.run_message = f"correct on {n} fresh random input{'s' if n != 1 else ''} ({shapes})"
+    elif outcome.status == "wrong":
+        bad = next(c for c in result["cases"] if not c["ok"])
+        m = next(o for o in bad["outputs"] if not o["ok"])
+        res.mismatch = {**m, "dims": bad["dims"]}
+        res.run_message = f"wrong result for {dims_text(bad['dims'])}"
+    else:
+        res.run_message = outcome.message
+    if result.get("speed"):
+        res.speed = result["speed"]
+
+
+def read_source(path: Path) -> tuple[str | None, str, list[str]]:
+    """(text, problem, notes) of a learner's file: text None with ``problem`` set when it cannot be checked.
+
+    UTF-8 is expected; anything else is read as Latin-1 (every byte is a character there), with a note.
+    """
+    shown = _shown(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_SOURCE_BYTES:
+            return None, (f"{shown} is {size / 1024:.0f} KB; an exercise file is a few KB (the limit is "
+                          f"{MAX_SOURCE_BYTES // 1024} KB): is this the right file?"), []
+        raw = path.read_bytes()
+    except OSError as e:
+        return None, f"{shown}: cannot be read ({e.strerror or e})", []
+    notes = []
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        text = raw.decode("latin-1")
+        notes.append(f"{shown} is not UTF-8 (byte 0x{raw[e.start]:02x} on line {line}); it was read as Latin-1: "
+                     "save it as UTF-8")
+    if "\0" in text:
+        at = text.index("\0")
+        line = text.count("\n", 0, at) + 1
+        return None, (f"{shown}:{line}: error: the file contains a NUL byte (a binary file, or a bad copy and "
+                      "paste?); the compiler would ignore everything after it"), notes
+    return text.lstrip("\ufeff"), "", notes
+
+
+#: Set by ``main(--stages)``: tells a grading parent what the check is doing, so a limit can name it.
+_progress: Any = None
+
+
+def _tell(stage: str) -> None:
+    if _progress is not None:
+        _progress(stage)
+
+
+def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None = None, *,
+          run: bool | None = None, bench: bool = True, timeout: float | None = None,
+          seed: int | None = None, hide: Sequence[str | os.PathLike[str]] = ()) -> CheckResult:
+    """Check a learner's exercise file (see the module docstring); never raises for the learner's bugs.
+
+    ``exercise``: an id (``"ch02_smem_tiling"``), a unique prefix (``"ch02"``) or a path to a file named
+    after its exercise. ``path``: the file, if not the learner's copy in ``exercises/``. ``run=False``:
+    static checks only. ``bench=False``: no timing. ``timeout``: seconds for the run (default 60 in the
+    simulator, 180 on a GPU with timing). ``hide``: folders the run's sandbox hides from the code (the
+    solutions are always hidden).
+    """
+    from .child import choose_mode
+
+    spec, file = resolve(exercise, path)
+    shown = _shown(file)
+    res = CheckResult(exercise=spec.id, title=spec.title, path=shown)
+    if not file.is_file():
+        res.compile_error = f"{shown}: no such file (run `python -m tklab exercises` to generate the exercises)"
+        res.passed = False
+        return res
+    source, problem, notes = read_source(file)
+    res.notes += notes
+    if source is None:
+        res.compile_error = problem
+        res.passed = False
+        return res
+    have_gpu = gpu.available()
+    _tell(f"compiling {shown}")
+    module_keys: list[str] = []
+    if spec.language == "cuda":
+        mod = _static_cuda(spec, source, shown, res, default_arch())
+        if mod is not None:
+            module_keys.append(mod.key)
+    else:
+        _static_numba(spec, source, shown, res)
+    if not res.compiled:
+        res.passed = False
+        return res
+    mode = choose_mode(spec, have_gpu)
+    if run is False:
+        res.run_message = "not asked for (run=False)"
+    elif mode is None:
+        res.run_message = ("running it needs a GPU, and this machine has none; the static checks above are "
+                           "all that could be checked here")
+    else:
+        from .runner import run_isolated
+
+        if mode.name == "emu":  # build the emulated module here; the sandboxed child gets it with the cache
+            from ..emulate import exercise as emulated
+
+            module_keys += emulated.prepare(spec, source, shown)
+        limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else 60.0)
+        _tell(f"running {shown} ({mode.name})")
+        outcome = run_isolated(spec.id, file, mode=mode.name, timeout=limit, bench=bench and mode.can_bench,
+                               seed=seed, source=source, hide=hide, cache_keys=module_keys,
+                               arch=res.arch or None)
+        _fill_run(res, outcome)
+        if outcome.status in ("ok", "wrong"):
+            res.established = outcome.evidence.value
+        res.isolation = outcome.isolation
+        res.notes += outcome.notes
+        if mode.note:
+            res.notes.append(mode.note)
+        if mode.name == "emu":
+            emulated.annotate(res, outcome, spec)
+    ran = res.run_status in ("ok", "wrong", "error", "crashed", "timeout")
+    if not res.static_ok:
+        res.passed = False
+    elif ran:
+        res.passed = res.run_status == "ok"
+    else:
+        res.passed = None
+    return res
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tklab check FILE|ID``: exit 0 passed, 1 failed, 2 usage error, 3 correctness not established."""
+    ap = argparse.ArgumentParser(prog="python -m tklab check", description="Check an exercise file.",
+                                 epilog="exit status: 0 passed; 1 failed; 2 usage error; 3 not verified: the static "
+                                 "checks pass but nothing could run the kernel here (no GPU), so its correctness "
+                                 "is not established (--allow-unverified or --no-run: 0)")
+    ap.add_argument("target", help="exercise file (named after its exercise) or exercise id / prefix")
+    ap.add_argument("--exercise", help="the exercise id, when the file name does not say it")
+    ap.add_argument("--no-run", action="store_true", help="static checks only (exit 0 when they pass)")
+    ap.add_argument("--allow-unverified", action="store_true",
+                    help="exit 0 when the static checks pass but correctness could not be established here "
+                    "(for CI of course material on machines without a GPU)")
+    ap.add_argument("--no-bench", action="store_true", help="do not time against the library")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds allowed for the run")
+    ap.add_argument("--seed", type=int, default=None, help="seed for the random inputs (default: fresh)")
+    ap.add_argument("--hide", action="append", default=[], help="a folder the run may not see (repeatable)")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--stages", action="store_true", help=argparse.SUPPRESS)  # for grade: progress on stderr
+    args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    global _progress
+    if args.stages:
+        _progress = lambda stage: print(f"{STAGE_PREFIX}{stage}", file=sys.stderr, flush=True)  # noqa: E731
+    if args.timeout is not None and not (args.timeout > 0 and math.isfinite(args.timeout)):
+        print("error: --timeout must be a positive number of seconds", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        target, path = (args.exercise, args.target) if args.exercise else (args.target, None)
+        res = check(target, path, run=not args.no_run and None, bench=not args.no_bench,
+                    timeout=args.timeout, seed=args.seed, hide=args.hide)
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        _progress = None
+    if args.json:
+        print(json.dumps(res.to_dict(), default=str))
+    else:
+        print(res)
+    if res.passed is True:
+        return EXIT_PASSED
+    if res.passed is False:
+        return EXIT_FAILED
+    return EXIT_PASSED if (args.allow_unverified or args.no_run) else EXIT_NOT_VERIFIED
+
+
+#: Prefix of the progress lines ``--stages`` prints on stderr.
+STAGE_PREFIX = "@@tklab-check-stage "
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

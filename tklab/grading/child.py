@@ -1,0 +1,309 @@
+"""The child process that runs one exercise: ``python -m tklab.grading.child``, started by ``tklab.grading.runner``.
+
+It runs in the run's folder (the learner's file, the cases in ``cases.json``, their inputs as
+``case-<i>-<name>.npy``), inside ``tklab.grading.sandbox``. For each case it poisons the outputs with NaN,
+launches the learner's kernel, and sends the outputs back on the channel (``tklab.grading.channel``); with
+``--bench`` it then times the kernel against the library at the benchmark size. It prints
+``STAGE`` lines as it goes, so a hang is reported with where it happened. Exceptions become a
+learner-facing ``error`` frame (a CUDA fault named with what to look for).
+
+Modes (``MODES``) say how a run happens here and what a correct result establishes (``Evidence``):
+``gpu`` (this machine's GPU), ``sim`` (numba exercises in numba's CUDA simulator) and ``emu`` (CUDA C++ on
+the CPU emulator, ``tklab.emulate``). Another way to run an exercise is one more ``Mode`` given to
+``register_mode``: the parent's side (inputs, reference, comparison, sandbox) stays as it is.
+
+Usage (the parent builds this line): ``python -m tklab.grading.child --exercise ID --file NAME --mode MODE
+--channel FD [--limits JSON] [--bench] [--bench-seed N]``.
+
+Public API: ``Mode``, ``MODES``, ``register_mode``, ``choose_mode``, ``main(argv)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..run import gpu
+from ..run.arrays import as_values, isclose, poisoned
+from .channel import STAGE, ChildIO
+from .judge import case_rng, compare
+from .verdict import Evidence
+
+#: Driver error names → what a learner should look for.
+_CUDA_HINTS = {
+    "ILLEGAL_ADDRESS": "the kernel read or wrote outside its arrays: check the bounds tests and the index "
+                       "arithmetic",
+    "MISALIGNED_ADDRESS": "a wide load or store (float4, a 32-bit pair of bf16) used an address that is not "
+                          "a multiple of its size",
+    "LAUNCH_FAILED": "the kernel stopped on a fault (a __trap(), or an illegal access)",
+    "ILLEGAL_INSTRUCTION": "the kernel executed an instruction this GPU cannot run, or hit a trap",
+    "ASSERT": "a device-side assert() failed",
+    "LAUNCH_OUT_OF_RESOURCES": "the launch asks for more registers or shared memory than a block may use",
+    "LAUNCH_TIMEOUT": "the kernel ran too long",
+    "ILLEGAL_STATE": "the GPU context was already broken by an earlier fault",
+}
+
+_current_stage = "starting"
+
+
+def _stage(text: str) -> None:
+    global _current_stage
+    _current_stage = text
+    print(f"{STAGE}{text}", flush=True)
+
+
+def _describe(exc: BaseException, learner_file: Path) -> dict[str, str]:
+    """A learner-facing description of an exception raised while running the kernel."""
+    text = f"{type(exc).__name__}: {exc}"
+    for key, hint in _CUDA_HINTS.items():
+        if key in text or key.lower().replace("_", " ") in text.lower():
+            return {"kind": "cuda", "message": text.split(". After a fault")[0], "hint": hint}
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if Path(f.filename).resolve() == learner_file.resolve()]
+    where = f" (at {learner_file.name}:{frames[-1].lineno}: {frames[-1].line})" if frames else ""
+    return {"kind": "python", "message": text + where, "hint": ""}
+
+
+def _run_cases(spec: Any, chan: ChildIO, xp: Any, launch: Callable[[dict[str, Any], dict[str, int]], None]) -> bool:
+    """The parent's inputs, NaN-poisoned outputs, launch, send the outputs back, for each case.
+
+    The child also compares with the reference itself, only to stop early and to skip the benchmark of
+    a wrong kernel; the verdict is the parent's comparison of what was sent.
+    """
+    from .specs import dims_text
+
+    for i, dims in enumerate(chan.cases):
+        host = chan.inputs(i)
+        arrays = {k: xp.asarray(v) for k, v in host.items()}
+        outs = spec.outputs(dims)
+        for name, (shape, dtype) in outs.items():
+            arrays[name] = poisoned(xp, shape, dtype)
+        _stage(f"running {dims_text(dims)}")
+        launch(arrays, dims)
+        got = {name: (arrays[name] if xp is np else xp.asnumpy(arrays[name])) for name in outs}
+        chan.send_outputs(i, got)
+        expected = spec.reference(host, dims)
+        if not all(compare(n, got[n], expected[n], spec.rtol, spec.atol)["ok"] for n in outs):
+            return False
+    return True
+
+
+def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int]], None]) -> dict[str, Any]:
+    """Learner vs library at the benchmark size, same inputs, same process, same GPU, back to back."""
+    import cupy as cp
+
+    from ..run.bench import bench
+
+    b = spec.bench
+    dims = b.dims
+    _stage("benchmark: preparing inputs")
+    arrays = {k: cp.asarray(v) for k, v in spec.inputs(case_rng(seed, 99), dims).items()}
+    for name, (shape, dtype) in spec.outputs(dims).items():
+        arrays[name] = poisoned(cp, shape, dtype)
+    base = b.baseline(arrays, dims)
+    _stage("benchmark: checking the result at this size")
+    launch(arrays, dims)
+    gpu.synchronize()
+    expect = b.expect(arrays, dims) if b.expect is not None else base()
+    got = as_values(arrays[b.output])
+    ref = cp.asarray(expect)
+    if not bool(isclose(got, ref, b.rtol, b.atol).all()):
+        return {"error": "the output is wrong at the benchmark size, so its speed is not reported"}
+    del expect, got, ref
+    _stage("benchmark: timing")
+    mine = bench(lambda: launch(arrays, dims), flops=b.flops(dims) if b.flops else None,
+                 bytes=b.bytes(dims) if b.bytes else None, name=spec.id, ceilings=False, progress=False,
+                 target_ms=150.0)
+    lib = bench(base, flops=mine.flops, bytes=mine.bytes, name=b.baseline_name, ceilings=False,
+                progress=False, target_ms=150.0)
+    return {"ms": mine.ms, "baseline_ms": lib.ms, "device": gpu.name()}
+
+
+def _run_cuda(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
+    import cupy as cp
+
+    from .. import compile as tk_compile
+    arch = gpu.arch()
+    _stage("compiling")
+    mod = tk_compile(path.read_text(), arch=arch, name=path.name, options=spec.options)
+    kernel = mod[spec.kernel]
+    chan.send("device", name=gpu.name())
+
+    def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
+        shape = spec.launch(dims)
+        kernel(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
+
+    def launch_sync(arrays: dict[str, Any], dims: dict[str, int]) -> None:
+        launch(arrays, dims)
+        gpu.synchronize()
+
+    if _run_cases(spec, chan, cp, launch_sync) and do_bench and spec.bench is not None:
+        chan.send("speed", **_bench(spec, chan.bench_seed, launch))
+
+
+def _import_file(path: Path, name: str) -> Any:
+    mod_spec = importlib.util.spec_from_file_location(name, path)
+    if mod_spec is None or mod_spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    return module
+
+
+def _run_numba(spec: Any, path: Path, chan: ChildIO, do_bench: bool, *, simulate: bool) -> None:
+    if simulate and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        raise RuntimeError("the simulator must be switched on before numba is imported "
+                           "(NUMBA_ENABLE_CUDASIM=1 in the environment)")
+    with contextlib.suppress(ImportError):
+        from ..course import numba_compat
+
+        numba_compat.patch()
+    warnings.simplefilter("ignore")  # numba's performance hints about tiny grids are noise here
+    _stage("importing")
+    module = _import_file(path, f"tklab_learner_{spec.id}")
+    kernel = getattr(module, spec.kernel, None)
+    if kernel is None:
+        raise AttributeError(f"{path.name} defines no function named {spec.kernel}")
+    if simulate:
+        chan.send("device", name="numba CUDA simulator (CPU)")
+        xp: Any = np
+    else:
+        import cupy as cp
+        chan.send("device", name=gpu.name())
+        xp = cp
+
+    def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
+        shape = spec.launch(dims)
+        kernel[shape.grid, shape.block](*spec.args(arrays, dims))
+
+    def launch_sync(arrays: dict[str, Any], dims: dict[str, int]) -> None:
+        launch(arrays, dims)
+        if not simulate:
+            gpu.synchronize()
+
+    if _run_cases(spec, chan, xp, launch_sync) and do_bench and not simulate and spec.bench is not None:
+        chan.send("speed", **_bench(spec, chan.bench_seed, launch))
+
+
+def _child_gpu(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
+    if spec.language == "cuda":
+        _run_cuda(spec, path, chan, do_bench)
+    else:
+        _run_numba(spec, path, chan, do_bench, simulate=False)
+
+
+def _child_sim(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
+    _run_numba(spec, path, chan, False, simulate=True)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way to run an exercise: which exercises it takes, how the child runs them, what it proves.
+
+    ``child(spec, file, channel, bench)`` runs in the child process (see ``_child_gpu``): it sends a
+    ``device`` frame, then each case's outputs (``ChildIO.send_outputs``), then optionally ``speed``.
+    """
+
+    name: str
+    evidence: Evidence
+    languages: tuple[str, ...]
+    needs_gpu: bool
+    cases: Callable[[Any], Sequence[dict[str, int]]]
+    child: Callable[[Any, Path, ChildIO, bool], None]
+    can_bench: bool = False
+    env: tuple[tuple[str, str], ...] = ()
+    note: str = ""
+
+    def takes(self, spec: Any, have_gpu: bool) -> bool:
+        return spec.language in self.languages and (have_gpu or not self.needs_gpu) and bool(self.cases(spec))
+
+
+#: Modes by name, in order of preference: ``choose_mode`` takes the first that fits.
+MODES: dict[str, Mode] = {}
+
+
+def register_mode(mode: Mode, *, before: str | None = None) -> None:
+    """Add a way to run exercises (``before``: prefer it to that mode)."""
+    items = [(k, v) for k, v in MODES.items() if k != mode.name]
+    at = next((i for i, (k, _) in enumerate(items) if k == before), len(items))
+    items.insert(at, (mode.name, mode))
+    MODES.clear()
+    MODES.update(items)
+
+
+def choose_mode(spec: Any, have_gpu: bool) -> Mode | None:
+    """The preferred mode that can run ``spec`` here (None: nothing can, correctness is not established)."""
+    return next((m for m in MODES.values() if m.takes(spec, have_gpu)), None)
+
+
+register_mode(Mode("gpu", Evidence.GPU, ("cuda", "numba"), True, lambda s: s.cases, _child_gpu, can_bench=True,
+                   env=(("NUMBA_ENABLE_CUDASIM", "0"),)))
+register_mode(Mode("sim", Evidence.SIMULATOR, ("numba",), False, lambda s: s.sim_cases, _child_sim,
+                   env=(("NUMBA_ENABLE_CUDASIM", "1"),),
+                   note="ran in numba's CUDA simulator on tiny shapes; speed is measured on a GPU only"))
+
+
+def _emulated_cases(spec: Any) -> list[dict[str, int]]:
+    from ..emulate import exercise
+
+    return exercise.runnable_cases(spec)
+
+
+def _child_emulated(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
+    from ..emulate import exercise
+
+    exercise.child(spec, path, chan, _run_cases)
+
+
+# CUDA C++ without a GPU: the CPU emulator (tklab.emulate), at the exercise's smaller cases, no timing.
+register_mode(Mode("emu", Evidence.CPU_EMULATION, ("cuda",), False, _emulated_cases, _child_emulated,
+                   note="CPU emulation: correctness only, no timing; the speed is measured on a GPU only"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The child: run one exercise file on the parent's inputs, send the outputs. Exit 0 done, 3 error."""
+    ap = argparse.ArgumentParser(prog="python -m tklab.grading.child", description="Run one exercise (child process).")
+    ap.add_argument("--exercise", required=True)
+    ap.add_argument("--file", required=True, type=Path)
+    ap.add_argument("--mode", choices=list(MODES), default="gpu")
+    ap.add_argument("--channel", required=True, type=int, help="file descriptor the parent reads")
+    ap.add_argument("--limits", default=None, help="JSON of tklab.grading.sandbox.Limits, applied first")
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--bench-seed", type=int, default=0)
+    args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    skipped: list[str] = []
+    if args.limits:
+        from .sandbox import Limits, apply_limits
+
+        skipped = apply_limits(Limits(**json.loads(args.limits)))
+    chan = ChildIO.from_folder(args.channel, Path.cwd(), args.bench_seed)
+    if skipped:
+        chan.send("limits", skipped=skipped)
+    path = args.file.resolve()
+    try:
+        from . import specs
+
+        MODES[args.mode].child(specs.get(args.exercise), path, chan, args.bench)
+    except Exception as e:  # noqa: BLE001 - everything a learner's code raises becomes a message
+        chan.send("error", stage=_current_stage, **_describe(e, path))
+        return 3
+    chan.send("done")
+    return 0
+
+
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,324 @@
+"""Solutions → exercises: the learner's copy is generated from the complete solution, never hand-written.
+
+A file in ``solutions/`` marks the parts a learner writes::
+
+    // BEGIN SOLUTION hint: each thread loads one element of each tile
+    As[ty][tx] = A[row * K + k0 + tx];
+    // STUB: acc = 0.0f;          <- optional: code the exercise keeps in place of the region
+    // END SOLUTION
+
+(``#`` instead of ``//`` in Python). ``exercises/`` gets the same file with each region replaced by a
+TODO that says about how many lines it takes and the hint, plus any ``STUB:`` lines, so the exercise
+still compiles (a C++ stub leaves its outputs unwritten; a Python stub gets ``pass``). Why one source
+of truth: an exercise and its solution can never drift apart, and CI can prove it (``--check``).
+
+Learners edit their exercise files, so regenerating must never eat their work. ``exercises/.manifest.json``
+records the hash of every file as last generated; a file whose hash differs was edited, and
+regeneration stops and names it, unless ``--backup`` copies it aside to ``<name>.bak-<timestamp>``.
+
+A missing or mistyped ``--solutions`` folder would plan nothing, and every unedited exercise would look
+stale and be removed: ``sync``, ``differences`` and ``--check`` refuse a solutions folder that does not
+exist or holds no solution (``SolutionsError``) and touch nothing.
+
+Public API: ``regions(text, suffix)``, ``render(text, source_name, suffix)``, ``plan(solutions)``,
+``sync(solutions, exercises, backup=False)``, ``differences(solutions, exercises)``, ``main(argv)``,
+``RegionError``, ``SolutionsError``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import shutil
+import sys
+import textwrap
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..build.toolchain import REPO
+
+ROOT = REPO
+SOLUTIONS = ROOT / "solutions"
+EXERCISES = ROOT / "exercises"
+MANIFEST = ".manifest.json"
+
+#: File kinds the generator understands → their line-comment prefix.
+COMMENT = {".cu": "//", ".cuh": "//", ".cpp": "//", ".h": "//", ".hpp": "//", ".py": "#"}
+
+
+class RegionError(ValueError):
+    """A solution file's BEGIN/END SOLUTION markers do not pair up."""
+
+
+class SolutionsError(ValueError):
+    """The solutions folder is missing or holds no solution: nothing can be generated from it."""
+
+
+def _planned(solutions: Path) -> dict[str, tuple[str, str]]:
+    """``plan(solutions)``, refusing a folder that is missing or yields no exercise."""
+    if not solutions.is_dir():
+        what = "is a file, not a folder" if solutions.exists() else "does not exist"
+        raise SolutionsError(f"the solutions folder {solutions} {what}; nothing was changed (check --solutions)")
+    planned = plan(solutions)
+    if not planned:
+        raise SolutionsError(f"{solutions} holds no solution file with BEGIN SOLUTION regions; nothing was "
+                             "changed (regenerating from it would remove every unedited exercise)")
+    return planned
+
+
+@dataclass(frozen=True)
+class Region:
+    """One marked region: 1-based line numbers of its BEGIN and END markers, indent, hint, stub lines."""
+
+    begin: int
+    end: int
+    indent: str
+    hint: str
+    body: tuple[str, ...]
+    stub: tuple[str, ...]
+    code_lines: int  # lines of code in the solution (blank lines, comments and STUB lines do not count)
+
+
+def _is_code(line: str, prefix: str) -> bool:
+    s = line.strip()
+    comment = ("#",) if prefix == "#" else ("//", "/*", "*")
+    return bool(s) and not s.startswith(comment)
+
+
+def _markers(prefix: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    p = re.escape(prefix)
+    begin = re.compile(rf"^(\s*){p}\s*BEGIN SOLUTION\b\s*(?:hint:\s*(.*?))?\s*$")
+    end = re.compile(rf"^\s*{p}\s*END SOLUTION\b.*$")
+    stub = re.compile(rf"^(\s*){p}\s*STUB:\s?(.*?)\s*$")
+    return begin, end, stub
+
+
+def regions(text: str, suffix: str, name: str = "<source>") -> list[Region]:
+    """The marked regions of a solution; raises RegionError (with the line) on unpaired markers."""
+    if suffix not in COMMENT:
+        return []
+    begin_re, end_re, stub_re = _markers(COMMENT[suffix])
+    found: list[Region] = []
+    open_at: int | None = None
+    indent, hint = "", ""
+    body: list[str] = []
+    stub: list[str] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if m := begin_re.match(line):
+            if open_at is not None:
+                raise RegionError(f"{name}:{n}: BEGIN SOLUTION inside the region opened at line {open_at}")
+            open_at, indent, hint, body, stub = n, m.group(1), (m.group(2) or "").strip(), [], []
+        elif end_re.match(line):
+            if open_at is None:
+                raise RegionError(f"{name}:{n}: END SOLUTION without a BEGIN SOLUTION")
+            code = sum(_is_code(b, COMMENT[suffix]) for b in body)
+            found.append(Region(open_at, n, indent, hint, tuple(body), tuple(stub), code))
+            open_at = None
+        elif open_at is not None:
+            if m := stub_re.match(line):
+                stub.append(m.group(1) + m.group(2))
+            else:
+                body.append(line)
+    if open_at is not None:
+        raise RegionError(f"{name}:{open_at}: BEGIN SOLUTION is never closed by END SOLUTION")
+    return found
+
+
+def header(source_name: str, suffix: str) -> str:
+    """The first line of every generated file: says it is generated, and from which solution."""
+    return f"{COMMENT[suffix]} GENERATED from {source_name} by `python -m tklab exercises`: fill in the TODOs."
+
+
+def render(text: str, source_name: str, suffix: str) -> str:
+    """The exercise for one solution text: header line, regions replaced by TODO stubs."""
+    prefix = COMMENT[suffix]
+    lines = text.splitlines()
+    out = [header(source_name, suffix)]
+    pos = 0
+    for r in regions(text, suffix, source_name):
+        out.extend(lines[pos:r.begin - 1])
+        n = r.code_lines
+        out.append(f"{r.indent}{prefix} TODO: your code here (about {n} line{'s' if n != 1 else ''}).")
+        if r.hint:  # wrapped, so a long hint stays readable (and within a linter's line length)
+            width = max(40, 100 - len(r.indent))
+            for i, part in enumerate(textwrap.wrap(r.hint, width=width)):
+                out.append(f"{r.indent}{prefix} {'Hint: ' if i == 0 else '      '}{part}")
+        if r.stub:
+            out.extend(r.stub)
+        elif suffix == ".py":
+            out.append(f"{r.indent}pass")
+        pos = r.end
+    out.extend(lines[pos:])
+    return "\n".join(out) + "\n"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def plan(solutions: Path = SOLUTIONS) -> dict[str, tuple[str, str]]:
+    """{exercise path relative to exercises/: (solution path shown in the header, generated text)}.
+
+    Every solution file with at least one region yields an exercise of the same relative path; files
+    without regions are not exercises (yet) and are skipped.
+    """
+    result: dict[str, tuple[str, str]] = {}
+    if not solutions.is_dir():
+        return result
+    for path in sorted(solutions.rglob("*")):
+        if not path.is_file() or path.suffix not in COMMENT or "__pycache__" in path.parts:
+            continue
+        rel = path.relative_to(solutions).as_posix()
+        text = path.read_text()
+        shown = f"{solutions.name}/{rel}"
+        if regions(text, path.suffix, shown):
+            result[rel] = (shown, render(text, shown, path.suffix))
+    return result
+
+
+def _load_manifest(exercises: Path) -> dict[str, dict[str, str]]:
+    try:
+        data = json.loads((exercises / MANIFEST).read_text())
+        return dict(data.get("files", {}))
+    except (OSError, ValueError):
+        return {}
+
+
+def _manifest_text(planned: dict[str, tuple[str, str]]) -> str:
+    files = {rel: {"from": src, "sha256": _sha(text.encode())} for rel, (src, text) in sorted(planned.items())}
+    return json.dumps({"generated_by": "python -m tklab exercises", "files": files}, indent=1) + "\n"
+
+
+@dataclass
+class SyncReport:
+    """What ``sync`` did (or, when ``edited`` is non-empty and no backup was asked for, refused to do)."""
+
+    written: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    edited: list[str] = field(default_factory=list)
+    backups: dict[str, str] = field(default_factory=dict)
+    kept_stale: list[str] = field(default_factory=list)
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.edited) and not self.backups
+
+
+def sync(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES, *, backup: bool = False,
+         stamp: str | None = None) -> SyncReport:
+    """Regenerate ``exercises`` from ``solutions`` without losing a learner's edits (see module doc).
+
+    If some file was edited since it was generated, nothing is written (``report.refused``) unless
+    ``backup`` is true, in which case each edited file is first copied to ``<name>.bak-<stamp>``.
+    """
+    planned = _planned(solutions)
+    manifest = _load_manifest(exercises)
+    report = SyncReport()
+    to_write: dict[str, str] = {}
+    for rel, (_src, text) in planned.items():
+        dest = exercises / rel
+        if not dest.exists():
+            to_write[rel] = text
+            continue
+        current = dest.read_bytes()
+        if current == text.encode():
+            report.unchanged.append(rel)
+            continue
+        if manifest.get(rel, {}).get("sha256") != _sha(current):
+            report.edited.append(rel)
+        to_write[rel] = text
+    stale = [rel for rel in manifest if rel not in planned and (exercises / rel).exists()]
+    for rel in stale:
+        if _sha((exercises / rel).read_bytes()) == manifest[rel].get("sha256"):
+            report.removed.append(rel)
+        else:
+            report.kept_stale.append(rel)
+    if report.edited and not backup:
+        return report
+    stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
+    for rel in report.edited:
+        dest = exercises / rel
+        bak = dest.with_name(f"{dest.name}.bak-{stamp}")
+        shutil.copy2(dest, bak)
+        report.backups[rel] = bak.relative_to(exercises).as_posix()
+    for rel, text in to_write.items():
+        dest = exercises / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text)
+        report.written.append(rel)
+    for rel in report.removed:
+        (exercises / rel).unlink()
+    exercises.mkdir(parents=True, exist_ok=True)
+    (exercises / MANIFEST).write_text(_manifest_text(planned))
+    return report
+
+
+def differences(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> list[str]:
+    """Why ``exercises`` is not exactly what ``solutions`` generate (empty list: in sync)."""
+    planned = _planned(solutions)
+    problems = []
+    for rel, (src, text) in planned.items():
+        dest = exercises / rel
+        if not dest.exists():
+            problems.append(f"{rel}: missing (generated from {src})")
+        elif dest.read_bytes() != text.encode():
+            problems.append(f"{rel}: differs from what {src} generates")
+    for rel in _load_manifest(exercises):
+        if rel not in planned and (exercises / rel).exists():
+            problems.append(f"{rel}: generated earlier, but no solution generates it any more")
+    manifest = exercises / MANIFEST
+    if planned and (not manifest.exists() or manifest.read_text() != _manifest_text(planned)):
+        problems.append(f"{MANIFEST}: out of date")
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tklab exercises [--check] [--backup]``: regenerate exercises/ or verify it."""
+    ap = argparse.ArgumentParser(prog="python -m tklab exercises", description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true", help="fail if exercises/ differs from what solutions/ "
+                    "generate (for CI); writes nothing")
+    ap.add_argument("--backup", action="store_true", help="copy edited exercise files to <name>.bak-<time> "
+                    "and regenerate them")
+    ap.add_argument("--solutions", type=Path, default=SOLUTIONS, help="folder of complete solutions")
+    ap.add_argument("--exercises", type=Path, default=EXERCISES, help="folder of generated exercises")
+    args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        if args.check:
+            problems = differences(args.solutions, args.exercises)
+            for p in problems:
+                print(f"  {args.exercises.name}/{p}")
+            if problems:
+                print(f"{len(problems)} problem(s): run `python -m tklab exercises` to regenerate.")
+                return 1
+            print(f"{args.exercises} is up to date with {args.solutions} ({len(plan(args.solutions))} files).")
+            return 0
+        report = sync(args.solutions, args.exercises, backup=args.backup)
+    except (RegionError, SolutionsError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if report.refused:
+        print("Not regenerating: these exercise files were edited since they were generated "
+              "(your work is in them):", file=sys.stderr)
+        for rel in report.edited:
+            print(f"  {args.exercises / rel}", file=sys.stderr)
+        print("Run again with --backup to copy them aside (<name>.bak-<time>) and regenerate.", file=sys.stderr)
+        return 1
+    for rel, bak in report.backups.items():
+        print(f"backed up edited {args.exercises / rel} → {args.exercises / bak}")
+    for rel in report.written:
+        print(f"wrote {args.exercises / rel}")
+    for rel in report.removed:
+        print(f"removed {args.exercises / rel} (its solution is gone)")
+    for rel in report.kept_stale:
+        print(f"kept {args.exercises / rel}: edited, and no solution generates it any more")
+    print(f"{len(report.written)} written, {len(report.unchanged)} unchanged.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

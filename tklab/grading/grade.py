@@ -1,0 +1,394 @@
+"""Instructor mode: ``python -m tklab grade --class DIR [--out grades.csv]``.
+
+DIR holds one folder per student; in it (at any depth) the student's exercise files, named as in
+``exercises/`` (``ch02_smem_tiling.cu`` …). Every file is checked exactly as a learner's ``python -m
+tklab check`` would, each check in its own process with a wall-clock limit for its whole process tree,
+so one student's crashing compile, faulting kernel or endless loop costs that student's row and nothing
+more. Learners' code runs in ``tklab.grading.sandbox`` (the report names the level) and cannot see the class
+folder; verdicts are reached by the checker, never by the learner's code.
+
+The CSV has one row per (student, exercise): ``student, exercise, compiled, correct, speed_ratio,
+message, established, isolation`` with ``compiled`` yes/no, ``correct`` yes / no / not verified (the
+static checks pass but nothing could run the kernel here: no GPU) / missing / refused, ``speed_ratio`` =
+library time / student's time when it was measured, ``established`` how the output was judged
+(``gpu``, ``simulator``; ``not-established`` when it was not) and ``isolation`` the sandbox level of the
+run.
+
+What grade refuses, and says so in the row: a student folder that is a link leading out of the class
+folder, and a file (or a folder on its way) that is a link leading out of the student's folder (a link
+to ``solutions/`` is not the student's work). Cells that a spreadsheet would run as a formula (``=``,
+``+``, ``-``, ``@`` first) are written with a leading ``'``.
+
+Nothing is lost: ``--out`` is checked before anything is graded, rows are written as they finish, and a
+rerun with the same ``--out`` resumes (rows already there are kept; ``--restart`` grades everyone again,
+keeping the old sheet as ``<name>.bak-<time>``).
+
+Public API: ``grade(class_dir, ...) -> list[Row]``, ``Row``, ``scan(student_dir, ids)``,
+``find_submissions``, ``students(class_dir)``, ``Sheet``, ``summary(rows)``, ``main(argv)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import IO
+
+from ..build.toolchain import REPO
+from . import specs
+
+_PACKAGE_PARENT = REPO
+#: Seconds a check may spend before its run (compiling, static checks), on top of the run's own limit.
+COMPILE_ALLOWANCE = 240.0
+
+
+@dataclass
+class Row:
+    """One line of the grade sheet."""
+
+    student: str
+    exercise: str
+    compiled: str
+    correct: str
+    speed_ratio: str
+    message: str
+    established: str = ""
+    isolation: str = ""
+
+
+FIELDS = tuple(f.name for f in fields(Row))
+
+
+class GradeError(ValueError):
+    """Grading cannot start (an output that cannot be written, a sheet that cannot be resumed)."""
+
+
+# ---- finding the work -------------------------------------------------------------------------------
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.relative_to(folder)
+        return True
+    except ValueError:
+        return False
+
+
+def students(class_dir: Path) -> tuple[list[Path], dict[str, str]]:
+    """(student folders, {name: why refused}) of a class folder; hidden entries are skipped."""
+    root = class_dir.resolve()
+    ok, refused = [], {}
+    for p in sorted(class_dir.iterdir()):
+        if p.name.startswith(".") or not p.is_dir():
+            continue
+        if p.is_symlink() and not _inside(p.resolve(), root):
+            refused[p.name] = (f"refused: the folder {p.name} is a link to {p.resolve()}, outside the class folder; "
+                               "copy the work in instead")
+            continue
+        ok.append(p)
+    return ok, refused
+
+
+def scan(student_dir: Path, exercise_ids: Sequence[str]) -> tuple[dict[str, Path], dict[str, str]]:
+    """({exercise id: file}, {exercise id: why refused}) for a student's folder.
+
+    A file counts when it is named after an exercise (backups ``name.bak-*`` do not) and it really lives
+    in the student's folder: a link that leads out of it (to ``solutions/``, to another student) is
+    refused, and so is a linked folder leading out. Of several copies, the shallowest wins.
+    """
+    root = student_dir.resolve()
+    wanted = {specs.get(ex).filename: ex for ex in exercise_ids}
+    hits: dict[str, list[Path]] = {}
+    refused: dict[str, str] = {}
+    outside_dirs: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(student_dir, followlinks=False):
+        here = Path(dirpath)
+        for d in dirnames:
+            link = here / d
+            if link.is_symlink() and not _inside(link.resolve(), root):
+                outside_dirs.append(f"{link.relative_to(student_dir)} → {link.resolve()}")
+        for name in filenames:
+            if name not in wanted:
+                continue
+            f = here / name
+            ex = wanted[name]
+            target = f.resolve()
+            if f.is_symlink() and not _inside(target, root):
+                refused.setdefault(ex, f"refused: {f.relative_to(student_dir)} is a link to {target}, outside "
+                                   f"{student_dir.name}/; hand in the file itself")
+            elif f.is_file():
+                hits.setdefault(ex, []).append(f)
+    found = {ex: min(ps, key=lambda p: (len(p.parts), str(p))) for ex, ps in hits.items()}
+    for ex in exercise_ids:
+        if ex not in found and ex not in refused and outside_dirs:
+            refused[ex] = (f"no {specs.get(ex).filename} in {student_dir.name}/ (not followed: linked "
+                           f"folders leading out of it: {', '.join(outside_dirs)})")
+    return found, {ex: why for ex, why in refused.items() if ex not in found}
+
+
+def find_submissions(student_dir: Path, exercise_ids: Sequence[str]) -> dict[str, Path]:
+    """{exercise id: file} for the files in a student's folder named after an exercise (see ``scan``)."""
+    return scan(student_dir, exercise_ids)[0]
+
+
+# ---- checking one file ------------------------------------------------------------------------------
+
+def _checker_command(exercise: str, path: Path, *, timeout: float, run: bool, bench: bool,
+                     hide: Sequence[Path]) -> list[str]:
+    cmd = [sys.executable, "-m", "tklab.grading.check", "--json", "--stages", "--exercise", exercise, str(path),
+           "--timeout", str(timeout)]
+    for h in hide:
+        cmd += ["--hide", str(h)]
+    if not run:
+        cmd.append("--no-run")
+    if not bench:
+        cmd.append("--no-bench")
+    return cmd
+
+
+def _check_in_subprocess(exercise: str, path: Path, *, timeout: float, run: bool, bench: bool,
+                         hide: Sequence[Path] = (), compile_allowance: float = COMPILE_ALLOWANCE) -> dict:
+    """``python -m tklab.grading.check --json`` on one file, its whole process tree limited to ``timeout`` plus the
+    compile allowance; a crash or a hang of the checker becomes a dict that says what it was doing."""
+    from .check import STAGE_PREFIX
+    from .sandbox import Limits, Sandbox
+
+    cmd = _checker_command(exercise, path, timeout=timeout, run=run, bench=bench, hide=hide)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_PARENT), env.get("PYTHONPATH")) if p)
+    limit = timeout + compile_allowance
+    out = bytearray()
+    box = Sandbox(Path.cwd(), limits=Limits(wall_seconds=limit), confine=False)  # messages keep the grader's paths
+    box.start(cmd, env)
+    assert box.proc is not None and box.proc.stdout is not None
+    fin = box.supervise({box.proc.stdout.fileno(): out.extend}, grace=2.0)
+    lines = out.decode("utf-8", "replace").splitlines()
+    stages = [ln[len(STAGE_PREFIX):] for ln in lines if ln.startswith(STAGE_PREFIX)]
+    stage = stages[-1] if stages else "starting"
+    if fin.timed_out:
+        why = (" (a compile this slow: a huge generated source, or deep template recursion / unrolling)"
+               if stage.startswith("compiling") else "")
+        return {"compiled": None, "passed": False,
+                "summary": f"the check did not finish within {limit:g} s, while {stage}{why}; it was stopped"}
+    for line in reversed(lines):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    tail = next((ln for ln in reversed(lines) if ln.strip() and not ln.startswith(STAGE_PREFIX)), "no output")
+    return {"compiled": None, "passed": False,
+            "summary": f"the checker crashed (exit {fin.returncode}) while {stage}: {tail}"}
+
+
+def _row(student: str, exercise: str, d: dict) -> Row:
+    compiled = {True: "yes", False: "no", None: "?"}[d.get("compiled")]
+    correct = {True: "yes", False: "no", None: "not verified"}[d.get("passed")]
+    ratio = d.get("speed_ratio")
+    level = str(d.get("isolation", "")).split(" (", 1)[0].split(",", 1)[0]
+    return Row(student, exercise, compiled, correct, f"{ratio:.3f}" if isinstance(ratio, (int, float)) else "",
+               " ".join(str(d.get("summary", "")).split()), str(d.get("established", "")), level)
+
+
+# ---- the sheet ----------------------------------------------------------------------------------------
+
+def _cell(value: str) -> str:
+    """A CSV cell a spreadsheet shows as text: no formula, no control characters."""
+    text = "".join(ch if ch.isprintable() else " " for ch in str(value))
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
+class Sheet:
+    """The CSV grade sheet, written row by row (so a crash loses nothing), resumable.
+
+    ``Sheet(None)`` writes to stdout. For a file: the folder must exist and be writable (checked before
+    any grading); an existing sheet is resumed, unless ``restart`` (then it is kept as a backup).
+    """
+
+    def __init__(self, out: Path | None, *, restart: bool = False):
+        self.out = out
+        self.done: list[Row] = []
+        self.backup: Path | None = None
+        if out is None:
+            return
+        if out.is_dir():
+            raise GradeError(f"--out {out} is a folder; give a file name, e.g. {out / 'grades.csv'}")
+        parent = out.parent if str(out.parent) else Path(".")
+        if not parent.is_dir():
+            raise GradeError(f"--out {out}: the folder {parent} does not exist; nothing was graded")
+        if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+            raise GradeError(f"--out {out}: cannot write there; nothing was graded")
+        if out.exists() and out.stat().st_size:
+            if restart:
+                self.backup = out.with_name(f"{out.name}.bak-{time.strftime('%Y%m%d-%H%M%S')}")
+                out.rename(self.backup)
+            else:
+                self.done = self._read(out)
+
+    @staticmethod
+    def _read(out: Path) -> list[Row]:
+        try:
+            with open(out, newline="", encoding="utf-8") as f:
+                reader = csv.DictReader(f)
+                if tuple(reader.fieldnames or ()) != FIELDS:
+                    raise GradeError(f"--out {out} exists and is not a tklab grade sheet of this version (columns "
+                                     f"{reader.fieldnames}); use another --out, or --restart to set it aside")
+                return [Row(**{k: r[k] or "" for k in FIELDS}) for r in reader]
+        except (OSError, UnicodeDecodeError, csv.Error) as e:
+            raise GradeError(f"--out {out} cannot be read as a grade sheet ({e}); use --restart") from None
+
+    def graded(self) -> set[tuple[str, str]]:
+        """(student, exercise) pairs already in the sheet, as they were written."""
+        return {(r.student, r.exercise) for r in self.done}
+
+    def __enter__(self) -> Sheet:
+        if self.out is None:
+            self._handle: IO[str] = sys.stdout
+        else:
+            fresh = not (self.out.exists() and self.out.stat().st_size)
+            self._handle = open(self.out, "a", newline="", encoding="utf-8")  # noqa: SIM115 - closed in __exit__
+        self._writer = csv.DictWriter(self._handle, fieldnames=FIELDS)
+        if self.out is None or fresh:
+            self._writer.writeheader()
+        self._handle.flush()
+        return self
+
+    def write(self, row: Row) -> None:
+        self._writer.writerow({k: _cell(v) for k, v in asdict(row).items()})
+        self._handle.flush()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.out is not None:
+            self._handle.close()
+
+
+# ---- grading -------------------------------------------------------------------------------------------
+
+def grade(class_dir: str | Path, *, exercises: Sequence[str] | None = None, timeout: float = 60.0,
+          run: bool = True, bench: bool = True, progress: bool = True, skip: Iterable[tuple[str, str]] = (),
+          on_row: Callable[[Row], None] | None = None,
+          compile_allowance: float = COMPILE_ALLOWANCE) -> list[Row]:
+    """Check every student's files; exercises nobody submitted are left out unless named in ``exercises``.
+
+    ``skip``: (student, exercise) pairs already graded (a resumed sheet). ``on_row`` is called with each
+    row as soon as it is graded.
+    """
+    class_dir = Path(class_dir)
+    if not class_dir.is_dir():
+        raise FileNotFoundError(f"{class_dir} is not a folder (expected one folder per student)")
+    ids = list(exercises) if exercises else specs.all_ids()
+    folders, refused_students = students(class_dir)
+    found = {s.name: scan(s, ids) for s in folders}
+    if not exercises:
+        ids = [ex for ex in ids if any(ex in f or ex in r for f, r in found.values())]
+    done = set(skip)
+    rows: list[Row] = []
+
+    def emit(row: Row) -> None:
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+
+    names = sorted([*(s.name for s in folders), *refused_students])
+    for name in names:
+        for ex in ids:
+            if (name, ex) in done:
+                continue
+            if name in refused_students:
+                emit(Row(name, ex, "", "refused", "", refused_students[name]))
+                continue
+            files, refused = found[name]
+            path = files.get(ex)
+            if path is None:
+                if ex in refused:
+                    emit(Row(name, ex, "", "refused" if refused[ex].startswith("refused") else "missing", "",
+                             refused[ex]))
+                else:
+                    emit(Row(name, ex, "", "missing", "", f"no {specs.get(ex).filename} in {name}/"))
+                continue
+            if progress:
+                print(f"  {name!r}: {ex} …", file=sys.stderr, flush=True)
+            d = _check_in_subprocess(ex, path, timeout=timeout, run=run, bench=bench, hide=[class_dir],
+                                     compile_allowance=compile_allowance)
+            emit(_row(name, ex, d))
+    return rows
+
+
+def summary(rows: Sequence[Row]) -> str:
+    """Per exercise: how many submitted, compiled, passed, not verified, and the median speed ratio."""
+    lines = [f"{'exercise':<26}{'submitted':>10}{'compiled':>10}{'correct':>9}{'unverified':>11}"
+             f"{'median speed':>14}"]
+    for ex in dict.fromkeys(r.exercise for r in rows):
+        rs = [r for r in rows if r.exercise == ex and r.correct not in ("missing", "refused")]
+        ratios = [float(r.speed_ratio) for r in rs if r.speed_ratio]
+        med = f"{statistics.median(ratios):.2f}×" if ratios else "–"
+        lines.append(f"{ex:<26}{len(rs):>10}{sum(r.compiled == 'yes' for r in rs):>10}"
+                     f"{sum(r.correct == 'yes' for r in rs):>9}{sum(r.correct == 'not verified' for r in rs):>11}"
+                     f"{med:>14}")
+    names = list(dict.fromkeys(r.student for r in rows))
+    per = ", ".join(f"{s!r} {sum(r.correct == 'yes' for r in rows if r.student == s)}" for s in names)
+    lines.append(f"correct per student: {per}")
+    unverified = sum(r.correct == "not verified" for r in rows)
+    if unverified:
+        lines.append(f"{unverified} file(s) passed their static checks but could not be run here (no GPU): their "
+                     "correctness is NOT established ('not verified'); grade on a GPU machine for verdicts")
+    refused = sum(r.correct == "refused" for r in rows)
+    if refused:
+        lines.append(f"{refused} row(s) refused: links leading out of a student's folder (see their message)")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tklab grade --class DIR [--out grades.csv]``; exit 0 once every file was graded."""
+    ap = argparse.ArgumentParser(prog="python -m tklab grade", description="Grade a class folder.")
+    ap.add_argument("--class", dest="class_dir", required=True, type=Path, help="one folder per student")
+    ap.add_argument("--out", type=Path, default=None, help="CSV file to write, row by row; an existing sheet is "
+                    "resumed (default: print it)")
+    ap.add_argument("--restart", action="store_true", help="grade everyone again (the old --out is kept as "
+                    "<name>.bak-<time>)")
+    ap.add_argument("--exercises", nargs="*", default=None, help="exercise ids or prefixes (default: all "
+                    "that anyone submitted)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per run (each file)")
+    ap.add_argument("--compile-timeout", type=float, default=COMPILE_ALLOWANCE,
+                    help="seconds a check may spend before its run (compiling, static checks)")
+    ap.add_argument("--no-run", action="store_true", help="static checks only")
+    ap.add_argument("--no-bench", action="store_true", help="do not time against the library")
+    args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        if not (args.timeout > 0 and args.compile_timeout > 0):
+            raise GradeError("--timeout and --compile-timeout must be positive numbers of seconds")
+        ids = [specs.find(e).id for e in args.exercises] if args.exercises else None
+        if not args.class_dir.is_dir():
+            raise GradeError(f"{args.class_dir} is not a folder (expected one folder per student)")
+        sheet = Sheet(args.out, restart=args.restart)
+        if sheet.backup:
+            print(f"kept the previous sheet as {sheet.backup}", file=sys.stderr)
+        elif sheet.done:
+            print(f"resuming {args.out}: {len(sheet.done)} row(s) already graded are kept (--restart grades "
+                  "everyone again)", file=sys.stderr)
+        from .sandbox import isolation
+
+        if not args.no_run:
+            print(f"learners' code runs in: {isolation().describe()}", file=sys.stderr)
+        with sheet:
+            rows = grade(args.class_dir, exercises=ids, timeout=args.timeout, run=not args.no_run,
+                         bench=not args.no_bench, skip=sheet.graded(), on_row=sheet.write,
+                         compile_allowance=args.compile_timeout)
+    except (KeyError, GradeError, FileNotFoundError) as e:
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+    everything = [*sheet.done, *rows]
+    if args.out:
+        print(f"wrote {args.out} ({len(rows)} new row(s), {len(everything)} in all)")
+    print(summary(everything))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

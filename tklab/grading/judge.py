@@ -1,0 +1,206 @@
+"""The parent's judgement of one run: the inputs it draws, the outputs it compares, the outcome it reports.
+
+The child runs the learner's code, so anything it says could have been written by that code. The parent
+draws the inputs (``draw_inputs``: fresh random numbers from a seed), computes the reference itself,
+and reads back only raw output arrays (``tklab.grading.channel``); ``judge`` turns those bytes into a
+``RunOutcome``; ``compare`` says, for one output, whether every element is close enough
+(``tklab.run.arrays.isclose``) and, if not, where the first wrong one is and what surrounds it. Speed is
+measured in the child, next to the kernel: ``judge`` checks the two times are sane and recomputes the
+ratio from the spec, and speed is never a condition of passing.
+
+Public API: ``compare``, ``draw_inputs``, ``case_rng``, ``judge``, ``RunOutcome``, ``speed_entry``.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..run.arrays import as_values, isclose
+from .channel import ChannelError, array_from, read_frames
+from .verdict import Evidence
+
+
+def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> dict[str, Any]:
+    """Element-wise ``tklab.run.arrays.isclose`` (``|got - expected| <= atol + rtol·|expected|``; NaN, an unwritten
+    element, fails).
+
+    On failure: the first wrong element in row-major order, counts, and a small window of both arrays
+    around it (at most 4 rows × 6 columns) for the learner to look at. uint16 outputs are compared as
+    the bf16 values they hold (``as_values``).
+    """
+    got64 = np.asarray(as_values(np.asarray(got)), dtype=np.float64)
+    exp64 = np.asarray(expected, dtype=np.float64)
+    if got64.shape != exp64.shape:
+        return {"ok": False, "output": name, "reason": f"{name} has shape {got64.shape}, expected {exp64.shape}"}
+    good = isclose(got64, exp64, rtol, atol)
+    with np.errstate(invalid="ignore"):
+        err = np.abs(got64 - exp64)
+    finite = err[np.isfinite(err)]
+    max_err = float(finite.max()) if finite.size else 0.0
+    wrong = int(good.size - np.count_nonzero(good))
+    if wrong == 0:
+        return {"ok": True, "output": name, "max_abs_err": max_err}
+    first = tuple(int(i) for i in np.argwhere(~good)[0])
+    g2 = got64.reshape(got64.shape[0], -1) if got64.ndim >= 2 else got64.reshape(1, -1)
+    e2 = exp64.reshape(g2.shape)
+    b2 = (~good).reshape(g2.shape)
+    r, c = (first[0], int(np.ravel_multi_index(first[1:], got64.shape[1:]))) if got64.ndim >= 2 else (0, first[0])
+    r0, c0 = max(0, min(r - 1, g2.shape[0] - 4)), max(0, min(c - 2, g2.shape[1] - 6))
+    win = (slice(r0, r0 + 4), slice(c0, c0 + 6))
+    return {
+        "ok": False, "output": name, "index": list(first), "got": float(got64[first]),
+        "expected": float(exp64[first]), "wrong": wrong, "total": int(good.size),
+        "unwritten": int(np.count_nonzero(np.isnan(got64) & ~np.isnan(exp64))), "max_abs_err": max_err,
+        "window": {"origin": [r0, c0], "got": g2[win].tolist(), "expected": e2[win].tolist(),
+                   "bad": b2[win].tolist(), "matrix": got64.ndim >= 2},
+    }
+
+
+def case_rng(seed: int, i: int) -> np.random.Generator:
+    """The random numbers of case ``i`` of a run seeded with ``seed`` (the same in parent and child)."""
+    return np.random.default_rng([seed, i])
+
+
+def draw_inputs(spec: Any, cases: Sequence[dict[str, int]], seed: int) -> list[dict[str, np.ndarray]]:
+    """The parent's inputs for each case: fresh random numbers from ``seed``."""
+    return [spec.inputs(case_rng(seed, i), dims) for i, dims in enumerate(cases)]
+
+
+@dataclass
+class RunOutcome:
+    """What happened: ``status`` is ``ok``, ``wrong``, ``error`` (an exception in the kernel's run, e.g. a
+    CUDA fault, or results that came back malformed), ``crashed`` (the process died), ``timeout`` or
+    ``skipped``. ``evidence`` says how the outputs were judged (for ``ok`` and ``wrong``; else not at all)."""
+
+    status: str
+    message: str
+    result: dict[str, Any] | None = None
+    returncode: int | None = None
+    stage: str = ""
+    seconds: float = 0.0
+    output: str = ""
+    notes: list[str] = field(default_factory=list)
+    evidence: Evidence = Evidence.NOT_ESTABLISHED
+    isolation: str = ""
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return f"signal {code}"
+
+
+def _positive(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0 \
+        else None
+
+
+def speed_entry(spec: Any, reported: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The speed entry, built here from the spec; the child contributes two times (checked) and a name."""
+    if reported is None or spec.bench is None:
+        return None
+    b = spec.bench
+    out: dict[str, Any] = {"dims": b.dims, "baseline": b.baseline_name, "target": b.target}
+    if reported.get("error"):
+        out["error"] = str(reported["error"])[:300]
+        return out
+    ms, base = _positive(reported.get("ms")), _positive(reported.get("baseline_ms"))
+    if ms is None or base is None:
+        out["error"] = "the timing came back malformed, so no speed is reported"
+        return out
+    flops = b.flops(b.dims) if b.flops else None
+    nbytes = b.bytes(b.dims) if b.bytes else None
+    out.update(ms=ms, baseline_ms=base, ratio=base / ms,
+               tflops=flops / (ms * 1e-3) / 1e12 if flops else None,
+               baseline_tflops=flops / (base * 1e-3) / 1e12 if flops else None,
+               gbps=nbytes / (ms * 1e-3) / 1e9 if nbytes else None,
+               baseline_gbps=nbytes / (base * 1e-3) / 1e9 if nbytes else None,
+               device=str(reported.get("device", ""))[:100])
+    return out
+
+
+def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequence[dict[str, np.ndarray]],
+          channel: bytes, *, timed_out: bool = False, returncode: int | None = 0, stage: str = "starting",
+          printed: str = "", timeout: float = 0.0, seconds: float = 0.0, overflow: bool = False) -> RunOutcome:
+    """The verdict on one run, from the inputs the parent drew and the raw bytes the child sent back."""
+    from .specs import dims_text
+
+    tail = printed[-2000:]
+    result: dict[str, Any] = {"mode": mode.name, "cases": [], "device": "", "speed": None}
+
+    def outcome(status: str, message: str, *, evidence: Evidence = Evidence.NOT_ESTABLISHED) -> RunOutcome:
+        return RunOutcome(status, message, result, returncode, stage, seconds, tail, evidence=evidence)
+
+    try:
+        if overflow:
+            raise ChannelError("far more data came back than the outputs can fill")
+        frames = read_frames(channel)
+        got: dict[int, dict[str, np.ndarray]] = {}
+        errors: list[dict[str, Any]] = []
+        reported_speed = None
+        for head, payload in frames:
+            kind = head["type"]
+            if kind == "output":
+                i, name = head.get("case"), head.get("name")
+                if not isinstance(i, int) or not 0 <= i < len(cases) or name not in spec.outputs(cases[i]):
+                    raise ChannelError(f"an output for case {i!r} named {name!r} was not asked for")
+                shape, dtype = spec.outputs(cases[i])[name]
+                got.setdefault(i, {})[name] = array_from(payload, shape, dtype, f"{name} of case {i}")
+            elif kind == "device":
+                result["device"] = str(head.get("name", ""))[:100]
+            elif kind == "error":
+                errors.append({k: str(head.get(k, ""))[:2000] for k in ("kind", "message", "hint", "stage")})
+            elif kind == "speed":
+                reported_speed = head
+            elif kind == "note":  # what the run wants the learner to know (e.g. the emulator's warnings)
+                result.setdefault("notes", []).append(str(head.get("text", ""))[:600])
+            elif kind == "limits" and isinstance(head.get("skipped"), list):
+                result["limits_not_applied"] = [str(x)[:40] for x in head["skipped"][:10]]
+    except ChannelError as e:
+        return outcome("error", f"the run's results came back malformed ({e}), so they were not accepted")
+    for i, dims in enumerate(cases):
+        outs = spec.outputs(dims)
+        if set(got.get(i, {})) != set(outs):
+            break
+        expected = spec.reference(inputs[i], dims)
+        entry: dict[str, Any] = {"dims": dims, "ok": True, "outputs": []}
+        for name in outs:
+            cmp = compare(name, got[i][name], expected[name], spec.rtol, spec.atol)
+            entry["outputs"].append(cmp)
+            entry["ok"] = entry["ok"] and cmp["ok"]
+        result["cases"].append(entry)
+        if not entry["ok"]:
+            return outcome("wrong", "wrong result", evidence=mode.evidence)
+    else:
+        result["ok"] = True
+        result["speed"] = speed_entry(spec, reported_speed)
+        if result["speed"] is None and mode.can_bench and (timed_out or errors):
+            why = (f"no timing within the {timeout:g} s limit (while {stage})" if timed_out
+                   else f"the benchmark failed: {errors[0]['message']}")
+            result["speed"] = speed_entry(spec, {"error": why})
+        return outcome("ok", "correct", evidence=mode.evidence)
+    if timed_out:
+        return outcome("timeout", f"no result within {timeout:g} s, while {stage}: an endless loop (a loop bound "
+                       "that never changes, a barrier not every thread reaches) or a far too slow kernel; the run "
+                       "and every process it started were stopped")
+    if errors:
+        err = errors[0]
+        hint = f" ({err['hint']})" if err.get("hint") else ""
+        return outcome("error", f"the run failed while {err.get('stage') or stage}: {err['message']}{hint}")
+    code = returncode
+    how = (f"was killed by {_signal_name(-code)}" if code is not None and code < 0
+           else f"exited with code {code}")
+    last = [ln for ln in printed.splitlines() if ln.strip()][-3:]
+    detail = f"; its last output: {' | '.join(last)}" if last else ""
+    missing = dims_text(cases[len(result["cases"])]) if len(result["cases"]) < len(cases) else ""
+    return outcome("crashed", f"the run crashed while {stage}: the process {how} before returning the output for "
+                   f"{missing}{detail}")
+
+

@@ -1,0 +1,172 @@
+"""Running one exercise in a separate, sandboxed process; the verdict is reached in the parent.
+
+Why a separate process: a learner's kernel can fault (an illegal address, a ``__trap()``), which leaves
+the CUDA context of its process unusable for good, or it can never finish. Run in a child process, the
+first becomes a clear message and the second a timeout, and the notebook or the grading loop that
+asked survives both. The same holds for a numba kernel in the CPU simulator (an endless Python loop,
+a crash of the interpreter). The child runs in ``tklab.grading.sandbox``: a fresh folder, a clean environment,
+resource limits, a wall-clock limit for its whole process tree, bubblewrap where the machine has it.
+
+Why the parent judges: the child runs the learner's code, so anything the child says could have been
+written by that code. The parent draws the inputs (fresh random numbers), keeps its own copy, computes
+the reference itself, and reads back only raw output arrays through a pipe it owns; it checks each
+array's dtype and shape and compares. Nothing the child writes can say "passed". Speed is measured in
+the child, next to the kernel: the parent checks the numbers are sane and recomputes the ratio, and
+speed is never a condition of passing.
+
+The parent's side lives here: ``run_isolated`` writes the run's folder (the learner's file, the cases,
+the inputs ``judge`` drew), starts ``python -m tklab.grading.child`` in ``sandbox`` with a clean environment
+and a pipe (``channel``), collects what comes back within the time limit, and hands the bytes to
+``judge``. The child's side, and the modes a run can take, are in ``child``.
+
+Public API: ``run_isolated(exercise_id, path, *, mode="gpu", timeout=60.0, ...) -> RunOutcome``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..build.toolchain import REPO
+from ..run import gpu
+from .channel import STAGE
+from .child import MODES, Mode
+from .judge import RunOutcome, draw_inputs, judge
+
+_PACKAGE_PARENT = REPO
+_SOLUTIONS = _PACKAGE_PARENT / "solutions"
+
+#: Environment variables a child may need to find the GPU and its libraries; nothing else is passed on.
+_PASSED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
+               "TKLAB_CUDA_DIR", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+
+
+def _child_env(workdir: Path, mode: Mode, extra: dict[str, str] | None) -> dict[str, str]:
+    """A clean environment: what Python, the GPU and tklab need, nothing of the grader's."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": str(workdir / "tmp"),
+           "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONPATH": str(_PACKAGE_PARENT), "PYTHONNOUSERSITE": "1",
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", "TKLAB_CACHE_DIR": str(workdir / "cache"),
+           "NUMBA_CACHE_DIR": str(workdir / "numba-cache"), "CUPY_CACHE_DIR": str(workdir / "cupy-cache")}
+    env.update({k: os.environ[k] for k in _PASSED_ENV if k in os.environ})
+    env.update(dict(mode.env))
+    env.update(extra or {})
+    return env
+
+
+def _warm_cache(keys: Sequence[str], target: Path) -> None:
+    """Copy the parent's compile-cache entries into the run's folder, so the child need not compile again."""
+    from ..build import cache
+
+    for k in keys:
+        src = cache.cache_dir() / k[:2] / k
+        if src.is_dir():
+            with contextlib.suppress(OSError):
+                shutil.copytree(src, target / k[:2] / k)
+
+
+def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeout: float = 60.0,
+                 bench: bool = False, seed: int | None = None, env: dict[str, str] | None = None,
+                 source: str | None = None, hide: Sequence[str | Path] = (), cache_keys: Sequence[str] = (),
+                 arch: str | None = None) -> RunOutcome:
+    """Run ``path`` as exercise ``exercise_id`` in a sandboxed child; never raises for the learner's faults.
+
+    ``source``: the file's text as the caller read it (written into the run's folder instead of the raw
+    bytes). ``env``: extra environment variables for the child (its environment is otherwise clean).
+    ``hide``: folders the sandbox hides (the solutions always). ``cache_keys``: compile-cache entries to
+    hand to the child. ``arch``: the GPU's arch, if the caller knows it.
+    """
+    from . import specs
+    from .sandbox import Limits, Sandbox, limits_for
+
+    spec = specs.get(exercise_id)
+    m = MODES[mode]
+    path = Path(path)
+    if m.needs_gpu and spec.hopper_only:
+        if arch is None:
+            arch = gpu.arch()
+        if not arch.startswith("sm_90"):
+            return RunOutcome("skipped", f"this exercise needs a Hopper GPU (sm_90a); this one is {arch}")
+    cases = list(m.cases(spec))
+    seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
+    inputs = draw_inputs(spec, cases, seed)
+    budget = (1 << 20) + sum(int(np.prod(shape)) * np.dtype(dt).itemsize + 4096
+                             for dims in cases for shape, dt in spec.outputs(dims).values())
+    workdir = Path(tempfile.mkdtemp(prefix="tklab-run-"))
+    try:
+        name = path.name if path.name.isprintable() and "/" not in path.name else spec.filename
+        if source is not None:
+            (workdir / name).write_text(source, encoding="utf-8")
+        else:
+            shutil.copyfile(path, workdir / name)
+        (workdir / "cases.json").write_text(json.dumps(cases))
+        for i, arrays in enumerate(inputs):
+            for k, v in arrays.items():
+                np.save(workdir / f"case-{i}-{k}.npy", v, allow_pickle=False)
+        for sub in ("tmp", "cache"):
+            (workdir / sub).mkdir()
+        _warm_cache(cache_keys, workdir / "cache")
+        cpus = os.cpu_count() or 1
+        limits = limits_for(Limits(wall_seconds=timeout, memory=None if m.needs_gpu else 4 << 30,
+                                   cpu_seconds=int(timeout * cpus) + 30))
+        box = Sandbox(workdir, gpu=m.needs_gpu, hide=[_SOLUTIONS, *hide], limits=limits)
+        box.hand_over()
+        read_fd, write_fd = os.pipe()
+        argv = [sys.executable, "-m", "tklab.grading.child", "--exercise", spec.id, "--file", name, "--mode", m.name,
+                "--channel", str(write_fd), "--limits", limits.to_json()]
+        if bench and m.can_bench:
+            argv += ["--bench", "--bench-seed", str(seed)]
+        channel = bytearray()
+        printed = bytearray()
+        stage = ["starting"]
+        overflow = [False]
+        pending = [b""]
+
+        def on_channel(data: bytes) -> None:
+            if len(channel) + len(data) > budget:
+                overflow[0] = True
+                return
+            channel.extend(data)
+
+        def on_output(data: bytes) -> None:
+            lines = (pending[0] + data).split(b"\n")
+            pending[0] = lines.pop()[-4096:]
+            for ln in lines:
+                text = ln.decode("utf-8", "replace")
+                if text.startswith(STAGE):
+                    stage[0] = text[len(STAGE):][:200]
+                else:
+                    printed.extend(ln[:1000] + b"\n")
+            del printed[:-200_000]
+
+        try:
+            box.start(argv, _child_env(workdir, m, env), pass_fds=[write_fd])
+        finally:
+            os.close(write_fd)
+        try:
+            assert box.proc is not None and box.proc.stdout is not None
+            fin = box.supervise({box.proc.stdout.fileno(): on_output, read_fd: on_channel})
+        finally:
+            os.close(read_fd)
+        on_output(b"\n")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    out = judge(spec, m, cases, inputs, bytes(channel), timed_out=fin.timed_out, returncode=fin.returncode,
+                stage=stage[0], printed=printed.decode("utf-8", "replace"), timeout=timeout, seconds=fin.seconds,
+                overflow=overflow[0])
+    out.isolation = f"{box.isolation.describe()}; limits: {limits.describe()}"
+    if out.result and out.result.get("limits_not_applied"):
+        out.isolation += f" (not applied here: {', '.join(out.result['limits_not_applied'])})"
+    if fin.killed:
+        out.notes.append(f"{fin.killed} process{'es' if fin.killed != 1 else ''} the run left behind "
+                         f"{'were' if fin.killed != 1 else 'was'} stopped")
+    return out
+
+

@@ -1,0 +1,452 @@
+"""Running a learner's code (untrusted) in the strongest sandbox this machine offers.
+
+Why: ``check`` and ``grade`` run code they did not write. It must not be able to write where it likes,
+read the grader's environment, leave processes behind, outlive its time limit or exhaust the machine.
+
+Levels, strongest first (``Isolation.level`` says which one a run got, and every report shows it):
+
+* ``bubblewrap``: the ``bwrap`` program (Debian/Ubuntu package ``bubblewrap``) with new user, PID,
+  network, IPC and UTS namespaces. The filesystem is read-only except the run's fresh working folder and
+  a private ``/tmp``; chosen folders (the solutions, the class folder) are hidden; there is no network;
+  and every process of the run dies with it (the kernel ends a PID namespace as a whole).
+* ``process``: no sandbox program here (or ``TKLAB_SANDBOX=process``). A fresh working folder, a clean
+  environment, its own session; on exit and at the time limit every process of the run is killed: its
+  session and process group, its descendants as last seen, and any process carrying the run's token in
+  its environment.
+
+At both levels the child limits itself before it loads any learner code (``apply_limits``: address
+space, processes, file size, CPU time; no new privileges; it dies with its parent), the time limit is
+wall-clock for the whole tree, and a grader running as root runs the code as ``nobody`` when that user
+can read the Python installation (else as root, and the report says so). ``TKLAB_SANDBOX=process``
+forces the weaker level (for debugging a sandbox problem).
+
+Public API: ``Limits``, ``Isolation``, ``Sandbox``, ``Finished``, ``apply_limits(limits)``,
+``isolation(gpu=False)``, ``limits_for(limits)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import json
+import os
+import pwd
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..build.toolchain import REPO
+
+TOKEN_VAR = "TKLAB_SANDBOX_TOKEN"
+_PACKAGE_PARENT = REPO
+_UNPRIVILEGED = "nobody"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one run may use. ``memory`` (address space) is None on a GPU: the driver reserves far more
+    address space than it uses, so an address-space limit would stop CUDA itself."""
+
+    wall_seconds: float = 60.0
+    memory: int | None = 4 << 30
+    processes: int = 1024
+    file_size: int = 256 << 20
+    cpu_seconds: int | None = None
+
+    def describe(self) -> str:
+        mem = f"{self.memory >> 20} MiB address space" if self.memory else "memory not limited (GPU driver)"
+        procs = f"{self.processes} processes" if self.processes else "processes not counted"
+        return (f"{self.wall_seconds:g} s wall clock for all its processes, {mem}, {self.file_size >> 20} MiB "
+                f"per file, {procs}")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How a run was isolated, for the report."""
+
+    level: str  # "bubblewrap" or "process"
+    user: str  # "nobody (uid 65534)" or "root (uid 0)" ...
+    notes: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        what = {"bubblewrap": "bubblewrap sandbox (read-only filesystem except a fresh folder, no network, "
+                              "own PID namespace)",
+                "process": "separate process (fresh folder, clean environment, own session; the filesystem "
+                           "and network are not fenced off: install bubblewrap for that)"}[self.level]
+        extra = "; ".join(self.notes)
+        return f"{what}, as {self.user}" + (f"; {extra}" if extra else "")
+
+
+@dataclass
+class Finished:
+    """How the supervised tree ended."""
+
+    returncode: int | None
+    timed_out: bool
+    seconds: float
+    killed: int = 0  # processes of the run still alive at the end, killed
+
+
+# ---- in the child ----------------------------------------------------------------------------------
+
+def apply_limits(limits: Limits) -> list[str]:
+    """Limit this process (and what it starts) before any untrusted code runs; returns what was not applied."""
+    skipped = []
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # Linux only
+        pr_set_pdeathsig, pr_set_no_new_privs = 1, 38
+        if prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) != 0:
+            skipped.append("die-with-parent")
+        if prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+            skipped.append("no-new-privileges")
+    except (AttributeError, OSError):
+        skipped += ["die-with-parent", "no-new-privileges"]
+    wanted = [(resource.RLIMIT_FSIZE, limits.file_size), (resource.RLIMIT_CORE, 0)]
+    if limits.memory:
+        wanted.append((resource.RLIMIT_AS, limits.memory))
+    if limits.cpu_seconds:
+        wanted.append((resource.RLIMIT_CPU, limits.cpu_seconds))
+    if limits.processes:
+        wanted.append((resource.RLIMIT_NPROC, limits.processes))
+    for which, value in wanted:
+        try:
+            soft, hard = resource.getrlimit(which)
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):
+            skipped.append(_LIMIT_NAMES.get(which, str(which)))
+    return skipped
+
+
+_LIMIT_NAMES = {resource.RLIMIT_FSIZE: "file size", resource.RLIMIT_CORE: "core dumps",
+                resource.RLIMIT_AS: "address space", resource.RLIMIT_CPU: "CPU time",
+                resource.RLIMIT_NPROC: "process count"}
+
+
+# ---- in the parent: what this machine offers ---------------------------------------------------------
+
+def _unprivileged_ids() -> tuple[int, int] | None:
+    try:
+        pw = pwd.getpwnam(_UNPRIVILEGED)
+    except KeyError:
+        return None
+    return pw.pw_uid, pw.pw_gid
+
+
+def _probe(argv: Sequence[str], ids: tuple[int, int] | None) -> bool:
+    kwargs: dict = {}
+    if ids is not None:
+        kwargs.update(user=ids[0], group=ids[1], extra_groups=[])
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": str(_PACKAGE_PARENT), "HOME": "/",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        return subprocess.run(list(argv), cwd="/", env=env, capture_output=True, timeout=60,
+                              start_new_session=True, **kwargs).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@functools.cache
+def _run_user() -> tuple[tuple[int, int] | None, str, tuple[str, ...]]:
+    """(uid, gid) to drop to, how to name the user, notes. Only a root grader drops privileges."""
+    if os.getuid() != 0:
+        try:
+            me = pwd.getpwuid(os.getuid()).pw_name
+        except KeyError:
+            me = "?"
+        return None, f"your own user ({me}, uid {os.getuid()})", ()
+    ids = _unprivileged_ids()
+    if ids is None:
+        return None, "root (uid 0)", (f"there is no user {_UNPRIVILEGED!r} to run as",)
+    if not _probe([sys.executable, "-c", "import numpy, tklab.grading.child"], ids):
+        return None, "root (uid 0)", (f"{_UNPRIVILEGED} cannot read this Python installation ({sys.prefix})",)
+    return ids, f"{_UNPRIVILEGED} (uid {ids[0]})", ()
+
+
+def _bwrap_user_args() -> list[str]:
+    """A root grader that cannot hand the run to ``nobody`` still runs it as uid 65534 without capabilities
+    inside the sandbox's user namespace."""
+    return ["--unshare-user", "--uid", "65534", "--gid", "65534"] if os.getuid() == 0 and not _run_user()[0] else []
+
+
+@functools.cache
+def _bwrap_works() -> str | None:
+    """The bwrap path if it can start a sandbox here (user namespaces may be switched off), else None."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return None
+    ok = _probe([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+                 *_bwrap_user_args(), "--die-with-parent", "--new-session", sys.executable, "-c",
+                 "import numpy, tklab.grading.child"], _run_user()[0])
+    return exe if ok else None
+
+
+def isolation(gpu: bool = False) -> Isolation:
+    """What a run started now would get on this machine."""
+    ids, user, notes = _run_user()
+    forced = os.environ.get("TKLAB_SANDBOX", "").strip().lower()
+    if forced not in ("", "process", "bubblewrap"):
+        notes += (f"TKLAB_SANDBOX={forced!r} is not 'process' or 'bubblewrap'; ignored",)
+    if forced != "process" and _bwrap_works():
+        if _bwrap_user_args():
+            user = "uid 65534 without capabilities inside the sandbox (root outside it)"
+        return Isolation("bubblewrap", user, notes)
+    if forced == "bubblewrap":
+        notes += ("TKLAB_SANDBOX=bubblewrap, but bwrap is missing or cannot start a sandbox here",)
+    elif forced != "process":
+        notes += ("no bubblewrap here (`apt install bubblewrap` for a real sandbox)",)
+    if os.getuid() == 0 and ids is None:
+        notes += ("the code runs as root and could lift its own limits",)
+    return Isolation("process", user, notes)
+
+
+def limits_for(limits: Limits) -> Limits:
+    """``limits`` as this machine can apply them: a process count only for a user of the run's own (the
+    limit counts every process of the user, so for the grader's user it would count the grader's too)."""
+    if _run_user()[0] is None:
+        return Limits(limits.wall_seconds, limits.memory, 0, limits.file_size, limits.cpu_seconds)
+    return limits
+
+
+# ---- the process tree ---------------------------------------------------------------------------------
+
+def _private_homes() -> list[Path]:
+    """Folders of the grader's home that hold credentials: hidden in the sandbox."""
+    home = Path.home()
+    return [home / d for d in (".ssh", ".gnupg", ".aws", ".config", ".docker", ".kube", ".netrc.d")]
+
+
+def _reachable_by_others(path: Path) -> bool:
+    """Whether a user other than the owner may walk down to ``path`` (every folder above it: o+x)."""
+    try:
+        return all(os.stat(p).st_mode & 0o001 for p in [*reversed(path.parents), path])
+    except OSError:
+        return False
+
+
+def _stat(pid: int) -> tuple[int, int, int, int] | None:
+    """(ppid, pgrp, session, starttime) of a live process, or None if it is gone (or a zombie)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(")") + 2:].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
+
+
+def _has_token(pid: int, token: bytes) -> bool:
+    try:
+        return token in Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+
+
+def _run_processes(root: int, token: bytes, *, descendants: bool = True) -> dict[int, int]:
+    """{pid: starttime} of the run's processes: descendants of ``root`` (only while ``root`` is not yet
+    reaped: afterwards its number may belong to someone else), its session and group (a number in use as
+    a session or group id is never handed out again), and token bearers."""
+    table: dict[int, tuple[int, int, int, int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no /proc (macOS): the session and process group are what can be killed
+        return {}
+    for entry in entries:
+        if entry.isdigit():
+            st = _stat(int(entry))
+            if st is not None:
+                table[int(entry)] = st
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, *_rest) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    stack = [root] if descendants else []
+    while stack:
+        pid = stack.pop()
+        for child in children.get(pid, []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    me = os.getpid()
+    for pid, (_ppid, pgrp, sid, _start) in table.items():
+        if pid == me:
+            continue
+        if pgrp == root or sid == root or _has_token(pid, token):
+            found.add(pid)
+    if root in table:
+        found.add(root)
+    return {pid: table[pid][3] for pid in found if pid in table and pid != me}
+
+
+class Sandbox:
+    """One run: a fresh working folder, the isolation this machine offers, a supervised process tree.
+
+    ``confine=False`` is for a trusted child (tklab's own checker, run by ``grade``): no sandbox and no
+    change of user, but the same supervision: its own session, a wall-clock limit, the whole tree killed.
+    """
+
+    def __init__(self, workdir: Path, *, gpu: bool = False, hide: Sequence[Path] = (), limits: Limits = Limits(),
+                 confine: bool = True):
+        self.workdir = Path(workdir)
+        self.gpu, self.limits, self.confine = gpu, limits, confine
+        self.isolation = isolation(gpu) if confine else Isolation("process", "the grader's user", ("trusted",))
+        self.hide = [Path(h).resolve() for h in (*hide, *_private_homes())]
+        self.token = uuid.uuid4().hex
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._seen: dict[int, int] = {}
+
+    # -- setup ---------------------------------------------------------------------------------------
+    def hand_over(self) -> None:
+        """Give the working folder to the user the code runs as (after the parent has written into it)."""
+        ids = _run_user()[0] if self.confine else None
+        if ids is None:
+            return
+        for dirpath, dirnames, filenames in os.walk(self.workdir):
+            for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+                os.chown(name, *ids, follow_symlinks=False)
+
+    def _bwrap_argv(self, argv: Sequence[str]) -> list[str]:
+        exe = _bwrap_works()
+        assert exe is not None
+        work = str(self.workdir.resolve())
+        tmp = Path("/tmp")
+        keep = [Path(work), Path(sys.prefix).resolve(), Path(sys.executable).resolve(), _PACKAGE_PARENT / "tklab"]
+        # The sandbox gets a /tmp of its own; what Python needs from the real /tmp (a venv or a clone there)
+        # is bound back, read-only.
+        needed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                              Path(sys.executable).resolve().parent, _PACKAGE_PARENT, *sys.path)
+                  if p and Path(p).is_absolute() and Path(p).exists()}
+        under_tmp = sorted(p for p in needed if tmp in p.parents and Path(work) not in (p, *p.parents))
+        binds = [p for p in under_tmp if not any(q in p.parents for q in under_tmp)]
+        out = [exe, "--ro-bind", "/", "/", "--proc", "/proc"]
+        out += ["--dev-bind", "/dev", "/dev"] if self.gpu else ["--dev", "/dev"]
+        out += ["--tmpfs", "/tmp"]
+        for b in binds:
+            out += ["--ro-bind", str(b), str(b)]
+        as_other = _run_user()[0] is not None
+        for h in self.hide:
+            if as_other and not _reachable_by_others(h):
+                continue  # the run's user cannot get there anyway (and bwrap, as that user, could not mount it)
+            if tmp in h.parents and not any(b == h or b in h.parents for b in binds):
+                continue  # under /tmp and not bound back: hidden already
+            if h.is_dir() and not any(k == h or h in k.parents for k in keep):
+                out += ["--tmpfs", str(h)]
+        out += ["--bind", work, work, "--chdir", work, "--unshare-all", *_bwrap_user_args(), "--die-with-parent",
+                "--new-session", "--setenv", TOKEN_VAR, self.token]
+        return out + list(argv)
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str], pass_fds: Sequence[int] = ()) -> None:
+        """Start ``argv`` (the child) in the sandbox, stdout and stderr merged into one pipe."""
+        ids = _run_user()[0] if self.confine else None
+        env = dict(env)
+        env[TOKEN_VAR] = self.token
+        command = self._bwrap_argv(argv) if self.isolation.level == "bubblewrap" else list(argv)
+        kwargs: dict = {}
+        if ids is not None:
+            kwargs.update(user=ids[0], group=ids[1], extra_groups=[])
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, env=env, cwd=self.workdir, start_new_session=True,
+                                     pass_fds=tuple(pass_fds), **kwargs)
+
+    # -- supervision ---------------------------------------------------------------------------------
+    def supervise(self, readers: Mapping[int, Callable[[bytes], None]], *, grace: float = 0.5) -> Finished:
+        """Feed output to ``readers`` ({fd: callback}) until the child exits (then ``grace`` seconds for
+        what is still in the pipes) or the wall-clock limit; then kill every process of the run.
+
+        A process the child left behind that keeps a pipe open cannot hold this up: after the child's exit
+        the pipes get ``grace`` seconds, not until they close.
+        """
+        assert self.proc is not None and self.proc.stdout is not None
+        deadline = self.started + self.limits.wall_seconds
+        sel = selectors.DefaultSelector()
+        for fd in readers:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        open_fds = set(readers)
+        timed_out = False
+        exited_at: float | None = None
+        token = self.token.encode()
+        last_scan = 0.0
+        while open_fds:
+            now = time.monotonic()
+            if self.proc.poll() is not None and exited_at is None:
+                exited_at = now
+            if exited_at is not None and now - exited_at > grace:
+                break
+            if exited_at is None and now >= deadline:
+                timed_out = True
+                break
+            if now - last_scan > 0.25 and self.isolation.level == "process" and exited_at is None:
+                self._seen.update(_run_processes(self.proc.pid, token))
+                last_scan = now
+            limit = min(deadline, exited_at + grace if exited_at is not None else deadline)
+            for key, _ in sel.select(timeout=max(0.0, min(0.1, limit - now))):
+                fd = key.fd
+                try:
+                    data = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    sel.unregister(fd)
+                    open_fds.discard(fd)
+                    continue
+                readers[fd](data)
+        sel.close()
+        if not timed_out and exited_at is None:  # every pipe closed: wait for the exit, within the limit
+            try:
+                self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        killed = self.kill()
+        code = None if timed_out else self.proc.returncode
+        if code is not None and code > 128 and self.isolation.level == "bubblewrap":
+            code = -(code - 128)  # bwrap reports a child killed by signal N as exit 128 + N
+        return Finished(code, timed_out, time.monotonic() - self.started, killed)
+
+    def kill(self) -> int:
+        """Kill every process of the run; returns how many were still alive."""
+        if self.proc is None:
+            return 0
+        token = self.token.encode()
+        if self.proc.returncode is None:  # (once the child is reaped, its number is not ours to signal)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        killed = 0
+        for _ in range(50):
+            alive = dict(self._seen)
+            alive.update(_run_processes(self.proc.pid, token, descendants=self.proc.returncode is None))
+            alive = {p: s for p, s in alive.items() if (st := _stat(p)) is not None and st[3] == s
+                     and p != self.proc.pid}
+            if self.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.kill()
+            if not alive and self.proc.poll() is not None:
+                break
+            for pid in alive:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+            self._seen = {}
+            time.sleep(0.02)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return killed
+

@@ -1,0 +1,387 @@
+"""What each exercise is: its solution file, entry kernel, inputs, reference, tolerance, launch shape,
+static checks, library baseline and speed target.
+
+One module per exercise (``ch02_smem_tiling.py`` …) defines ``SPEC = Exercise(...)``. Specs are plain
+Python so an input builder or a reference is a function, not a mini-language; they use numpy only
+(CuPy is imported lazily by baselines, on the GPU machine), so ``tklab.check`` can read a spec anywhere.
+
+Static checks read what the compiler made of the learner's file (``tklab.compile`` → SASS, resources)
+and run without a GPU: they are what a learner without a GPU gets, and what makes an untouched
+exercise fail on CPU (its stub writes nothing, touches no shared memory, issues no ``HMMA`` …).
+
+Public API: ``Exercise``, ``Bench``, ``Launch``, ``StaticResult``, the checks (``WritesGlobal``,
+``UsesSharedMemory``, ``NoSpills``, ``SassHas``, ``Probe``, ``AssignsTo``), ``get(id)``,
+``find(name)``, ``all_ids()``, and input/reference helpers (``matmul_inputs``, ``uniform`` …); bf16 inputs
+use ``tklab.run.arrays`` (``to_bf16_bits``, ``bf16_to_float32``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from ...run import baselines
+from ...run.arrays import bf16_to_float32, to_bf16_bits
+
+Dims = dict[str, int]
+Arrays = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Grid, block and dynamic shared memory of one launch."""
+
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    shared_mem: int = 0
+
+
+@dataclass(frozen=True)
+class Bench:
+    """How to time an exercise against the library in the same run.
+
+    ``baseline(gpu_inputs, dims)`` returns a function that runs the library operation and returns its
+    result. The learner's ``output`` at the benchmark size is compared (loosely: a sanity check that
+    the speed belongs to a correct kernel) with ``expect(gpu_inputs, dims)`` if given, else with the
+    baseline's result. Speed ratio = baseline time / learner time: 1.0 is "as fast as the library".
+
+    ``measured``: the ratios the reference solution reached on a GPU (where: in a comment beside them).
+    The ``target`` sits at most ``TARGET_MARGIN`` of the lowest of them (and of every ratio recorded in
+    ``bench/results/exercises_*.json``), so a learner who matches the reference meets it despite
+    run-to-run noise; a test holds every spec to that.
+    """
+
+    dims: Dims
+    baseline: Callable[[Arrays, Dims], Callable[[], Any]]
+    baseline_name: str
+    output: str
+    target: float | None = None
+    flops: Callable[[Dims], float] | None = None
+    bytes: Callable[[Dims], float] | None = None
+    rtol: float = 1e-2
+    atol: float = 1e-2
+    expect: Callable[[Arrays, Dims], Any] | None = None
+    measured: tuple[float, ...] = ()
+
+
+#: A speed target is at most this fraction of the reference solution's lowest measured ratio.
+TARGET_MARGIN = 0.8
+
+
+@dataclass(frozen=True)
+class StaticResult:
+    """One static check's verdict; ``detail`` says what was seen (and, on failure, what to do)."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class StaticContext:
+    """What a static check may look at: the learner's source, and for CUDA the compiled kernel."""
+
+    spec: Exercise
+    source: str
+    program: str
+    arch: str = ""
+    module: Any = None
+    kernel: Any = None
+
+    @property
+    def ops(self) -> Counter[str]:
+        """Full opcodes (``LDG.E.128``) of the entry kernel."""
+        from ...build import sass
+
+        return sass.histogram(self.kernel.sass, full=True) if self.kernel is not None else Counter()
+
+    def count(self, pattern: str) -> tuple[int, list[str]]:
+        """How many instructions fully match ``pattern`` (a regex over full opcodes), and which forms."""
+        rx = re.compile(pattern)
+        hits = {op: n for op, n in self.ops.items() if rx.fullmatch(op)}
+        return sum(hits.values()), sorted(hits)
+
+
+class StaticCheck(Protocol):
+    name: str
+
+    def run(self, ctx: StaticContext) -> StaticResult: ...
+
+
+def _forms(ctx: StaticContext, ops: list[str]) -> str:
+    c = ctx.ops
+    return ", ".join(f"{op} ×{c[op]}" for op in ops)
+
+
+@dataclass(frozen=True)
+class WritesGlobal:
+    """The kernel stores to global memory at all (a stub that writes nothing fails here)."""
+
+    name: str = "writes its output"
+
+    def run(self, ctx: StaticContext) -> StaticResult:
+        n, forms = ctx.count(r"(STG|ST|RED|REDG|ATOMG|ATOM|UTMASTG|UTMAREDG|UBLKCP)(\..*)?")
+        if n:
+            return StaticResult(self.name, True, f"global stores: {_forms(ctx, forms)}")
+        return StaticResult(self.name, False, "the kernel never stores to global memory, so its output stays "
+                            "unwritten: fill in the TODOs")
+
+
+@dataclass(frozen=True)
+class UsesSharedMemory:
+    """The kernel moves data through shared memory (the point of a tiling exercise)."""
+
+    name: str = "uses shared memory"
+
+    def run(self, ctx: StaticContext) -> StaticResult:
+        n, forms = ctx.count(r"(LDS|STS|LDSM|STSM|LDGSTS|UTMALDG|ATOMS)(\..*)?")
+        static = ctx.kernel.shared_bytes
+        if n:
+            return StaticResult(self.name, True, f"{static} B static shared memory; {_forms(ctx, forms)}")
+        return StaticResult(self.name, False, "the kernel never reads or writes shared memory: stage the tiles "
+                            "through __shared__ arrays (arrays that are declared but unused are dropped)")
+
+
+@dataclass(frozen=True)
+class NoSpills:
+    """No register spills and no local-memory arrays: both turn fast register work into memory traffic."""
+
+    name: str = "no spills / local memory"
+
+    def run(self, ctx: StaticContext) -> StaticResult:
+        k = ctx.kernel
+        n, forms = ctx.count(r"(LDL|STL)(\..*)?")
+        if k.spill_bytes:
+            return StaticResult(self.name, False, f"{k.spill_bytes} B of registers spilled ({k.registers} "
+                                "registers used): make the per-thread tile smaller or unroll less")
+        if n:
+            return StaticResult(self.name, False, f"local memory is used ({_forms(ctx, forms)}): a register "
+                                "array indexed by a value the compiler cannot resolve lives in memory; index "
+                                "it only inside fully unrolled loops (#pragma unroll, constant bounds)")
+        return StaticResult(self.name, True, f"{k.registers} registers, nothing spilled")
+
+
+@dataclass(frozen=True)
+class SassHas:
+    """An instruction the exercise is about shows up in the SASS (``pattern``: regex on full opcodes)."""
+
+    pattern: str
+    what: str
+    fix: str
+    min_count: int = 1
+    name: str = ""
+
+    def run(self, ctx: StaticContext) -> StaticResult:
+        label = self.name or f"SASS has {self.what}"
+        n, forms = ctx.count(self.pattern)
+        if n >= self.min_count:
+            return StaticResult(label, True, _forms(ctx, forms))
+        if n == 0:
+            return StaticResult(label, False, f"no {self.what} in the SASS: {self.fix}")
+        return StaticResult(label, False, f"only {n} {self.what} ({_forms(ctx, forms)}), at least "
+                            f"{self.min_count} expected: {self.fix}")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Compile-time facts about the learner's code, evaluated by NVRTC itself (so no GPU is needed).
+
+    ``source`` is appended to the learner's file; it defines ``__device__ int tklab_probe_<name> =
+    <constexpr expression>;`` globals, whose values NVRTC writes into the PTX. ``judge`` turns them into
+    a list of problems (empty: the check passes) or a success note starting with ``"ok: "``.
+    """
+
+    source: str
+    judge: Callable[[dict[str, int]], list[str]]
+    name: str = "probe"
+
+    def run(self, ctx: StaticContext) -> StaticResult:
+        from ... import compile as tk_compile
+        from ...build.compiler import CompileError
+
+        try:
+            mod = tk_compile(ctx.source + "\n" + self.source, arch=ctx.arch, name=ctx.program,
+                             options=ctx.spec.options)
+        except CompileError as e:
+            first = e.diagnostics[0][3] if e.diagnostics else str(e)
+            return StaticResult(self.name, False, f"the check's probe did not compile against your file "
+                                f"({first}); keep the names and signatures the exercise gives")
+        values = {k.removeprefix("tklab_probe_"): v for k, v in mod.constants.items() if k.startswith("tklab_probe_")}
+        notes = self.judge(values)
+        problems = [n for n in notes if not n.startswith("ok: ")]
+        if problems:
+            return StaticResult(self.name, False, "; ".join(problems))
+        return StaticResult(self.name, True, "; ".join(n[4:] for n in notes) or "ok")
+
+
+@dataclass(frozen=True)
+class AssignsTo:
+    """A numba kernel assigns to elements of its output parameter (a stub that only passes does not)."""
+
+    param: str
+    name: str = "writes its output"
+
+    def run(self, ctx: StaticContext) -> StaticResult:
+        try:
+            tree = ast.parse(ctx.source, ctx.program)
+        except SyntaxError as e:
+            return StaticResult(self.name, False, f"syntax error at line {e.lineno}: {e.msg}")
+        fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == ctx.spec.kernel),
+                  None)
+        if fn is None:
+            return StaticResult(self.name, False, f"no function named {ctx.spec.kernel} in the file")
+        for node in ast.walk(fn):
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+            for t in targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == self.param:
+                    return StaticResult(self.name, True, f"assigns to {self.param}[...] at line {node.lineno}")
+        return StaticResult(self.name, False, f"{ctx.spec.kernel} never assigns to {self.param}[...], so the "
+                            "output stays unwritten: fill in the TODO")
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise. ``cases`` run on the GPU (the first is the main size, the rest are the edge shapes
+    the exercise promises, in ``shapes``); ``sim_cases`` run in numba's CUDA simulator on CPU."""
+
+    id: str
+    title: str
+    solution: str
+    kernel: str
+    language: Literal["cuda", "numba"]
+    inputs: Callable[[np.random.Generator, Dims], dict[str, np.ndarray]]
+    outputs: Callable[[Dims], dict[str, tuple[tuple[int, ...], str]]]
+    reference: Callable[[dict[str, np.ndarray], Dims], dict[str, np.ndarray]]
+    launch: Callable[[Dims], Launch]
+    args: Callable[[Arrays, Dims], tuple[Any, ...]]
+    cases: tuple[Dims, ...]
+    shapes: str
+    rtol: float = 1e-4
+    atol: float = 1e-3
+    static: tuple[Any, ...] = ()
+    sim_cases: tuple[Dims, ...] = ()
+    bench: Bench | None = None
+    arch: str = "sm_80"
+    options: tuple[str, ...] = ()
+    chapter: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def filename(self) -> str:
+        """The file name of the solution, and of the exercise generated from it."""
+        return Path(self.solution).name
+
+    @property
+    def hopper_only(self) -> bool:
+        return self.arch.startswith("sm_90")
+
+
+# ---- registry ----------------------------------------------------------------------------------------
+
+def all_ids() -> list[str]:
+    """Ids of every exercise, in chapter order."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if re.match(r"ch\d", m.name))
+
+
+def get(exercise_id: str) -> Exercise:
+    """The spec of one exercise by exact id."""
+    if exercise_id not in all_ids():
+        raise KeyError(f"no exercise {exercise_id!r}; exercises: {', '.join(all_ids())}")
+    return importlib.import_module(f"{__name__}.{exercise_id}").SPEC
+
+
+def find(name: str) -> Exercise:
+    """The spec for an id, a unique id prefix (``"ch02"``), a file name/path named after it
+    (``.../ch02_smem_tiling.cu``), or the name of its solution file (``flash_fwd_tiles.cu``: the
+    exercise generated from a chapter's own kernel keeps the kernel's name)."""
+    stem = Path(name).name.split(".", 1)[0] if ("/" in name or "." in name) else name
+    ids = all_ids()
+    if stem in ids:
+        return get(stem)
+    by_file = [i for i in ids if Path(get(i).solution).stem == stem]
+    if len(by_file) == 1:
+        return get(by_file[0])
+    matches = [i for i in ids if i.startswith(stem)] or [i for i in ids if stem.startswith(i)]
+    if len(matches) == 1:
+        return get(matches[0])
+    hint = f"it could be {', '.join(matches)}" if matches else f"exercises: {', '.join(ids)}"
+    raise KeyError(f"cannot tell which exercise {name!r} is ({hint}); name the file after its exercise "
+                   "or pass the exercise id")
+
+
+# ---- inputs and references shared by several exercises ----------------------------------------------
+
+def uniform(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """float32 values in [-1, 1): small enough that fp32 sums stay accurate, varied enough to catch bugs."""
+    return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+
+
+def matmul_inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
+    return {"A": uniform(rng, (d["M"], d["K"])), "B": uniform(rng, (d["K"], d["N"]))}
+
+
+def matmul_outputs(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
+    return {"C": ((d["M"], d["N"]), "float32")}
+
+
+def matmul_reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
+    """C = A @ B in float64, so the reference's own rounding is negligible."""
+    return {"C": x["A"].astype(np.float64) @ x["B"].astype(np.float64)}
+
+
+def matmul_args(a: dict, d: Dims) -> tuple:
+    """The argument list of every CUDA C matmul exercise: ``(A, B, C, M, N, K)``."""
+    return (a["A"], a["B"], a["C"], np.int32(d["M"]), np.int32(d["N"]), np.int32(d["K"]))
+
+
+def matmul_flops(d: Dims) -> float:
+    return 2.0 * d["M"] * d["N"] * d["K"]
+
+
+def cupy_matmul(arrays: Arrays, d: Dims) -> Callable[[], Any]:
+    """cuBLAS through ``cupy.matmul`` on the same device arrays (fp32: no TF32 unless CUPY_TF32=1)."""
+    import cupy as cp
+
+    a, b = arrays["A"], arrays["B"]
+    return lambda: cp.matmul(a, b)
+
+
+def bf16_matmul_inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
+    """A and B as bf16 bits (uint16), uniform in [-1, 1)."""
+    return {"A": to_bf16_bits(uniform(rng, (d["M"], d["K"]))), "B": to_bf16_bits(uniform(rng, (d["K"], d["N"])))}
+
+
+def bf16_matmul_reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
+    """C = A @ B of bf16 bits, in float64."""
+    return {"C": bf16_to_float32(x["A"]).astype(np.float64) @ bf16_to_float32(x["B"]).astype(np.float64)}
+
+
+def bf16_matmul_baseline(arrays: Arrays, d: Dims) -> Callable[[], Any]:
+    """cuBLAS bf16 on the same device arrays (``tklab.run.baselines.bf16_matmul``)."""
+    return baselines.bf16_matmul(arrays["A"], arrays["B"])
+
+
+def bf16_matmul_expect(arrays: Arrays, d: Dims) -> Any:
+    """A @ B in float32 on the GPU: what the learner's output at the benchmark size is held to (loosely)."""
+    import cupy as cp
+
+    return cp.matmul(bf16_to_float32(arrays["A"]), bf16_to_float32(arrays["B"]))
+
+
+def copy_baseline(name: str) -> Callable[[Arrays, Dims], Callable[[], Any]]:
+    """A device-to-device copy of input ``name``'s bytes: what any copy kernel is read against."""
+    return lambda arrays, d: baselines.device_copy(arrays[name])
+
+
+def dims_text(d: Dims) -> str:
+    return ", ".join(f"{k}={v}" for k, v in d.items())

@@ -1,0 +1,45 @@
+"""ch05: one warp, one 16×16×16 bf16 tile, two inline mma.sync.m16n8k16."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...run.arrays import bf16_to_float32, to_bf16_bits
+from . import Dims, Exercise, Launch, SassHas, WritesGlobal, uniform
+
+
+def _inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
+    return {"A": to_bf16_bits(uniform(rng, (16, 16))), "B": to_bf16_bits(uniform(rng, (16, 16)))}
+
+
+def _reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
+    a = bf16_to_float32(x["A"]).astype(np.float64)
+    b = bf16_to_float32(x["B"]).astype(np.float64)
+    return {"C": a @ b}
+
+
+SPEC = Exercise(
+    id="ch05_mma",
+    title="One tensor-core tile with mma.sync",
+    chapter="05",
+    solution="solutions/ch05_mma.cu",
+    kernel="mma_16x16x16",
+    language="cuda",
+    inputs=_inputs,
+    outputs=lambda d: {"C": ((16, 16), "float32")},
+    reference=_reference,
+    launch=lambda d: Launch(grid=(1,), block=(32,)),
+    args=lambda a, d: (a["A"], a["B"], a["C"]),
+    # Three independent random tiles: a fragment mix-up cannot pass all of them by luck.
+    cases=({"M": 16, "N": 16, "K": 16, "trial": 0}, {"M": 16, "N": 16, "K": 16, "trial": 1},
+           {"M": 16, "N": 16, "K": 16, "trial": 2}),
+    shapes="exactly 16×16×16",
+    rtol=1e-3,
+    atol=1e-3,
+    static=(
+        WritesGlobal(),
+        SassHas(r"HMMA\.16816\.F32\.BF16(\..*)?", "tensor-core instructions (HMMA.16816.F32.BF16)",
+                "issue mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 once per 8-column half",
+                min_count=2, name="tensor cores used"),
+    ),
+)

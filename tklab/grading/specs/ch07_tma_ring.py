@@ -1,0 +1,70 @@
+"""ch07: a copy through a ring of TMA-filled shared stages (producer: expect + load; consumers: wait)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...run import gpu
+from . import Arrays, Bench, Dims, Exercise, Launch, NoSpills, SassHas, WritesGlobal, copy_baseline, uniform
+
+STAGES = 2  # the exercise file's default (-DSTAGES=...): the launch's shared memory follows it
+
+
+def _sms() -> int:
+    try:
+        return gpu.properties().sm_count
+    except Exception:  # noqa: BLE001 - launch shapes are only needed where a GPU runs them
+        return 132
+
+
+def _launch(d: Dims) -> Launch:
+    from ...course.tma_copy import ring_launch
+
+    blocks, threads, smem = ring_launch(d["M"], d["N"], STAGES, _sms())
+    return Launch(grid=(blocks,), block=(threads,), shared_mem=smem)
+
+
+def _args(a: Arrays, d: Dims) -> tuple[Any, ...]:
+    from ...course.tma_copy import TILE_COLS, TILE_ROWS
+    from ...run import tma
+
+    src_map = tma.tensor_map(a["src"], (TILE_ROWS, TILE_COLS), swizzle=0)
+    return (src_map, a["dst"], np.int32(d["M"]), np.int32(d["N"]))
+
+
+SPEC = Exercise(
+    id="ch07_tma_ring",
+    title="A copy through a ring of TMA stages: the producer's load, the consumers' wait",
+    chapter="07",
+    solution="solutions/ch07_tma_ring.cu",
+    kernel="ring_copy",
+    language="cuda",
+    inputs=lambda rng, d: {"src": uniform(rng, (d["M"], d["N"]))},
+    outputs=lambda d: {"dst": ((d["M"], d["N"]), "float32")},
+    reference=lambda x, d: {"dst": x["src"]},
+    launch=_launch,
+    args=_args,
+    # 1024²: 256 tiles over the blocks; 100 x 68: ragged tiles (TMA zero-fill, bounded stores); 3000 x 1000:
+    # many tiles per block, so the ring wraps and every phase parity is used many times.
+    cases=({"M": 1024, "N": 1024}, {"M": 100, "N": 68}, {"M": 1, "N": 4}, {"M": 3000, "N": 1000}),
+    shapes="any M; N a multiple of 4 (TMA needs 16-byte row strides)",
+    rtol=0.0,
+    atol=0.0,
+    static=(
+        WritesGlobal(),
+        SassHas(r"UTMALDG(\..*)?", "TMA loads (UTMALDG)", "start the stage's copy with tma::load_async(...)",
+                name="TMA load"),
+        SassHas(r"SYNCS\.PHASECHK(\..*)?", "mbarrier waits (SYNCS.PHASECHK)", "wait on the stage's barriers "
+                "with wait(barrier, parity)", name="mbarrier waits"),
+        NoSpills(),
+    ),
+    # The reference's ratio measured by bench/ch07_ch08_gpu.py on the H200 (2026-12-01, 4150f70:
+    # bench/results/ch07_ch08_2026-12-01_4150f70.md); the target sits at most TARGET_MARGIN x below it.
+    bench=Bench(dims={"M": 16384, "N": 8192}, baseline=copy_baseline("src"),
+                baseline_name="device-to-device copy of the same bytes", output="dst", target=0.6, measured=(0.757,),
+                bytes=lambda d: 2.0 * 4 * d["M"] * d["N"],
+                expect=lambda a, d: a["src"], rtol=0.0, atol=0.0),
+    arch="sm_90a",
+)

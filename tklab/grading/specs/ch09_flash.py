@@ -1,0 +1,112 @@
+"""ch09: the online-softmax update of chapter 09's FlashAttention kernel (warp tiles, mma.sync)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ...course import attention
+from ...run.arrays import bf16_to_float32, to_bf16_bits
+from . import (
+    Arrays,
+    Bench,
+    Dims,
+    Exercise,
+    Launch,
+    NoSpills,
+    SassHas,
+    UsesSharedMemory,
+    WritesGlobal,
+)
+
+BUILD = attention.build("tiles", 128)  # the options and launch geometry of the reference
+D = BUILD.head_dim
+
+
+def inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
+    shape = (d["B"], d["H"], d["N"], D)
+    return {x: to_bf16_bits(rng.standard_normal(shape).astype(np.float32)) for x in ("Q", "K", "V")}
+
+
+def outputs(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
+    return {"O": ((d["B"], d["H"], d["N"], D), "uint16"), "LSE": ((d["B"], d["H"], d["N"]), "float32")}
+
+
+def reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
+    q, k, v = (bf16_to_float32(x[n]).astype(np.float64) for n in ("Q", "K", "V"))
+    o, lse = attention.naive(q, k, v, causal=bool(d["causal"]))
+    return {"O": o, "LSE": lse}
+
+
+def launch(d: Dims, build: attention.Build = BUILD) -> Launch:
+    return Launch(grid=(-(-d["N"] // build.block_rows), d["H"], d["B"]), block=(build.threads,),
+                  shared_mem=build.shared_bytes)
+
+
+def args(a: Arrays, d: Dims) -> tuple[Any, ...]:
+    n = d["N"]
+    return (a["Q"], a["K"], a["V"], a["O"], a["LSE"], d["H"], n, d["H"] * n * D, n * D, D, 1 / math.sqrt(D),
+            d["causal"])
+
+
+def sdpa_baseline(backend: str) -> Any:
+    """A Bench baseline: PyTorch's SDPA pinned to ``backend`` on the same inputs (bf16 bits viewed as bf16)."""
+
+    def baseline(arrays: Arrays, d: Dims) -> Any:
+        import torch
+
+        q, k, v = (torch.from_dlpack(arrays[n]).view(torch.bfloat16) for n in ("Q", "K", "V"))
+        return attention.sdpa(q, k, v, causal=bool(d["causal"]), backend=backend)
+
+    return baseline
+
+
+sdpa_flash = sdpa_baseline("flash")  # FlashAttention-2: chapter 09's yardstick
+
+
+def expect_output(arrays: Arrays, d: Dims) -> Any:
+    import cupy as cp
+
+    return cp.asarray(sdpa_flash(arrays, d)().float())
+
+
+CASES = ({"B": 1, "H": 2, "N": 1000, "causal": 1}, {"B": 2, "H": 1, "N": 77, "causal": 0},
+         {"B": 1, "H": 1, "N": 1, "causal": 1}, {"B": 1, "H": 1, "N": 4097, "causal": 0},
+         {"B": 1, "H": 2, "N": 256, "causal": 1})
+
+SPEC = Exercise(
+    id="ch09_flash",
+    title="FlashAttention forward with tiles: the online-softmax update",
+    chapter="09",
+    solution="solutions/flash_fwd_tiles.cu",
+    kernel="flash_fwd",
+    language="cuda",
+    inputs=inputs,
+    outputs=outputs,
+    reference=reference,
+    launch=launch,
+    args=args,
+    cases=CASES,
+    shapes="any sequence length, causal or not; d = 128; Q, K, V as [batch, heads, seq, d] bf16",
+    rtol=2e-2,
+    atol=2e-2,
+    options=BUILD.options,
+    static=(
+        WritesGlobal(),
+        UsesSharedMemory(),
+        SassHas(r"MUFU\.EX2", "fast exponentials (MUFU.EX2, from fast::exp2)",
+                "compute P = 2^(c s - c m) and the factor a with fast::exp2", min_count=32, name="exponentials"),
+        SassHas(r"HMMA(\..*)?", "tensor-core instructions (HMMA)", "keep the two mma calls of the loop",
+                min_count=128, name="tensor cores used"),
+        NoSpills(),
+    ),
+    bench=Bench(dims={"B": 2, "H": 16, "N": 8192, "causal": 0}, baseline=sdpa_flash,
+                baseline_name="SDPA flash (FlashAttention-2)", output="O", target=0.8,
+                flops=lambda d: attention.flops(d["B"], d["H"], d["N"], D, bool(d["causal"])),
+                expect=expect_output, rtol=2e-2, atol=2e-2,
+                # the reference vs SDPA flash at this size, three rounds on the H200 (2026-12-01, e9e13a5:
+                # bench/results/flash_fwd_bench_2026-12-01_e9e13a5.md)
+                measured=(1.04, 1.05)),
+)

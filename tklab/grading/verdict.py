@@ -1,0 +1,264 @@
+"""What a check concluded, and the report a learner reads: ``CheckResult``, its rows, ``Evidence``.
+
+``CheckResult.passed`` is True, False, or None when nothing could say no but nothing could run the
+kernel either (``NOT VERIFIED``); ``established`` says how correctness was established (``Evidence``).
+The report is one list of rows (``CheckResult.rows()``), shown as text (``repr``) and as HTML in a
+notebook, so the two never drift apart.
+
+Public API: ``CheckResult``, ``Row``, ``Evidence``.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from .specs import StaticResult, dims_text
+
+
+class Evidence(str, Enum):
+    """How a check established that a kernel's output is right (or that it could not)."""
+
+    GPU = "gpu"  # ran on this machine's GPU
+    SIMULATOR = "simulator"  # ran in numba's CUDA simulator (numba exercises, on the CPU)
+    CPU_EMULATION = "cpu-emulation"  # CUDA C++ run by a CPU emulator: a mode for it registers itself
+    NOT_ESTABLISHED = "not-established"  # nothing ran: static checks only
+
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a check's report: a mark (✔ ✘ ·), what it is about, what was seen, and lines shown
+    beneath it as they are (a compile log, the window of a wrong output)."""
+
+    mark: str
+    label: str
+    detail: str
+    block: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CheckResult:
+    """The verdict on one file; ``repr`` is the report a learner reads."""
+
+    exercise: str
+    title: str
+    path: str
+    compiled: bool = False
+    passed: bool | None = None
+    arch: str = ""
+    resources: str = ""
+    compile_error: str = ""
+    static: list[StaticResult] = field(default_factory=list)
+    run_status: str = "not run"  # ok, wrong, error, crashed, timeout, skipped, not run
+    run_where: str = ""
+    run_message: str = ""
+    mismatch: dict[str, Any] | None = None
+    speed: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    established: str = Evidence.NOT_ESTABLISHED.value  # how the output was judged (right or wrong): an Evidence value
+    isolation: str = ""  # how the run was isolated (tklab.grading.sandbox), when there was a run
+
+    # ---- numbers ----
+    @property
+    def speed_ratio(self) -> float | None:
+        """Library time / your time at the benchmark size (1.0 = as fast as the library)."""
+        return self.speed.get("ratio") if self.speed else None
+
+    @property
+    def speed_target(self) -> float | None:
+        return self.speed.get("target") if self.speed else None
+
+    @property
+    def static_ok(self) -> bool:
+        return all(s.ok for s in self.static)
+
+    @property
+    def verdict(self) -> str:
+        return {True: "PASSED", False: "FAILED", None: "NOT VERIFIED"}[self.passed]
+
+    @property
+    def checked(self) -> list[str]:
+        """What this check did establish, in plain words."""
+        out = []
+        if self.compiled:
+            out.append(f"it compiles{f' for {self.arch}' if self.arch else ''}")
+        if self.static:
+            good = sum(s.ok for s in self.static)
+            out.append(f"{good} of {len(self.static)} static checks pass")
+        if self.established != Evidence.NOT_ESTABLISHED and self.run_status in ("ok", "wrong"):
+            how = {"gpu": f"on {self.run_where or 'the GPU'}", "simulator": "in numba's CUDA simulator",
+                   "cpu-emulation": "in a CPU emulation of the GPU"}.get(self.established, self.established)
+            out.append(f"its output {'is right' if self.run_status == 'ok' else 'is wrong'}, run {how} on fresh "
+                       "random inputs and compared by the checker")
+        if self.speed_ratio is not None:
+            out.append("its speed against the library")
+        return out
+
+    @property
+    def unchecked(self) -> list[str]:
+        """What this check did not establish, in plain words (empty when nothing is missing)."""
+        if not self.compiled:
+            return ["everything after compiling"]
+        out = []
+        if self.established == Evidence.NOT_ESTABLISHED or self.run_status not in ("ok", "wrong"):
+            why = ("the run was not asked for" if self.run_message.startswith("not asked") else
+                   "running it needs a GPU and this machine has none" if self.run_status == "not run" else
+                   self.run_message)
+            out.append(f"whether its output is right ({why}): passing the static checks does not mean it is")
+        if self.speed_ratio is None:
+            out.append("its speed")
+        return out
+
+    @property
+    def summary(self) -> str:
+        """One line: the verdict and its main reason (what ``grade`` puts in its CSV)."""
+        if not self.compiled:
+            first = next((ln for ln in self.compile_error.splitlines() if ": error" in ln),
+                         self.compile_error.splitlines()[0] if self.compile_error else "")
+            return f"does not compile: {first}".strip()
+        failed = [s for s in self.static if not s.ok]
+        if self.run_status in ("error", "crashed", "timeout"):
+            return self.run_message
+        if self.run_status == "wrong" and self.mismatch:
+            return _mismatch_line(self.mismatch)
+        if failed:
+            return f"{failed[0].name}: {failed[0].detail}"
+        if self.passed is None:
+            return "static checks passed; correctness not established: " + (
+                "the run was not asked for" if self.run_message.startswith("not asked")
+                else "running it needs a GPU" if self.run_status == "not run" else self.run_message)
+        line = "correct"
+        if self.speed_ratio is not None:
+            line += f"; {self.speed_ratio:.2f}× {self.speed['baseline']}"
+            if self.speed_target is not None:
+                line += f" (target {self.speed_target:.2f}×)"
+        elif self.speed and self.speed.get("error"):
+            line += f"; {self.speed['error']}"
+        return line
+
+    def rows(self) -> list[Row]:
+        """The report's rows, in order: what the text and the HTML report both show."""
+        ok, bad, dot = "✔", "✘", "·"
+        if not self.compiled:
+            rows = [Row(bad, "does not compile", "", self.compile_error.splitlines())]
+        else:
+            rows = [Row(ok, f"compiles for {self.arch}" if self.arch else "compiles", self.resources)]
+        rows += [Row(ok if s.ok else bad, s.name, s.detail) for s in self.static]
+        if self.compiled:
+            mark = {"ok": ok, "not run": dot, "skipped": dot}.get(self.run_status, bad)
+            rows.append(Row(mark, "run" + (f" on {self.run_where}" if self.run_where else ""), self.run_message,
+                            _mismatch_lines(self.mismatch) if self.mismatch else []))
+            if self.speed:
+                rows.append(_speed_row(self.speed))
+            if self.isolation:
+                rows.append(Row(dot, "isolation", self.isolation))
+        rows += [Row(dot, "note", n) for n in self.notes]
+        if self.passed is None:
+            rows.append(Row(dot, "checked", "; ".join(self.checked) or "nothing"))
+            rows.append(Row(bad, "NOT checked", "; ".join(self.unchecked)))
+        return rows
+
+    @property
+    def messages(self) -> list[str]:
+        """The report, line by line."""
+        out = [f"{self.exercise} · {self.title} · {self.path}"]
+        for r in self.rows():
+            out.append(f"  {r.mark} {r.label}" + (f": {r.detail}" if r.detail or r.block else ""))
+            out += ["      " + ln for ln in r.block]
+        reason = "" if self.passed else f": {self.summary}"
+        out.append(f"{self.verdict}{reason}")
+        return out
+
+    def __repr__(self) -> str:
+        return "\n".join(self.messages)
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        colour = {True: "#1a7f37", False: "#cf222e", None: "#9a6700"}[self.passed]
+        body = "".join(
+            f"<tr><td>{r.mark}</td><td style='text-align:left'>{html.escape(r.label)}</td>"
+            f"<td style='text-align:left'>{html.escape(r.detail)}"
+            + (f"<pre>{html.escape(chr(10).join(r.block))}</pre>" if r.block else "") + "</td></tr>"
+            for r in self.rows())
+        reason = "" if self.passed else ": " + html.escape(self.summary)
+        return (f"<div><b>{html.escape(self.exercise)}</b> · {html.escape(self.title)} · "
+                f"<code>{html.escape(self.path)}</code><table>{body}</table>"
+                f"<b style='color:{colour}'>{self.verdict}</b>{reason}</div>")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(verdict=self.verdict, summary=self.summary, speed_ratio=self.speed_ratio, checked=self.checked,
+                 unchecked=self.unchecked)
+        return d
+
+
+def _fmt(x: float) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "nan"
+    return f"{x:.5g}"
+
+
+def _index(name: str, index: Sequence[int]) -> str:
+    return f"{name}[{', '.join(map(str, index))}]"
+
+
+def _mismatch_line(m: dict[str, Any]) -> str:
+    where = dims_text(m["dims"]) if m.get("dims") else ""
+    if "reason" in m:
+        return f"wrong result ({where}): {m['reason']}"
+    unwritten = f", {m['unwritten']} never written" if m.get("unwritten") else ""
+    return (f"wrong result ({where}): {m['wrong']} of {m['total']} elements of {m['output']} wrong{unwritten}; "
+            f"first {_index(m['output'], m['index'])} = {_fmt(m['got'])}, expected {_fmt(m['expected'])}")
+
+
+def _mismatch_lines(m: dict[str, Any]) -> list[str]:
+    """First wrong element, then the window of output beside expected (wrong entries starred)."""
+    if "reason" in m:
+        return [m["reason"]]
+    name = m["output"]
+    lines = [f"{m['wrong']} of {m['total']} elements of {name} are wrong"
+             + (f" ({m['unwritten']} never written: still NaN)" if m.get("unwritten") else "")
+             + f"; the first is {_index(name, m['index'])}: got {_fmt(m['got'])}, expected {_fmt(m['expected'])}"]
+    w = m.get("window")
+    if not w:
+        return lines
+    r0, c0 = w["origin"]
+    rows, cols = len(w["got"]), len(w["got"][0]) if w["got"] else 0
+    span = f"rows {r0}..{r0 + rows - 1}, columns {c0}..{c0 + cols - 1}" if w.get("matrix") else \
+        f"elements {c0}..{c0 + cols - 1}"
+    lines.append(f"{span} of {name} (* = wrong):")
+    width = 10
+    head = "yours".ljust(cols * width) + "  │ expected"
+    lines.append("      " + head)
+    for i in range(rows):
+        mine = "".join((_fmt(v) + ("*" if w["bad"][i][j] else "")).rjust(width) for j, v in enumerate(w["got"][i]))
+        exp = "".join(_fmt(v).rjust(width) for v in w["expected"][i])
+        label = str(r0 + i).rjust(5) if w.get("matrix") else " " * 5
+        lines.append(f"{label} {mine}  │{exp}")
+    return lines
+
+
+def _speed_row(s: dict[str, Any]) -> Row:
+    where = dims_text(s["dims"])
+    if s.get("error"):
+        return Row("✘", f"speed ({where})", s["error"])
+    rate = ""
+    if s.get("tflops"):
+        rate = f"; {s['tflops']:.1f} vs {s['baseline_tflops']:.1f} TFLOP/s"
+    elif s.get("gbps"):
+        rate = f"; {s['gbps']:.0f} vs {s['baseline_gbps']:.0f} GB/s"
+    target = s.get("target")
+    verdict = ""
+    if target is not None:
+        verdict = f" (target {target:.2f}×: {'met' if s['ratio'] >= target else 'not yet'})"
+    mark = "✔" if target is None or s["ratio"] >= target else "·"
+    return Row(mark, f"speed at {where}", f"{s['ms']:.3f} ms, {s['baseline']} {s['baseline_ms']:.3f} ms → "
+               f"{s['ratio']:.2f}× the library{verdict}{rate}")
+
+
