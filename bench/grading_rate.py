@@ -151,6 +151,10 @@ def run(students: int, shard: tuple[int, int], exercises: Sequence[str], *, benc
         wrong = [f"{r.student} ({kinds[r.student]}) {r.exercise}: compiled={r.compiled} correct={r.correct}: "
                  f"{r.message[:160]}" for r in rows if not expected(kinds[r.student], r, on_gpu)]
         established = sorted({r.established for r in rows if r.established})
+        verdicts: dict[str, dict[str, int]] = {}
+        for r in rows:
+            tally = verdicts.setdefault(kinds[r.student], {})
+            tally[r.correct] = tally.get(r.correct, 0) + 1
         return {
             "device": device, "gpu": on_gpu, "commit": _commit(), "date": datetime.date.today().isoformat(),
             "host": platform.node(), "students_in_class": students, "shard": f"{shard[0]}/{shard[1]}",
@@ -164,7 +168,8 @@ def run(students: int, shard: tuple[int, int], exercises: Sequence[str], *, benc
             "checks": sum(map(len, timings.values())),
             "per_exercise": {ex: {"checks": len(ts), "median_s": round(statistics.median(ts), 1),
                                   "max_s": round(max(ts), 1)} for ex, ts in timings.items() if ts},
-            "verdicts_as_expected": f"{len(rows) - len(wrong)}/{len(rows)}", "unexpected": wrong,
+            "verdicts": verdicts, "verdicts_as_expected": f"{len(rows) - len(wrong)}/{len(rows)}",
+            "unexpected": wrong,
         }
     finally:
         if cache_before is None:
@@ -188,7 +193,9 @@ def markdown(r: dict[str, Any]) -> str:
              f"{', '.join(f'{s} {v} s' for s, v in r['per_student_s'].items())}); timing against "
              f"the library {'on' if r['bench'] else 'off'}; run limit {r['timeout_s']} s per file",
              f"- learners' code ran in: {r['isolation']}; outputs judged by: {', '.join(r['established']) or '-'}",
-             f"- verdicts as expected: {r['verdicts_as_expected']}", "",
+             f"- verdicts as expected: {r['verdicts_as_expected']}; by kind of student: "
+             + "; ".join(f"{k}: " + ", ".join(f"{n} {v}" for v, n in t.items()) for k, t in r["verdicts"].items()),
+             "",
              "| exercise | checks | median s | longest s |", "|---|---|---|---|"]
     lines += [f"| {ex} | {d['checks']} | {d['median_s']} | {d['max_s']} |" for ex, d in r["per_exercise"].items()]
     if r["unexpected"]:
