@@ -7,8 +7,8 @@ A synthetic class of N students is built in a temporary folder: every exercise f
 solution for 3 in 5 of them, the untouched exercise (compiles, fails) for 1 in 5 and a file that does
 not compile for 1 in 5; each file starts with a line of code naming its student, so no two files are
 alike and no compiled module is shared between students (a real class has no two identical files
-either). The compile cache starts empty, so the first student also pays the one-time builds (the CPU
-emulator's runtime); the seconds of each student are reported. One shard of
+either). The compile cache starts empty (but with ``--small``), so the first student also pays the
+one-time builds (the CPU emulator's runtime); the seconds of each student are reported. One shard of
 it is graded exactly as ``python -m tklab grade --shard I/N`` does (each check in its own process, the
 learner's kernel sandboxed, timed against the library unless ``--no-bench``), one student after the
 other; ``--budget`` seconds stop it before a new student would start (the rate is then over the students
@@ -108,11 +108,12 @@ def expected(kind: str, row: grade.Row, on_gpu: bool) -> bool:
 
 
 def run(students: int, shard: tuple[int, int], exercises: Sequence[str], *, bench: bool, timeout: float,
-        budget: float, keep: Path | None = None) -> dict[str, Any]:
+        budget: float, keep: Path | None = None, fresh_cache: bool = True) -> dict[str, Any]:
     device, on_gpu = _device()
     work = Path(tempfile.mkdtemp(prefix="tklab-grading-rate-")) if keep is None else keep
     cache_before = os.environ.get("TKLAB_CACHE_DIR")
-    os.environ["TKLAB_CACHE_DIR"] = str(work / "tklab-cache")  # the checks' compile cache starts empty
+    if fresh_cache:
+        os.environ["TKLAB_CACHE_DIR"] = str(work / "tklab-cache")  # the checks' compile cache starts empty
     try:
         cls = work / "class"
         kinds = build_class(cls, students, exercises)
@@ -160,6 +161,7 @@ def run(students: int, shard: tuple[int, int], exercises: Sequence[str], *, benc
             "host": platform.node(), "students_in_class": students, "shard": f"{shard[0]}/{shard[1]}",
             "students_in_shard": len(mine), "students_graded": len(finished), "stopped_by_budget": stopped,
             "budget_s": budget, "exercises": list(ids), "bench": bench, "timeout_s": timeout,
+            "compile_cache": "empty at the start" if fresh_cache else "as left by earlier runs",
             "isolation": isolation(gpu=on_gpu).describe(), "established": established,
             "kinds": {k: sum(kinds[s] == k for s in finished) for k in dict.fromkeys(KINDS)},
             "wall_s": round(wall, 1), "seconds_per_student": round(wall / max(1, len(finished)), 1),
@@ -192,7 +194,8 @@ def markdown(r: dict[str, Any]) -> str:
              f"- {r['checks']} checks in {r['wall_s']} s: {r['seconds_per_student']} s per student (each: "
              f"{', '.join(f'{s} {v} s' for s, v in r['per_student_s'].items())}); timing against "
              f"the library {'on' if r['bench'] else 'off'}; run limit {r['timeout_s']} s per file",
-             f"- learners' code ran in: {r['isolation']}; outputs judged by: {', '.join(r['established']) or '-'}",
+             f"- learners' code ran in: {r['isolation']}; outputs judged by: {', '.join(r['established']) or '-'}; "
+             f"compile cache: {r['compile_cache']}",
              f"- verdicts as expected: {r['verdicts_as_expected']}; by kind of student: "
              + "; ".join(f"{k}: " + ", ".join(f"{n} {v}" for v, n in t.items()) for k, t in r["verdicts"].items()),
              "",
@@ -212,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=120.0, help="run limit per file, seconds")
     ap.add_argument("--budget", type=float, default=480.0, help="start no new student after this many seconds")
     ap.add_argument("--small", action="store_true", help="3 students (one of each kind), ch01 and ch02, no "
-                    "timing: the CPU smoke run")
+                    "timing, the compile cache as it is: the CPU smoke run (its rate means little)")
     ap.add_argument("--out", type=Path, default=None, help="folder for the results (default $OUT, else "
                     "bench/results/)")
     ap.add_argument("--keep", type=Path, default=None, help="build the class here and keep it")
@@ -222,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.students, args.exercises, args.no_bench = 3, ["ch01", "ch02"], True
     ids = [specs.find(e).id for e in args.exercises] if args.exercises else specs.all_ids()
     r = run(args.students, shard, ids, bench=not args.no_bench, timeout=args.timeout, budget=args.budget,
-            keep=args.keep)
+            keep=args.keep, fresh_cache=not args.small)
     out = args.out or Path(os.environ.get("OUT") or ROOT / "bench" / "results")
     out.mkdir(parents=True, exist_ok=True)
     stem = f"grading_rate_{r['date']}_{r['commit']}" + ("" if r["gpu"] else "_cpu")
