@@ -349,6 +349,7 @@ def compute_verdicts(course: Path, assignment: str, *, students: Sequence[str] |
 
     ex, cells = graded_cells(course / "source" / assignment / f"{assignment}.ipynb")
     spec = specs.get(ex)
+    bench = bench or any(item.kind == "speed" for _, item, _ in cells)  # a speed cell needs the timing
     store = course / VERDICTS_DIR / ex
     store.mkdir(parents=True, exist_ok=True)
     out: dict[str, dict[str, Any]] = {}
@@ -460,7 +461,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--course", type=Path, default=Path("."), help="the nbgrader course folder (default: here)")
     g.add_argument("--student", action="append", default=None, help="only this student (repeatable)")
     g.add_argument("--timeout", type=float, default=60.0, help="seconds for each run of a learner's kernel")
-    g.add_argument("--bench", action="store_true", help="time against the library (for speed cells; needs a GPU)")
+    g.add_argument("--bench", action="store_true", help="time against the library even without a speed cell "
+                   "(an assignment with a speed cell is always timed; timing needs a GPU)")
     args, extra = ap.parse_known_args(list(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "assignments":
