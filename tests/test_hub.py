@@ -211,10 +211,13 @@ class Hub:
     def server(self, name: str) -> dict[str, Any] | None:
         return self.api("GET", f"users/{name}").json().get("servers", {}).get("")
 
-    def start(self, name: str) -> None:
-        r = self.api("POST", f"users/{name}/server")
-        assert r.status_code in (201, 202), r.text
-        self._wait(lambda: (self.server(name) or {}).get("ready"), 300, f"{name}'s server to be ready")
+    def start(self, *names: str) -> None:
+        """Ask for the servers (the hub spawns them side by side), then wait until every one is ready."""
+        for name in names:
+            r = self.api("POST", f"users/{name}/server")
+            assert r.status_code in (201, 202), r.text
+        for name in names:
+            self._wait(lambda n=name: (self.server(n) or {}).get("ready"), 300, f"{name}'s server to be ready")
 
     def stop_server(self, name: str) -> None:
         r = self.api("DELETE", f"users/{name}/server")
@@ -295,8 +298,7 @@ def test_two_students_on_one_hub(hub):
     sessions = {s: hub.login(s, PASSWORD) for s in STUDENTS}
     assert {s: hub.whoami(sessions[s]) for s in STUDENTS} == {s: s for s in STUDENTS}
     assert hub.whoami(hub.login("mallory", PASSWORD)) is None  # not on the class list
-    for s in STUDENTS:
-        hub.start(s)
+    hub.start(*STUDENTS)
     with concurrent.futures.ThreadPoolExecutor(len(STUDENTS)) as pool:
         runs = dict(zip(STUDENTS, pool.map(lambda s: _run_chapter(hub, s), STUDENTS), strict=True))
 
