@@ -416,7 +416,7 @@ def apply_scores(course: Path, assignment: str, verdicts: dict[str, dict[str, An
 
 
 def autograde(course: Path, assignment: str, *, students: Sequence[str] | None = None, timeout: float = 60.0,
-              bench: bool = False, extra: Sequence[str] = ()) -> int:
+              bench: bool = False, extra: Sequence[str] = (), db_url: str | None = None) -> int:
     """The three steps (see the module docstring); prints a summary. Exit status: 0 done, 1 nbgrader
     failed, 3 done but some correctness could not be established here (no GPU, no emulator)."""
     verdicts = compute_verdicts(course, assignment, students=students, timeout=timeout, bench=bench)
@@ -427,7 +427,7 @@ def autograde(course: Path, assignment: str, *, students: Sequence[str] | None =
             print(f"error: nbgrader autograde failed (exit {proc.returncode}); the verdicts are kept in "
                   f"{course / VERDICTS_DIR}", file=sys.stderr)
             return 1
-    differed = apply_scores(course, assignment, verdicts)
+    differed = apply_scores(course, assignment, verdicts, db_url=db_url)
     unverified = 0
     for student, v in verdicts.items():
         got = sum(s["points"] for s in v["scores"].values())
@@ -461,6 +461,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--course", type=Path, default=Path("."), help="the nbgrader course folder (default: here)")
     g.add_argument("--student", action="append", default=None, help="only this student (repeatable)")
     g.add_argument("--timeout", type=float, default=60.0, help="seconds for each run of a learner's kernel")
+    g.add_argument("--db", default=None, help="the gradebook's database URL, when nbgrader_config.py sets "
+                   "CourseDirectory.db_url (default: sqlite:///<course>/gradebook.db, nbgrader's own default)")
     g.add_argument("--bench", action="store_true", help="time against the library even without a speed cell "
                    "(an assignment with a speed cell is always timed; timing needs a GPU)")
     args, extra = ap.parse_known_args(list(sys.argv[1:] if argv is None else argv))
@@ -478,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "`python -m tklab nbgrade autograde <exercise id>`")
             return 0
         return autograde(args.course, args.assignment, students=args.student, timeout=args.timeout,
-                         bench=args.bench, extra=extra)
+                         bench=args.bench, extra=extra, db_url=args.db)
     except (NbgradeError, KeyError) as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
