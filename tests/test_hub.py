@@ -241,6 +241,8 @@ class Hub:
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory) -> Iterator[Hub]:
     proxy = _proxy()
+    if shutil.which("git") is None:
+        _require("git (nbgitpuller pulls the workbook with it)")
     try:
         import jupyterhub  # noqa: F401
         import nbgitpuller  # noqa: F401
