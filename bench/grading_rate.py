@@ -184,6 +184,7 @@ def run(students: int, shard: tuple[int, int], exercises: Sequence[str], *, benc
 
 def markdown(r: dict[str, Any]) -> str:
     per = "per GPU" if r["gpu"] else "on this CPU"
+    timing = ("on" if r["gpu"] else "asked for, but nothing is timed without a GPU") if r["bench"] else "off"
     lines = [f"# Grading rate: {r['students_per_minute']} students per minute {per}", "",
              f"{r['device']}; commit {r['commit']}; {r['date']}; host {r['host']}.", "",
              f"- shard {r['shard']} of a synthetic class of {r['students_in_class']} ({r['students_in_shard']} in the "
@@ -193,7 +194,8 @@ def markdown(r: dict[str, Any]) -> str:
              "generated; broken: does not compile)",
              f"- {r['checks']} checks in {r['wall_s']} s: {r['seconds_per_student']} s per student (each: "
              f"{', '.join(f'{s} {v} s' for s, v in r['per_student_s'].items())}); timing against "
-             f"the library {'on' if r['bench'] else 'off'}; run limit {r['timeout_s']} s per file",
+             f"the library {timing}; "
+             f"run limit {r['timeout_s']} s per file",
              f"- learners' code ran in: {r['isolation']}; outputs judged by: {', '.join(r['established']) or '-'}; "
              f"compile cache: {r['compile_cache']}",
              f"- verdicts as expected: {r['verdicts_as_expected']}; by kind of student: "
