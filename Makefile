@@ -12,7 +12,7 @@ GPU_PKGS ?= cupy-cuda13x numba-cuda[cu13]
 WHEELHOUSE ?=
 PIP_FLAGS := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
-.PHONY: lab test lint gpu-check install clean-cache notebooks doctor chromium browser-test
+.PHONY: lab test lint gpu-check install clean-cache notebooks doctor chromium browser-test hub-test image-test
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,9 +50,20 @@ chromium:
 browser-test: install chromium
 	TKLAB_BROWSER_TEST=required $(PY) -m pytest -q -p no:cacheprovider tests/test_browser.py
 
+# A class on a real JupyterHub (tests/test_hub.py): two students log in, get the workbook pulled into their
+# homes, run chapter 00 through their servers' REST and kernel APIs. configurable-http-proxy comes from npm
+# (node and npm needed) into .cache/hub-test/.
+hub-test: install
+	TKLAB_HUB_TEST=required $(PY) -m pytest -q -p no:cacheprovider tests/test_hub.py
+
+# Builds deploy/'s CPU image (needs a working docker daemon; not part of `make test`).
+image-test:
+	docker build -f deploy/Dockerfile --build-arg BASE=cpu -t tklab-classroom:cpu-test .
+	docker run --rm tklab-classroom:cpu-test python -m tklab doctor
+
 test: install chromium
 	$(PY) -m ruff check tklab tests bench
-	TKLAB_BROWSER_TEST=required $(PY) -m pytest -q tests
+	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q tests
 	$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider --ignore-glob='*.bak-*' notebooks
 
 lint: install

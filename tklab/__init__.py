@@ -36,7 +36,8 @@ _HOMES = {name: f"{group}.{name}" for group, names in {
     "run": ("gpu", "launch", "tma", "ceilings", "arrays", "baselines"),
     "models": ("banks", "layouts", "occupancy", "schedules"),
     "course": ("gemm", "attention", "tma_copy", "numba_compat", "recorded", "report", "nbrefresh", "doctor"),
-    "grading": ("verdict", "runner", "child", "channel", "judge", "sandbox", "grade", "exercises", "specs"),
+    "grading": ("verdict", "runner", "child", "channel", "judge", "sandbox", "grade", "grade_shards", "nbgrade",
+                "exercises", "specs"),
 }.items() for name in names}
 _LAZY_NAMES = {"LaunchError": ("run.launch", "LaunchError"), "ProfileResult": ("profile", "ProfileResult"),
                "ProfileUnavailable": ("profile", "ProfileUnavailable")}

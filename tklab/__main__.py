@@ -1,4 +1,4 @@
-"""``python -m tklab <verb>``: doctor, exercises, check, grade, report."""
+"""``python -m tklab <verb>``: doctor, exercises, check, grade, grade-merge, nbgrade, report."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ VERBS = {
     "doctor": ("tklab.course.doctor", "what works on this machine and what a missing piece costs"),
     "exercises": ("tklab.grading.exercises", "regenerate exercises/ from solutions/ (--check to verify)"),
     "check": ("tklab.grading.check", "check a learner's file: python -m tklab check exercises/ch02_smem_tiling.cu"),
-    "grade": ("tklab.grading.grade", "grade a class: python -m tklab grade --class DIR"),
+    "grade": ("tklab.grading.grade", "grade a class: python -m tklab grade --class DIR [--shard I/N --out F]"),
+    "grade-merge": ("tklab.grading.grade_shards",
+                    "join the sheets of grade --shard: python -m tklab grade-merge --out F S..."),
+    "nbgrade": ("tklab.grading.nbgrade", "nbgrader assignments from the exercises, autograded outside the notebook"),
     "report": ("tklab.course.report", "GPU check and benchmarks, report to bench/results/ (make gpu-check)"),
 }
 

@@ -9,5 +9,6 @@
     sandbox     bubblewrap or a clean process tree; limits, wall clock for the whole tree
     specs/      one module per exercise: inputs, reference, launch, static checks, baseline, target
     exercises   solutions/ -> exercises/, never overwriting a learner's edits
-    grade       instructor mode: a class folder -> CSV
+    grade       instructor mode: a class folder -> CSV; grade_shards: a class in parallel shards, merged
+    nbgrade     the exercises as nbgrader assignments, autograded outside the notebooks
 """

@@ -23,8 +23,14 @@ Nothing is lost: ``--out`` is checked before anything is graded, rows are writte
 rerun with the same ``--out`` resumes (rows already there are kept; ``--restart`` grades everyone again,
 keeping the old sheet as ``<name>.bak-<time>``).
 
-Public API: ``grade(class_dir, ...) -> list[Row]``, ``Row``, ``scan(student_dir, ids)``,
-``find_submissions``, ``students(class_dir)``, ``Sheet``, ``summary(rows)``, ``main(argv)``.
+A large class is graded in parallel with ``--shard I/N`` (one shard per GPU node: a Slurm job array, a
+Kubernetes indexed Job) and ``python -m tklab grade-merge`` (``tklab.grading.grade_shards``). ``--seed N`` gives
+every check the same random inputs (a regrade on the inputs of an earlier one); by default each check
+draws fresh ones.
+
+Public API: ``grade(class_dir, ...) -> list[Row]``, ``plan(class_dir, exercises)``, ``Row``,
+``scan(student_dir, ids)``, ``find_submissions``, ``students(class_dir)``, ``Sheet``, ``summary(rows)``,
+``main(argv)``.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import IO
@@ -140,9 +146,11 @@ def find_submissions(student_dir: Path, exercise_ids: Sequence[str]) -> dict[str
 # ---- checking one file ------------------------------------------------------------------------------
 
 def _checker_command(exercise: str, path: Path, *, timeout: float, run: bool, bench: bool,
-                     hide: Sequence[Path]) -> list[str]:
+                     hide: Sequence[Path], seed: int | None = None) -> list[str]:
     cmd = [sys.executable, "-m", "tklab.grading.check", "--json", "--stages", "--exercise", exercise, str(path),
            "--timeout", str(timeout)]
+    if seed is not None:
+        cmd += ["--seed", str(seed)]
     for h in hide:
         cmd += ["--hide", str(h)]
     if not run:
@@ -153,13 +161,14 @@ def _checker_command(exercise: str, path: Path, *, timeout: float, run: bool, be
 
 
 def _check_in_subprocess(exercise: str, path: Path, *, timeout: float, run: bool, bench: bool,
-                         hide: Sequence[Path] = (), compile_allowance: float = COMPILE_ALLOWANCE) -> dict:
+                         hide: Sequence[Path] = (), compile_allowance: float = COMPILE_ALLOWANCE,
+                         seed: int | None = None) -> dict:
     """``python -m tklab.grading.check --json`` on one file, its whole process tree limited to ``timeout`` plus the
     compile allowance; a crash or a hang of the checker becomes a dict that says what it was doing."""
     from .check import STAGE_PREFIX
     from .sandbox import Limits, Sandbox
 
-    cmd = _checker_command(exercise, path, timeout=timeout, run=run, bench=bench, hide=hide)
+    cmd = _checker_command(exercise, path, timeout=timeout, run=run, bench=bench, hide=hide, seed=seed)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_PARENT), env.get("PYTHONPATH")) if p)
     limit = timeout + compile_allowance
@@ -270,16 +279,9 @@ class Sheet:
 
 # ---- grading -------------------------------------------------------------------------------------------
 
-def grade(class_dir: str | Path, *, exercises: Sequence[str] | None = None, timeout: float = 60.0,
-          run: bool = True, bench: bool = True, progress: bool = True, skip: Iterable[tuple[str, str]] = (),
-          on_row: Callable[[Row], None] | None = None,
-          compile_allowance: float = COMPILE_ALLOWANCE) -> list[Row]:
-    """Check every student's files; exercises nobody submitted are left out unless named in ``exercises``.
-
-    ``skip``: (student, exercise) pairs already graded (a resumed sheet). ``on_row`` is called with each
-    row as soon as it is graded.
-    """
-    class_dir = Path(class_dir)
+def _survey(class_dir: Path, exercises: Sequence[str] | None
+            ) -> tuple[list[str], list[str], dict[str, tuple[dict[str, Path], dict[str, str]]], dict[str, str]]:
+    """(roster, exercise ids, {student: scan result}, {student: why refused}) of a whole class folder."""
     if not class_dir.is_dir():
         raise FileNotFoundError(f"{class_dir} is not a folder (expected one folder per student)")
     ids = list(exercises) if exercises else specs.all_ids()
@@ -287,6 +289,34 @@ def grade(class_dir: str | Path, *, exercises: Sequence[str] | None = None, time
     found = {s.name: scan(s, ids) for s in folders}
     if not exercises:
         ids = [ex for ex in ids if any(ex in f or ex in r for f, r in found.values())]
+    return sorted([*(s.name for s in folders), *refused_students]), ids, found, refused_students
+
+
+def plan(class_dir: str | Path, exercises: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
+    """(every student's name in grading order, the exercise ids a sheet has columns for) of a class folder.
+
+    The exercise set is a property of the whole class (exercises nobody submitted are left out unless
+    named), so a shard that grades a few students still writes the same rows for them as a single run.
+    """
+    roster, ids, _, _ = _survey(Path(class_dir), exercises)
+    return roster, ids
+
+
+def grade(class_dir: str | Path, *, exercises: Sequence[str] | None = None, timeout: float = 60.0,
+          run: bool = True, bench: bool = True, progress: bool = True, skip: Iterable[tuple[str, str]] = (),
+          on_row: Callable[[Row], None] | None = None,
+          compile_allowance: float = COMPILE_ALLOWANCE, only: Collection[str] | None = None,
+          seed: int | None = None) -> list[Row]:
+    """Check every student's files; exercises nobody submitted are left out unless named in ``exercises``.
+
+    ``skip``: (student, exercise) pairs already graded (a resumed sheet). ``on_row`` is called with each
+    row as soon as it is graded. ``only``: grade just these students (a shard, ``tklab.grading.grade_shards``);
+    the exercise set is still that of the whole class. ``seed``: the checks' random inputs (default fresh).
+    """
+    class_dir = Path(class_dir)
+    names, ids, found, refused_students = _survey(class_dir, exercises)
+    if only is not None:
+        names = [n for n in names if n in only]
     done = set(skip)
     rows: list[Row] = []
 
@@ -295,10 +325,9 @@ def grade(class_dir: str | Path, *, exercises: Sequence[str] | None = None, time
         if on_row is not None:
             on_row(row)
 
-    names = sorted([*(s.name for s in folders), *refused_students])
     for name in names:
         for ex in ids:
-            if (name, ex) in done:
+            if (name, ex) in done or (_cell(name), ex) in done:  # a resumed sheet holds names as written
                 continue
             if name in refused_students:
                 emit(Row(name, ex, "", "refused", "", refused_students[name]))
@@ -315,7 +344,7 @@ def grade(class_dir: str | Path, *, exercises: Sequence[str] | None = None, time
             if progress:
                 print(f"  {name!r}: {ex} …", file=sys.stderr, flush=True)
             d = _check_in_subprocess(ex, path, timeout=timeout, run=run, bench=bench, hide=[class_dir],
-                                     compile_allowance=compile_allowance)
+                                     compile_allowance=compile_allowance, seed=seed)
             emit(_row(name, ex, d))
     return rows
 
@@ -359,14 +388,35 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="seconds a check may spend before its run (compiling, static checks)")
     ap.add_argument("--no-run", action="store_true", help="static checks only")
     ap.add_argument("--no-bench", action="store_true", help="do not time against the library")
+    ap.add_argument("--seed", type=int, default=None, help="seed of every check's random inputs (default: fresh "
+                    "ones for each check); the same seed regrades a file on the same inputs")
+    ap.add_argument("--shard", metavar="I/N", default=None, help="grade only shard I of N (0 <= I < N) of the class, "
+                    "for a job array; needs --out; `python -m tklab grade-merge` joins the shards' sheets")
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    shard = manifest = None
     try:
         if not (args.timeout > 0 and args.compile_timeout > 0):
             raise GradeError("--timeout and --compile-timeout must be positive numbers of seconds")
         ids = [specs.find(e).id for e in args.exercises] if args.exercises else None
         if not args.class_dir.is_dir():
             raise GradeError(f"{args.class_dir} is not a folder (expected one folder per student)")
+        if args.shard is not None:
+            from . import grade_shards
+
+            shard = grade_shards.parse_shard(args.shard)
+            if args.out is None:
+                raise GradeError("--shard needs --out: each shard writes its own sheet, and `python -m tklab "
+                                 "grade-merge` joins them")
         sheet = Sheet(args.out, restart=args.restart)
+        only = None
+        if shard is not None and args.out is not None:
+            roster, every = plan(args.class_dir, ids)
+            options = {"timeout": args.timeout, "compile_timeout": args.compile_timeout, "run": not args.no_run,
+                       "bench": not args.no_bench, "seed": args.seed}
+            manifest = grade_shards.begin(args.out, index=shard[0], count=shard[1], roster=roster, exercises=every,
+                                          options=options, class_dir=args.class_dir, resuming=bool(sheet.done))
+            only = set(manifest.students)
+            print(f"shard {shard[0]}/{shard[1]}: {len(only)} of {len(roster)} students", file=sys.stderr)
         if sheet.backup:
             print(f"kept the previous sheet as {sheet.backup}", file=sys.stderr)
         elif sheet.done:
@@ -379,11 +429,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with sheet:
             rows = grade(args.class_dir, exercises=ids, timeout=args.timeout, run=not args.no_run,
                          bench=not args.no_bench, skip=sheet.graded(), on_row=sheet.write,
-                         compile_allowance=args.compile_timeout)
+                         compile_allowance=args.compile_timeout, only=only, seed=args.seed)
     except (KeyError, GradeError, FileNotFoundError) as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
     everything = [*sheet.done, *rows]
+    if manifest is not None and args.out is not None:
+        grade_shards.finish(args.out, manifest, len(everything))
     if args.out:
         print(f"wrote {args.out} ({len(rows)} new row(s), {len(everything)} in all)")
     print(summary(everything))

@@ -1,0 +1,217 @@
+"""An nbgrader round trip with the exercises as assignments, verdicts computed outside the notebooks.
+
+The instructor writes the assignment (``tklab nbgrade assignments``), generates and releases it with
+nbgrader; three students fetch it through nbgrader's exchange, work and submit: alice hands in the
+solution, bob the untouched exercise, and mallory the untouched exercise with a cell added to her
+notebook that makes every check cell print a pass. The instructor collects, grades with ``tklab nbgrade
+autograde`` (the check outside the notebook, then ``nbgrader autograde``, then the points into the
+gradebook) and generates feedback. Scores are read back from nbgrader's gradebook, and nbgrader's own
+``determine_grade`` scores the cells of the notebooks that were run.
+
+Exercise ch01 (numba) runs in numba's CUDA simulator here, so the verdicts are real ones on a CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+nbgrader = pytest.importorskip("nbgrader", reason="nbgrader is in the dev extra (pip install -e '.[dev]')")
+
+from nbgrader import utils as nbutils  # noqa: E402
+from nbgrader.api import Gradebook  # noqa: E402
+from nbgrader.apps import NbGraderAPI  # noqa: E402
+from nbgrader.auth import Authenticator  # noqa: E402
+from nbgrader.coursedir import CourseDirectory  # noqa: E402
+from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeSubmit  # noqa: E402
+from traitlets.config import Config  # noqa: E402
+
+from tklab import nbgrade, specs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+EX = "ch01_naive_matmul"
+FILE = "ch01_naive_matmul.py"
+TAMPER = ("# added by the student: every check cell now prints a pass\n"
+          "import tklab.grading.nbgrade as _n\n_n.verdict = lambda exercise, check: print('✔ trust me')\n")
+
+
+def _config(course: Path, exchange: Path, **extra: str) -> Config:
+    cfg = Config()
+    cfg.CourseDirectory.root = str(course)
+    cfg.CourseDirectory.course_id = "tklab"
+    cfg.Exchange.root = str(exchange)
+    cfg.Exchange.cache = str(exchange.parent / "cache")
+    for key, value in extra.items():
+        section, name = key.split("__")
+        cfg[section][name] = value
+    return cfg
+
+
+def _api(course: Path, exchange: Path) -> NbGraderAPI:
+    cfg = _config(course, exchange)
+    return NbGraderAPI(coursedir=CourseDirectory(config=cfg), config=cfg)
+
+
+def _student(home: Path, exchange: Path, who: str, action: str) -> None:
+    """What a student's Assignment List does: fetch into, or submit from, their home (nbgrader's exchange)."""
+    cfg = _config(home, exchange, Exchange__assignment_dir=str(home))
+    coursedir = CourseDirectory(config=cfg, assignment_id=EX, student_id=who)
+    cls = {"fetch": ExchangeFetchAssignment, "submit": ExchangeSubmit}[action]
+    cls(coursedir=coursedir, authenticator=Authenticator(config=cfg), config=cfg).start()
+
+
+def _run_notebook(path: Path) -> Any:
+    """Run a notebook in its folder (as a student does, or nbgrader validate), and return it with outputs."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=300, allow_errors=True, resources={"metadata": {"path": str(path.parent)}}).execute()
+    return nb
+
+
+def _scores(nb: Any) -> dict[str, float]:
+    """nbgrader's own scoring of each graded cell of a run notebook."""
+    return {c.metadata.nbgrader["grade_id"]: nbutils.determine_grade(c)[0] for c in nb.cells if nbutils.is_grade(c)}
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Iterator[dict]:
+    root = tmp_path_factory.mktemp("nbgrade")
+    course, exchange = root / "course", root / "exchange"
+    course.mkdir()
+    exchange.mkdir()
+    # nbgrader runs `alembic` from PATH: this Python's, as in a JupyterHub image
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+        yield _course(root, course, exchange)
+
+
+def _course(root: Path, course: Path, exchange: Path) -> dict:
+    (course / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.CourseDirectory.course_id = 'tklab'\nc.Exchange.root = {str(exchange)!r}\n"
+        f"c.Exchange.cache = {str(root / 'cache')!r}\n")
+    assert nbgrade.main(["assignments", "--course", str(course), "--exercises", "ch01"]) == 0
+    api = _api(course, exchange)
+    for step in (api.generate_assignment, api.release_assignment):
+        result = step(EX)
+        assert result["success"], result.get("log", "") + result.get("error", "")
+    homes = {}
+    for who in ("alice", "bob", "mallory"):
+        home = root / "home" / who
+        home.mkdir(parents=True)
+        _student(home, exchange, who, "fetch")
+        homes[who] = home / EX
+    shutil.copy(ROOT / "solutions" / FILE, homes["alice"] / FILE)
+    import nbformat
+
+    nb = nbformat.read(homes["mallory"] / f"{EX}.ipynb", as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_code_cell(TAMPER))
+    nbformat.write(nb, homes["mallory"] / f"{EX}.ipynb")
+    # alice runs her notebook before submitting (no verdicts here: each cell's check runs beside it)
+    validated = _run_notebook(homes["alice"] / f"{EX}.ipynb")
+    for who in homes:
+        _student(homes[who].parent, exchange, who, "submit")
+    result = api.collect(EX)
+    assert result["success"], result.get("log", "")
+    return {"course": course, "exchange": exchange, "homes": homes, "api": api, "validated": validated}
+
+
+@pytest.fixture(scope="module")
+def autograded(course: dict) -> dict:
+    import io
+    from contextlib import redirect_stdout
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        status = nbgrade.main(["autograde", EX, "--course", str(course["course"]), "--timeout", "30"])
+    return {"status": status, "out": out.getvalue()}
+
+
+def test_the_assignment_is_the_exercise_with_one_autograded_cell_per_check(course):
+    release = course["course"] / "release" / EX
+    assert sorted(p.name for p in release.iterdir()) == sorted([f"{EX}.ipynb", FILE])
+    assert (release / FILE).read_text() == (ROOT / "exercises" / FILE).read_text()  # the learner's starting file
+    import nbformat
+
+    nb = nbformat.read(release / f"{EX}.ipynb", as_version=4)
+    graded = {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"] for c in nb.cells if nbutils.is_grade(c)}
+    statics = [nbgrade._static_label(c) for c in specs.get(EX).static]
+    assert graded == {f"{EX}-compiles": 1.0, **{f"{EX}-static-{nbgrade._slug(s)}": 1.0 for s in statics},
+                      f"{EX}-correct": 5.0}
+    assert all(nbutils.is_locked(c) for c in nb.cells)  # the student edits the file, not these cells
+
+
+def test_a_student_running_the_notebook_gets_the_checks(course):
+    scores = _scores(course["validated"])
+    assert scores == {f"{EX}-compiles": 1.0, f"{EX}-static-writes-its-output": 1.0, f"{EX}-correct": 5.0}, scores
+    text = json.dumps([c.get("outputs") for c in course["validated"].cells])
+    assert "correct on" in text and "fresh random input" in text
+
+
+def test_autograde_scores_come_from_the_check_outside_the_notebook(course, autograded):
+    assert autograded["status"] == 0, autograded["out"]
+    with Gradebook(f"sqlite:///{course['course'] / 'gradebook.db'}") as gb:
+        totals = {s: (gb.find_submission(EX, s).score, gb.find_submission(EX, s).max_score)
+                  for s in ("alice", "bob", "mallory")}
+        mallory = {g.name: g.auto_score for g in gb.find_submission_notebook(EX, EX, "mallory").grades}
+    assert totals == {"alice": (7.0, 7.0), "bob": (1.0, 7.0), "mallory": (1.0, 7.0)}, totals
+    assert mallory[f"{EX}-correct"] == 0.0 and mallory[f"{EX}-compiles"] == 1.0
+    # ... although mallory's notebook, as nbgrader ran it, claims every check passed:
+    import nbformat
+
+    ran = nbformat.read(course["course"] / "autograded" / "mallory" / EX / f"{EX}.ipynb", as_version=4)
+    assert set(_scores(ran).values()) == {1.0, 5.0} and "trust me" in json.dumps([c.get("outputs") for c in ran.cells])
+    assert f"mallory: {EX}-correct: the executed notebook scored 5, the check outside it 0" in autograded["out"]
+    assert "alice:" in autograded["out"] and "alice: " + EX not in autograded["out"]  # alice's cells agreed
+    bob_ran = nbformat.read(course["course"] / "autograded" / "bob" / EX / f"{EX}.ipynb", as_version=4)
+    assert _scores(bob_ran)[f"{EX}-correct"] == 0.0  # an honest notebook shows the outside verdict
+
+
+def test_verdicts_are_kept_outside_every_submission(course, autograded):
+    kept = list((course["course"] / nbgrade.VERDICTS_DIR / EX).glob("*.json"))
+    assert len(kept) == 2  # bob and mallory handed in the same (untouched) file: one verdict for that content
+    for record in kept:
+        d = json.loads(record.read_text())
+        assert d["result"]["established"] == "simulator" and record.stem == d["sha256"]
+
+
+def test_feedback_shows_the_gradebooks_scores(course, autograded):
+    result = course["api"].generate_feedback(EX)
+    assert result["success"], result.get("log", "")
+    html = {s: (course["course"] / "feedback" / s / EX / f"{EX}.html").read_text() for s in ("alice", "mallory")}
+    assert "Score: 7.0 / 7.0" in html["alice"]
+    # mallory's feedback has her notebook's outputs (her "✔ trust me"), but the gradebook's scores beside them
+    assert "Score: 1.0 / 7.0" in html["mallory"] and "Score: 0.0 / 5.0" in html["mallory"]
+
+
+def test_assignments_never_overwrite_an_instructors_edit(tmp_path, capsys):
+    course = tmp_path / "c"
+    assert nbgrade.main(["assignments", "--course", str(course), "--exercises", "ch01"]) == 0
+    assert nbgrade.main(["assignments", "--course", str(course), "--exercises", "ch01"]) == 0  # unchanged: fine
+    edited = course / "source" / EX / FILE
+    edited.write_text(edited.read_text() + "# my note\n")
+    assert nbgrade.main(["assignments", "--course", str(course), "--exercises", "ch01", "--points-correct", "9"]) == 2
+    err = capsys.readouterr().err
+    assert "exist and differ" in err and str(edited) in err and edited.read_text().endswith("# my note\n")
+
+
+def test_a_check_that_could_not_run_earns_nothing_and_says_not_verified(tmp_path):
+    from tklab.grading.check import check
+
+    f = tmp_path / "ch02_smem_tiling.cu"
+    shutil.copy(ROOT / "solutions" / "ch02_smem_tiling.cu", f)
+    result = check("ch02_smem_tiling", f, run=False).to_dict()  # static checks only: correctness unknown
+    spec = specs.get("ch02_smem_tiling")
+    cells = [(f"x-{it.slug}", it, p) for it, p in nbgrade.items(spec)]
+    scored = nbgrade.score(result, spec, cells)
+    assert scored["x-correct"]["points"] == 0.0 and scored["x-correct"]["passed"] is None
+    assert "NOT VERIFIED" in scored["x-correct"]["detail"]
+    assert all(s["passed"] for k, s in scored.items() if k != "x-correct")

@@ -1,0 +1,490 @@
+"""The exercises as nbgrader assignments, with every verdict computed where the learner's code cannot reach it.
+
+Instructors who run nbgrader keep their workflow (``generate_assignment``, release, students fetch and
+submit, ``collect``, the formgrader, ``generate_feedback``); tklab adds two commands:
+
+* ``python -m tklab nbgrade assignments --course DIR [--exercises ch02 ...]`` writes, for each exercise,
+  ``DIR/source/<exercise id>/`` with the learner's exercise file (as ``python -m tklab exercises`` makes
+  it) and a notebook whose cells are read-only: what to do, the check's full report, and one autograded
+  test cell per check of ``tklab.check`` (it compiles, each static check, the output is right, and, when
+  given points, the speed target), each worth its points (``--points-*``).
+* ``python -m tklab nbgrade autograde <exercise id> --course DIR`` grades the submissions. First, for each
+  student, the check runs on the submitted exercise file in a separate process, the learner's kernel in
+  ``tklab.grading.sandbox`` (exactly as ``tklab grade`` does), and the points of every check are computed from
+  its result and kept in ``DIR/tklab_verdicts/``, outside every submission. Then ``nbgrader autograde`` runs
+  as usual (told not to overwrite the learner's file with the released copy); its test cells show the
+  verdicts kept for the submitted file. Last, the score of every tklab cell in the gradebook is set to the
+  points computed outside the notebook, and any cell whose score in the executed notebook differed is
+  named (a notebook cell that tampered with the result shows up here).
+
+Why outside: ``nbgrader autograde`` runs the submitted notebook in one kernel, cells the student added
+included, so anything computed in that kernel can be changed by the student's code (an exception hook
+that swallows failures makes every test cell "pass"). Here the student's work is the exercise file, which
+the kernel never imports or runs; the check that judges it runs in its own process, the learner's kernel
+sandboxed beneath it, and the gradebook gets the points that process's verdict gives. What remains (said
+in docs/CLASSROOM.md): the feedback notebook's cell outputs come from the student's kernel, so a tampered
+notebook can show "✔" beside a score of 0 (the score is right, and ``autograde`` names the cell); and
+plain ``nbgrader autograde`` (without this command) computes the verdicts in the student's kernel, which is
+only as trustworthy as that kernel.
+
+Each test cell calls ``verdict(exercise, check)``: it prints ``✔ …`` when the check passed (full points) and
+``✘ …`` on stderr when it failed or could not be established (nbgrader gives a cell with stderr output
+0 points). Where ``TKLAB_NBGRADE_VERDICTS`` is set (by ``autograde``), the verdict is the one kept for this
+exact file (by its SHA-256); otherwise (a learner running the notebook, ``nbgrader validate``) the cell
+runs ``python -m tklab check`` on the file in a separate process, once per version of the file.
+
+Public API: ``Points``, ``Item``, ``items(spec, points)``, ``judge(result, item)``, ``score(result, ...)``,
+``source_notebook(spec, points)``, ``write_assignments(course, ids, points)``, ``verdict(exercise, check)``,
+``report(exercise)``, ``compute_verdicts``, ``apply_scores``, ``autograde``, ``main(argv)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import specs
+
+#: Set by ``autograde`` for nbgrader's kernels: the folder of verdicts computed outside the notebooks.
+VERDICTS_ENV = "TKLAB_NBGRADE_VERDICTS"
+#: Where ``autograde`` keeps the verdicts, inside the course folder (never inside a submission).
+VERDICTS_DIR = "tklab_verdicts"
+_SCHEMA = 3  # nbgrader's cell metadata schema
+
+
+class NbgradeError(ValueError):
+    """A course folder or a request that cannot be worked on (the message says what to do)."""
+
+
+# ---- what is graded, and how many points ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Points:
+    """Points per check: compiling, each static check, a right output, the speed target (0: no cell)."""
+
+    compiles: float = 1.0
+    static: float = 1.0
+    correct: float = 5.0
+    speed: float = 0.0
+
+
+@dataclass(frozen=True)
+class Item:
+    """One graded check of an exercise: its cell's grade id is ``<exercise>-<slug>``."""
+
+    slug: str
+    title: str
+    kind: str  # compiles, static, correct, speed
+    static_name: str = ""
+
+
+def _static_label(chk: Any) -> str:
+    return getattr(chk, "name", "") or f"SASS has {chk.what}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def items(spec: specs.Exercise, points: Points = Points()) -> list[tuple[Item, float]]:
+    """The checks of an exercise that earn points, in the order the check reports them."""
+    out = [(Item("compiles", "it compiles", "compiles"), points.compiles)]
+    for chk in spec.static:
+        label = _static_label(chk)
+        out.append((Item("static-" + _slug(label), label, "static", label), points.static))
+    out.append((Item("correct", "its output is right (run on fresh random inputs, compared by the checker)",
+                     "correct"), points.correct))
+    if spec.bench is not None and spec.bench.target is not None and points.speed > 0:
+        out.append((Item("speed", f"it meets the speed target ({spec.bench.target:.2f}× {spec.bench.baseline_name})",
+                         "speed"), points.speed))
+    return [(it, p) for it, p in out if p > 0]
+
+
+def judge(result: dict[str, Any], item: Item) -> tuple[bool | None, str]:
+    """(passed, why) of one check in a ``CheckResult.to_dict()`` (or a grader's crash record): True, False,
+    or None when it could not be established here (no GPU: the output could not be run)."""
+    summary = " ".join(str(result.get("summary", "")).split())
+    if item.kind == "compiles":
+        if result.get("compiled"):
+            return True, f"for {result['arch']}: {result.get('resources', '')}" if result.get("arch") else "yes"
+        return False, summary or "it does not compile"
+    if not result.get("compiled"):
+        return False, f"not checked: {summary or 'the file does not compile'}"
+    if item.kind == "static":
+        for s in result.get("static", []):
+            if s.get("name") == item.static_name:
+                return bool(s.get("ok")), str(s.get("detail", ""))
+        first_bad = next((s for s in result.get("static", []) if not s.get("ok")), None)
+        if first_bad is not None:
+            return False, f"not checked: {first_bad['name']}: {first_bad.get('detail', '')}"
+        return False, "not checked (this check did not report it)"
+    status = result.get("run_status")
+    established = result.get("established", "not-established")
+    if item.kind == "correct":
+        if status == "ok" and established != "not-established":
+            return True, str(result.get("run_message") or "correct")
+        if status in ("wrong", "error", "crashed", "timeout"):
+            return False, summary or str(result.get("run_message", ""))
+        return None, ("NOT VERIFIED: " + (str(result.get("run_message")) or "nothing could run it here") +
+                      "; grade on a machine with a GPU (or with a C++ compiler for the CPU emulation)")
+    speed = result.get("speed") or {}
+    ratio, target = speed.get("ratio"), speed.get("target")
+    if isinstance(ratio, (int, float)) and isinstance(target, (int, float)):
+        how = f"{ratio:.2f}× {speed.get('baseline', 'the library')} (target {target:.2f}×)"
+        return (ratio >= target), how
+    return None, "NOT VERIFIED: its speed was not measured here (it needs a GPU)"
+
+
+def score(result: dict[str, Any], spec: specs.Exercise, cells: Sequence[tuple[str, Item, float]]
+          ) -> dict[str, dict[str, Any]]:
+    """{grade id: {points, max, passed, detail}} for the graded cells ``cells`` (grade id, item, points)."""
+    out = {}
+    for grade_id, item, max_points in cells:
+        passed, detail = judge(result, item)
+        out[grade_id] = {"points": max_points if passed else 0.0, "max": max_points, "passed": passed,
+                         "detail": detail, "title": item.title}
+    return out
+
+
+# ---- the assignment ------------------------------------------------------------------------------
+
+def exercise_text(spec: specs.Exercise) -> str:
+    """The learner's starting file, generated from the solution (never the instructor's edited copy)."""
+    from .exercises import SOLUTIONS, render
+
+    path = SOLUTIONS.parent / spec.solution
+    return render(path.read_text(), f"{SOLUTIONS.name}/{path.relative_to(SOLUTIONS).as_posix()}", path.suffix)
+
+
+def _meta(grade_id: str, *, grade: bool = False, points: float = 0.0) -> dict[str, Any]:
+    m: dict[str, Any] = {"grade": grade, "grade_id": grade_id, "locked": True, "schema_version": _SCHEMA,
+                         "solution": False, "task": False}
+    if grade:
+        m["points"] = points
+    return m
+
+
+def source_notebook(spec: specs.Exercise, points: Points = Points()) -> Any:
+    """The instructor's (source) notebook of one exercise: read-only instructions, a report cell, one
+    autograded cell per check. Returns an ``nbformat`` notebook."""
+    import nbformat.v4 as nbf
+
+    graded = items(spec, points)
+    total = sum(p for _, p in graded)
+    rows = "\n".join(f"| {it.title} | {p:g} |" for it, p in graded)
+    ex = spec.id
+    intro = (
+        f"# {spec.title}\n\n"
+        f"Your work is the file **`{spec.filename}`** in this folder (from chapter {spec.chapter or ex[2:4]} of the "
+        f"workbook). Open it, fill in the TODOs and save it. Then run the cells below: the first shows the full "
+        f"report of `tklab.check`; each of the others is one check, worth its points ({total:g} in all):\n\n"
+        f"| check | points |\n|---|---|\n{rows}\n\n"
+        "Submit the assignment when you are done. The grader runs the same check on the file you submitted, in a "
+        "separate process, outside this notebook: the cells below show you what it will find, but it is the "
+        "grader's own run that scores your work. Do not rename the file or the notebook, and keep the kernel's "
+        "name the exercise gives.")
+    nb = nbf.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["tklab"] = {"exercise": ex, "file": spec.filename}
+    cells = [nbf.new_markdown_cell(intro, metadata={"nbgrader": _meta(f"{ex}-intro")}),
+             nbf.new_code_cell(f"# The full report of the check on {spec.filename} (it runs once per version of "
+                               f"the file)\nfrom tklab.grading.nbgrade import report\nreport({ex!r})",
+                               metadata={"nbgrader": _meta(f"{ex}-report")})]
+    for it, p in graded:
+        cells.append(nbf.new_code_cell(
+            f"# {p:g} point{'s' if p != 1 else ''}: {it.title}\nfrom tklab.grading.nbgrade import verdict\n"
+            f"verdict({ex!r}, {it.slug!r})",
+            metadata={"nbgrader": _meta(f"{ex}-{it.slug}", grade=True, points=p),
+                      "tklab": {"exercise": ex, "item": it.slug}}))
+    for cell in cells:  # stable ids: the same exercise and points always write the same notebook
+        cell["id"] = cell.metadata["nbgrader"]["grade_id"][-64:]
+    nb.cells = cells
+    return nb
+
+
+def write_assignments(course: Path, exercise_ids: Sequence[str], points: Points = Points()) -> list[Path]:
+    """``course/source/<id>/`` for each exercise; an existing file that differs is never overwritten
+    (``NbgradeError`` names it, and nothing is written)."""
+    import nbformat
+
+    planned: dict[Path, str] = {}
+    for ex in exercise_ids:
+        spec = specs.get(ex)
+        folder = course / "source" / ex
+        planned[folder / f"{ex}.ipynb"] = nbformat.writes(source_notebook(spec, points)) + "\n"
+        planned[folder / spec.filename] = exercise_text(spec)
+    clashes = [p for p, text in planned.items() if p.exists() and p.read_text() != text]
+    if clashes:
+        raise NbgradeError("these files exist and differ from what would be written (edited by hand?): "
+                           + ", ".join(str(p) for p in clashes) + "; nothing was written: move them aside first")
+    for p, text in planned.items():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if not p.exists():
+            p.write_text(text)
+    return sorted(planned)
+
+
+def graded_cells(notebook: Path) -> tuple[str, list[tuple[str, Item, float]]]:
+    """(exercise id, [(grade id, item, points)]) of a tklab source notebook, read from its cells."""
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    ex = nb.metadata.get("tklab", {}).get("exercise")
+    if not ex:
+        raise NbgradeError(f"{notebook} is not a notebook written by `tklab nbgrade assignments`")
+    known = {it.slug: it for it, _ in items(specs.get(ex), Points(speed=1.0))}
+    cells = []
+    for cell in nb.cells:
+        meta, mine = cell.metadata.get("nbgrader", {}), cell.metadata.get("tklab", {})
+        if meta.get("grade") and mine.get("item"):
+            if mine["item"] not in known:
+                raise NbgradeError(f"{notebook}: check {mine['item']!r} is not one of {ex}'s checks in this tklab "
+                                   f"({', '.join(known)}); regenerate the assignment")
+            cells.append((meta["grade_id"], known[mine["item"]], float(meta["points"])))
+    return ex, cells
+
+
+# ---- in the notebook ------------------------------------------------------------------------------
+
+_memo: dict[tuple[str, str, bool], dict[str, Any]] = {}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _result(exercise: str, *, bench: bool) -> tuple[dict[str, Any] | None, str]:
+    """(check result, why not) for the exercise's file beside the notebook."""
+    spec = specs.get(exercise)
+    path = Path.cwd() / spec.filename
+    if not path.is_file():
+        return None, f"there is no {spec.filename} beside this notebook (it is your work: do not rename it)"
+    sha = _sha256(path)
+    kept = os.environ.get(VERDICTS_ENV)
+    if kept:
+        record = Path(kept) / exercise / f"{sha}.json"
+        if not record.is_file():
+            return None, (f"the grader computed no verdict for this {spec.filename} (SHA-256 {sha[:12]}…): it is not "
+                          "the file that was submitted")
+        return json.loads(record.read_text())["result"], ""
+    key = (exercise, sha, bench)
+    if key not in _memo:
+        cmd = [sys.executable, "-m", "tklab.grading.check", "--json", "--exercise", exercise, str(path)]
+        if not bench:
+            cmd.append("--no-bench")
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), None)
+        if line is None:
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            return None, f"the check did not run (exit {proc.returncode}): {tail}"
+        _memo[key] = json.loads(line)
+    return _memo[key], ""
+
+
+def verdict(exercise: str, check: str) -> None:
+    """One graded check, for a test cell: ``✔ …`` (full points), or ``✘ …`` on stderr (no points)."""
+    it = next((it for it, _ in items(specs.get(exercise), Points(speed=1.0)) if it.slug == check), None)
+    if it is None:
+        print(f"✘ {check}: not a check of {exercise} in this version of tklab", file=sys.stderr)
+        return
+    result, why = _result(exercise, bench=it.kind == "speed")
+    if result is None:
+        print(f"✘ {it.title}: {why}", file=sys.stderr)
+        return
+    passed, detail = judge(result, it)
+    if passed:
+        print(f"✔ {it.title}: {detail}")
+    else:  # nbgrader gives a test cell that wrote to stderr no points
+        print(f"{'✘' if passed is False else '?'} {it.title}: {detail}", file=sys.stderr)
+
+
+def report(exercise: str) -> Any:
+    """The check's full report on the exercise file beside the notebook (a ``CheckResult``), or a line
+    saying why there is none."""
+    from .specs import StaticResult
+    from .verdict import CheckResult
+
+    result, why = _result(exercise, bench=False)
+    if result is None:
+        print(why)
+        return None
+    fields = CheckResult.__dataclass_fields__
+    res = CheckResult(**{k: v for k, v in result.items() if k in fields and k != "static"})
+    res.static = [StaticResult(**s) for s in result.get("static", [])]
+    return res
+
+
+# ---- outside the notebooks: autograde ------------------------------------------------------------
+
+def _submissions(course: Path, assignment: str, students: Sequence[str] | None) -> dict[str, Path]:
+    base = course / "submitted"
+    if not base.is_dir():
+        raise NbgradeError(f"{base} does not exist: collect the submissions first (`nbgrader collect {assignment}`)")
+    found = {p.parent.name: p for p in sorted(base.glob(f"*/{assignment}")) if p.is_dir()}
+    if students:
+        unknown = [s for s in students if s not in found]
+        if unknown:
+            raise NbgradeError(f"no submission of {assignment} from {', '.join(unknown)} in {base}")
+        found = {s: found[s] for s in students}
+    if not found:
+        raise NbgradeError(f"no submission of {assignment} in {base}")
+    return found
+
+
+def compute_verdicts(course: Path, assignment: str, *, students: Sequence[str] | None = None,
+                     timeout: float = 60.0, bench: bool = False, progress: bool = True) -> dict[str, dict[str, Any]]:
+    """Check each student's submitted exercise file outside any notebook; keep each verdict in
+    ``course/tklab_verdicts/<exercise>/<sha256>.json``. Returns {student: {sha256, scores, summary}}."""
+    from .grade import _check_in_subprocess, scan
+
+    ex, cells = graded_cells(course / "source" / assignment / f"{assignment}.ipynb")
+    spec = specs.get(ex)
+    bench = bench or any(item.kind == "speed" for _, item, _ in cells)  # a speed cell needs the timing
+    store = course / VERDICTS_DIR / ex
+    store.mkdir(parents=True, exist_ok=True)
+    out: dict[str, dict[str, Any]] = {}
+    for student, folder in _submissions(course, assignment, students).items():
+        found, refused = scan(folder, [ex])
+        path = found.get(ex)
+        if path is None or path.parent != folder:
+            why = refused.get(ex) or f"no {spec.filename} in the submission"
+            if path is not None:
+                why = f"{spec.filename} is not beside the notebook (found {path.relative_to(folder)})"
+            result: dict[str, Any] = {"compiled": False, "passed": False, "summary": why}
+            sha = ""
+        else:
+            if progress:
+                print(f"  {student}: checking {spec.filename} …", file=sys.stderr, flush=True)
+            sha = _sha256(path)
+            result = _check_in_subprocess(ex, path, timeout=timeout, run=True, bench=bench, hide=[course])
+            (store / f"{sha}.json").write_text(json.dumps({"exercise": ex, "sha256": sha, "student": student,
+                                                           "result": result}, default=str) + "\n")
+        out[student] = {"sha256": sha, "scores": score(result, spec, cells),
+                        "summary": " ".join(str(result.get("summary", "")).split())}
+    return out
+
+
+def run_nbgrader_autograde(course: Path, assignment: str, student: str | None = None, extra: Sequence[str] = ()
+                           ) -> subprocess.CompletedProcess[str]:
+    """``nbgrader autograde`` in the course folder (so its nbgrader_config.py applies), its kernels told where
+    the verdicts are, the learner's file not overwritten by the released copy."""
+    ex = graded_cells(course / "source" / assignment / f"{assignment}.ipynb")[0]
+    env = dict(os.environ)
+    env[VERDICTS_ENV] = str((course / VERDICTS_DIR).resolve())
+    keep = json.dumps({assignment: [specs.get(ex).filename]})
+    cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force",
+           f"--CourseDirectory.root={course.resolve()}", f"--Autograde.exclude_overwriting={keep}"]
+    if student is not None:
+        cmd.append(f"--student={student}")
+    return subprocess.run([*cmd, *extra], cwd=course, env=env, capture_output=True, text=True)
+
+
+def apply_scores(course: Path, assignment: str, verdicts: dict[str, dict[str, Any]], *, db_url: str | None = None
+                 ) -> list[str]:
+    """Set each tklab cell's autograde score in the gradebook to the points computed outside the notebook;
+    returns a line for every cell whose score in the executed notebook differed."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    url = db_url or f"sqlite:///{(course / 'gradebook.db').resolve()}"
+    differed = []
+    with Gradebook(url) as gb:
+        for student, v in verdicts.items():
+            for grade_id, s in v["scores"].items():
+                try:
+                    g = gb.find_grade(grade_id, assignment, assignment, student)
+                except MissingEntry:
+                    differed.append(f"{student}: {grade_id}: not in the gradebook (did nbgrader autograde this "
+                                    "submission?); its points were not recorded")
+                    continue
+                if g.auto_score is not None and float(g.auto_score) != s["points"]:
+                    differed.append(f"{student}: {grade_id}: the executed notebook scored {g.auto_score:g}, the "
+                                    f"check outside it {s['points']:g}; the gradebook keeps {s['points']:g}")
+                g.auto_score = s["points"]
+                g.needs_manual_grade = g.manual_score is not None  # a grader's earlier score still wants a look
+            gb.db.commit()
+    return differed
+
+
+def autograde(course: Path, assignment: str, *, students: Sequence[str] | None = None, timeout: float = 60.0,
+              bench: bool = False, extra: Sequence[str] = (), db_url: str | None = None) -> int:
+    """The three steps (see the module docstring); prints a summary. Exit status: 0 done, 1 nbgrader
+    failed, 3 done but some correctness could not be established here (no GPU, no emulator)."""
+    verdicts = compute_verdicts(course, assignment, students=students, timeout=timeout, bench=bench)
+    for who in (list(verdicts) if students else [None]):  # nbgrader's --student takes one name (or a glob)
+        proc = run_nbgrader_autograde(course, assignment, who, extra)
+        if proc.returncode != 0:
+            print(proc.stdout + proc.stderr, file=sys.stderr)
+            print(f"error: nbgrader autograde failed (exit {proc.returncode}); the verdicts are kept in "
+                  f"{course / VERDICTS_DIR}", file=sys.stderr)
+            return 1
+    differed = apply_scores(course, assignment, verdicts, db_url=db_url)
+    unverified = 0
+    for student, v in verdicts.items():
+        got = sum(s["points"] for s in v["scores"].values())
+        most = sum(s["max"] for s in v["scores"].values())
+        unverified += sum(s["passed"] is None for s in v["scores"].values())
+        print(f"{student}: {got:g} / {most:g}  {v['summary']}")
+    for line in differed:
+        print(f"note: {line}")
+    if unverified:
+        print(f"{unverified} check(s) could not be established on this machine (NOT VERIFIED, 0 points): grade on a "
+              "machine with a GPU, or with a C++ compiler for the CPU emulation")
+        return 3
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tklab nbgrade assignments|autograde ...``; exit 2 on a usage error."""
+    ap = argparse.ArgumentParser(prog="python -m tklab nbgrade", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("assignments", help="write source/<exercise>/ for nbgrader generate_assignment")
+    a.add_argument("--course", type=Path, required=True, help="the nbgrader course folder")
+    a.add_argument("--exercises", nargs="*", default=None, help="exercise ids or prefixes (default: all)")
+    for name, default in (("compiles", 1.0), ("static", 1.0), ("correct", 5.0), ("speed", 0.0)):
+        what = "each static check" if name == "static" else name
+        why = "; 0: no speed cell, as speed needs the grader to have a GPU" if name == "speed" else ""
+        a.add_argument(f"--points-{name}", type=float, default=default, help=f"points for {what} (default "
+                       f"{default:g}{why})")
+    g = sub.add_parser("autograde", help="check the submissions outside the notebooks, run nbgrader autograde, "
+                       "write the points into the gradebook")
+    g.add_argument("assignment", help="the assignment (an exercise id)")
+    g.add_argument("--course", type=Path, default=Path("."), help="the nbgrader course folder (default: here)")
+    g.add_argument("--student", action="append", default=None, help="only this student (repeatable)")
+    g.add_argument("--timeout", type=float, default=60.0, help="seconds for each run of a learner's kernel")
+    g.add_argument("--db", default=None, help="the gradebook's database URL, when nbgrader_config.py sets "
+                   "CourseDirectory.db_url (default: sqlite:///<course>/gradebook.db, nbgrader's own default)")
+    g.add_argument("--bench", action="store_true", help="time against the library even without a speed cell "
+                   "(an assignment with a speed cell is always timed; timing needs a GPU)")
+    args, extra = ap.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        if args.command == "assignments":
+            if extra:
+                ap.error(f"unrecognized arguments: {' '.join(extra)}")
+            ids = [specs.find(e).id for e in args.exercises] if args.exercises else specs.all_ids()
+            pts = Points(args.points_compiles, args.points_static, args.points_correct, args.points_speed)
+            if min(pts.compiles, pts.static, pts.correct, pts.speed) < 0:
+                raise NbgradeError("points cannot be negative")
+            for p in write_assignments(args.course, ids, pts):
+                print(f"wrote {p}")
+            print(f"next: cd {args.course} && nbgrader generate_assignment <exercise id>; grade with "
+                  "`python -m tklab nbgrade autograde <exercise id>`")
+            return 0
+        return autograde(args.course, args.assignment, students=args.student, timeout=args.timeout,
+                         bench=args.bench, extra=extra, db_url=args.db)
+    except (NbgradeError, KeyError) as e:
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
