@@ -89,7 +89,9 @@ SPEC = Exercise(
     # The reference's ratio measured by bench/ch07_ch08_gpu.py on the H200 (2026-12-01, 4150f70:
     # bench/results/ch07_ch08_2026-12-01_4150f70.md); the target sits at most TARGET_MARGIN x below it.
     bench=Bench(dims={"M": 4096, "N": 4096, "K": 4096}, baseline=bf16_matmul_baseline,
-                baseline_name="cuBLAS bf16 (torch.matmul)", output="C", target=0.34, measured=(0.437,),
+                baseline_name="cuBLAS bf16 (torch.matmul)", output="C", target=0.31, measured=(0.437, 0.389),
+                # 0.389: the check's own timing at 1f41bc0 (exercises_2026-12-01_1f41bc0.json),
+                # which still packed the arguments on every timed call; re-measure with the prepared launch
                 flops=matmul_flops,
                 expect=bf16_matmul_expect, rtol=1e-2, atol=1e-1),
     arch="sm_90a",

@@ -69,10 +69,12 @@ SPEC = Exercise(
         NoSpills(),
     ),
     bench=Bench(dims={"B": 2, "H": 16, "N": 8192, "causal": 0}, baseline=sdpa_cudnn,
-                baseline_name="SDPA cuDNN", output="O", target=0.8,
+                baseline_name="SDPA cuDNN", output="O", target=0.64,
                 flops=lambda d: attention.flops(d["B"], d["H"], d["N"], BUILD.head_dim, bool(d["causal"])),
                 expect=expect_output, rtol=2e-2, atol=2e-2,
                 # the reference (ping-pong, 176-key blocks) vs SDPA cuDNN at this size, three rounds on the
                 # H200 (2026-12-01, e9e13a5: bench/results/flash_fwd_bench_2026-12-01_e9e13a5.md)
-                measured=(1.00, 1.05)),
+                # and 0.805, the check's own timing at 1f41bc0 (exercises_2026-12-01_1f41bc0.json),
+                # which still packed the arguments on every timed call; re-measure with the prepared launch
+                measured=(1.00, 1.05, 0.805)),
 )
