@@ -24,11 +24,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 class _Kernel:
     def __init__(self, body):
-        self.body, self.launches = body, []
+        self.body, self.launches, self.prepared = body, [], 0
 
     def __call__(self, grid, block, args, shared_mem=0):
         self.launches.append((grid, block))
         self.body(*args)
+
+    def prepare(self, grid, block, args, shared_mem=0):
+        """As tklab's Kernel.prepare: arguments packed once, a callable that launches."""
+        self.prepared += 1
+        return lambda: self(grid, block, args, shared_mem)
 
 
 @pytest.fixture
@@ -91,6 +96,7 @@ def test_correct_kernel_passes_every_case_and_gets_a_ratio(fake_device):
     assert out.status == "ok" and out.evidence == verdict.Evidence.GPU
     assert [c["dims"] for c in out.result["cases"]] == list(spec.cases) and out.result["device"] == "Fake GPU"
     assert len(kernel.launches) == len(spec.cases) + 2  # every case, the benchmark check, one timing call
+    assert kernel.prepared == 1  # the timed calls run a prepared launch: Python's packing is not timed
     assert kernel.launches[0] == ((768 // 32, 1024 // 32), (32, 32))  # the spec's launch shape
     s = out.result["speed"]
     assert s["ratio"] == 0.25 and s["ms"] == 2.0 and s["baseline_ms"] == 0.5 and s["target"] == spec.bench.target
