@@ -15,6 +15,7 @@ Usage: ``python -m tklab.course.nbrefresh [--backup] [NOTEBOOK ...]`` (default: 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -38,9 +39,20 @@ def refresh(path: Path, timeout: int = 600) -> None:
     import nbformat
     from nbclient import NotebookClient
 
+    from ..grading.check import SEED_VARIABLE
+
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
-                   store_widget_state=False).execute()
+    # Exercise checks draw fresh random inputs; a fixed seed keeps their stored reports the same run to run.
+    previous = os.environ.get(SEED_VARIABLE)
+    os.environ[SEED_VARIABLE] = "2026"
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}, store_widget_state=False).execute()
+    finally:
+        if previous is None:
+            os.environ.pop(SEED_VARIABLE, None)
+        else:
+            os.environ[SEED_VARIABLE] = previous
     nbformat.write(nbformat.from_dict(clean(nb)), path)
 
 

@@ -182,6 +182,10 @@ def read_source(path: Path) -> tuple[str | None, str, list[str]]:
 _progress: Any = None
 
 
+#: Environment variable that fixes the inputs' seed of checks run from a notebook (see ``check``).
+SEED_VARIABLE = "TKLAB_CHECK_SEED"
+
+
 def _tell(stage: str) -> None:
     if _progress is not None:
         _progress(stage)
@@ -196,8 +200,15 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     after its exercise. ``path``: the file, if not the learner's copy in ``exercises/``. ``run=False``:
     static checks only. ``bench=False``: no timing. ``timeout``: seconds for the run (default 60 in the
     simulator, 180 on a GPU with timing). ``hide``: folders the run's sandbox hides from the code (the
-    solutions are always hidden).
+    solutions are always hidden). ``seed``: the random inputs' seed; default fresh each time, or
+    ``$TKLAB_CHECK_SEED`` where set (``make notebooks`` sets it, so a re-executed chapter stores the same
+    check output instead of new random values; grading never reads it).
     """
+    if seed is None and os.environ.get(SEED_VARIABLE, "").strip():
+        try:
+            seed = int(os.environ[SEED_VARIABLE])
+        except ValueError:
+            raise ValueError(f"${SEED_VARIABLE} must be an integer, got {os.environ[SEED_VARIABLE]!r}") from None
     from .child import choose_mode
 
     spec, file = resolve(exercise, path)

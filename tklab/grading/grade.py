@@ -165,11 +165,12 @@ def _check_in_subprocess(exercise: str, path: Path, *, timeout: float, run: bool
                          seed: int | None = None) -> dict:
     """``python -m tklab.grading.check --json`` on one file, its whole process tree limited to ``timeout`` plus the
     compile allowance; a crash or a hang of the checker becomes a dict that says what it was doing."""
-    from .check import STAGE_PREFIX
+    from .check import SEED_VARIABLE, STAGE_PREFIX
     from .sandbox import Limits, Sandbox
 
     cmd = _checker_command(exercise, path, timeout=timeout, run=run, bench=bench, hide=hide, seed=seed)
     env = dict(os.environ)
+    env.pop(SEED_VARIABLE, None)  # a notebook's fixed seed never reaches grading: --seed is the only way
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_PARENT), env.get("PYTHONPATH")) if p)
     limit = timeout + compile_allowance
     out = bytearray()
