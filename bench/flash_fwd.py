@@ -277,8 +277,8 @@ def _ratio_table(rows: list[dict[str, Any]], names: list[str]) -> list[str]:
             clocks = [c for x in mine_rows for c in (x.get("sm_clock_mhz"), x.get("sm_clock_after_mhz")) if c]
             clock = f"{min(clocks)}–{max(clocks)}" if clocks else "not read"
             host_cell = f"{host:.0f}" if host is not None else "–"
-            lines.append(f"| {d} | {n} | {'yes' if causal else 'no'} | {b}×{h} | {who} | {med:.0f} | " + " | ".join(cells)
-                         + f" | {host_cell} | {clock} |")
+            lines.append(f"| {d} | {n} | {'yes' if causal else 'no'} | {b}×{h} | {who} | {med:.0f} | "
+                         + " | ".join(cells) + f" | {host_cell} | {clock} |")
     if not any(x["who"] == FA4 for x in rows):
         lines += ["", "FlashAttention-4 was not installed on this machine (optional: `pip install "
                   "\"flash-attn-4[cu13]\"`, or shared/tools/fa4_wheels.sh offline): its columns are empty."]
