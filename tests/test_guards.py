@@ -173,3 +173,21 @@ def test_a_fully_masked_row_gives_zero_output_and_minus_infinity_lse(kernel, d, 
     np.testing.assert_allclose(out, ref_o, atol=2e-2, rtol=2e-2)  # row 5 (first block masked) and the rest
     finite = np.isfinite(ref_lse)
     np.testing.assert_allclose(lse[finite], ref_lse[finite], atol=1e-3)
+
+
+def test_what_the_refusal_recommends_runs_one_consumer_plain_schedule_one_stage():
+    """The way out the SCHEDULE message gives (one consumer: SCHEDULE=0), at the smallest ring (STAGES=1): it
+    compiles without spills and runs right on the emulator, which would report a deadlock."""
+    cfg = attention.build("hopper", 64, CONSUMERS=1, SCHEDULE=0, STAGES=1, BC=64)
+    assert attention.compiled(cfg, "sm_90a").spill_bytes == 0
+    rng = np.random.default_rng(5)
+    n, d = 150, 64
+    q, k, v = (to_bf16_bits(rng.standard_normal((1, 1, n, d)).astype(np.float32)) for _ in range(3))
+    o, lse = np.full((1, 1, n, d), 0xFFFF, np.uint16), np.full((1, 1, n), np.nan, np.float32)
+    mod = emu.compile(cfg.source.read_text(), name=cfg.source.name, options=cfg.options)
+    maps = [emu.tensor_map(x, (rows, d), dtype="bfloat16") for x, rows in ((q, 64), (k, 64), (v, 64), (o, 64))]
+    grid = ((n + cfg.block_rows - 1) // cfg.block_rows, 1, 1)
+    mod["flash_fwd"](grid, (cfg.threads,), (*maps, lse, 1, n, np.float32(1 / 8), 1), shared_mem=cfg.shared_bytes)
+    ref_o, ref_lse = attention.naive(*(bf16_to_float32(x) for x in (q, k, v)), causal=True)
+    np.testing.assert_allclose(bf16_to_float32(o), ref_o, atol=2e-2, rtol=2e-2)
+    np.testing.assert_allclose(lse, ref_lse, atol=1e-3)
