@@ -16,12 +16,15 @@ run.
 
 What grade refuses, and says so in the row: a student folder that is a link leading out of the class
 folder, and a file (or a folder on its way) that is a link leading out of the student's folder (a link
-to ``solutions/`` is not the student's work). Cells that a spreadsheet would run as a formula (``=``,
-``+``, ``-``, ``@`` first) are written with a leading ``'``.
+to ``solutions/`` is not the student's work). Refused before anything is graded: student folders whose
+names read as one (``sheet.refuse_lookalikes``). Names are written escaped and reversibly, never as a
+formula (``sheet.escape_name``); message cells that a spreadsheet would run get a leading ``'``.
 
-Nothing is lost: ``--out`` is checked before anything is graded, rows are written as they finish, and a
-rerun with the same ``--out`` resumes (rows already there are kept; ``--restart`` grades everyone again,
-keeping the old sheet as ``<name>.bak-<time>``).
+Nothing is lost: ``--out`` is checked and locked before anything is graded (a second grader on it is
+refused, naming the holder), rows are written as they finish, and a rerun with the same ``--out`` resumes
+(rows already there are kept; ``--restart`` grades everyone again, keeping the old sheet as
+``<name>.bak-<time>``). Ctrl-C stops the check in flight and its sandboxed run, keeps the sheet and exits
+130; the rerun grades only what is missing (``tklab.grading.sheet`` says what a sheet guarantees).
 
 A large class is graded in parallel with ``--shard I/N`` (one shard per GPU node: a Slurm job array, a
 Kubernetes indexed Job) and ``python -m tklab grade-merge`` (``tklab.grading.grade_shards``). ``--seed N`` gives
