@@ -17,14 +17,11 @@
 
 using namespace tk;
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128  // d, the head dimension: 64 or 128
-#endif
-#ifndef WARP_ROWS
-#define WARP_ROWS 32  // query rows per warp: each K/V subtile read from shared memory feeds WARP_ROWS/16 mmas
-#endif
-#ifndef BC
-#define BC (HEAD_DIM == 128 ? 64 : 128)  // keys per block: S is WARP_ROWS x BC in registers
+// HEAD_DIM (d: 64 or 128), WARP_ROWS (query rows per warp: each K/V subtile read from shared memory feeds
+// WARP_ROWS/16 mmas) and BC (keys per block: S is WARP_ROWS x BC in registers) have one home:
+// tklab.attention.DEFAULTS, which passes each with -D and launches with the same values.
+#if !defined(HEAD_DIM) || !defined(WARP_ROWS) || !defined(BC)
+#error "compile through tklab.attention.build(...), which passes -DHEAD_DIM -DWARP_ROWS -DBC"
 #endif
 constexpr int WARPS = 4, BR = WARPS * WARP_ROWS;
 
@@ -90,7 +87,8 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
     }
 
     // O / l, out through this warp's shared Q tile (free now) so that rows past seq are not written.
-    div_row(acc, acc, l);
+    map(rs, l, [](float l) { return l == 0.0f ? 0.0f : fast::rcp(l); });  // 1/l; 0 for a row no key reached
+    mul_row(acc, acc, rs);
     rt_bf<WARP_ROWS, HEAD_DIM> out;
     copy(out, acc);
     store(sm.q[w], out);

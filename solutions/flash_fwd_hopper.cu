@@ -18,21 +18,14 @@
 
 using namespace tk;
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128
+// HEAD_DIM (64 or 128), CONSUMERS (consumer warpgroups, 64 query rows each), BC (keys per block), STAGES
+// and SCHEDULE have one home: tklab.attention.DEFAULTS, which passes each with -D (and launches with the
+// same values: tensor-map boxes, shared memory). No second value here that could disagree.
+#if !defined(HEAD_DIM) || !defined(CONSUMERS) || !defined(BC) || !defined(STAGES) || !defined(SCHEDULE)
+#error "compile through tklab.attention.build(...), which passes -DHEAD_DIM -DCONSUMERS -DBC -DSTAGES -DSCHEDULE"
 #endif
-#ifndef CONSUMERS
-#define CONSUMERS (HEAD_DIM == 128 ? 2 : 3)  // consumer warpgroups, 64 query rows each
-#endif
-#ifndef BC
-#define BC 128  // keys per block
-#endif
-#ifndef STAGES
-#define STAGES 2
-#endif
-#ifndef SCHEDULE
-#define SCHEDULE 2
-#endif
+static_assert(SCHEDULE == 0 || CONSUMERS >= 2, "SCHEDULE 1 and 2 take turns between consumer warpgroups: "
+              "they need CONSUMERS >= 2 (one consumer: SCHEDULE=0)");
 constexpr int BR = 64 * CONSUMERS;
 using split = warpgroup::register_split<24, CONSUMERS == 2 ? 240 : 160, CONSUMERS>;
 using turn = warpgroup::turns<1, CONSUMERS>;  // named barriers 1 .. CONSUMERS
@@ -62,8 +55,9 @@ struct softmax_state {
         if (col0 + BC > seq) mask_keys_from(s, col0, seq);
         copy(a, m);
         row_max(m, s, m);
-        map(a, a, m, [c](float mo, float mn) { return fast::exp2(c * (mo - mn)); });
-        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - c * mx); });
+        // m = -inf: every key so far masked; 2^(-inf + inf) would be NaN, so a = 1 and P = 2^(c S) = 0.
+        map(a, a, m, [c](float mo, float mn) { return mn == neg_inf ? 1.0f : fast::exp2(c * (mo - mn)); });
+        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - (mx == neg_inf ? 0.0f : c * mx)); });
         col_vec<rt_fl<16, BC>> rs;
         row_sum(rs, s);
         map(l, l, a, rs, [](float l, float a, float r) { return a * l + r; });
@@ -177,8 +171,9 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 #endif
 
     // Epilogue: O / l through this consumer's Q tile (stmatrix), out with one TMA store that skips rows
-    // past the end of the head; L = ln(sum) + scaled max, one lane per row.
-    div_row(st.o, st.o, st.l);
+    // past the end of the head; L = ln(sum) + scaled max, one lane per row (-inf for a row no key reached).
+    map(st.a, st.l, [](float l) { return l == 0.0f ? 0.0f : fast::rcp(l); });  // a row no key reached: O = 0
+    mul_row(st.o, st.o, st.a);
     warpgroup::store(sm.q[me], st.o);
     fence_proxy_async();  // our ordinary shared stores, then the copy engine reads them
     warpgroup::sync_group<8>(me);

@@ -16,14 +16,11 @@
 
 using namespace tk;
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128  // d, the head dimension: 64 or 128
-#endif
-#ifndef WARP_ROWS
-#define WARP_ROWS 32  // query rows per warp: each K/V subtile read from shared memory feeds WARP_ROWS/16 mmas
-#endif
-#ifndef BC
-#define BC (HEAD_DIM == 128 ? 64 : 128)  // keys per block: S is WARP_ROWS x BC in registers
+// HEAD_DIM (d: 64 or 128), WARP_ROWS (query rows per warp: each K/V subtile read from shared memory feeds
+// WARP_ROWS/16 mmas) and BC (keys per block: S is WARP_ROWS x BC in registers) have one home:
+// tklab.attention.DEFAULTS, which passes each with -D and launches with the same values.
+#if !defined(HEAD_DIM) || !defined(WARP_ROWS) || !defined(BC)
+#error "compile through tklab.attention.build(...), which passes -DHEAD_DIM -DWARP_ROWS -DBC"
 #endif
 constexpr int WARPS = 4, BR = WARPS * WARP_ROWS;
 
@@ -83,8 +80,9 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
         // BEGIN SOLUTION hint: keep the old max in m_old; row_max(m, s, m); turn m_old into a = 2^(c (m_old - m)) with map; P = 2^(c s - c m) in place with map_row and fast::exp2; row_sum(rs, s); l = a l + rs with the 4-argument map; O = a O with mul_row (only if warp_any(a, ...) finds an a != 1)
         copy(m_old, m);
         row_max(m, s, m);  // m = max(m_old, rowmax S)
-        map(m_old, m_old, m, [c](float mo, float mn) { return fast::exp2(c * (mo - mn)); });  // a
-        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - c * mx); });      // P, fp32
+        // m = -inf (every key so far masked): a = 1 and P = 2^(c S) = 0, not 2^(-inf + inf) = NaN
+        map(m_old, m_old, m, [c](float mo, float mn) { return mn == neg_inf ? 1.0f : fast::exp2(c * (mo - mn)); });
+        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - (mx == neg_inf ? 0.0f : c * mx)); });
         row_sum(rs, s);
         map(l, l, m_old, rs, [](float l, float a, float r) { return a * l + r; });
         if (warp_any(m_old, [](float a) { return a != 1.0f; })) mul_row(acc, acc, m_old);  // no new max: a = 1
@@ -94,7 +92,8 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
     }
 
     // O / l, out through this warp's shared Q tile (free now) so that rows past seq are not written.
-    div_row(acc, acc, l);
+    map(rs, l, [](float l) { return l == 0.0f ? 0.0f : fast::rcp(l); });  // 1/l; 0 for a row no key reached
+    mul_row(acc, acc, rs);
     rt_bf<WARP_ROWS, HEAD_DIM> out;
     copy(out, acc);
     store(sm.q[w], out);

@@ -97,13 +97,22 @@ def timeline_svg(tl: schedules.Timeline, *, scale: float | None = None, width: i
     return _svg(int(left + tl.end * px + 20), h, body)
 
 
+def block_choices() -> tuple[list[int], list[int]]:
+    """(query rows, keys) per block the explorer offers: a few small shapes and every shipped kernel's own
+    (read from ``attention.DEFAULTS``, their one home)."""
+    shipped = [attention.build(k, d) for k, per_d in attention.DEFAULTS.items() for d in per_d]
+    return (sorted({64, 128} | {b.block_rows for b in shipped}),
+            sorted({32, 64, 128} | {b.option("BC") for b in shipped}))
+
+
 def blocks_explorer(**initial: Any) -> Any:
     """Sliders for the sequence length and block shape, and a causal switch, redrawing block_map_svg."""
     import ipywidgets as W
 
     seq = W.IntSlider(value=initial.get("seq", 1000), min=16, max=8192, step=16, description="seq")
-    rows = W.Dropdown(options=[64, 128, 192], value=initial.get("block_rows", 128), description="query rows")
-    keys = W.Dropdown(options=[32, 64, 128, 176], value=initial.get("block_keys", 64), description="keys")
+    choices = block_choices()
+    rows = W.Dropdown(options=choices[0], value=initial.get("block_rows", 128), description="query rows")
+    keys = W.Dropdown(options=choices[1], value=initial.get("block_keys", 64), description="keys")
     causal = W.Checkbox(value=initial.get("causal", True), description="causal")
     figure = W.HTML()
 
