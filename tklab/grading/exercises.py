@@ -294,7 +294,7 @@ def sync(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES, *, backup: bo
         dest.write_text(text)
         report.written.append(rel)
     for rel in report.removed:
-        (exercises / rel).unlink()
+        (exercises / rel).unlink(missing_ok=True)
     exercises.mkdir(parents=True, exist_ok=True)
     (exercises / MANIFEST).write_text(_manifest_text(planned))
     return report
