@@ -146,7 +146,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     st.rescale_and_round();
     // Blocks 1 ..: issue S_j and O += P_{j-1} V_{j-1} back to back, exponentiate S_j under the second.
     for (int j = 1; j < kv_blocks; ++j, at_k.advance(), at_v.advance()) {
-        // BEGIN SOLUTION hint: wait for K_j (k_pipe, cursor at_k) and V_{j-1} (v_pipe, at_v) to be full; take the turn if pingpong; issue S = Q K_j^T (mm_ABt) and O += P V_{j-1} (mma_AB) back to back; pass the turn; wait until only the newest group runs (mma_async_wait<1>(st.s)), release K_j, exponentiate block j; wait for the rest (mma_async_wait<0>(st.o, st.p)), release V_{j-1}, rescale_and_round
+        // BEGIN SOLUTION hint: one step of the loop: wait for the tiles this step reads, issue both products back to back (taking the tensor cores in turn under ping-pong), finish block j's softmax while P V still runs, and hand each stage back as soon as nothing reads it
         wait(sm.k_pipe.full[at_k.stage], at_k.phase);
         wait(sm.v_pipe.full[at_v.stage], at_v.phase);
         if (pingpong) turn::wait(me);
