@@ -287,3 +287,23 @@ def test_a_stuck_checker_is_stopped_on_time_and_the_message_names_what_it_was_do
     assert d["passed"] is False and "did not finish within 2 s, while compiling mallory/ch02_smem_tiling.cu" \
         in d["summary"] and "compile this slow" in d["summary"]
     assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, b"4077999.5")]
+
+
+def test_the_sheet_records_the_hint_level_the_student_reached(tmp_path: Path) -> None:
+    """A student who looked at hint levels 1 and 2 has level 2 recorded in their folder's hint state; the
+    sheet's row says so, and a student with no hint state (or another exercise) gets 0."""
+    from tklab.grading import hints
+    from tklab.grading.grade import _row
+
+    alice, bob = tmp_path / "alice", tmp_path / "bob"
+    (alice / "exercises").mkdir(parents=True)
+    bob.mkdir()
+    state = alice / "exercises" / hints.STATE_NAME
+    hints.hint("ch04_swizzle", state=state)
+    hints.hint("ch04_swizzle", more=True, state=state)
+    verdict = {"compiled": True, "passed": True, "summary": "PASSED", "established": "cpu-emulation"}
+    assert _row("alice", "ch04_swizzle", verdict, alice).hint_level == str(hints.reached("ch04_swizzle", state))
+    assert _row("alice", "ch04_swizzle", verdict, alice).hint_level == "2"
+    assert _row("alice", "ch02_smem_tiling", verdict, alice).hint_level == "0"
+    assert _row("bob", "ch04_swizzle", verdict, bob).hint_level == "0"
+    assert "hint_level" in FIELDS

@@ -49,7 +49,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
 from ..build.toolchain import REPO
-from . import grade_shards, specs
+from . import grade_shards, hints, specs
 from .sheet import FIELDS, GradeError, Row, Sheet, escape_name, refuse_lookalikes
 
 __all__ = ["FIELDS", "GradeError", "Row", "Sheet", "find_submissions", "grade", "main", "plan", "scan", "students",
@@ -199,13 +199,14 @@ def _stop(box: object) -> None:
     box.kill()  # type: ignore[attr-defined]
 
 
-def _row(student: str, exercise: str, d: dict) -> Row:
+def _row(student: str, exercise: str, d: dict, folder: Path | None = None) -> Row:
     compiled = {True: "yes", False: "no", None: "?"}[d.get("compiled")]
     correct = {True: "yes", False: "no", None: "not verified"}[d.get("passed")]
     ratio = d.get("speed_ratio")
     level = str(d.get("isolation", "")).split(" (", 1)[0].split(",", 1)[0]
     return Row(student, exercise, compiled, correct, f"{ratio:.3f}" if isinstance(ratio, (int, float)) else "",
-               " ".join(str(d.get("summary", "")).split()), str(d.get("established", "")), level)
+               " ".join(str(d.get("summary", "")).split()), str(d.get("established", "")), level,
+               str(hints.reached_in(folder, exercise)) if folder is not None else "")
 
 
 # ---- grading -------------------------------------------------------------------------------------------
@@ -278,7 +279,7 @@ def grade(class_dir: str | Path, *, exercises: Sequence[str] | None = None, time
                 print(f"  {name!r}: {ex} …", file=sys.stderr, flush=True)
             d = _check_in_subprocess(ex, path, timeout=timeout, run=run, bench=bench, hide=[class_dir],
                                      compile_allowance=compile_allowance, seed=seed)
-            emit(_row(name, ex, d))
+            emit(_row(name, ex, d, class_dir / name))
     return rows
 
 

@@ -55,6 +55,9 @@ class Row:
     message: str
     established: str = ""
     isolation: str = ""
+    #: the highest hint level the student had unlocked for this exercise (0-3; ``hints.reached_in``), as
+    #: recorded in their folder: what the verdict was reached with
+    hint_level: str = ""
 
 
 FIELDS = tuple(f.name for f in fields(Row))
