@@ -183,7 +183,10 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
             mask_if(s, row0, key0, [seq, causal](int r, int k) { return k >= seq || (causal && k > r); }, 0.0f);
         sub_row(dp, dp, d);
         mul(dp, dp, s);
-        // P and dS to shared memory (bf16): the transposed products read them there.
+        // P and dS to shared memory (bf16): the transposed products read them there. First the whole
+        // warpgroup must be past the previous block's products: dV += P^T dO of warp w reads the P
+        // columns of w's keys in EVERY warp's rows, so one warp's new rows could overwrite them early.
+        warpgroup::sync_group<1>(me + 1);
         warpgroup::store(sm.p[me], s);
         warpgroup::store(sm.ds[me], dp);
         fence_proxy_async();  // our ordinary stores, then wgmma (the async proxy) reads them
