@@ -235,3 +235,29 @@ def _check_gpu(q: Any, k: Any, v: Any, do: Any, *, causal: bool) -> None:
     for name, got, want in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, strict=True):
         e = attention_bwd.grad_errors(name, got.double().cpu().numpy(), want.cpu().numpy())
         assert e.ok(), str(e)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_autograd_function_gives_the_kernels_gradients_for_any_incoming_layout() -> None:
+    """attention_autograd.attention inside a graph: strided q, k, v (a fused projection's output) and a
+    transposed incoming gradient reach the same gradients as float64 autograd."""
+    import torch
+
+    from tklab.course.attention_autograd import attention as course_attention
+
+    b, n, h, d = 2, 300, 4, 64
+    g = torch.Generator(device="cuda").manual_seed(5)
+    qkv = torch.randn(b, n, 3, h, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+    y = course_attention(q, k, v, causal=True)
+    w = torch.randn(b, n, h * d, device="cuda", generator=g)
+    (y.transpose(1, 2).reshape(b, n, h * d).float() * w).sum().backward()
+    ref_in = qkv.detach().double().requires_grad_()
+    qd, kd, vd = (ref_in[:, :, i].transpose(1, 2) for i in range(3))
+    yd = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=True)
+    (yd.transpose(1, 2).reshape(b, n, h * d) * w.double()).sum().backward()
+    for i, name in enumerate(("dq", "dk", "dv")):
+        e = attention_bwd.grad_errors(name, qkv.grad[:, :, i].double().cpu().numpy(),
+                                      ref_in.grad[:, :, i].cpu().numpy())
+        assert e.ok(), str(e)
