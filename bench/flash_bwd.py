@@ -72,7 +72,7 @@ def _inputs(b: int, h: int, n: int, d: int, *, layout: str = "bhnd", logit_scale
 
 # ---- check -------------------------------------------------------------------------------------------------
 def check() -> list[dict[str, Any]]:
-    """Our forward + backward against float64 autograd of PyTorch's math attention, awkward shapes."""
+    """Our forward + backward (both dQ modes) against float64 autograd of PyTorch's math attention."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -83,19 +83,42 @@ def check() -> list[dict[str, Any]]:
     for b, h, n, d, causal, layout, ls in cases:
         q, k, v, do = _inputs(b, h, n, d, layout=layout, logit_scale=ls)
         o, lse = attention.flash_fwd(q, k, v, causal=causal)
-        dq, dk, dv = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal)
         qd, kd, vd = (x.detach().double().requires_grad_() for x in (q, k, v))
         with sdpa_kernel(SDPBackend.MATH):
             out = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=causal)
         ref = torch.autograd.grad(out, (qd, kd, vd), do.double())
-        errs = [attention_bwd.grad_errors(nm, g.double().cpu().numpy(), r.cpu().numpy())
-                for nm, g, r in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, strict=True)]
-        row = {"shape": [b, h, n, d], "causal": causal, "layout": layout, "logit_scale": ls,
-               "ok": all(e.ok() for e in errs), "errors": [str(e) for e in errs],
-               "worst_rel": max(e.rel for e in errs)}
-        rows.append(row)
-        print(f"check {row['shape']} causal={int(causal)} {layout} x{ls:g}: {'ok' if row['ok'] else 'FAILED'} "
-              f"({'; '.join(row['errors'])})", flush=True)
+        for mode in (0, 1):
+            grads = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal, DQ_MODE=mode)
+            errs = [attention_bwd.grad_errors(nm, g.double().cpu().numpy(), r.cpu().numpy())
+                    for nm, g, r in zip(("dq", "dk", "dv"), grads, ref, strict=True)]
+            row = {"shape": [b, h, n, d], "causal": causal, "layout": layout, "logit_scale": ls, "dq_mode": mode,
+                   "ok": all(e.ok() for e in errs), "errors": [str(e) for e in errs],
+                   "worst_rel": max(e.rel for e in errs)}
+            rows.append(row)
+            print(f"check {row['shape']} causal={int(causal)} {layout} x{ls:g} DQ_MODE={mode}: "
+                  f"{'ok' if row['ok'] else 'FAILED'} ({'; '.join(row['errors'])})", flush=True)
+    return rows
+
+
+def determinism(n: int = 4097, d: int = 128, runs: int = 5) -> list[dict[str, Any]]:
+    """Run the same backward several times: how many elements of dQ (summed by atomic additions in an
+    order the blocks' timing decides) and of dK, dV (each written by one block) differ bit for bit."""
+    import torch
+
+    q, k, v, do = _inputs(2, 4, n, d)
+    o, lse = attention.flash_fwd(q, k, v, causal=False)
+    rows = []
+    for mode in (0, 1):
+        first = attention_bwd.flash_bwd(q, k, v, o, lse, do, DQ_MODE=mode)
+        differ = [0, 0, 0]
+        for _ in range(runs - 1):
+            again = attention_bwd.flash_bwd(q, k, v, o, lse, do, DQ_MODE=mode)
+            for j in range(3):
+                differ[j] = max(differ[j], int((again[j].view(torch.int16) != first[j].view(torch.int16)).sum()))
+        rows.append({"dq_mode": mode, "shape": [2, 4, n, d], "runs": runs, "dq_elements_differing": differ[0],
+                     "dk_elements_differing": differ[1], "dv_elements_differing": differ[2],
+                     "elements": first[0].numel()})
+        print(f"determinism DQ_MODE={mode}: {rows[-1]}", flush=True)
     return rows
 
 
@@ -118,7 +141,8 @@ def contenders(q: Any, k: Any, v: Any, do: Any, causal: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     o, lse = attention.flash_fwd(q, k, v, causal=causal)
     dq, dk, dv = (torch.empty_like(q) for _ in range(3))
-    out["ch11 (ours)"] = attention_bwd.prepare(q, k, v, o, lse, do, dq, dk, dv, causal=causal)
+    for name, mode in (("ch11 dQ atomicAdd", 0), ("ch11 dQ TMA reduce", 1)):
+        out[name] = attention_bwd.prepare(q, k, v, o, lse, do, dq, dk, dv, causal=causal, DQ_MODE=mode)
     leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
     for name, backend in (("sdpa cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa flash (FA2)", SDPBackend.FLASH_ATTENTION)):
         try:
@@ -245,11 +269,17 @@ def main() -> int:
         rows = check()
         bad = [r for r in rows if not r["ok"]]
         body += [f"## Check: {len(rows)} cases against float64 autograd, {len(bad)} failed", "",
-                 "| shape [b, h, n, d] | causal | layout | logit scale | ok | errors |", "|---|---|---|---|---|---|"]
-        body += [f"| {r['shape']} | {int(r['causal'])} | {r['layout']} | {r['logit_scale']:g} | "
+                 "| shape [b, h, n, d] | causal | layout | logit scale | DQ_MODE | ok | errors |",
+                 "|---|---|---|---|---|---|---|"]
+        body += [f"| {r['shape']} | {int(r['causal'])} | {r['layout']} | {r['logit_scale']:g} | {r['dq_mode']} | "
                  f"{'yes' if r['ok'] else 'NO'} | {'; '.join(r['errors'])} |" for r in rows]
+        det = determinism()
+        body += ["", "Run to run (same inputs, 5 runs, most elements differing from the first run):", "",
+                 "| DQ_MODE | shape | dQ | dK | dV | of elements |", "|---|---|---|---|---|---|"]
+        body += [f"| {r['dq_mode']} | {r['shape']} | {r['dq_elements_differing']} | {r['dk_elements_differing']} | "
+                 f"{r['dv_elements_differing']} | {r['elements']} |" for r in det]
         body.append("")
-        data["check"] = rows
+        data["check"], data["determinism"] = rows, det
         status = 1 if bad else 0
     if args.what in ("bench", "all"):
         configs = CONFIGS if args.configs == "all" else [

@@ -22,16 +22,22 @@
 //     P, dS in registers                  (rows = this warp's 16 queries; L and D read from global)
 //     P, dS -> shared memory (bf16)       (the transposed products need them with the keys as rows)
 //     dV += P^T dO,  dK += dS^T Q         (wgmma reading A "MN-major": the transpose costs nothing)
-//     dQ  = dS K                          (A = dS from shared memory, B = K read MN-major)
-//     dQ rows -> atomicAdd into the fp32 accumulator
-// dQ is summed over key blocks by atomics, so its last bits depend on the order blocks finish: the
-// result is not bit-for-bit reproducible run to run (dK, dV are: each is written by one block).
+//     dQ share = dS K                     (A = dS from shared memory, B = K read MN-major)
+//     dQ share -> added into the fp32 accumulator, DQ_MODE 0: atomicAdd from registers, 2 per pair;
+//                 DQ_MODE 1: through shared memory, one TMA reduce-add (cp.reduce.async.bulk) per box
+// The dQ share: with DQ_SPLIT (d = 128, two consumers) consumer c computes columns [64c, 64c + 64) of
+// dQ over ALL the block's keys (both dS tiles times its panel of both K tiles): half the registers and
+// half the additions of each consumer adding 64 x 128 for its own keys (the plain way, d = 64).
+// dQ is summed over key blocks by atomic additions either way, so its last bits depend on the order
+// blocks finish: not bit-for-bit reproducible run to run (dK, dV are: each is written by one block).
 //
 // Layouts: Q, K, V, O, dO, dQ, dK, dV bf16 [batch, heads, seq, HEAD_DIM] (rank-4 TMA maps for the tiles,
 // so any strides with a contiguous last dimension; tiles past the end of a head read zeros and are not
 // written back); L, D fp32 [batch, heads, seq]; the dQ accumulator fp32 [batch, heads, seq, HEAD_DIM],
 // contiguous.
 #include "tk.cuh"
+#include "tk/hopper/tma_reduce.cuh"  // TMA reduce-add with rank-4 coordinates
+#include "tk/types/shared/panel.cuh"  // one 64-column panel of a tile as a tile
 
 using namespace tk;
 
@@ -44,6 +50,11 @@ using namespace tk;
 #ifndef STAGES
 #define STAGES 2  // (Q, dO) stages in the ring
 #endif
+#ifndef DQ_MODE
+#define DQ_MODE 0  // 0: atomicAdd from registers; 1: TMA reduce-add from shared memory
+#endif
+constexpr bool DQ_SPLIT = CONSUMERS == 2 && HEAD_DIM == 128;
+constexpr int DQ_COLS = DQ_SPLIT ? HEAD_DIM / 2 : HEAD_DIM;  // columns of dQ each consumer adds
 constexpr int BR = 64;                 // query rows per step (one wgmma M)
 constexpr int KV_BLOCK = 64 * CONSUMERS;  // keys per block
 constexpr float LOG2E = 1.4426950408889634f;
@@ -54,11 +65,15 @@ using split = warpgroup::register_split<24, 240, 2>;
 using q_tile = st_bf<BR, HEAD_DIM>;   // a query block's Q or dO
 using kv_tile = st_bf<64, HEAD_DIM>;  // one consumer's K or V rows (later its dK, dV on the way out)
 using p_tile = st_bf<BR, 64>;         // one consumer's P or dS: queries x its keys
+using dq_tile = st_fl<BR, DQ_COLS>;   // one consumer's dQ share on its way to TMA (DQ_MODE 1)
 
 struct smem_layout {
     kv_tile k[CONSUMERS], v[CONSUMERS];
     q_tile q[STAGES], dout[STAGES];
     p_tile p[CONSUMERS], ds[CONSUMERS];
+#if DQ_MODE == 1
+    dq_tile dq[CONSUMERS];
+#endif
     pipeline<STAGES> q_pipe;  // Q and dO of one query block share a stage and its two barriers
     mbarrier kv_full;
 };
@@ -121,7 +136,8 @@ extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
           const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
           const __grid_constant__ CUtensorMap map_dk, const __grid_constant__ CUtensorMap map_dv,
-          const float* lse, const float* delta, float* dq_acc, int heads, int seq, float scale, int causal) {
+          const __grid_constant__ CUtensorMap map_dq, const float* lse, const float* delta, float* dq_acc,
+          int heads, int seq, float scale, int causal) {
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
     smem_layout& sm = alloc.take<smem_layout>();
@@ -161,6 +177,13 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     const int key0 = kv * KV_BLOCK + me * 64;
     const float c = scale * LOG2E;  // S scaled and in log2 units: P = exp2(c S - L log2 e)
     const size_t bh = size_t(b) * heads + h;
+    const bool issuer = warpgroup::threadid() == 0;  // issues this consumer's TMA stores
+    // The barrier guarding P, dS (and K at the end): with DQ_SPLIT each consumer reads the OTHER's dS and
+    // K too, so both consumers meet (named barrier 1, 256 threads); else each warpgroup alone (2, 3).
+    auto meet = [me] {
+        if constexpr (DQ_SPLIT) warpgroup::named_barrier<1, CONSUMERS * warpgroup::THREADS>::sync();
+        else warpgroup::sync_group<2>(me);
+    };
     rt_fl<16, HEAD_DIM> dk, dv;
     zero(dk);
     zero(dv);
@@ -183,22 +206,31 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
             mask_if(s, row0, key0, [seq, causal](int r, int k) { return k >= seq || (causal && k > r); }, 0.0f);
         sub_row(dp, dp, d);
         mul(dp, dp, s);
-        // P and dS to shared memory (bf16): the transposed products read them there. First the whole
-        // warpgroup must be past the previous block's products: dV += P^T dO of warp w reads the P
-        // columns of w's keys in EVERY warp's rows, so one warp's new rows could overwrite them early.
-        warpgroup::sync_group<1>(me + 1);
+        // P and dS to shared memory (bf16): the transposed products read them there. First everyone must
+        // be past the previous block's products: dV += P^T dO of warp w reads the P columns of w's keys
+        // in EVERY warp's rows, so one warp's new rows could overwrite them early. (DQ_MODE 1: and the
+        // copy engine must have read the previous dQ share out of shared memory.)
+        if (DQ_MODE == 1 && issuer) tma::store_wait_read<0>();
+        meet();
         warpgroup::store(sm.p[me], s);
         warpgroup::store(sm.ds[me], dp);
         fence_proxy_async();  // our ordinary stores, then wgmma (the async proxy) reads them
-        warpgroup::sync_group<1>(me + 1);
+        meet();
 
         warpgroup::mma_AtB(dv, sm.p[me], sm.dout[at.stage]);  // dV += P^T dO
         warpgroup::mma_AtB(dk, sm.ds[me], sm.q[at.stage]);    // dK += dS^T Q
-        rt_fl<16, HEAD_DIM> dq;
-        warpgroup::mm_AB(dq, sm.ds[me], sm.k[me]);            // dQ  = dS K (this block's share)
+        rt_fl<16, DQ_COLS> dq;                                // this consumer's dQ share
+        if constexpr (DQ_SPLIT) {  // columns [64 me, 64 me + 64), summed over both consumers' keys
+#pragma unroll
+            for (int g = 0; g < CONSUMERS; ++g) warpgroup::mma_AB(dq, sm.ds[g], panel(sm.k[g], me), g > 0);
+        } else {
+            warpgroup::mm_AB(dq, sm.ds[me], sm.k[me]);        // this consumer's keys, all columns
+        }
         warpgroup::mma_async_wait<0>(dv, dk, dq);
         sm.q_pipe.release(at.stage);
-        float* acc = dq_acc + (bh * seq + row0) * HEAD_DIM;
+        constexpr int dq_col0_per_me = DQ_SPLIT ? DQ_COLS : 0;
+#if DQ_MODE == 0
+        float* acc = dq_acc + (bh * seq + row0) * HEAD_DIM + me * dq_col0_per_me;
         for_each_pair(dq, [&](const float2& x, rc at_, rc e0, rc) {
             if (row0 + at_.r + e0.r < seq) {
                 float* p = acc + (at_.r + e0.r) * HEAD_DIM + at_.c + e0.c;
@@ -206,20 +238,29 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
                 atomicAdd(p + 1, x.y);
             }
         });
+#else
+        warpgroup::store(sm.dq[me], dq);
+        fence_proxy_async();
+        warpgroup::sync_group<5>(me);  // this consumer's 4 warps wrote their rows
+        if (issuer) {
+            tma::store_add_async(map_dq, sm.dq[me], {b, h, i, DQ_SPLIT ? me : 0});
+            tma::store_commit();
+        }
+#endif
     }
 
     // Epilogue: dK = scale dK; both through this consumer's K and V tiles (no wgmma reads them any more),
     // out with TMA stores that skip rows past the end of the head.
     mul(dk, dk, scale);
-    warpgroup::sync_group<1>(me + 1);  // every warp's last wgmma on k[me], v[me] has completed
+    meet();  // every warp's last wgmma on k[me], v[me] has completed (with DQ_SPLIT: both consumers')
     warpgroup::store(sm.k[me], dk);
     warpgroup::store(sm.v[me], dv);
     fence_proxy_async();
-    warpgroup::sync_group<1>(me + 1);
-    if (warpgroup::threadid() == 0) {
+    warpgroup::sync_group<5>(me);
+    if (issuer) {
         tma::store_async(map_dk, sm.k[me], {b, h, kv * CONSUMERS + me, 0});
         tma::store_async(map_dv, sm.v[me], {b, h, kv * CONSUMERS + me, 0});
         tma::store_commit();
-        tma::store_wait_read<0>();
+        tma::store_wait_read<0>();  // also the last dQ reduce (DQ_MODE 1): shared memory outlives the reads
     }
 }

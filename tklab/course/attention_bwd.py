@@ -28,7 +28,9 @@ from .attention import SOLUTIONS, _check_inputs, _empty, _is_torch, _layout, _sc
 KERNEL = SOLUTIONS / "flash_bwd_hopper.cu"
 LOG2E = attention.LOG2E
 #: Options the kernel understands and the defaults for d = 64 and d = 128 (not yet tuned on a GPU).
-DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2}, 128: {"CONSUMERS": 2, "STAGES": 2}}
+#: DQ_MODE: how dQ's shares are added over key blocks, 0 atomicAdd from registers, 1 TMA reduce-add.
+DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 0},
+                                       128: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 0}}
 _PREP_ROWS = 4  # query rows per block of flash_bwd_prep (one warp each)
 _DQ_THREADS = 256
 
@@ -120,6 +122,7 @@ class BwdBuild:
     options: tuple[str, ...]
     consumers: int
     stages: int
+    dq_mode: int
 
     @property
     def threads(self) -> int:
@@ -131,12 +134,19 @@ class BwdBuild:
         return 64 * self.consumers
 
     @property
+    def dq_cols(self) -> int:
+        """Columns of dQ each consumer adds per query block: half of d = 128 when two consumers split it."""
+        return self.head_dim // 2 if self.consumers == 2 and self.head_dim == 128 else self.head_dim
+
+    @property
     def shared_bytes(self) -> int:
         """flash_bwd's dynamic shared memory, a model of the kernel's ``flash_bwd_shared_bytes`` (the
         emulator has no PTX to read it from; a GPU test holds the two equal): K, V per consumer, the
-        (Q, dO) ring, P and dS per consumer, the barriers, and 1024 bytes of alignment slack."""
+        (Q, dO) ring, P and dS per consumer, the fp32 dQ share per consumer (DQ_MODE 1 only), the
+        barriers, and 1024 bytes of alignment slack."""
         tile, p_tile = 64 * self.head_dim * 2, 64 * 64 * 2
         body = 2 * self.consumers * tile + 2 * self.stages * tile + 2 * self.consumers * p_tile
+        body += self.consumers * 64 * self.dq_cols * 4 if self.dq_mode == 1 else 0
         body += 2 * self.stages * 8 + 8
         return 1024 + -(-body // 1024) * 1024
 
@@ -149,10 +159,10 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if unknown:
         raise ValueError(f"unknown option(s) {sorted(unknown)}; the backward takes {sorted(DEFAULTS[head_dim])}")
     opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items()}
-    if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1:
-        raise ValueError(f"CONSUMERS must be 1 or 2 and STAGES >= 1; got {opts}")
+    if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1):
+        raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0 or 1; got {opts}")
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
-    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"])
+    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"])
     if b.shared_bytes > 227 * 1024:
         raise ValueError(f"{opts} needs {b.shared_bytes} B of shared memory, more than a block can have")
     return b
@@ -196,8 +206,8 @@ class _Launches:
         if cpu:
             import tklab.emulate as emu
 
-            def tmap(x: Any, rows: int) -> Any:
-                return emu.tensor_map(x, (rows, d), dtype="bfloat16")
+            def tmap(x: Any, rows: int, cols: int = d, dtype: str = "bfloat16") -> Any:
+                return emu.tensor_map(x, (rows, cols), dtype=dtype)
 
             self.delta = np.zeros((b, h, n), np.float32)
             self.dq_acc = np.zeros((b, h, n, d), np.float32)
@@ -206,15 +216,15 @@ class _Launches:
 
             dt = None if _is_torch(q) else "bfloat16"
 
-            def tmap(x: Any, rows: int) -> Any:
-                return tma.tensor_map(x, (rows, d), dtype=dt)
+            def tmap(x: Any, rows: int, cols: int = d, dtype: str | None = dt) -> Any:
+                return tma.tensor_map(x, (rows, cols), dtype=dtype)
 
             self.delta = _empty(q, (b, h, n), "float32")
             self.dq_acc = _empty(q, (b, h, n, d), "float32")
         mod = compiled(cfg, "cpu" if cpu else "gpu")
         smem = cfg.shared_bytes if cpu else mod["flash_bwd"].module.constants["flash_bwd_shared_bytes"]
         grids = _grids(b, h, n, cfg)
-        maps = [tmap(x, 64) for x in (q, k, v, do, dk, dv)]
+        maps = [tmap(x, 64) for x in (q, k, v, do, dk, dv)] + [tmap(self.dq_acc, 64, cfg.dq_cols, "float32")]
         self.steps = [
             (mod["flash_bwd_prep"], grids["prep"], (32 * _PREP_ROWS,),
              (o, do, self.delta, self.dq_acc, h, n, *_strides(o), *_strides(do)), 0),
