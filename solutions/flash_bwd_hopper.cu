@@ -199,7 +199,10 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         const row_values l2 = load_rows(lse + bh * seq, row0, seq, LOG2E, __int_as_float(0x7f800000));
         const row_values d = load_rows(delta + bh * seq, row0, seq, 1.0f, 0.0f);
         warpgroup::mma_async_wait<0>(s, dp);
+        rt_fl<16, DQ_COLS> dq;  // this consumer's dQ share
+        if (DQ_MODE == 1 && issuer) tma::store_wait_read<0>();  // the copy engine has read the last share
 
+        // BEGIN SOLUTION hint: P = exp2(c S - l2) per row (map_row), zeroed where key >= seq or (causal) key > query (mask_if; only when key0 + 63 >= seq or causal && key0 + 63 > row0); dS = P (dP - D) in dp (sub_row, mul); meet(); P and dS to sm.p[me], sm.ds[me] (warpgroup::store); fence_proxy_async(); meet(); then dV += P^T dO and dK += dS^T Q (warpgroup::mma_AtB) and the dQ share (DQ_SPLIT: for g < CONSUMERS, mma_AB(dq, sm.ds[g], panel(sm.k[g], me), g > 0); else mm_AB(dq, sm.ds[me], sm.k[me]))
         // P = exp2(c S - L log2 e), 0 for keys past the end or (causal) after the query; dS = P (dP - D).
         map_row(s, s, l2, [c](float x, float l) { return fast::exp2(c * x - l); });
         if (key0 + 63 >= seq || (causal && key0 + 63 > row0))
@@ -208,9 +211,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         mul(dp, dp, s);
         // P and dS to shared memory (bf16): the transposed products read them there. First everyone must
         // be past the previous block's products: dV += P^T dO of warp w reads the P columns of w's keys
-        // in EVERY warp's rows, so one warp's new rows could overwrite them early. (DQ_MODE 1: and the
-        // copy engine must have read the previous dQ share out of shared memory.)
-        if (DQ_MODE == 1 && issuer) tma::store_wait_read<0>();
+        // in EVERY warp's rows, so one warp's new rows could overwrite them early.
         meet();
         warpgroup::store(sm.p[me], s);
         warpgroup::store(sm.ds[me], dp);
@@ -219,13 +220,13 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
         warpgroup::mma_AtB(dv, sm.p[me], sm.dout[at.stage]);  // dV += P^T dO
         warpgroup::mma_AtB(dk, sm.ds[me], sm.q[at.stage]);    // dK += dS^T Q
-        rt_fl<16, DQ_COLS> dq;                                // this consumer's dQ share
-        if constexpr (DQ_SPLIT) {  // columns [64 me, 64 me + 64), summed over both consumers' keys
+        if constexpr (DQ_SPLIT) {  // dQ columns [64 me, 64 me + 64), summed over both consumers' keys
 #pragma unroll
             for (int g = 0; g < CONSUMERS; ++g) warpgroup::mma_AB(dq, sm.ds[g], panel(sm.k[g], me), g > 0);
         } else {
-            warpgroup::mm_AB(dq, sm.ds[me], sm.k[me]);        // this consumer's keys, all columns
+            warpgroup::mm_AB(dq, sm.ds[me], sm.k[me]);        // dQ share: this consumer's keys, all columns
         }
+        // END SOLUTION
         warpgroup::mma_async_wait<0>(dv, dk, dq);
         sm.q_pipe.release(at.stage);
         constexpr int dq_col0_per_me = DQ_SPLIT ? DQ_COLS : 0;
