@@ -189,6 +189,42 @@ def test_planted_mistake_is_caught(what: str, old: str, new: str) -> None:
     assert not all(e.ok() for e in errs), f"{what}: not caught ({'; '.join(map(str, errs))})"
 
 
+RACES = [
+    ("no barrier before P, dS are overwritten", "        meet();\n        warpgroup::store(sm.p[me], s);",
+     "        warpgroup::store(sm.p[me], s);"),
+    ("no barrier between storing dS and the products reading it",
+     "reads them\n        meet();\n", "reads them\n"),
+]
+
+
+@pytest.mark.parametrize("what,old,new", RACES, ids=[r[0] for r in RACES])
+def test_planted_missing_barrier_is_a_shared_memory_race(what: str, old: str, new: str) -> None:
+    """d = 128: the two consumers read each other's dS and K tiles (the dQ split), so a missing barrier is
+    a race between warpgroups, which the emulator reports. (Within one warpgroup, d = 64, it is not caught:
+    the emulator runs a wgmma when all four warps have issued it, which orders their stores before it.)"""
+    assert SRC.count(old) == 1, f"the planted mistake {what!r} no longer matches the solution"
+    with pytest.raises(emu.SharedRace, match="wgmma"):
+        _run_emulated(SRC.replace(old, new), 128, _inputs(128, 200), True)
+
+
+def test_the_exercise_check_fails_a_planted_mistake_with_its_first_wrong_element(tmp_path: Any) -> None:
+    """Through tklab.check (the learner's path): dS without the D term is a wrong result, on the CPU."""
+    from tklab import gpu, specs
+    from tklab.emulate import exercise as emulated
+    from tklab.grading.check import check
+
+    if gpu.available():
+        pytest.skip("a GPU is here: the check runs there (tests/test_check.py covers it)")
+    spec = specs.get("ch11_flash_bwd")
+    if not emulated.can_run(spec):
+        pytest.skip("no C++ compiler for the emulator")
+    broken = tmp_path / "flash_bwd_hopper.cu"
+    broken.write_text(SRC.replace("        sub_row(dp, dp, d);\n", ""))
+    res = check("ch11_flash_bwd", broken, bench=False)
+    assert res.passed is False and res.run_status == "wrong", res
+    assert res.mismatch["output"] in ("DK", "DQ") and res.mismatch["wrong"] > 0
+
+
 def test_benign_variant_without_the_key_tail_mask_passes() -> None:
     """Keys past the end arrive from TMA as zeros, so their P is exp(-L), not 0 -- yet no gradient changes:
     their dV, dK rows are never stored, and their dS multiplies K's zero rows in dQ. Dropping the
