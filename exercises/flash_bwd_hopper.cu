@@ -59,6 +59,9 @@ constexpr int DQ_COLS = DQ_SPLIT ? HEAD_DIM / 2 : HEAD_DIM;  // columns of dQ ea
 constexpr int BR = 64;                 // query rows per step (one wgmma M)
 constexpr int KV_BLOCK = 64 * CONSUMERS;  // keys per block
 constexpr float LOG2E = 1.4426950408889634f;
+// Named barriers (0 is __syncthreads): both consumers together; each consumer alone (ids 2, 3) around P
+// and dS when they do not share them; each consumer alone (ids 5, 6) before its TMA stores.
+constexpr int CONSUMERS_BARRIER = 1, GUARD_BARRIERS = 2, STORE_BARRIERS = 5;
 // Two consumers need more than the 168 registers a 384-thread block gets evenly (d = 128: dK, dV and the
 // dQ share are 64 fp32 registers each): the producer gives its registers to them (setmaxnreg).
 using split = warpgroup::register_split<24, 240, 2>;
@@ -180,10 +183,10 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     const size_t bh = size_t(b) * heads + h;
     const bool issuer = warpgroup::threadid() == 0;  // issues this consumer's TMA stores
     // The barrier guarding P, dS (and K at the end): with DQ_SPLIT each consumer reads the OTHER's dS and
-    // K too, so both consumers meet (named barrier 1, 256 threads); else each warpgroup alone (2, 3).
+    // K too, so both consumers meet; else each warpgroup meets alone.
     auto meet = [me] {
-        if constexpr (DQ_SPLIT) warpgroup::named_barrier<1, CONSUMERS * warpgroup::THREADS>::sync();
-        else warpgroup::sync_group<2>(me);
+        if constexpr (DQ_SPLIT) warpgroup::named_barrier<CONSUMERS_BARRIER, CONSUMERS * warpgroup::THREADS>::sync();
+        else warpgroup::sync_group<GUARD_BARRIERS>(me);
     };
     rt_fl<16, HEAD_DIM> dk, dv;
     zero(dk);
@@ -204,17 +207,15 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         if (DQ_MODE == 1 && issuer) tma::store_wait_read<0>();  // the copy engine has read the last share
 
         // TODO: your code here (about 18 lines).
-        // Hint: P = exp2(c S - l2) per row (map_row), zeroed where key >= seq or (causal) key > query
-        //       (mask_if; only when key0 + 63 >= seq or causal && key0 + 63 > row0); dS = P (dP - D) in dp
-        //       (sub_row, mul); meet(); P and dS to sm.p[me], sm.ds[me] (warpgroup::store);
-        //       fence_proxy_async(); meet(); then dV += P^T dO and dK += dS^T Q (warpgroup::mma_AtB) and the
-        //       dQ share (DQ_SPLIT: for g < CONSUMERS, mma_AB(dq, sm.ds[g], panel(sm.k[g], me), g > 0); else
-        //       mm_AB(dq, sm.ds[me], sm.k[me]))
+        // Hint: P from S and l2 (one exp2 per score), zero where the key is past the end or (causal) after
+        //       the query -- only the blocks that need it; dS = P (dP - D), in dp; publish P and dS to this
+        //       consumer's shared tiles between two meet()s, with the proxy fence; then dV += P^T dO and dK
+        //       += dS^T Q (A read transposed), and this consumer's dQ share (with DQ_SPLIT: its 64 columns
+        //       of dQ, over both consumers' dS and K)
         warpgroup::mma_async_wait<0>(dv, dk, dq);
         sm.q_pipe.release(at.stage);
-        constexpr int dq_col0_per_me = DQ_SPLIT ? DQ_COLS : 0;
 #if DQ_MODE == 0
-        float* acc = dq_acc + (bh * seq + row0) * HEAD_DIM + me * dq_col0_per_me;
+        float* acc = dq_acc + (bh * seq + row0) * HEAD_DIM + (DQ_SPLIT ? me * DQ_COLS : 0);
         for_each_pair(dq, [&](const float2& x, rc at_, rc e0, rc) {
             if (row0 + at_.r + e0.r < seq) {
                 float* p = acc + (at_.r + e0.r) * HEAD_DIM + at_.c + e0.c;
@@ -225,7 +226,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 #else
         warpgroup::store(sm.dq[me], dq);
         fence_proxy_async();
-        warpgroup::sync_group<5>(me);  // this consumer's 4 warps wrote their rows
+        warpgroup::sync_group<STORE_BARRIERS>(me);  // this consumer's 4 warps wrote their rows
         if (issuer) {
             tma::store_add_async(map_dq, sm.dq[me], {b, h, i, DQ_SPLIT ? me : 0});
             tma::store_commit();
@@ -240,7 +241,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     warpgroup::store(sm.k[me], dk);
     warpgroup::store(sm.v[me], dv);
     fence_proxy_async();
-    warpgroup::sync_group<5>(me);
+    warpgroup::sync_group<STORE_BARRIERS>(me);
     if (issuer) {
         tma::store_async(map_dk, sm.k[me], {b, h, kv * CONSUMERS + me, 0});
         tma::store_async(map_dv, sm.v[me], {b, h, kv * CONSUMERS + me, 0});
