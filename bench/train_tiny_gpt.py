@@ -103,10 +103,11 @@ def train(attn: str, data: np.ndarray, vocab: int, *, steps: int, seed: int, bat
     rng = np.random.default_rng(seed)  # the same batches for both runs
     losses, step_ms = [], []
     tokens = torch.from_numpy(data.astype(np.int64)).cuda()
+    offsets = torch.arange(context, device="cuda")
     for step in range(steps):
         starts = torch.from_numpy(rng.integers(0, len(data) - context - 1, batch)).cuda()
-        idx = torch.stack([tokens[s:s + context] for s in starts])
-        tgt = torch.stack([tokens[s + 1:s + context + 1] for s in starts])
+        rows = starts[:, None] + offsets  # [batch, context] positions in the text
+        idx, tgt = tokens[rows], tokens[rows + 1]
         for g in opt.param_groups:  # warm-up, then cosine decay
             g["lr"] = lr * min(1.0, (step + 1) / 30) * 0.5 * (1 + math.cos(math.pi * step / steps))
         torch.cuda.synchronize()
