@@ -10,7 +10,7 @@ What is timed is the backward alone, as a model calls it: dQ, dK, dV from a reta
 libraries through ``torch.autograd.grad(out, (q, k, v), dO, retain_graph=True)`` (their own preprocess
 and dQ passes included), ours through ``attention_bwd.prepare(...)`` (its three kernels). Each contender
 is called back to back in batches with CUDA events around each batch (no L2 flush, no per-call sync:
-device time of a training step's backward), 3 rounds in rotating order; the SM clock is read with
+device time of a training step's backward; median of 3 batches), 3 rounds in rotating order; the SM clock is read with
 nvidia-smi after every round, so a throttled round shows. FLOPs: 2.5x the forward's 4·B·H·N²·d, halved
 for causal (the anchors' count). Writes ``bench/results/flash_bwd_<date>_<commit>.md`` (and .json; also
 into $OUT when set). Set GIT_COMMIT on machines without git.
@@ -174,11 +174,13 @@ def contenders(q: Any, k: Any, v: Any, do: Any, causal: bool) -> dict[str, Any]:
     return out
 
 
-def time_batches(fn: Any, *, batch_ms: float = 60.0, batches: int = 5) -> float:
-    """Median ms per call over `batches` batches of back-to-back calls, CUDA events around each batch."""
+def time_batches(fn: Any, *, batch_ms: float = 40.0, batches: int = 3) -> float:
+    """Median ms per call over `batches` batches of back-to-back calls (at least 2 per batch, about
+    `batch_ms` each), CUDA events around each batch. Sized so that 8 configurations x 5 contenders x 3
+    rounds stay within about two minutes on an H200."""
     import torch
 
-    for _ in range(3):
+    for _ in range(2):
         fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -186,7 +188,7 @@ def time_batches(fn: Any, *, batch_ms: float = 60.0, batches: int = 5) -> float:
     fn()
     end.record()
     end.synchronize()
-    reps = max(3, int(batch_ms / max(start.elapsed_time(end), 1e-3)))
+    reps = max(2, int(batch_ms / max(start.elapsed_time(end), 1e-3)))
     per_call = []
     for _ in range(batches):
         start.record()
@@ -286,7 +288,7 @@ def main() -> int:
             (int(a), int(b), bool(int(c))) for a, b, c in (x.split(",") for x in args.configs.split(";"))]
         rows = bench(args.rounds, configs)
         body += ["## Bench", "", "FLOPs: 2.5 × 4·B·H·N²·d (halved for causal); 16k tokens per batch, hidden 2048; "
-                 "back-to-back calls, CUDA events around batches, median of 5 batches; rounds in rotating order.",
+                 "back-to-back calls, CUDA events around batches, median of 3 batches; rounds in rotating order.",
                  "", *ratio_table(rows)]
         data["bench"] = rows
         print("\n".join(ratio_table(rows)))

@@ -222,7 +222,7 @@ class _Launches:
             self.delta = _empty(q, (b, h, n), "float32")
             self.dq_acc = _empty(q, (b, h, n, d), "float32")
         mod = compiled(cfg, "cpu" if cpu else "gpu")
-        smem = cfg.shared_bytes if cpu else mod["flash_bwd"].module.constants["flash_bwd_shared_bytes"]
+        smem = cfg.shared_bytes if cpu else mod.constants["flash_bwd_shared_bytes"]
         grids = _grids(b, h, n, cfg)
         maps = [tmap(x, 64) for x in (q, k, v, do, dk, dv)] + [tmap(self.dq_acc, 64, cfg.dq_cols, "float32")]
         self.steps = [
