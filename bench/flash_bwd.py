@@ -3,7 +3,7 @@ FlashAttention-4's (when importable), in the same run, on the GPU.
 
     python bench/flash_bwd.py                     check (float64 autograd on awkward shapes), then bench
     python bench/flash_bwd.py check               correctness only
-    python bench/flash_bwd.py bench [--configs 128,8192,0;64,4096,1] [--rounds 3]
+    python bench/flash_bwd.py bench [--configs 128,8192,0;64,4096,1] [--rounds 3] [--variants all]
     python bench/flash_bwd.py run --d 128 --n 8192 [--causal]     one backward (for ncu / compute-sanitizer)
 
 What is timed is the backward alone, as a model calls it: dQ, dK, dV from a retained forward. The
@@ -133,7 +133,19 @@ def _fa4() -> Any:
     return flash_attn_func
 
 
-def contenders(q: Any, k: Any, v: Any, do: Any, causal: bool) -> dict[str, Any]:
+#: Our variants: name -> options over attention_bwd.DEFAULTS. The first two run by default (--variants
+#: all adds the rest).
+VARIANTS: dict[str, dict[str, int]] = {
+    "ch11 dQ atomicAdd": {"DQ_MODE": 0},
+    "ch11 dQ TMA reduce": {"DQ_MODE": 1},
+    "ch11 1 consumer": {"CONSUMERS": 1},
+    "ch11 3 stages": {"STAGES": 3},
+}
+DEFAULT_VARIANTS = ["ch11 dQ atomicAdd", "ch11 dQ TMA reduce"]
+
+
+def contenders(q: Any, k: Any, v: Any, do: Any, causal: bool, variants: list[str] = DEFAULT_VARIANTS
+               ) -> dict[str, Any]:
     """name -> run() computing dQ, dK, dV once (the forward already done and retained)."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -141,8 +153,11 @@ def contenders(q: Any, k: Any, v: Any, do: Any, causal: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     o, lse = attention.flash_fwd(q, k, v, causal=causal)
     dq, dk, dv = (torch.empty_like(q) for _ in range(3))
-    for name, mode in (("ch11 dQ atomicAdd", 0), ("ch11 dQ TMA reduce", 1)):
-        out[name] = attention_bwd.prepare(q, k, v, o, lse, do, dq, dk, dv, causal=causal, DQ_MODE=mode)
+    for name in variants:
+        try:
+            out[name] = attention_bwd.prepare(q, k, v, o, lse, do, dq, dk, dv, causal=causal, **VARIANTS[name])
+        except ValueError as e:  # e.g. a variant that does not fit in shared memory
+            print(f"  {name}: {e}", flush=True)
     leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
     for name, backend in (("sdpa cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa flash (FA2)", SDPBackend.FLASH_ATTENTION)):
         try:
@@ -200,13 +215,14 @@ def time_batches(fn: Any, *, batch_ms: float = 40.0, batches: int = 3) -> float:
     return statistics.median(per_call)
 
 
-def bench(rounds: int, configs: list[tuple[int, int, bool]]) -> list[dict[str, Any]]:
+def bench(rounds: int, configs: list[tuple[int, int, bool]], variants: list[str] = DEFAULT_VARIANTS
+          ) -> list[dict[str, Any]]:
     rows = []
     for d, n, causal in configs:
         b, h = 16384 // n, 2048 // d
         q, k, v, do = _inputs(b, h, n, d)
         fl = attention_bwd.flops(b, h, n, d, causal)
-        runs = contenders(q, k, v, do, causal)
+        runs = contenders(q, k, v, do, causal, variants)
         names = list(runs)
         for r in range(rounds):
             order = names[r % len(names):] + names[:r % len(names)]  # rotate who goes first
@@ -265,7 +281,14 @@ def main() -> int:
     p.add_argument("--d", type=int, default=128)
     p.add_argument("--n", type=int, default=8192)
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--variants", default="default", help=f"'default' ({DEFAULT_VARIANTS}), 'all', or names "
+                   f"separated by commas from {list(VARIANTS)}")
     args = p.parse_args()
+    variants = (DEFAULT_VARIANTS if args.variants == "default" else list(VARIANTS) if args.variants == "all"
+                else [v.strip() for v in args.variants.split(",")])
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        p.error(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
     status, body, data = 0, [], {}
     if args.what in ("check", "all"):
         rows = check()
@@ -286,7 +309,7 @@ def main() -> int:
     if args.what in ("bench", "all"):
         configs = CONFIGS if args.configs == "all" else [
             (int(a), int(b), bool(int(c))) for a, b, c in (x.split(",") for x in args.configs.split(";"))]
-        rows = bench(args.rounds, configs)
+        rows = bench(args.rounds, configs, variants)
         body += ["## Bench", "", "FLOPs: 2.5 × 4·B·H·N²·d (halved for causal); 16k tokens per batch, hidden 2048; "
                  "back-to-back calls, CUDA events around batches, median of 3 batches; rounds in rotating order.",
                  "", *ratio_table(rows)]
