@@ -267,11 +267,19 @@ def test_backward_on_the_gpu_layouts_and_large_logits(case: str) -> None:
         _check_gpu(*_torch_case(1, 2, 1000, 64, mult=8.0), causal=False)
 
 
-def _check_gpu(q: Any, k: Any, v: Any, do: Any, *, causal: bool) -> None:
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("n", [77, 1000])
+def test_backward_on_the_gpu_with_tma_reduce_add_for_dq(n: int, d: int) -> None:
+    _check_gpu(*_torch_case(1, 3, n, d), causal=True, DQ_MODE=1)
+
+
+def _check_gpu(q: Any, k: Any, v: Any, do: Any, *, causal: bool, **options: int) -> None:
     import torch
 
     o, lse = attention.flash_fwd(q, k, v, causal=causal)
-    dq, dk, dv = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal)
+    dq, dk, dv = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal, **options)
     assert dq.stride() == q.stride()
     qd, kd, vd = (x.detach().double().requires_grad_() for x in (q, k, v))
     out = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=causal)
