@@ -13,7 +13,7 @@
 //                   walks over every query block that sees them (all of them; under a causal mask only
 //                   those at or below the diagonal). dK and dV accumulate in registers and are written
 //                   once; dQ of a query block gets a share from every key block, so each block ADDS its
-//                   share into the fp32 accumulator (atomicAdd: many blocks meet on one row);
+//                   share into the fp32 accumulator, atomically (many blocks meet on one row);
 //   flash_bwd_dq    dQ = scale * accumulator, rounded to bf16.
 //
 // flash_bwd's roles (warp specialisation, as chapter 10): warpgroup 0 is the PRODUCER -- one thread loads
@@ -62,8 +62,8 @@ constexpr float LOG2E = 1.4426950408889634f;
 // Named barriers (0 is __syncthreads): both consumers together; each consumer alone (ids 2, 3) around P
 // and dS when they do not share them; each consumer alone (ids 5, 6) before its TMA stores.
 constexpr int CONSUMERS_BARRIER = 1, GUARD_BARRIERS = 2, STORE_BARRIERS = 5;
-// Two consumers need more than the 168 registers a 384-thread block gets evenly (d = 128: dK, dV and the
-// dQ share are 64 fp32 registers each): the producer gives its registers to them (setmaxnreg).
+// Two consumers need more than the 168 registers a 384-thread block gets evenly (d = 128: dK and dV are 64
+// fp32 registers each, S and dP 32 each, the dQ share 32): the producer gives its registers to them.
 using split = warpgroup::register_split<24, 240, 2>;
 
 using q_tile = st_bf<BR, HEAD_DIM>;   // a query block's Q or dO
