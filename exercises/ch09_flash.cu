@@ -24,6 +24,8 @@ using namespace tk;
 #error "compile through tklab.attention.build(...), which passes -DHEAD_DIM -DWARP_ROWS -DBC"
 #endif
 constexpr int WARPS = 4, BR = WARPS * WARP_ROWS;
+/// Below any real score (|S c| < 2^127 / 2^29) yet finite: the running max of a row no key has reached.
+constexpr float NO_MAX_YET = -1e30f;
 
 struct smem_layout {
     st_bf<WARP_ROWS, HEAD_DIM> q[WARPS];  // each warp's own query rows (later: its output rows)
@@ -57,7 +59,10 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
     rt_bf<WARP_ROWS, BC> p;
     rt_fl<WARP_ROWS, HEAD_DIM> acc;
     col_vec<decltype(s)> m, m_old, l, rs;  // one value per query row
-    fill(m, neg_inf);
+    // The running max starts at a finite floor, not -inf: a row whose keys are all masked so far keeps
+    // m = NO_MAX_YET, so 2^(c S - c m) = 2^(-inf) = 0 and 2^(c (m_old - m)) = 1 -- never -inf - (-inf) = NaN,
+    // at no cost in registers (a per-element select spilled on CUDA 13.0). l stays 0: O = 0, L = -inf.
+    fill(m, NO_MAX_YET);
     zero(l);
     zero(acc);
 

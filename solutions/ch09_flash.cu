@@ -23,6 +23,8 @@ using namespace tk;
 #error "compile through tklab.attention.build(...), which passes -DHEAD_DIM -DWARP_ROWS -DBC"
 #endif
 constexpr int WARPS = 4, BR = WARPS * WARP_ROWS;
+/// Below any real score (|S c| < 2^127 / 2^29) yet finite: the running max of a row no key has reached.
+constexpr float NO_MAX_YET = -1e30f;
 
 struct smem_layout {
     st_bf<WARP_ROWS, HEAD_DIM> q[WARPS];  // each warp's own query rows (later: its output rows)
@@ -56,7 +58,10 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
     rt_bf<WARP_ROWS, BC> p;
     rt_fl<WARP_ROWS, HEAD_DIM> acc;
     col_vec<decltype(s)> m, m_old, l, rs;  // one value per query row
-    fill(m, neg_inf);
+    // The running max starts at a finite floor, not -inf: a row whose keys are all masked so far keeps
+    // m = NO_MAX_YET, so 2^(c S - c m) = 2^(-inf) = 0 and 2^(c (m_old - m)) = 1 -- never -inf - (-inf) = NaN,
+    // at no cost in registers (a per-element select spilled on CUDA 13.0). l stays 0: O = 0, L = -inf.
+    fill(m, NO_MAX_YET);
     zero(l);
     zero(acc);
 
@@ -80,9 +85,8 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
         // BEGIN SOLUTION hint: the online-softmax update for this key block: the new running max, the factor that rescales the old state, P from S, the new running sum, and the accumulator rescaled (a warp may skip that when no row's max changed)
         copy(m_old, m);
         row_max(m, s, m);  // m = max(m_old, rowmax S)
-        // m = -inf (every key so far masked): a = 1 and P = 2^(c S) = 0, not 2^(-inf + inf) = NaN
-        map(m_old, m_old, m, [c](float mo, float mn) { return mn == neg_inf ? 1.0f : fast::exp2(c * (mo - mn)); });
-        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - (mx == neg_inf ? 0.0f : c * mx)); });
+        map(m_old, m_old, m, [c](float mo, float mn) { return fast::exp2(c * (mo - mn)); });  // a
+        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * (x - mx)); });     // P
         row_sum(rs, s);
         map(l, l, m_old, rs, [](float l, float a, float r) { return a * l + r; });
         if (warp_any(m_old, [](float a) { return a != 1.0f; })) mul_row(acc, acc, m_old);  // no new max: a = 1

@@ -313,3 +313,12 @@ def test_autograd_function_gives_the_kernels_gradients_for_any_incoming_layout()
         e = attention_bwd.grad_errors(name, qkv.grad[:, :, i].double().cpu().numpy(),
                                       ref_in.grad[:, :, i].cpu().numpy())
         assert e.ok(), str(e)
+
+
+def test_a_zero_gradient_is_compared_with_an_absolute_floor_not_divided_by_zero() -> None:
+    """One key: dS = P (dP - D) = 0, so dQ and dK are exactly zero; rounding noise must pass, a real
+    error must not (found on the H200: rel 1e24 from a norm of 0 in the denominator)."""
+    zero = np.zeros((2, 3, 1, 64))
+    assert attention_bwd.grad_errors("dq", zero + 3e-6, zero).ok()
+    assert not attention_bwd.grad_errors("dq", zero + 0.05, zero).ok()
+    assert not attention_bwd.grad_errors("dq", zero + np.nan, zero).ok()

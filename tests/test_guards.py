@@ -104,7 +104,7 @@ def test_the_kernels_hold_no_second_value_of_their_options():
         src = (attention.SOLUTIONS / name).read_text()
         assert not re.search(r"#define\s+(BC|CONSUMERS|STAGES|SCHEDULE|WARP_ROWS)\s", src), name
     with pytest.raises(CompileError, match=r"compile through tklab\.attention\.build"):
-        tklab.compile((attention.SOLUTIONS / "flash_fwd_hopper.cu").read_text(), arch="sm_90a", name="bare.cu")
+        tklab.compile((attention.SOLUTIONS / "ch10_flash.cu").read_text(), arch="sm_90a", name="bare.cu")
 
 
 def test_the_widgets_offer_the_shipped_block_shapes():

@@ -23,6 +23,7 @@ def _usable(x: Any) -> Any:
     contiguous bf16 copy: gradients arriving from autograd may be any layout (expanded, transposed)."""
     import torch
 
+    x = x.detach()  # the kernels read raw memory (CUDA array interface), which torch refuses for graph tensors
     if x.dtype != torch.bfloat16:
         x = x.to(torch.bfloat16)
     if x.stride(-1) != 1 or any(s % 8 for s in x.stride()[:-1]) or x.data_ptr() % 16:
@@ -48,7 +49,8 @@ def function() -> Any:
 
         @staticmethod
         def backward(ctx: Any, do: Any) -> Any:  # type: ignore[override]
-            q, k, v, o, lse = ctx.saved_tensors
+            # o comes back as the op's output, part of the graph: detach for the kernel's raw-memory view
+            q, k, v, o, lse = (t.detach() for t in ctx.saved_tensors)
             dq, dk, dv = bwd.flash_bwd(q, k, v, o, lse, _usable(do), causal=ctx.causal, scale=ctx.scale)
             return dq, dk, dv, None, None
 

@@ -109,7 +109,10 @@ def grad_errors(name: str, got: np.ndarray, ref: np.ndarray, tol: float = 0.1) -
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         first = f"{name}{list(idx)} = {got[idx]:.4f}, expected {ref[idx]:.4f}"
-    rel = float(np.linalg.norm(np.nan_to_num(got - ref, nan=1e30)) / max(float(np.linalg.norm(ref)), 1e-30))
+    # relative to the reference's norm, floored by the per-element absolute term (1e-3 per element): a gradient
+    # that is exactly zero (one key: dS = P (dP - D) = 0) is compared with rounding noise, not divided by 0
+    floor = 1e-3 * float(np.sqrt(ref.size))
+    rel = float(np.linalg.norm(np.nan_to_num(got - ref, nan=1e30)) / max(float(np.linalg.norm(ref)), floor, 1e-30))
     return GradErrors(name, rel, int(bad.sum()), first)
 
 
