@@ -196,9 +196,12 @@ def test_two_groups_in_flight_are_counted_and_wait_1_retires_the_older() -> None
     assert res.wgmma_max_in_flight == 2
 
 
-def test_an_accumulator_read_before_its_wait_is_nan() -> None:
-    c, _, _ = _wgmma(2)
-    assert np.isnan(c).all()
+def test_an_accumulator_read_before_its_wait_is_reported() -> None:
+    with pytest.raises(emu.AsyncHazard) as e:
+        _wgmma(2)
+    msg = str(e.value)
+    assert "read an accumulator register at probes.cu:" in msg and "before the wgmma.wait_group" in msg
+    assert f"wgmma group that its warpgroup issued at probes.cu:{_line(PROBES, '// ISSUE')}" in msg
 
 
 def test_accumulating_into_an_uninitialised_accumulator_is_garbage() -> None:

@@ -766,9 +766,37 @@ void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, void
                     it->second = {group.seq, bits};
                 }
                 *x->d[i] = POISON32;
+                Thread& th = b.threads[first + t];
+                const uintptr_t pa = uintptr_t(p);
+                if (th.acc_hi == 0) th.acc_lo = pa, th.acc_hi = pa + 4;
+                else th.acc_lo = std::min(th.acc_lo, pa), th.acc_hi = std::max(th.acc_hi, pa + 4);
             }
         }
     });
+}
+
+void ptx::wgmma_operands(bool begin) { t_block->cur->in_wgmma = begin; }
+
+void accumulator_touch(Block& b, uintptr_t a, size_t n, bool write, uintptr_t pc) {
+    Thread& t = *b.cur;
+    if (size_t(t.id / 128) >= b.wgs.size()) return;
+    const WgState& ws = b.wgs[t.id / 128];
+    for (uintptr_t p = a & ~uintptr_t(3); p < a + n; p += 4) {
+        auto it = ws.pending.find(reinterpret_cast<void*>(p));
+        if (it == ws.pending.end()) continue;
+        const WgGroup* g = nullptr;
+        for (const WgGroup& c : ws.committed)
+            if (c.seq == it->second.first) g = &c;
+        if (!g && ws.open.seq == it->second.first) g = &ws.open;
+        t.pc = pc;
+        const std::string msg =
+            "asynchronous hazard in " + block_desc(b) + ": " + thread_desc(b, t.id) +
+            (write ? " wrote" : " read") + " an accumulator register" + pc_mark(pc) +
+            " of the wgmma group that its warpgroup issued" + (g ? pc_mark(g->pc) : std::string()) +
+            " before the wgmma.wait_group that retires it: the tensor cores write the accumulators at any moment "
+            "until then, so wait first (warpgroup::mma_async_wait<N>, N = how many newer groups may still run)";
+        fail_json(error_json("async", msg));
+    }
 }
 
 void ptx::wgmma_fence() {}
@@ -823,6 +851,8 @@ void ptx::wgmma_wait(int n) {
             ws.committed.pop_front();
             wgmma_retire(b, ws, g, first, b.threads[first].pc);
         }
+        if (ws.pending.empty())
+            for (int t = first; t < first + 128 && t < b.n; ++t) b.threads[t].acc_lo = b.threads[t].acc_hi = 0;
     });
     (void)blk;
 }
