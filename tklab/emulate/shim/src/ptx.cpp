@@ -7,9 +7,11 @@
 //   ldmatrix      reg m of lane 4g+t: row g of matrix m, elements 2t, 2t+1 (.trans: column g, rows 2t, 2t+1);
 //                 the row addresses come from lanes 8m .. 8m+7
 //   wgmma D       thread 32w + lane, reg i: (row 16w + g + 8((i%4)/2), col 8(i/4) + 2t + i%2)
-// Asynchronous copies land late on purpose: cp.async data at the issuing thread's wait_group, TMA data
-// when its mbarrier's arrivals are all in, TMA stores at the issuer's bulk wait: a kernel that reads
-// before waiting sees stale shared memory here too.
+// Asynchronous units act as late as the PTX ISA allows (docs/ARCHITECTURE.md, "The emulator's model of
+// time"): cp.async data lands at the issuing thread's wait_group; a TMA load's box is poisoned and in
+// flight from its issue until it lands (Launch::tma_order says when); a wgmma group's accumulators read as
+// NaN and its operands stay "being read" until the wgmma.wait_group that retires it; a TMA store reads its
+// source until the issuer's bulk wait. Touching any of these early is an "async" hazard.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
