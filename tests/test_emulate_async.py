@@ -346,6 +346,7 @@ def test_ch10_releasing_k_before_its_group_is_waited_for_is_reported() -> None:
     issues = _lines(src, "warpgroup::mm_ABt(st.s, sm.q[me]")
     assert "(mbarrier arrive on " in msg and f"flash_fwd_hopper.cu:{release} " in msg
     assert any(f"wgmma group that its warpgroup issued at flash_fwd_hopper.cu:{i} " in msg for i in issues)
+    assert f", which the TMA load at flash_fwd_hopper.cu:{_line(src, 'map_k, sm.k_pipe.full')} " in msg  # K's stage
 
 
 def test_ch10_releasing_v_before_its_group_is_waited_for_is_reported() -> None:

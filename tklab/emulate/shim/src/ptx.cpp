@@ -338,9 +338,14 @@ static void release_check(Block& b, uint32_t bar) {
             for (const auto& p : pit->second)
                 if (s.first <= p.second && p.first <= s.second) {
                     const uint32_t at = std::max(s.first, p.first);
+                    std::string filler;  // which load fills these bytes: names the stage (K or V, A or B)
+                    for (size_t i = b.inflight.size(); i-- > 0 && filler.empty();) {
+                        const TmaOp& o = b.inflight[i];
+                        if (at >= o.smem && at < o.smem + o.extent) filler = ", which the TMA load" + pc_mark(o.pc) + " fills";
+                    }
                     const std::string msg =
                         "asynchronous hazard in " + block_desc(b) + ": " + thread_desc(b, b.cur->id) +
-                        " hands back " + smem_desc(b, at) + " (mbarrier arrive on " + smem_desc(b, bar) + ")" +
+                        " hands back " + smem_desc(b, at) + filler + " (mbarrier arrive on " + smem_desc(b, bar) + ")" +
                         pc_mark(b.cur->pc) + " while the wgmma group that its warpgroup issued" + pc_mark(g.pc) +
                         " may still read it: a wgmma group reads its shared operands until the wgmma.wait_group "
                         "that retires it, so wait for the group (warpgroup::mma_async_wait) before releasing its "
