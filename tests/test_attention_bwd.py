@@ -72,16 +72,17 @@ def test_build_options_and_shared_memory_model() -> None:
 @pytest.mark.parametrize("d,consumers,dq_mode", [(64, 1, 0), (64, 2, 1), (128, 2, 0), (128, 2, 1)])
 def test_shared_memory_model_equals_the_kernels_export(d: int, consumers: int, dq_mode: int) -> None:
     """The emulator launch uses the Python model; the GPU launch the kernel's own number: they agree.
-    And ptxas neither spills the default builds nor serializes their wgmma (C75xx warnings)."""
+    And ptxas serializes no build's wgmma (C75xx warnings); the atomic builds do not spill. The TMA-reduce
+    build at d = 128 (the default since the H200 timed it 1.6x faster than the atomic one) spills 40 B
+    with NVRTC 13.5: chapter 11 says so; the bound catches it growing."""
     import tklab
 
     cfg = attention_bwd.build(d, CONSUMERS=consumers, DQ_MODE=dq_mode)
     mod = tklab.compile(SRC, arch="sm_90a", name=attention_bwd.KERNEL.name, options=cfg.options)
     assert mod.constants["flash_bwd_shared_bytes"] == cfg.shared_bytes
     assert mod.constants["flash_bwd_kv_block"] == cfg.kv_block
-    if dq_mode == 0:
-        assert mod["flash_bwd"].spill_bytes == 0
-        assert not [ln for ln in mod.log.splitlines() if "C75" in ln]
+    assert not [ln for ln in mod.log.splitlines() if "C75" in ln]
+    assert mod["flash_bwd"].spill_bytes <= (40 if (d, dq_mode) == (128, 1) else 0)
 
 
 # ---- the kernel on the CPU emulator -------------------------------------------------------------------

@@ -27,10 +27,11 @@ from .attention import SOLUTIONS, _check_inputs, _empty, _is_torch, _layout, _sc
 
 KERNEL = SOLUTIONS / "ch11_flash_bwd.cu"
 LOG2E = attention.LOG2E
-#: Options the kernel understands and the defaults for d = 64 and d = 128 (not yet tuned on a GPU).
+#: Options the kernel understands and the defaults for d = 64 and d = 128. DQ_MODE 1 ran 1.6-2.3x faster than 0
+#: on the H200 (bench/results/flash_bwd_2026-12-01_a2b4b3b.md), so it is the default.
 #: DQ_MODE: how dQ's shares are added over key blocks, 0 atomicAdd from registers, 1 TMA reduce-add.
-DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 0},
-                                       128: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 0}}
+DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1},
+                                       128: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1}}
 _PREP_ROWS = 4  # query rows per block of flash_bwd_prep (one warp each)
 _DQ_THREADS = 256
 
