@@ -7,7 +7,8 @@ PY     := $(VENV)/bin/python
 PORT   ?= 8888
 # GPU-side wheels matching your driver: CuPy, and numba-cuda's NVVM/nvJitLink for chapter 01 on a GPU.
 # CUDA 13 drivers (e.g. our H200): the default. CUDA 12 drivers: GPU_PKGS="cupy-cuda12x numba-cuda[cu12]".
-GPU_PKGS ?= cupy-cuda13x numba-cuda[cu13]
+# macOS: none (no NVIDIA wheels exist there; CUDA kernels run on the CPU emulator).
+GPU_PKGS ?= $(if $(filter Darwin,$(shell uname -s)),,cupy-cuda13x numba-cuda[cu13])
 # Set WHEELHOUSE=/path/to/wheels to install offline (GPU boxes without internet); see README.
 WHEELHOUSE ?=
 PIP_FLAGS := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)

@@ -62,6 +62,7 @@ class CheckResult:
     notes: list[str] = field(default_factory=list)
     established: str = Evidence.NOT_ESTABLISHED.value  # how the output was judged (right or wrong): an Evidence value
     isolation: str = ""  # how the run was isolated (tklab.grading.sandbox), when there was a run
+    caveat: str = ""  # what a PASSED rests on when not everything ran here (e.g. "on the CPU emulator; ...")
 
     # ---- numbers ----
     @property
@@ -132,7 +133,7 @@ class CheckResult:
             return "static checks passed; correctness not established: " + (
                 "the run was not asked for" if self.run_message.startswith("not asked")
                 else "running it needs a GPU" if self.run_status == "not run" else self.run_message)
-        line = "correct"
+        line = f"correct ({self.caveat})" if self.caveat else "correct"
         if self.speed_ratio is not None:
             line += f"; {self.speed_ratio:.2f}× {self.speed['baseline']}"
             if self.speed_target is not None:
@@ -170,7 +171,7 @@ class CheckResult:
         for r in self.rows():
             out.append(f"  {r.mark} {r.label}" + (f": {r.detail}" if r.detail or r.block else ""))
             out += ["      " + ln for ln in r.block]
-        reason = "" if self.passed else f": {self.summary}"
+        reason = (f" ({self.caveat})" if self.caveat else "") if self.passed else f": {self.summary}"
         out.append(f"{self.verdict}{reason}")
         return out
 
@@ -186,7 +187,8 @@ class CheckResult:
             f"<td style='text-align:left'>{html.escape(r.detail)}"
             + (f"<pre>{html.escape(chr(10).join(r.block))}</pre>" if r.block else "") + "</td></tr>"
             for r in self.rows())
-        reason = "" if self.passed else ": " + html.escape(self.summary)
+        reason = ((f" ({html.escape(self.caveat)})" if self.caveat else "") if self.passed
+                  else ": " + html.escape(self.summary))
         return (f"<div><b>{html.escape(self.exercise)}</b> · {html.escape(self.title)} · "
                 f"<code>{html.escape(self.path)}</code><table>{body}</table>"
                 f"<b style='color:{colour}'>{self.verdict}</b>{reason}</div>")

@@ -24,6 +24,7 @@ SPEC = Exercise(
     id="ch01_naive_matmul",
     title="Naive matrix multiply in numba.cuda",
     chapter="01",
+    arch="sm_75",  # fp32 only: runs on every GPU the course supports (T4 and newer)
     solution="solutions/ch01_naive_matmul.py",
     kernel="matmul",
     language="numba",

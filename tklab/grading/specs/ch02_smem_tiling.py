@@ -28,6 +28,7 @@ SPEC = Exercise(
     id="ch02_smem_tiling",
     title="Shared-memory tiling",
     chapter="02",
+    arch="sm_75",  # fp32 only: runs on every GPU the course supports (T4 and newer)
     solution="solutions/ch02_smem_tiling.cu",
     kernel="smem_matmul",
     language="cuda",

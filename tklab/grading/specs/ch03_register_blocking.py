@@ -28,6 +28,7 @@ SPEC = Exercise(
     id="ch03_register_blocking",
     title="Register blocking with float4 loads",
     chapter="03",
+    arch="sm_75",  # fp32 only: runs on every GPU the course supports (T4 and newer)
     solution="solutions/ch03_register_blocking.cu",
     kernel="regblock_matmul",
     language="cuda",

@@ -93,6 +93,7 @@ SPEC = Exercise(
     id="ch04_swizzle",
     title="A conflict-free transpose: swizzling shared memory",
     chapter="04",
+    arch="sm_75",  # fp32 only: runs on every GPU the course supports (T4 and newer)
     solution="solutions/ch04_swizzle.cu",
     kernel="transpose",
     language="cuda",

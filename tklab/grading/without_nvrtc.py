@@ -1,0 +1,45 @@
+"""A CUDA exercise's compile step where NVRTC is missing (macOS; ``TKLAB_NO_NVRTC=1``).
+
+The learner's file is built for the CPU emulator instead, so a compile error is still shown on their own
+lines; the static checks, which read what NVRTC makes (SASS, registers, spills, compile-time probes), are
+reported as skipped, by name, and the verdict carries that caveat: an emulated PASSED is never a bare one.
+
+Public API: ``compile_step(spec, source, shown, res, arch, why) -> None``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def compile_step(spec: Any, source: str, shown: str, res: Any, arch: str, why: str) -> None:
+    """Fill ``res`` (a ``CheckResult``) as ``check``'s static step would, with the emulator as the compiler."""
+    from .. import emulate
+
+    res.arch = arch
+    try:
+        mod = emulate.compile(source, arch=arch, name=shown, options=spec.options)
+    except emulate.EmulationCompileError as e:
+        res.compile_error = str(e)
+        return
+    except Exception as e:  # noqa: BLE001 - no host C++ compiler: nothing can compile the file here
+        res.compile_error = f"{why}; and the CPU emulator cannot build it either: {e}"
+        return
+    if spec.kernel not in mod.kernels:
+        res.compiled = True
+        res.static.append(_missing_kernel(spec, mod))
+        return
+    res.compiled = True
+    res.resources = "built for the CPU emulator: registers, shared memory and spills need NVRTC"
+    names = [getattr(c, "name", type(c).__name__) for c in spec.static]
+    res.notes.append(f"{why.split(';')[0]}: {len(names)} static check{'s' if len(names) != 1 else ''} skipped "
+                     f"({', '.join(names) or 'none'})")
+    res.caveat = (f"on the CPU emulator; {len(names)} static check{'s' if len(names) != 1 else ''} skipped: "
+                  "they need NVRTC" if names else "on the CPU emulator")
+
+
+def _missing_kernel(spec: Any, mod: Any) -> Any:
+    from .specs import StaticResult
+
+    return StaticResult("entry kernel", False, f"no kernel named {spec.kernel} (kernels: "
+                        f"{', '.join(mod.kernels) or 'none'}); keep the name the exercise gives")
