@@ -59,7 +59,7 @@ def _fresh_venv(where: Path) -> Path:
     args = ["--system-site-packages", "--without-pip"] if has_pip else []
     subprocess.run([base, "-m", "venv", *args, str(where)], check=True, timeout=300)
     python = where / "bin" / "python"
-    probe = subprocess.run([str(python), "-c", "import tklab"], env=_env(), capture_output=True)
+    probe = subprocess.run([str(python), "-c", "import tklab"], cwd=where, env=_env(), capture_output=True)
     if probe.returncode == 0:
         pytest.skip("this Python's base already has tklab installed: no fresh environment to test in")
     return python
