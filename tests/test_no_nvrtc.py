@@ -98,6 +98,11 @@ def test_chapter_00_tk_cell_builds_for_the_emulator_and_says_what_needs_nvrtc(no
         a, b, c = np.arange(5, dtype=np.float32), np.ones(5, np.float32), np.zeros(5, np.float32)
         shell.user_ns["vector_add"]((1,), (8,), (a, b, c, 5))
         assert c.tolist() == [1, 2, 3, 4, 5]
+        sass_cell = next(c for c in cells if "vector_add.sass" in c)  # the chapter's next look: its SASS
+        shell.run_cell(sass_cell)
+        out = capsys.readouterr().out
+        assert "NVRTC unavailable: vector_add.sass is read from what NVRTC compiles: compiling for the GPU needs" in out
+        assert "Traceback" not in out
         shell.run_cell("import tklab; tklab.compile('__global__ void k(){}', arch='sm_80')")
         out = capsys.readouterr().out
         assert "NVRTC unavailable: compiling for the GPU needs NVRTC" in out and "Traceback" not in out

@@ -13,7 +13,7 @@ inspection half still works. Compile errors point at the cell's own line numbers
 ``extern "C"`` is bound under its plain name, with a note (its symbol is C++-mangled). Without NVRTC
 (macOS) the cell is built for the CPU emulator instead and says so: its kernels run on NumPy arrays.
 
-Public API: ``run_cell(line, cell, namespace)``, ``MagicError``, ``register(ipython)``.
+Public API: ``run_cell(line, cell, namespace)``, ``MagicError``, ``EmulatedKernel``, ``register(ipython)``.
 """
 
 from __future__ import annotations
@@ -94,6 +94,29 @@ def run_cell(line: str, cell: str, namespace: dict[str, Any]) -> compiler.Module
     return mod
 
 
+class EmulatedKernel:
+    """A ``%%tk`` kernel built for the CPU emulator (no NVRTC here): it launches like the GPU one, on NumPy
+    arrays; asking for what only NVRTC makes (SASS, registers, spills) says so instead of AttributeError."""
+
+    NEEDS_NVRTC = frozenset({"sass", "histogram", "registers", "spill_bytes", "shared_bytes", "stack_bytes", "ptx",
+                             "cubin", "module_sass", "main_loop"})
+
+    def __init__(self, kernel: Any, missing: str):
+        self._kernel, self._missing = kernel, missing
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._kernel(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in EmulatedKernel.NEEDS_NVRTC:
+            raise toolchain.NvrtcUnavailable(f"{self._kernel.name}.{name} is read from what NVRTC compiles: "
+                                             f"{self._missing}")
+        return getattr(self._kernel, name)
+
+    def __repr__(self) -> str:
+        return repr(self._kernel)
+
+
 def _emulated(cell: str, arch: str, args: argparse.Namespace, namespace: dict[str, Any], missing: str) -> Any:
     """Without NVRTC: the cell is built for the CPU emulator instead, its kernels bound the same way (they run on
     NumPy arrays); the first note says what needs NVRTC. No emulator either: the NVRTC sentence, as an error."""
@@ -109,7 +132,7 @@ def _emulated(cell: str, arch: str, args: argparse.Namespace, namespace: dict[st
     for kname in mod.kernels:
         plain = kname if kname.isidentifier() and not kname.startswith("_Z") else compiler.plain_name(kname)
         if plain is not None:
-            namespace[plain] = mod[kname]
+            namespace[plain] = EmulatedKernel(mod[kname], missing)
             bound.append(plain)
     mod.notes = [f"{missing}. This cell was built for the CPU emulator instead: {', '.join(bound) or 'no kernel'} "
                  "run on NumPy arrays (correctness only); registers, SASS and timings need NVRTC"]
