@@ -23,7 +23,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     arch = _gpu_arch()
     no_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (run `make gpu-check` on a GPU machine)")
     no_hopper = pytest.mark.skip(reason=f"needs an sm_90 GPU (H100/H200); this machine has {arch or 'no GPU'}")
+    from tklab.build import toolchain
+
+    missing = toolchain.nvrtc_missing()
+    no_nvrtc = pytest.mark.skip(reason=f"needs NVRTC: {(missing or '').split(';')[0]}")
     for item in items:
+        if "nvrtc" in item.keywords and missing is not None:
+            item.add_marker(no_nvrtc)
         if "gpu" in item.keywords and arch is None:
             item.add_marker(no_gpu)
         elif "hopper" in item.keywords and (arch is None or not arch.startswith("sm_90")):
