@@ -157,3 +157,7 @@ def test_on_this_gpu_each_exercise_goes_where_its_arch_allows() -> None:
     for exercise_id in EXPECTED:
         spec = specs.get(exercise_id)
         assert route(spec).on_gpu == gpu.runs(spec.arch)
+    hopper = gpu.runs("sm_90a")
+    assert where.machine_path() is (where.MachinePath.HOPPER if hopper else where.MachinePath.OTHER_GPU)
+    path = where.machine_path().value
+    assert where.table()[0].startswith(f"This machine's path: {path} ({gpu.name()}, {gpu.arch()})")

@@ -39,7 +39,10 @@ STILL_WORKS = ("the CPU emulator still checks your kernel: tklab.check(...) runs
 
 
 class ToolchainError(RuntimeError):
-    """A CUDA component tklab needs is missing; the message says how to get it."""
+    """A CUDA component tklab needs is missing; the message says how to get it (in a notebook: that line alone)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
 
 
 class NvrtcUnavailable(ToolchainError):
