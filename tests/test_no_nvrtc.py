@@ -82,6 +82,19 @@ def test_a_file_that_does_not_compile_shows_the_emulator_s_error_on_its_lines(no
     assert res.passed is False and not res.compiled and "ch02_smem_tiling.cu" in res.compile_error
 
 
+def test_an_emulator_that_cannot_build_here_is_not_blamed_on_the_file(no_nvrtc: None, monkeypatch) -> None:
+    """A machine where the emulator itself fails (a platform it was not ported to): the report says so."""
+    import tklab.emulate as emu
+
+    def broken(*args, **kwargs):
+        raise emu.EmulationCompileError("ld: unknown option: -z defs", "x.cu")
+
+    monkeypatch.setattr(emu, "compile", broken)
+    res = check("ch02", ROOT / "solutions" / "ch02_smem_tiling.cu", bench=False)
+    assert res.passed is False and "the CPU emulator does not work on this machine" in res.compile_error
+    assert "your file is not to blame" in res.compile_error and "unknown option: -z defs" in res.compile_error
+
+
 def test_chapter_00_tk_cell_builds_for_the_emulator_and_says_what_needs_nvrtc(no_nvrtc: None, capsys) -> None:
     """The real cells of chapter 00 (``%load_ext tklab`` and the vector add), run by IPython."""
     from IPython.core.interactiveshell import InteractiveShell

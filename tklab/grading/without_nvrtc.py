@@ -20,7 +20,9 @@ def compile_step(spec: Any, source: str, shown: str, res: Any, arch: str, why: s
     try:
         mod = emulate.compile(source, arch=arch, name=shown, options=spec.options)
     except emulate.EmulationCompileError as e:
-        res.compile_error = str(e)
+        broken = _emulator_broken()
+        res.compile_error = (f"{why.split(';')[0]}, and the CPU emulator does not work on this machine, so nothing "
+                             f"here can compile CUDA (your file is not to blame): {broken}" if broken else str(e))
         return
     except Exception as e:  # noqa: BLE001 - no host C++ compiler: nothing can compile the file here
         res.compile_error = f"{why}; and the CPU emulator cannot build it either: {e}"
@@ -36,6 +38,17 @@ def compile_step(spec: Any, source: str, shown: str, res: Any, arch: str, why: s
                      f"({', '.join(names) or 'none'})")
     res.caveat = (f"on the CPU emulator; {len(names)} static check{'s' if len(names) != 1 else ''} skipped: "
                   "they need NVRTC" if names else "on the CPU emulator")
+
+
+def _emulator_broken() -> str:
+    """Why the emulator cannot build even a one-line kernel here (on one line), or "" when it can."""
+    from .. import emulate
+
+    try:
+        emulate.describe()
+    except Exception as e:  # noqa: BLE001 - any failure of the probe is the machine's, not the learner's
+        return " ".join(str(e).split())[:300] or type(e).__name__
+    return ""
 
 
 def _missing_kernel(spec: Any, mod: Any) -> Any:
