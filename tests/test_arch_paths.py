@@ -129,6 +129,9 @@ def test_the_cpu_paths(monkeypatch) -> None:
     assert where.on_path(ch08, where.MachinePath.CPU_NVRTC)[0] == "compiled and inspected here, emulated on the CPU"
     monkeypatch.setenv("TKLAB_NO_NVRTC", "1")
     assert where.machine_path() is where.MachinePath.CPU_ONLY
+    # a machine where the emulator does not work either (it is not ported to macOS yet): nothing claims it runs
+    kernels = where.on_path(ch08, where.MachinePath.CPU_ONLY, emulator=False)[0]
+    assert kernels == "not run here (no working CPU emulator) (compile/SASS cells need NVRTC)"
 
 
 @pytest.mark.skipif(not emulated.can_run(specs.get("ch05_mma")), reason="no C++ compiler for the CPU emulator")

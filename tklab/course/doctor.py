@@ -275,12 +275,12 @@ def machine_path(results: list[Check]) -> bool:
     as designed (a machine without NVRTC, such as a Mac, is a path of its own when the CPU emulator works)."""
     from . import where
 
+    emulator = next((c.ok for c in results if c.name == "CPU emulator"), False)
     print()
     try:
-        lines = where.table()
+        lines = where.table(emulator=emulator)
     except Exception as e:  # noqa: BLE001 - the doctor reports, never raises
         print(f"This machine's path: unknown ({type(e).__name__}: {e})")
         return False
     print("\n".join(lines))
-    emulator = next((c.ok for c in results if c.name == "CPU emulator"), False)
     return where.machine_path() is where.MachinePath.CPU_ONLY and emulator

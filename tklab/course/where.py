@@ -67,30 +67,32 @@ def chapters() -> list[Chapter]:
     return out
 
 
-def on_path(ch: Chapter, path: MachinePath) -> tuple[str, str]:
-    """(its kernels, its timings) for chapter ``ch`` on ``path``, in a few words each."""
+def on_path(ch: Chapter, path: MachinePath, emulator: bool = True) -> tuple[str, str]:
+    """(its kernels, its timings) for chapter ``ch`` on ``path``, in a few words each; ``emulator``: whether
+    the CPU emulator works here (the doctor's probe)."""
+    emulated = "emulated on the CPU" if emulator else "not run here (no working CPU emulator)"
     if path in (MachinePath.HOPPER, MachinePath.OTHER_GPU):
         if gpu.runs(ch.needs) and (path is MachinePath.HOPPER or ch.language == "numba" or toolchain.nvrtc_available()):
             return "run on this GPU", "measured here"
-        return f"exercise emulated on the CPU (needs {ch.needs})", "recorded on an H200"
+        return f"exercise {emulated} (needs {ch.needs})", "recorded on an H200"
     if ch.language == "numba":
         return "numba's CUDA simulator", "recorded on an H200"
     if ch.number == "00":
         return "recorded (no GPU to measure)", "recorded on an H200"
     if path is MachinePath.CPU_NVRTC:
-        return "compiled and inspected here, emulated on the CPU", "recorded on an H200"
-    return "emulated on the CPU (compile/SASS cells need NVRTC)", "recorded on an H200"
+        return f"compiled and inspected here, {emulated}", "recorded on an H200"
+    return f"{emulated} (compile/SASS cells need NVRTC)", "recorded on an H200"
 
 
-def table(path: MachinePath | None = None) -> list[str]:
-    """The doctor's lines: the path, then one line per chapter."""
+def table(path: MachinePath | None = None, emulator: bool = True) -> list[str]:
+    """The doctor's lines: the path, then one line per chapter (``emulator``: see ``on_path``)."""
     path = path or machine_path()
     if path in (MachinePath.HOPPER, MachinePath.OTHER_GPU):
         where = f"{gpu.name()}, {gpu.arch()}"
     else:
         why = (toolchain.nvrtc_missing() or "").split(";")[0]
         where = "no NVIDIA GPU" + (f"; {why}" if path is MachinePath.CPU_ONLY else "")
-    rows = [(f"{c.number} {c.title}", *on_path(c, path)) for c in chapters()]
+    rows = [(f"{c.number} {c.title}", *on_path(c, path, emulator)) for c in chapters()]
     w0, w1 = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
     lines = [f"This machine's path: {path.value} ({where})", f"  {'chapter':<{w0}}  {'kernels':<{w1}}  timings"]
     lines += [f"  {a:<{w0}}  {b:<{w1}}  {c}" for a, b, c in rows]
