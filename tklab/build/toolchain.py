@@ -37,6 +37,11 @@ STILL_WORKS = ("the CPU emulator still checks your kernel: tklab.check(...) runs
                "tklab.compile(..., target='cpu') builds a kernel for it, and the chapters show the outputs "
                "recorded on an H200")
 
+#: The same on macOS, where the emulator's fiber runtime (Linux ucontext and signals) does not build yet.
+STILL_WORKS_MACOS = ("the chapters show the outputs recorded on an H200 and the models and explorers work; the "
+                     "CPU emulator that checks CUDA exercises without NVRTC runs on Linux only so far (not ported to "
+                     "macOS)")
+
 
 class ToolchainError(RuntimeError):
     """A CUDA component tklab needs is missing; the message says how to get it (in a notebook: that line alone)."""
@@ -70,7 +75,11 @@ def _why_missing(detail: str) -> str:
         where = "which is not installed here (`pip install nvidia-cuda-nvrtc cuda-bindings`; Windows is untested)"
     else:
         where = f"which is not installed here (`pip install nvidia-cuda-nvrtc cuda-bindings`; {detail})"
-    return f"compiling for the GPU needs NVRTC, {where}; {STILL_WORKS}"
+    return f"compiling for the GPU needs NVRTC, {where}; {STILL_WORKS_MACOS if _on_macos() else STILL_WORKS}"
+
+
+def _on_macos() -> bool:
+    return sys.platform == "darwin" and not _hidden()
 
 
 def nvrtc_missing() -> str | None:
@@ -156,7 +165,7 @@ def binary(name: str) -> str:
     if not path:
         if sys.platform == "darwin":
             raise ToolchainError(f"reading SASS needs `{name}`, which has no macOS build (and there is no cubin to "
-                                 f"read without NVRTC); {STILL_WORKS}")
+                                 f"read without NVRTC); {STILL_WORKS_MACOS}")
         raise ToolchainError(
             f"`{name}` not found. Install it with `pip install nvidia-cuda-{name}` (13.2 or newer for "
             "Hopper SASS) or put a CUDA toolkit's bin/ on PATH."
