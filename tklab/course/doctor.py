@@ -107,8 +107,8 @@ def _nvrtc() -> str:
 def _nvrtc_cost() -> str:
     """What a missing NVRTC costs: no compiling for the GPU; on macOS there is nothing to install."""
     if sys.platform == "darwin":
-        return ("no GPU compiles, SASS or registers (NVRTC has no wheel for macOS): CUDA exercises are checked on "
-                "the CPU emulator, the chapters show their recorded outputs")
+        return ("no GPU compiles, SASS or registers (NVRTC has no wheel for macOS): the chapters show their "
+                "recorded outputs (see the CPU emulator line for checking exercises)")
     return ("no GPU compiles, SASS or registers (CUDA exercises are checked on the CPU emulator): `pip install "
             "nvidia-cuda-nvrtc cuda-bindings`")
 
