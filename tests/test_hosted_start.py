@@ -65,7 +65,8 @@ def _fresh_venv(where: Path) -> Path:
     return python
 
 
-@pytest.mark.skipif(shutil.which("git") is None or sys.platform == "win32", reason="needs git (and a POSIX venv)")
+@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists() or sys.platform == "win32",
+                    reason="needs git and a git checkout to clone from (and a POSIX venv)")
 def test_in_a_fresh_environment_the_cell_clones_installs_and_imports(tmp_path: Path) -> None:
     python = _fresh_venv(tmp_path / "venv")
     work = tmp_path / "content"  # a hosted notebook's folder
