@@ -183,8 +183,11 @@ class Build:
 
     @property
     def arch(self) -> str | None:
-        """sm_90a for the Hopper kernel; the GPU's own for chapter 09's (it runs on any GPU from sm_80)."""
-        return "sm_90a" if self.kernel == "hopper" else None
+        """sm_90a for the Hopper kernel; the GPU's own for chapter 09's (it runs on any GPU from sm_80), sm_80's
+        on an older GPU (a T4: the kernel is checked on the CPU emulator there, against sm_80's limits)."""
+        from ..run import gpu
+
+        return "sm_90a" if self.kernel == "hopper" else None if gpu.runs("sm_80") or not gpu.available() else "sm_80"
 
 
 KERNELS = {"tiles": "ch09_flash.cu", "hopper": "ch10_flash.cu"}

@@ -44,10 +44,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..build.compiler import default_arch
 from ..build.toolchain import REPO
 from ..run import gpu
 from . import specs
+from .route import route
 from .specs import Exercise, StaticContext, StaticResult
 from .verdict import CheckResult
 
@@ -90,10 +90,15 @@ def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch
     """Compile and run the static checks; returns the module (None when it does not compile)."""
     from .. import compile as tk_compile
     from ..build.compiler import CompileError
+    from ..build.toolchain import NvrtcUnavailable
+    from . import without_nvrtc
 
     res.arch = arch
     try:
         mod = tk_compile(source, arch=arch, name=shown, options=spec.options)
+    except NvrtcUnavailable as e:  # macOS: the emulator compiles it; the static checks are skipped, by name
+        without_nvrtc.compile_step(spec, source, shown, res, arch, str(e))
+        return None
     except CompileError as e:
         res.compile_error = str(e)
         return None
@@ -224,11 +229,12 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         res.compile_error = problem
         res.passed = False
         return res
-    have_gpu = gpu.available()
+    where = route(spec)  # this GPU, or the CPU emulator and why (an older GPU, no NVRTC)
+    have_gpu = where.on_gpu if spec.language == "cuda" else gpu.available()
     _tell(f"compiling {shown}")
     module_keys: list[str] = []
     if spec.language == "cuda":
-        mod = _static_cuda(spec, source, shown, res, default_arch())
+        mod = _static_cuda(spec, source, shown, res, where.static_arch)
         if mod is not None:
             module_keys.append(mod.key)
     else:
@@ -240,7 +246,8 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     if run is False:
         res.run_message = "not asked for (run=False)"
     elif mode is None:
-        res.run_message = ("running it needs a GPU, and this machine has none; the static checks above are "
+        res.run_message = (f"{where.why.split(', so ')[0]}, and the CPU emulator cannot run it here" if where.why
+                           else "running it needs a GPU, and this machine has none; the static checks above are "
                            "all that could be checked here")
     else:
         from .runner import run_isolated
@@ -261,6 +268,9 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         res.notes += outcome.notes
         if mode.note:
             res.notes.append(mode.note)
+        if where.why and mode.name == "emu":
+            res.notes.append(where.why)
+            res.caveat = res.caveat or "on the CPU emulator: " + where.why.split(", so ")[0]
         if mode.name == "emu":
             emulated.annotate(res, outcome, spec)
     ran = res.run_status in ("ok", "wrong", "error", "crashed", "timeout")

@@ -64,6 +64,7 @@ class CheckResult:
     established: str = Evidence.NOT_ESTABLISHED.value  # how the output was judged (right or wrong): an Evidence value
     isolation: str = ""  # how the run was isolated (tklab.grading.sandbox), when there was a run
     hint: str = ""  # on FAILED: the exercise's level-1 hint (tklab.grading.hints), the concept without the line
+    caveat: str = ""  # what a PASSED rests on when not everything ran here (e.g. "on the CPU emulator; ...")
 
     # ---- numbers ----
     @property
@@ -135,7 +136,7 @@ class CheckResult:
             return "static checks passed; correctness not established: " + (
                 "the run was not asked for" if self.run_message.startswith("not asked")
                 else "running it needs a GPU" if self.run_status == "not run" else self.run_message)
-        line = "correct"
+        line = f"correct ({self.caveat})" if self.caveat else "correct"
         if self.speed_ratio is not None:
             line += f"; {self.speed_ratio:.2f}× {self.speed['baseline']}"
             if self.speed_target is not None:
@@ -175,7 +176,7 @@ class CheckResult:
         for r in self.rows():
             out.append(f"  {r.mark} {r.label}" + (f": {r.detail}" if r.detail or r.block else ""))
             out += ["      " + ln for ln in r.block]
-        reason = "" if self.passed else f": {self.summary}"
+        reason = (f" ({self.caveat})" if self.caveat else "") if self.passed else f": {self.summary}"
         out.append(f"{self.verdict}{reason}")
         return out
 
@@ -191,7 +192,8 @@ class CheckResult:
             f"<td style='text-align:left'>{html.escape(r.detail)}"
             + (f"<pre>{html.escape(chr(10).join(r.block))}</pre>" if r.block else "") + "</td></tr>"
             for r in self.rows())
-        reason = "" if self.passed else ": " + html.escape(self.summary)
+        reason = ((f" ({html.escape(self.caveat)})" if self.caveat else "") if self.passed
+                  else ": " + html.escape(self.summary))
         return (f"<div><b>{html.escape(self.exercise)}</b> · {html.escape(self.title)} · "
                 f"<code>{html.escape(self.path)}</code><table>{body}</table>"
                 f"<b style='color:{colour}'>{self.verdict}</b>{reason}</div>")
