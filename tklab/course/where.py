@@ -56,7 +56,8 @@ def chapters() -> list[Chapter]:
     by_chapter: dict[str, list[object]] = {}
     for exercise_id in specs.all_ids():
         spec = specs.get(exercise_id)
-        by_chapter.setdefault(spec.chapter, []).append(spec)
+        if spec.language != "python":  # drills run on the CPU anywhere: they say nothing of a chapter's GPU needs
+            by_chapter.setdefault(spec.chapter, []).append(spec)
     out = []
     for nb in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         number, title = nb.stem[:2], nb.stem[3:].replace("_", " ")
