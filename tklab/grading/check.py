@@ -86,12 +86,20 @@ def _shown(path: Path) -> str:
 
 # ---- the check --------------------------------------------------------------------------------------
 
-def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch: str) -> Any:
+def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch: str, own_dir: Path) -> Any:
     """Compile and run the static checks; returns the module (None when it does not compile)."""
     from .. import compile as tk_compile
+    from ..build import includes, toolchain
     from ..build.compiler import CompileError
 
     res.arch = arch
+    try:  # before NVRTC reads anything: it runs here, as the grader
+        includes.refuse_outside(source, shown, own_dir=own_dir, allowed=[toolchain.tile_library_dir(),
+                                *map(Path, toolchain.include_dirs())],
+                                search=[Path.cwd(), toolchain.tile_library_dir(), *map(Path, toolchain.include_dirs())])
+    except includes.IncludeRefused as e:
+        res.compile_error = str(e)
+        return None
     try:
         mod = tk_compile(source, arch=arch, name=shown, options=spec.options)
     except CompileError as e:
@@ -116,10 +124,16 @@ def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch
 
 
 def _static_numba(spec: Exercise, source: str, shown: str, res: CheckResult) -> None:
+    from . import hygiene
+
     try:
         ast.parse(source, shown)
     except SyntaxError as e:
         res.compile_error = f"{shown}:{e.lineno}: error: {e.msg}\n  {(e.text or '').rstrip()}"
+        return
+    refused = hygiene.problems(source, shown)
+    if refused:  # nothing of it runs: the file does what an exercise file may not (tklab.grading.hygiene)
+        res.compile_error = "\n".join(f"{p} (refused before running)" for p in refused)
         return
     res.compiled = True
     ctx = StaticContext(spec=spec, source=source, program=shown)
@@ -228,7 +242,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     _tell(f"compiling {shown}")
     module_keys: list[str] = []
     if spec.language == "cuda":
-        mod = _static_cuda(spec, source, shown, res, default_arch())
+        mod = _static_cuda(spec, source, shown, res, default_arch(), file.resolve().parent)
         if mod is not None:
             module_keys.append(mod.key)
     else:
@@ -245,15 +259,16 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     else:
         from .runner import run_isolated
 
-        if mode.name == "emu":  # build the emulated module here; the sandboxed child gets it with the cache
+        emulator_parts = None
+        if mode.name == "emu":  # the emulator's own parts only: the learner's module is built in the sandbox
             from ..emulate import exercise as emulated
 
-            module_keys += emulated.prepare(spec, source, shown)
+            emulator_parts = emulated.prepare(spec)
         limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else 60.0)
         _tell(f"running {shown} ({mode.name})")
         outcome = run_isolated(spec.id, file, mode=mode.name, timeout=limit, bench=bench and mode.can_bench,
                                seed=seed, source=source, hide=hide, cache_keys=module_keys,
-                               arch=res.arch or None)
+                               arch=res.arch or None, emulator_parts=emulator_parts)
         _fill_run(res, outcome)
         if outcome.status in ("ok", "wrong"):
             res.established = outcome.evidence.value
