@@ -322,3 +322,46 @@ def test_patching_the_timer_inside_the_run_does_not_change_the_ratio(tmp_path):
     speed = (out.result or {}).get("speed") or {}
     assert out.status == "ok" and speed.get("ms", 0) > 1e-3, (out.message, speed)
     assert np.isfinite(speed.get("ratio", np.nan)) and speed["ratio"] < 10
+
+
+# ---- what the isolation holds, and Ctrl-C ---------------------------------------------------------------
+
+def test_grading_says_when_learner_code_would_reach_the_grader(monkeypatch):
+    from tklab.grading import sandbox
+
+    monkeypatch.setattr(sandbox, "_run_user", lambda: (None, "root (uid 0)", ("nobody cannot read this Python",)))
+    monkeypatch.setattr(sandbox.os, "getuid", lambda: 0)
+    assert "would run as root" in sandbox.grading_problem()
+    monkeypatch.setattr(sandbox.os, "getuid", lambda: 1000)
+    monkeypatch.setattr(sandbox, "_bwrap_works", lambda: None)
+    assert "no bubblewrap here" in sandbox.grading_problem()
+    monkeypatch.setattr(sandbox, "_run_user", lambda: ((65534, 65534), "nobody (uid 65534)", ()))
+    assert sandbox.grading_problem() is None
+
+
+def test_ctrl_c_during_a_check_leaves_no_process_behind(tmp_path, monkeypatch):
+    from tklab.grading import sandbox
+
+    token = _token()
+    f = _file(tmp_path, "ch01_naive_matmul.py", f"""\
+import subprocess
+subprocess.Popen(["sleep", "{token}"], start_new_session=True)
+while True:
+    pass
+""" + CH01)
+    real = sandbox.Sandbox.supervise
+
+    def interrupted(self, readers, **k):
+        deadline = time.monotonic() + 20
+        while not _alive(token) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._seen.update(sandbox._run_processes(self.proc.pid, self.token.encode()))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sandbox.Sandbox, "supervise", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_isolated("ch01_naive_matmul", f, mode="sim", timeout=60)
+    left = _alive(token)
+    for pid in left:
+        os.kill(pid, 9)
+    assert real is not interrupted and not left, "a process of the interrupted run survived"

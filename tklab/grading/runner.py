@@ -19,6 +19,17 @@ the inputs ``judge`` drew), starts ``python -m tklab.grading.child`` in ``sandbo
 and a pipe (``channel``), collects what comes back within the time limit, and hands the bytes to
 ``judge``. The child's side, and the modes a run can take, are in ``child``.
 
+Why the results can be believed (issue 24): the child reads the run's key from a pipe of its own and closes
+it before it imports or loads any learner code; every frame it sends carries the key, and ``judge`` refuses
+a run where any frame lacks it (a file that writes answers into the result pipe at import does not know
+it) or where a case's outputs come without the harness's ``launched`` frame ("your kernel was never
+launched"). What the key does not stop: code that deliberately reads the harness's memory from inside the
+child; ``check`` refuses what that takes before anything runs (``hygiene`` for Python files; for CUDA under
+emulation, ``emulate.build`` refuses modules that call anything but the runtime, maths and memory), and
+on a GPU a CUDA file has no host code at all. No learner code is built or loaded in this process: for the
+emulator the parent hands over only the emulator's own runtime and prelude (copies, into the run's cache),
+and on Ctrl-C the run's whole process tree is killed before the interrupt goes on.
+
 Public API: ``run_isolated(exercise_id, path, *, mode="gpu", timeout=60.0, ...) -> RunOutcome``.
 """
 
@@ -181,6 +192,9 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
         try:
             assert box.proc is not None and box.proc.stdout is not None
             fin = box.supervise({box.proc.stdout.fileno(): on_output, read_fd: on_channel})
+        except BaseException:  # Ctrl-C (or any error) here: the run's whole tree goes with it
+            box.kill()
+            raise
         finally:
             os.close(read_fd)
         on_output(b"\n")

@@ -20,8 +20,12 @@ wall-clock for the whole tree, and a grader running as root runs the code as ``n
 can read the Python installation (else as root, and the report says so). ``TKLAB_SANDBOX=process``
 forces the weaker level (for debugging a sandbox problem).
 
+Grading a class needs more than a learner's own check: ``grading_problem()`` says why this machine's
+isolation would let learner code reach the grader (root without a user to drop to, or the grader's own
+user without bubblewrap), for ``grade`` to refuse.
+
 Public API: ``Limits``, ``Isolation``, ``Sandbox``, ``Finished``, ``apply_limits(limits)``,
-``isolation(gpu=False)``, ``limits_for(limits)``.
+``isolation(gpu=False)``, ``limits_for(limits)``, ``grading_problem(gpu=False)``.
 """
 
 from __future__ import annotations
@@ -210,6 +214,26 @@ def isolation(gpu: bool = False) -> Isolation:
     if os.getuid() == 0 and ids is None:
         notes += ("the code runs as root and could lift its own limits",)
     return Isolation("process", user, notes)
+
+
+def grading_problem(gpu: bool = False) -> str | None:
+    """Why grading a class here would let learner code reach the grader (None: the isolation holds).
+
+    Grading refuses (unless told otherwise) when the code would run as root, or as the grader's own user
+    without bubblewrap: then it could write the grader's files, the compile cache and the sheets, read
+    what the grader can, and print it into an error message that lands in a sheet."""
+    iso = isolation(gpu)
+    ids = _run_user()[0]
+    if os.getuid() == 0 and ids is None:
+        where = "inside bubblewrap, but root outside it" if iso.level == "bubblewrap" else "without a sandbox"
+        why = next((n for n in iso.notes if "cannot read" in n or "no user" in n), "")
+        return (f"learner code would run as root ({where}){': ' + why if why else ''}; make the Python installation "
+                f"readable by {_UNPRIVILEGED!r} (or grade as an ordinary user with bubblewrap installed)")
+    if iso.level == "process" and ids is None:
+        return ("no bubblewrap here, so learner code would run as you, able to write your files, the compile cache "
+                "and the sheets: install bubblewrap (`apt install bubblewrap`) or grade as root with a readable "
+                f"Python installation (the code then runs as {_UNPRIVILEGED!r})")
+    return None
 
 
 def limits_for(limits: Limits) -> Limits:
