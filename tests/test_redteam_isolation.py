@@ -365,3 +365,33 @@ while True:
     for pid in left:
         os.kill(pid, 9)
     assert real is not interrupted and not left, "a process of the interrupted run survived"
+
+
+def test_a_daemon_with_a_cleared_environment_dies_with_the_run_without_a_sandbox(tmp_path, monkeypatch):
+    """The process level's hole: double fork, setsid, no environment (so no token). A checking process that
+    adopts orphans (as ``python -m tklab.grading.check``, which grade runs, does) gets it back and kills it."""
+    from tklab.grading import sandbox
+
+    monkeypatch.setenv("TKLAB_SANDBOX", "process")
+    token = _token()
+    daemon = f"""\
+import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execve("/bin/sleep", ["sleep", "{token}"], {{}})
+    os._exit(0)
+os.wait()
+"""
+    f = _file(tmp_path, "ch01_naive_matmul.py", daemon + CH01)
+    assert sandbox.adopt_orphans(), "this Linux has no child subreaper"
+    try:
+        out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=30)
+    finally:
+        sandbox.adopt_orphans(False)
+    left = _alive(token)
+    for pid in left:
+        os.kill(pid, 9)
+    assert out.status == "ok" and out.isolation.startswith("separate process"), out.message
+    assert not left, "the daemon outlived the run"
+    assert "stopped" in " ".join(out.notes)

@@ -25,7 +25,7 @@ isolation would let learner code reach the grader (root without a user to drop t
 user without bubblewrap), for ``grade`` to refuse.
 
 Public API: ``Limits``, ``Isolation``, ``Sandbox``, ``Finished``, ``apply_limits(limits)``,
-``isolation(gpu=False)``, ``limits_for(limits)``, ``grading_problem(gpu=False)``.
+``isolation(gpu=False)``, ``limits_for(limits)``, ``grading_problem(gpu=False)``, ``adopt_orphans(on=True)``.
 """
 
 from __future__ import annotations
@@ -279,10 +279,40 @@ def _has_token(pid: int, token: bytes) -> bool:
         return False
 
 
-def _run_processes(root: int, token: bytes, *, descendants: bool = True) -> dict[int, int]:
+_PR_SET_CHILD_SUBREAPER = 36
+_adopting = False
+
+
+def adopt_orphans(on: bool = True) -> bool:
+    """Make this process the reaper of its descendants' orphans (Linux ``PR_SET_CHILD_SUBREAPER``), so a
+    daemon a run leaves behind (double fork, ``setsid``, cleared environment) becomes this process's child
+    and dies with the run at the ``process`` level too. For a process that does nothing but check (``python
+    -m tklab.grading.check``, which ``grade`` and ``nbgrade`` start): every child of it that appears during a
+    run, other than the run itself, is taken for the run's. Returns whether it is on."""
+    global _adopting
+    try:
+        ok = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0
+    except (AttributeError, OSError):
+        ok = False
+    _adopting = bool(on and ok)
+    return _adopting
+
+
+def _children_of(pid: int) -> set[int]:
+    out = set()
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and (st := _stat(int(entry))) is not None and st[0] == pid:
+                out.add(int(entry))
+    return out
+
+
+def _run_processes(root: int, token: bytes, *, descendants: bool = True,
+                   known_children: set[int] | None = None) -> dict[int, int]:
     """{pid: starttime} of the run's processes: descendants of ``root`` (only while ``root`` is not yet
     reaped: afterwards its number may belong to someone else), its session and group (a number in use as
-    a session or group id is never handed out again), and token bearers."""
+    a session or group id is never handed out again), and token bearers; with ``known_children`` (this
+    process adopts orphans), also every child of this process not in it, and their descendants."""
     table: dict[int, tuple[int, int, int, int]] = {}
     try:
         entries = os.listdir("/proc")
@@ -297,14 +327,17 @@ def _run_processes(root: int, token: bytes, *, descendants: bool = True) -> dict
     for pid, (ppid, *_rest) in table.items():
         children.setdefault(ppid, []).append(pid)
     found: set[int] = set()
-    stack = [root] if descendants else []
+    me = os.getpid()
+    adopted = [] if known_children is None else [p for p in children.get(me, []) if p != root
+                                                 and p not in known_children]
+    found.update(adopted)
+    stack = ([root] if descendants else []) + adopted
     while stack:
         pid = stack.pop()
         for child in children.get(pid, []):
             if child not in found:
                 found.add(child)
                 stack.append(child)
-    me = os.getpid()
     for pid, (_ppid, pgrp, sid, _start) in table.items():
         if pid == me:
             continue
@@ -331,6 +364,7 @@ class Sandbox:
         self.token = uuid.uuid4().hex
         self.proc: subprocess.Popen[bytes] | None = None
         self._seen: dict[int, int] = {}
+        self._known: set[int] | None = None
 
     # -- setup ---------------------------------------------------------------------------------------
     def hand_over(self) -> None:
@@ -382,6 +416,7 @@ class Sandbox:
         if ids is not None:
             kwargs.update(user=ids[0], group=ids[1], extra_groups=[])
         self.started = time.monotonic()
+        self._known = _children_of(os.getpid()) if _adopting else None
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env, cwd=self.workdir, start_new_session=True,
                                      pass_fds=tuple(pass_fds), **kwargs)
@@ -415,7 +450,7 @@ class Sandbox:
                 timed_out = True
                 break
             if now - last_scan > 0.25 and self.isolation.level == "process" and exited_at is None:
-                self._seen.update(_run_processes(self.proc.pid, token))
+                self._seen.update(_run_processes(self.proc.pid, token, known_children=self._known))
                 last_scan = now
             limit = min(deadline, exited_at + grace if exited_at is not None else deadline)
             for key, _ in sel.select(timeout=max(0.0, min(0.1, limit - now))):
@@ -454,7 +489,8 @@ class Sandbox:
         killed = 0
         for _ in range(50):
             alive = dict(self._seen)
-            alive.update(_run_processes(self.proc.pid, token, descendants=self.proc.returncode is None))
+            alive.update(_run_processes(self.proc.pid, token, descendants=self.proc.returncode is None,
+                                        known_children=self._known))
             alive = {p: s for p, s in alive.items() if (st := _stat(p)) is not None and st[3] == s
                      and p != self.proc.pid}
             if self.proc.poll() is None:
@@ -470,6 +506,10 @@ class Sandbox:
             time.sleep(0.02)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+        if self._known is not None:  # adopted orphans we killed: reap them (no zombies), by number only
+            for pid in _children_of(os.getpid()) - self._known - {self.proc.pid}:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, os.WNOHANG)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         return killed
