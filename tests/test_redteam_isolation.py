@@ -32,6 +32,17 @@ emu = pytest.mark.skipif(gpu.available() or not emulated.can_run(specs.get("ch02
                          reason="a GPU is here (CUDA checks run on it), or no C++ compiler for the emulator")
 
 
+@pytest.fixture(params=["process", "bubblewrap"])
+def level(request, monkeypatch):
+    """Each run-based attack at both sandbox levels (the one this machine lacks is skipped)."""
+    from tklab.grading import sandbox
+
+    monkeypatch.setenv("TKLAB_SANDBOX", request.param)
+    if sandbox.isolation().level != request.param:
+        pytest.skip(f"no {request.param} here: {sandbox.isolation().describe()}")
+    return request.param
+
+
 def _file(folder: Path, name: str, text: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(text)
@@ -106,7 +117,7 @@ def test_a_constructor_in_emulated_code_never_runs_in_the_checker(tmp_path, own_
 
 
 @emu
-def test_a_learners_check_leaves_nothing_in_the_shared_cache(tmp_path, own_cache):
+def test_a_learners_check_leaves_nothing_in_the_shared_cache(tmp_path, own_cache, level):
     attack = CONSTRUCTOR + CH02  # a right kernel whose module, once cached, would stand for the exercise
     check("ch02", _file(tmp_path, "ch02_smem_tiling.cu", attack), bench=False)
     modules = [p for p in own_cache.glob("*/emulate-*")]
@@ -190,7 +201,7 @@ os._exit(0)
 """
 
 
-def test_writing_answers_into_the_result_pipe_at_import_fails(tmp_path):
+def test_writing_answers_into_the_result_pipe_at_import_fails(tmp_path, level):
     f = _file(tmp_path, "ch01_naive_matmul.py", PIPE_FORGERY + CH01)
     res = check(f, timeout=30)
     assert res.passed is False and "may import only numba, numpy and math" in res.compile_error, res
@@ -226,7 +237,7 @@ def test_frames_without_the_runs_key_are_refused():
 NEVER_LAUNCHED = CH01.replace("@cuda.jit\ndef matmul(A, B, C):", "def matmul(A, B, C):")
 
 
-def test_a_kernel_that_is_never_launched_fails(tmp_path):
+def test_a_kernel_that_is_never_launched_fails(tmp_path, level):
     assert NEVER_LAUNCHED != CH01
     f = _file(tmp_path, "ch01_naive_matmul.py", NEVER_LAUNCHED)
     res = check(f, timeout=30)
@@ -270,7 +281,7 @@ def _alive(token: str) -> list[int]:
     return found
 
 
-def test_a_daemon_cannot_outlive_the_check_or_rewrite_the_sheet(tmp_path):
+def test_a_daemon_cannot_outlive_the_check_or_rewrite_the_sheet(tmp_path, level):
     token = _token()
     sheet = tmp_path / "grades.csv"
     sheet.write_text("student,ch01\nmallory,no\n")
@@ -339,7 +350,7 @@ def test_grading_says_when_learner_code_would_reach_the_grader(monkeypatch):
     assert sandbox.grading_problem() is None
 
 
-def test_ctrl_c_during_a_check_leaves_no_process_behind(tmp_path, monkeypatch):
+def test_ctrl_c_during_a_check_leaves_no_process_behind(tmp_path, level, monkeypatch):
     from tklab.grading import sandbox
 
     token = _token()
