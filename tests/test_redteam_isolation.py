@@ -308,11 +308,12 @@ os.wait()
 
 @pytest.mark.gpu
 def test_a_kernel_that_remembers_results_gets_no_speed(tmp_path):
-    """Skips the work when it has seen A's address before: the rotation and the fresh-input probe catch it."""
+    """Skips the work (at the benchmark's size only, so its cases pass) when it has seen A's address before:
+    the re-verified timed calls and the fresh-input probe catch it."""
     src = (ROOT / "solutions" / "ch03_register_blocking.cu").read_text()
     body = src.index("{", src.index("__global__")) + 1
     cheat = src[:body] + """
-    { unsigned long long a = (unsigned long long)(const void*)A; bool seen = false;
+    if (M == 4096) { unsigned long long a = (unsigned long long)(const void*)A; bool seen = false;
       for (int i = 0; i < 4; ++i) seen |= (seen_A[i] == a);
       if (seen) return;
       if (blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 && threadIdx.x == 0 && threadIdx.y == 0)

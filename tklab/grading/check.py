@@ -4,7 +4,10 @@ What a check does, in order:
 
 1. finds the exercise (an id, a unique prefix such as ``"ch02"``, or a file named after its exercise)
    and the file (by default the learner's copy in ``exercises/``);
-2. compiles it (CUDA: ``tklab.compile``, so errors are shown on the learner's own numbered lines;
+2. refuses what must not be compiled or run here (a CUDA ``#include`` outside the tile library, CUDA's
+   headers and the learner's folder: ``tklab.build.includes``; a Python file that does more than import
+   numba, numpy and math, set constants and define ``@cuda.jit`` functions: ``hygiene``), then
+   compiles it (CUDA: ``tklab.compile``, so errors are shown on the learner's own numbered lines;
    numba: a syntax check) and runs the exercise's *static checks* on what the compiler made of it:
    writes its output, uses shared memory, no spills, the instruction the chapter is about shows up in
    SASS, a conflict-free layout … These need no GPU;
@@ -213,9 +216,9 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     ``exercise``: an id (``"ch02_smem_tiling"``), a unique prefix (``"ch02"``) or a path to a file named
     after its exercise. ``path``: the file, if not the learner's copy in ``exercises/``. ``run=False``:
     static checks only. ``bench=False``: no timing. ``timeout``: seconds for the run (default 60 in the
-    simulator, 180 on a GPU with timing). ``hide``: folders the run's sandbox hides from the code (the
-    solutions are always hidden). ``seed``: the random inputs' seed; default fresh each time, or
-    ``$TKLAB_CHECK_SEED`` where set (``make notebooks`` sets it, so a re-executed chapter stores the same
+    simulator, 120 under CPU emulation, its compile included, 180 on a GPU with timing). ``hide``: folders
+    the run's sandbox hides from the code (the solutions are always hidden). ``seed``: the random inputs'
+    seed; default fresh each time, or ``$TKLAB_CHECK_SEED`` where set (``make notebooks`` sets it, so a re-executed chapter stores the same
     check output instead of new random values; grading never reads it).
     """
     if seed is None and os.environ.get(SEED_VARIABLE, "").strip():
@@ -264,7 +267,9 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
             from ..emulate import exercise as emulated
 
             emulator_parts = emulated.prepare(spec)
-        limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else 60.0)
+        # (under emulation the child also compiles the learner's module: that is inside the limit now)
+        limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else
+                                                     120.0 if mode.name == "emu" else 60.0)
         _tell(f"running {shown} ({mode.name})")
         outcome = run_isolated(spec.id, file, mode=mode.name, timeout=limit, bench=bench and mode.can_bench,
                                seed=seed, source=source, hide=hide, cache_keys=module_keys,

@@ -7,6 +7,14 @@ launches the learner's kernel, and sends the outputs back on the channel (``tkla
 ``STAGE`` lines as it goes, so a hang is reported with where it happened. Exceptions become a
 learner-facing ``error`` frame (a CUDA fault named with what to look for).
 
+What the parent can believe (see ``runner``): the run's key is read from its own pipe and that pipe closed
+in ``main`` before anything of the learner's is imported, compiled or loaded, and every frame carries it;
+each case's outputs follow a ``launched`` frame for the launch the harness itself made; a numba kernel
+must be what ``@cuda.jit`` makes (its type taken before the learner's module is imported), else "your
+kernel was never launched". The benchmark's timer is bound before the learner's module is imported, and
+``_bench`` rotates input sets, re-verifies the timed calls' outputs and probes with fresh inputs in the
+same buffers, so remembered results earn no speed.
+
 Modes (``MODES``) say how a run happens here and what a correct result establishes (``Evidence``):
 ``gpu`` (this machine's GPU), ``sim`` (numba exercises in numba's CUDA simulator) and ``emu`` (CUDA C++ on
 the CPU emulator, ``tklab.emulate``). Another way to run an exercise is one more ``Mode`` given to
