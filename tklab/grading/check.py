@@ -218,8 +218,8 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     static checks only. ``bench=False``: no timing. ``timeout``: seconds for the run (default 60 in the
     simulator, 120 under CPU emulation, its compile included, 180 on a GPU with timing). ``hide``: folders
     the run's sandbox hides from the code (the solutions are always hidden). ``seed``: the random inputs'
-    seed; default fresh each time, or ``$TKLAB_CHECK_SEED`` where set (``make notebooks`` sets it, so a re-executed chapter stores the same
-    check output instead of new random values; grading never reads it).
+    seed; default fresh each time, or ``$TKLAB_CHECK_SEED`` where set (``make notebooks`` sets it, so a
+    re-executed chapter stores the same check output instead of new random values; grading never reads it).
     """
     if seed is None and os.environ.get(SEED_VARIABLE, "").strip():
         try:
