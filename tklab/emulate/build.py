@@ -39,7 +39,7 @@ from . import rewrite
 from .toolchain import Compiler, find
 
 SHIM = Path(__file__).resolve().parent / "shim"
-VERSION = "1"  # bump when the generated code changes meaning
+VERSION = "2"  # bump when the generated code changes meaning (2: entries from before issue 24 may be poisoned)
 #: Seconds and bytes of address space one compiler call may use (``$TKLAB_EMU_COMPILE_SECONDS`` overrides).
 COMPILE_SECONDS = 120.0
 COMPILE_MEMORY = 4 << 30
