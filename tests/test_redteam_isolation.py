@@ -241,7 +241,7 @@ def test_a_kernel_that_is_never_launched_fails(tmp_path, level):
     assert NEVER_LAUNCHED != CH01
     f = _file(tmp_path, "ch01_naive_matmul.py", NEVER_LAUNCHED)
     res = check(f, timeout=30)
-    assert res.passed is False and "without @cuda.jit" in res.compile_error
+    assert res.passed is False and "without a plain @cuda.jit" in res.compile_error
     out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=30)
     assert out.status == "error" and "never launched" in out.message, out.message
 
@@ -263,6 +263,8 @@ def test_python_escape_hatches_are_named(snippet):
     src = "import numpy as np\nfrom numba import cuda\n\n@cuda.jit\ndef matmul(A, B, C):\n    x = " + snippet + "\n"
     assert hygiene.problems(src, "f.py"), snippet
     assert hygiene.problems(CH01, "f.py") == []
+    linked = CH01.replace("@cuda.jit", '@cuda.jit(link=["/srv/class/bob/kernel.cu"])')  # a classmate's code
+    assert "without a plain @cuda.jit" in hygiene.problems(linked, "f.py")[0]
 
 
 def _token() -> str:

@@ -21,9 +21,14 @@ _BUILTINS = frozenset({"open", "exec", "eval", "compile", "__import__", "getattr
                        "locals", "vars", "input", "breakpoint", "memoryview", "help", "exit", "quit", "dir",
                        "classmethod", "staticmethod", "property", "super", "object", "type"})
 _ATTRIBUTES = frozenset({"save", "savez", "savez_compressed", "savetxt", "tofile", "fromfile", "load", "loadtxt",
-                         "genfromtxt", "memmap", "ctypeslib", "ctypes", "lib", "os", "sys", "system", "popen",
-                         "fdopen", "write", "testing", "f2py", "distutils", "DataSource", "core", "config",
-                         "misc", "runtime", "cudadrv", "simulator", "np_support", "types_module"})
+                         "genfromtxt", "fromregex", "open_memmap", "memmap", "ctypeslib", "ctypes", "lib", "os",
+                         "sys", "system", "popen", "fdopen", "write", "testing", "f2py", "distutils", "DataSource",
+                         "core", "config", "misc", "runtime", "cudadrv", "simulator", "np_support"})
+
+
+#: ``@cuda.jit`` options an exercise may use (not ``link=``: that compiles in files from anywhere).
+_JIT_OPTIONS = frozenset({"device", "fastmath", "lineinfo", "debug", "opt", "inline", "forceinline", "max_registers",
+                          "boundscheck", "launch_bounds"})
 
 
 def _main_guard(node: ast.stmt) -> bool:
@@ -47,7 +52,8 @@ def _jit_decorator(node: ast.expr) -> bool:
     if isinstance(target, ast.Name):
         names.append(target.id)
     ok = bool(names) and names[0] == "jit" and all(n in ("cuda", "numba", "jit") for n in names)
-    return ok and (not isinstance(node, ast.Call) or all(_simple(a) for a in [*node.args, *node.keywords]))
+    return ok and (not isinstance(node, ast.Call) or (all(_simple(a) for a in [*node.args, *node.keywords])
+                                                      and all(k.arg in _JIT_OPTIONS for k in node.keywords)))
 
 
 def _top_level(node: ast.stmt) -> str | None:
@@ -63,7 +69,8 @@ def _top_level(node: ast.stmt) -> str | None:
         return None
     if isinstance(node, ast.FunctionDef):
         if not node.decorator_list or not all(_jit_decorator(d) for d in node.decorator_list):
-            return f"defines {node.name} without @cuda.jit: an exercise file holds kernels and device functions"
+            return (f"defines {node.name} without a plain @cuda.jit (options: {', '.join(sorted(_JIT_OPTIONS))}): "
+                    "an exercise file holds kernels and device functions")
         if not all(_simple(d) for d in [*node.args.defaults, *(k for k in node.args.kw_defaults if k is not None)]):
             return f"{node.name}'s default arguments must be constants"
         return None
