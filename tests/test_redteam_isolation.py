@@ -145,6 +145,15 @@ def test_includes_outside_are_refused_fast_before_any_compiler(tmp_path, include
     assert ":3: error:" in res.compile_error  # the learner's own line
 
 
+@emu
+def test_the_emulators_run_refuses_the_same_includes_on_its_own(tmp_path, own_cache):
+    """Without check's static stage (the runner called directly), the child refuses before g++ reads it."""
+    f = _file(tmp_path, "ch02_smem_tiling.cu",
+              f'#ifdef __TKEMU__\n#include "{ROOT / "solutions" / "ch02_smem_tiling.cu"}"\n#endif\n' + CH02_WRONG)
+    out = run_isolated("ch02_smem_tiling", f, mode="emu", timeout=60)
+    assert out.status == "error" and "refused: an absolute path" in out.message, out.message
+
+
 def test_a_classmates_file_found_through_the_current_folder_is_refused(tmp_path, monkeypatch):
     classmate = _file(tmp_path / "class" / "bob", "answer.cuh", "#define SECRET 1\n")
     monkeypatch.chdir(classmate.parent)  # NVRTC reads a quoted name from the current folder

@@ -145,7 +145,7 @@ def _check_sources(pre: str, program: str, roots: list[Path]) -> None:
 
 #: What a module may call besides the runtime: maths, memory, the C++ ABI's plumbing.
 _ALLOWED_CALLS = re.compile(
-    r"^(_ITM_\w+|__gmon_start__|__cxa_(finalize|atexit|guard_\w+|pure_virtual|thread_atexit_impl)|__tls_get_addr"
+    r"^(_ITM_\w+|__gmon_start__|__cxa_\w+|_ZT[ISV]\w+|_ZSt9terminatev|__tls_get_addr"
     r"|__stack_chk_fail|_Unwind_Resume|__gxx_personality_v0|abort|__assert_fail|_ZTH\w+|_ZTW\w+"
     r"|mem(cpy|set|move|cmp)|__mem(cpy|set|move)_chk|str(len|cmp)"
     r"|_Znw[jm]|_Zna[jm]|_ZdlPv\w*|_ZdaPv\w*"
