@@ -354,7 +354,14 @@ def test_grading_says_when_learner_code_would_reach_the_grader(monkeypatch):
 
     monkeypatch.setattr(sandbox, "_run_user", lambda: (None, "root (uid 0)", ("nobody cannot read this Python",)))
     monkeypatch.setattr(sandbox.os, "getuid", lambda: 0)
+    monkeypatch.setattr(sandbox, "_drop_inside", lambda: None)  # no user to drop to
     assert "would run as root" in sandbox.grading_problem()
+    monkeypatch.setattr(sandbox, "_drop_inside", lambda: (65534, 65534))  # dropped inside bubblewrap: holds
+    monkeypatch.setattr(sandbox, "isolation", lambda gpu=False: sandbox.Isolation("bubblewrap", "nobody"))
+    assert sandbox.grading_problem() is None
+    monkeypatch.undo()
+    monkeypatch.setattr(sandbox, "_run_user", lambda: (None, "root (uid 0)", ("nobody cannot read this Python",)))
+    monkeypatch.setattr(sandbox, "_drop_inside", lambda: None)
     monkeypatch.setattr(sandbox.os, "getuid", lambda: 1000)
     monkeypatch.setattr(sandbox, "_bwrap_works", lambda: None)
     assert "no bubblewrap here" in sandbox.grading_problem()
@@ -418,3 +425,24 @@ os.wait()
     assert out.status == "ok" and out.isolation.startswith("separate process"), out.message
     assert not left, "the daemon outlived the run"
     assert "stopped" in " ".join(out.notes)
+
+
+def test_a_root_graders_run_is_unprivileged_outside_the_sandbox_too(tmp_path, level):
+    """Run by root, the learner's code is nobody at every level this machine offers it: root-only files
+    (``/etc/shadow``) stay unreadable, so their contents cannot come out through an error message."""
+    from tklab.grading import sandbox
+
+    if os.getuid() != 0 or not sandbox.isolation().user.startswith("nobody"):
+        pytest.skip(f"not a root grader with an unprivileged run here: {sandbox.isolation().user}")
+    probe = """\
+import os
+print("UID", os.getuid(), os.geteuid())
+try:
+    open("/etc/shadow").read()
+    print("READ shadow")
+except OSError as e:
+    print("DENIED", type(e).__name__)
+"""
+    out = run_isolated("ch01_naive_matmul", _file(tmp_path, "ch01_naive_matmul.py", probe + CH01), mode="sim",
+                       timeout=30)
+    assert out.status == "ok" and "UID 65534 65534" in out.output and "DENIED" in out.output, out.output

@@ -397,6 +397,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--bench-seed", type=int, default=0)
     ap.add_argument("--key-fd", type=int, default=None, help="file descriptor holding the run's key")
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    from .sandbox import drop_privileges
+
+    drop_privileges()  # a root grader's run inside bubblewrap becomes nobody here, before anything else
     key = read_key(args.key_fd) if args.key_fd is not None else ""  # first: before any learner code
     skipped: list[str] = []
     if args.limits:
