@@ -4,7 +4,10 @@ What a check does, in order:
 
 1. finds the exercise (an id, a unique prefix such as ``"ch02"``, or a file named after its exercise)
    and the file (by default the learner's copy in ``exercises/``);
-2. compiles it (CUDA: ``tklab.compile``, so errors are shown on the learner's own numbered lines;
+2. refuses what must not be compiled or run here (a CUDA ``#include`` outside the tile library, CUDA's
+   headers and the learner's folder: ``tklab.build.includes``; a Python file that does more than import
+   numba, numpy and math, set constants and define ``@cuda.jit`` functions: ``hygiene``), then
+   compiles it (CUDA: ``tklab.compile``, so errors are shown on the learner's own numbered lines;
    numba: a syntax check) and runs the exercise's *static checks* on what the compiler made of it:
    writes its output, uses shared memory, no spills, the instruction the chapter is about shows up in
    SASS, a conflict-free layout … These need no GPU;
@@ -86,14 +89,22 @@ def _shown(path: Path) -> str:
 
 # ---- the check --------------------------------------------------------------------------------------
 
-def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch: str) -> Any:
+def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch: str, own_dir: Path) -> Any:
     """Compile and run the static checks; returns the module (None when it does not compile)."""
     from .. import compile as tk_compile
+    from ..build import includes, toolchain
     from ..build.compiler import CompileError
     from ..build.toolchain import NvrtcUnavailable
     from . import without_nvrtc
 
     res.arch = arch
+    try:  # before NVRTC reads anything: it runs here, as the grader
+        includes.refuse_outside(source, shown, own_dir=own_dir, allowed=[toolchain.tile_library_dir(),
+                                *map(Path, toolchain.include_dirs())],
+                                search=[Path.cwd(), toolchain.tile_library_dir(), *map(Path, toolchain.include_dirs())])
+    except includes.IncludeRefused as e:
+        res.compile_error = str(e)
+        return None
     try:
         mod = tk_compile(source, arch=arch, name=shown, options=spec.options)
     except NvrtcUnavailable as e:  # macOS: the emulator compiles it; the static checks are skipped, by name
@@ -121,10 +132,16 @@ def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch
 
 
 def _static_numba(spec: Exercise, source: str, shown: str, res: CheckResult) -> None:
+    from . import hygiene
+
     try:
         ast.parse(source, shown)
     except SyntaxError as e:
         res.compile_error = f"{shown}:{e.lineno}: error: {e.msg}\n  {(e.text or '').rstrip()}"
+        return
+    refused = hygiene.problems(source, shown)
+    if refused:  # nothing of it runs: the file does what an exercise file may not (tklab.grading.hygiene)
+        res.compile_error = "\n".join(f"{p} (refused before running)" for p in refused)
         return
     res.compiled = True
     ctx = StaticContext(spec=spec, source=source, program=shown)
@@ -204,10 +221,10 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     ``exercise``: an id (``"ch02_smem_tiling"``), a unique prefix (``"ch02"``) or a path to a file named
     after its exercise. ``path``: the file, if not the learner's copy in ``exercises/``. ``run=False``:
     static checks only. ``bench=False``: no timing. ``timeout``: seconds for the run (default 60 in the
-    simulator, 180 on a GPU with timing). ``hide``: folders the run's sandbox hides from the code (the
-    solutions are always hidden). ``seed``: the random inputs' seed; default fresh each time, or
-    ``$TKLAB_CHECK_SEED`` where set (``make notebooks`` sets it, so a re-executed chapter stores the same
-    check output instead of new random values; grading never reads it).
+    simulator, 120 under CPU emulation, its compile included, 180 on a GPU with timing). ``hide``: folders
+    the run's sandbox hides from the code (the solutions are always hidden). ``seed``: the random inputs'
+    seed; default fresh each time, or ``$TKLAB_CHECK_SEED`` where set (``make notebooks`` sets it, so a
+    re-executed chapter stores the same check output instead of new random values; grading never reads it).
     """
     if seed is None and os.environ.get(SEED_VARIABLE, "").strip():
         try:
@@ -234,7 +251,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     _tell(f"compiling {shown}")
     module_keys: list[str] = []
     if spec.language == "cuda":
-        mod = _static_cuda(spec, source, shown, res, where.static_arch)
+        mod = _static_cuda(spec, source, shown, res, where.static_arch, file.resolve().parent)
         if mod is not None:
             module_keys.append(mod.key)
     else:
@@ -252,15 +269,18 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     else:
         from .runner import run_isolated
 
-        if mode.name == "emu":  # build the emulated module here; the sandboxed child gets it with the cache
+        emulator_parts = None
+        if mode.name == "emu":  # the emulator's own parts only: the learner's module is built in the sandbox
             from ..emulate import exercise as emulated
 
-            module_keys += emulated.prepare(spec, source, shown)
-        limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else 60.0)
+            emulator_parts = emulated.prepare(spec)
+        # (under emulation the child also compiles the learner's module: that is inside the limit now)
+        limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else
+                                                     120.0 if mode.name == "emu" else 60.0)
         _tell(f"running {shown} ({mode.name})")
         outcome = run_isolated(spec.id, file, mode=mode.name, timeout=limit, bench=bench and mode.can_bench,
                                seed=seed, source=source, hide=hide, cache_keys=module_keys,
-                               arch=res.arch or None)
+                               arch=res.arch or None, emulator_parts=emulator_parts)
         _fill_run(res, outcome)
         if outcome.status in ("ok", "wrong"):
             res.established = outcome.evidence.value
@@ -354,5 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 STAGE_PREFIX = "@@tklab-check-stage "
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # a process that only checks (grade and nbgrade start it so): it adopts the run's orphans
+    from .sandbox import adopt_orphans
+
+    adopt_orphans()
     raise SystemExit(main())
