@@ -293,6 +293,10 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
             res.caveat = res.caveat or "on the CPU emulator: " + where.why.split(", so ")[0]
         if mode.name == "emu":
             emulated.annotate(res, outcome, spec)
+            marker = "EmulationCompileError: "
+            if outcome.status == "error" and marker in outcome.message and res.resources.startswith("built for"):
+                # without NVRTC the sandboxed run is the file's first compile: its error is a compile error
+                res.compiled, res.compile_error = False, outcome.message.split(marker, 1)[1]
     ran = res.run_status in ("ok", "wrong", "error", "crashed", "timeout")
     if not res.static_ok:
         res.passed = False

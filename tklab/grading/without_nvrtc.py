@@ -1,8 +1,9 @@
 """A CUDA exercise's compile step where NVRTC is missing (macOS; ``TKLAB_NO_NVRTC=1``).
 
 The learner's file is built for the CPU emulator instead -- inside the sandboxed run, never in the checking
-process -- so a compile error is still shown on their own lines; the static checks, which read what NVRTC makes (SASS, registers, spills, compile-time probes), are
-reported as skipped, by name, and the verdict carries that caveat: an emulated PASSED is never a bare one.
+process -- so a compile error is still shown on their own lines; the static checks, which read what NVRTC
+makes (SASS, registers, spills, compile-time probes), are reported as skipped, by name, and the verdict
+carries that caveat: an emulated PASSED is never a bare one.
 
 Public API: ``compile_step(spec, source, shown, res, arch, why) -> None``.
 """
