@@ -13,7 +13,7 @@ GPU_PKGS ?= $(if $(filter Darwin,$(shell uname -s)),,cupy-cuda13x numba-cuda[cu1
 WHEELHOUSE ?=
 PIP_FLAGS := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
-.PHONY: lab test lint gpu-check install clean-cache notebooks doctor chromium browser-test hub-test image-test
+.PHONY: lab test lint gpu-check install clean-cache notebooks doctor chromium sandbox-tool browser-test hub-test image-test
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,7 +48,16 @@ chromium:
 		exit 1; \
 	fi
 
-browser-test: install chromium
+# Learners' code is checked inside bubblewrap where it is installed (tklab.grading.sandbox); `make test` installs
+# Debian's package when we are root with apt-get, so the red-team tests run against the real sandbox (they
+# also pass without it, at the process level).
+sandbox-tool:
+	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		echo "installing Debian's bubblewrap (the learners' sandbox)" && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1; } || \
+		echo "no bubblewrap (apt install bubblewrap): checks run at the process level"
+
+browser-test: install chromium sandbox-tool
 	TKLAB_BROWSER_TEST=required $(PY) -m pytest -q -p no:cacheprovider tests/test_browser.py
 
 # A class on a real JupyterHub (tests/test_hub.py): two students log in, get the workbook pulled into their
@@ -65,7 +74,7 @@ image-test:
 # Notebooks that run top to bottom without NVRTC (checked with TKLAB_NO_NVRTC=1 and nbval, 2026-12-01).
 NB_NO_NVRTC ?= notebooks/01_naive_matmul.ipynb notebooks/layout_playground.ipynb
 
-test: install chromium
+test: install chromium sandbox-tool
 	$(PY) -m ruff check tklab tests bench
 	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q tests
 	@if $(PY) -c "from tklab.build import toolchain; raise SystemExit(toolchain.nvrtc_available())"; then \

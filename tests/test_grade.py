@@ -80,7 +80,7 @@ def graded(tmp_path_factory) -> tuple[dict[tuple[str, str], dict[str, str]], flo
     # The simulator finishes the real ch01 runs in a few seconds; dave's never ends and costs the limit.
     t = time.monotonic()
     assert main(["--class", str(cls), "--out", str(out), "--exercises", "ch01", "ch02", "--timeout", "10",
-                 "--no-bench"]) == 0
+                 "--no-bench", "--allow-unsandboxed"]) == 0  # the refusal itself: the test below
     took = time.monotonic() - t
     with open(out, newline="") as f:
         reader = csv.DictReader(f)
@@ -309,3 +309,20 @@ def test_the_sheet_records_the_hint_level_the_student_reached(tmp_path: Path) ->
     assert _row("alice", "ch02_smem_tiling", verdict, alice).hint_level == "0"
     assert _row("bob", "ch04_swizzle", verdict, bob).hint_level == "0"
     assert "hint_level" in FIELDS
+
+
+def test_grading_refuses_where_learner_code_could_reach_the_grader(tmp_path: Path, monkeypatch, capsys) -> None:
+    """No bubblewrap, or root with no user to drop to: ``grade`` refuses before anything runs, saying why
+    and how to go on; --allow-unsandboxed grades anyway; static checks only (--no-run) need no sandbox."""
+    from tklab.grading import sandbox
+
+    cls = tmp_path / "class"
+    (cls / "alice").mkdir(parents=True)
+    (cls / "alice" / "ch01_naive_matmul.py").write_text((ROOT / "exercises" / "ch01_naive_matmul.py").read_text())
+    why = "no bubblewrap here, so learner code would run as you"
+    monkeypatch.setattr(sandbox, "grading_problem", lambda gpu=False: why)
+    out = tmp_path / "g.csv"
+    assert main(["--class", str(cls), "--out", str(out), "--exercises", "ch01"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to grade" in err and why in err and "--allow-unsandboxed" in err and not out.exists()
+    assert main(["--class", str(cls), "--out", str(out), "--exercises", "ch01", "--no-run"]) == 0

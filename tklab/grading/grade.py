@@ -324,6 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-bench", action="store_true", help="do not time against the library")
     ap.add_argument("--seed", type=int, default=None, help="seed of every check's random inputs (default: fresh "
                     "ones for each check); the same seed regrades a file on the same inputs")
+    ap.add_argument("--allow-unsandboxed", action="store_true",
+                    help="grade even where learner code could reach the grader (no bubblewrap, or root with no user to "
+                         "drop to): the sheet's isolation column then says so; for a trusted class or a test only")
     ap.add_argument("--shard", metavar="I/N", default=None, help="grade only shard I of N (0 <= I < N) of the class, "
                     "for a job array; needs --out; `python -m tklab grade-merge` joins the shards' sheets")
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -340,6 +343,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.out is None:
                 raise GradeError("--shard needs --out: each shard writes its own sheet, and `python -m tklab "
                                  "grade-merge` joins them")
+        if not args.no_run:
+            from .sandbox import grading_problem
+
+            problem = grading_problem()
+            if problem and not args.allow_unsandboxed:
+                raise GradeError(f"refusing to grade: {problem}. --allow-unsandboxed grades anyway (the sheet's "
+                                 "isolation column records how little held)")
         roster, every = plan(args.class_dir, ids)  # refuses names that read as one before anything is opened
         sheet = Sheet(args.out, restart=args.restart)  # locked from here until it is closed
         for note in sheet.notes:
