@@ -57,14 +57,29 @@ def test_bank_explorer_redraws_on_every_change() -> None:
 
 
 def test_bank_explorer_shows_errors_instead_of_raising() -> None:
-    ex = widgets.bank_explorer(pattern="tile column walk", width=16)
-    ex.padding.value = 2  # rows 130 bytes apart: 16-byte loads are no longer aligned
+    ex = widgets.bank_explorer(pattern="expression", width=16)
+    ex.expression.value = "16 * lane + 2"  # 16-byte loads 2 bytes off their alignment
     assert ex.access is None and ex.figure.value == ""
     assert "not a multiple of the access width 16" in ex.error and "not a multiple" in ex.status.value
-    ex.padding.value = 0
+    ex.expression.value = "16 * lane"
     assert ex.error is None and ex.access is not None
-    ex.pattern.value, ex.expression.value = "expression", "lane +"
+    ex.expression.value = "lane +"
     assert "cannot read the expression" in ex.error
+
+
+def test_padding_slider_offers_only_aligned_layouts() -> None:
+    """Issue 31.8: the padding slider moves in steps of the access width, so no position is an error."""
+    ex = widgets.bank_explorer(pattern="tile column walk", width=16)
+    assert ex.padding.step == 16
+    ex.padding.value = 2  # typed or dragged between steps: snapped back onto the grid
+    assert ex.padding.value == 0 and ex.error is None
+    for instruction in ("per-lane access", "ldmatrix/stmatrix .x4"):
+        ex.instruction.value = instruction
+        for width in (4, 8, 16):
+            ex.width.value = width
+            for pad in range(0, 65, ex.padding.step):
+                ex.padding.value = pad
+                assert ex.error is None, (instruction, width, pad, ex.error)
 
 
 def test_bank_explorer_takes_a_learners_function() -> None:
