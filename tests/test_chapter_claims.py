@@ -127,3 +127,14 @@ def test_ch09_flash2_ratio_is_the_three_round_report() -> None:
             ratios.append(r["tflops"] / flash["tflops"])
     prose = _text("09", "42dde214")
     assert report in prose and f"{min(ratios):.2f}–{max(ratios):.2f}× FlashAttention-2 at d = 128" in prose
+
+
+def test_ch08_descriptor_section_matches_the_library() -> None:
+    """08 · the descriptor section: SBO = 8 rows × the 128-byte span, swizzle code 1 for 128B, as
+    cuda/tk/hopper/descriptor.cuh encodes them; the stored output is the section's own computation."""
+    lib = (ROOT / "cuda" / "tk" / "hopper" / "descriptor.cuh").read_text()
+    assert "ST::swz::bytes == 128 ? 1" in lib and "8 * span" in lib
+    out = _output("08", "c06e")
+    assert "SBO = 1024 bytes" in out and "swizzle code 1" in out and f"SBO {1024 // 16} " in out
+    prose = _text("08", "c06d")
+    assert "| 32–45 | stride byte offset (SBO) ÷ 16 | 1024 ÷ 16" in prose and "| 62–63 | swizzle mode | 1 = 128B" in prose
