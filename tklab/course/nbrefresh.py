@@ -1,7 +1,7 @@
 """``make notebooks``: re-execute the course notebooks and store their outputs, with diffs kept reviewable.
 
 The notebooks are committed *with* outputs (readers see results without running anything, and nbval
-compares the cells marked ``# NBVAL_CHECK_OUTPUT`` with them). Executing a notebook also writes
+compares the cells tagged ``nbval-check-output`` with them). Executing a notebook also writes
 per-cell timing metadata and widget state that change on every run and say nothing; this drops them.
 Run it after ``bench/results/recorded.json`` changes, so the GPU cells show the newest H200 numbers.
 
