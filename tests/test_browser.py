@@ -401,16 +401,33 @@ def test_the_labs_terminal_runs_the_readmes_check_line(page: Any, lab: tuple[str
     blamed on a line the learner did not write."""
     url, _ = lab
     page.goto(f"{url}/lab?reset&token={TOKEN}")
-    page.wait_for_function("() => !!window.jupyterapp")
+    # The command exists once the terminal plugin has activated (and only if the server offers terminals).
+    page.wait_for_function("() => !!window.jupyterapp && window.jupyterapp.commands.hasCommand('terminal:create-new')")
     page.evaluate("() => window.jupyterapp.commands.execute('terminal:create-new')")
     term = page.locator(".jp-Terminal .xterm").last
     term.wait_for()
+    # xterm draws on a canvas: read what the terminal shows from its buffer, line by line
+    screen = ("() => { const w = window.jupyterapp.shell.currentWidget; const t = w && w.content && w.content._term;"
+              " if (!t) return ''; const b = t.buffer.active; const out = [];"
+              " for (let i = 0; i < b.length; i++) {"
+              " const l = b.getLine(i); if (l) out.push(l.translateToString(true)); }"
+              " return out.join('\\n'); }")
+    deadline = time.monotonic() + 60
+    while not page.evaluate(screen).strip():  # the shell's prompt
+        if time.monotonic() > deadline:
+            _shot(page, "FAILED_terminal_prompt")
+            current = page.evaluate("() => { const w = window.jupyterapp.shell.currentWidget; "
+                                    "return w ? w.id + ' ' + w.title.label : 'none'; }")
+            pytest.fail(f"the lab's terminal showed no prompt (current widget: {current})")
+        page.wait_for_timeout(500)
     term.click()
-    page.keyboard.type("python -m tklab check exercises/ch01_naive_matmul.py; echo TKLAB-CHECK-DONE-$?\n")
-    rows = page.locator(".jp-Terminal .xterm-rows").last
+    # the marker is split by quotes as typed, so only the echo's output matches it (not the command line)
+    page.keyboard.type('python -m tklab check exercises/ch01_naive_matmul.py; echo TKLAB-CHECK-""DONE=$?\n')
     deadline = time.monotonic() + 240
-    while "TKLAB-CHECK-DONE-" not in (text := rows.inner_text()):
-        assert time.monotonic() < deadline, f"the check did not finish in the terminal: {text[-500:]}"
+    while not re.search(r"TKLAB-CHECK-DONE=\d", text := page.evaluate(screen)):
+        if time.monotonic() > deadline:
+            _shot(page, "FAILED_terminal")
+            pytest.fail(f"the check did not finish in the terminal: {text[-800:]}")
         page.wait_for_timeout(1000)
     _shot(page, "10_terminal_check")
     assert "No module named" not in text and "cannot import" not in text, text[-800:]
