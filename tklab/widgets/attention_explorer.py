@@ -11,11 +11,8 @@ from typing import Any
 import ipywidgets as W
 
 from ..models import schedules
-from .attention_view import block_map_svg, timeline_svg
+from .attention_view import block_choices, block_map_svg, timeline_svg
 from .explorers import _StaticFallback
-
-ROWS = (64, 128, 192)
-KEYS = (32, 64, 128, 176)
 
 
 class BlocksExplorer(_StaticFallback, W.VBox):
@@ -24,8 +21,9 @@ class BlocksExplorer(_StaticFallback, W.VBox):
     def __init__(self, seq: int = 1000, block_rows: int = 128, block_keys: int = 64, causal: bool = True):
         self.seq = W.IntSlider(value=seq, min=16, max=8192, step=16, description="seq (tokens)",
                                style={"description_width": "initial"})
-        self.block_rows = W.Dropdown(options=ROWS, value=block_rows, description="query rows")
-        self.block_keys = W.Dropdown(options=KEYS, value=block_keys, description="keys")
+        rows, keys = block_choices()  # small shapes and every shipped kernel's own
+        self.block_rows = W.Dropdown(options=rows, value=block_rows, description="query rows")
+        self.block_keys = W.Dropdown(options=keys, value=block_keys, description="keys")
         self.causal = W.Checkbox(value=causal, description="causal")
         self.figure, self.status = W.HTML(), W.HTML()
         for w in (self.seq, self.block_rows, self.block_keys, self.causal):

@@ -105,6 +105,14 @@ def timeline_svg(tl: schedules.Timeline, *, scale: float | None = None, width: i
     return _svg(int(max(left + tl.end * px + 20, x + 10, title_w)), h, body)
 
 
+def block_choices() -> tuple[list[int], list[int]]:
+    """(query rows, keys) per block the explorer offers: a few small shapes and every shipped kernel's own
+    (read from ``attention.DEFAULTS``, their one home)."""
+    shipped = [attention.build(k, d) for k, per_d in attention.DEFAULTS.items() for d in per_d]
+    return (sorted({64, 128} | {b.block_rows for b in shipped}),
+            sorted({32, 64, 128} | {b.option("BC") for b in shipped}))
+
+
 def blocks_explorer(**initial: Any) -> Any:
     """Sliders for the sequence length and block shape, and a causal switch, redrawing block_map_svg."""
     from .attention_explorer import BlocksExplorer
