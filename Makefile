@@ -24,10 +24,13 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 # The lab serves the whole repository (a chapter's link to its exercise in exercises/ opens, edits and saves
-# there) and opens on notebooks/.
+# there) and opens on notebooks/. Its terminals run the workbook's Python first on PATH (the README's
+# `python -m tklab check ...` line works there), and jupyter-learner/ hides nbgrader's instructor controls.
+LAB_ENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
+	JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-learner$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
 lab: install
 	@echo "Starting JupyterLab on port $(PORT) (open the URL printed below; the chapters are in notebooks/)"
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks --port=$(PORT) \
+	$(LAB_ENV) $(VENV)/bin/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks --port=$(PORT) \
 		--ip=$${LAB_IP:-127.0.0.1} \
 		$$( [ -z "$$DISPLAY" ] && echo --no-browser ) $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 

@@ -28,7 +28,11 @@ static_assert(SCHEDULE == 0 || CONSUMERS >= 2, "SCHEDULE 1 and 2 take turns betw
               "they need CONSUMERS >= 2 (one consumer: SCHEDULE=0)");
 constexpr int BR = 64 * CONSUMERS;
 using split = warpgroup::register_split<24, CONSUMERS == 2 ? 240 : 160, CONSUMERS>;
-using turn = warpgroup::turns<1, CONSUMERS>;  // named barriers 1 .. CONSUMERS
+// Named barriers (0 is __syncthreads): the ping-pong turns use ids 1 .. CONSUMERS, the epilogue one id per
+// warpgroup from 8 (sync_group: 8 .. 11), so the two sets never share a barrier.
+constexpr int turn_barriers = 1, epilogue_barriers = 8;
+static_assert(turn_barriers + CONSUMERS <= epilogue_barriers, "turn and epilogue barriers overlap");
+using turn = warpgroup::turns<turn_barriers, CONSUMERS>;
 using q_tile = st_bf<64, HEAD_DIM>;
 using kv_tile = st_bf<BC, HEAD_DIM>;
 
@@ -69,6 +73,20 @@ struct softmax_state {
         copy(p, s);
     }
 };
+
+/// The step the overlapped schedules repeat: take the turn (ping-pong only), issue the products, hand the
+/// turn on. Block 0 issues S_0 alone, the key loop S_j with P V_{j-1}, the last step P V alone; the last
+/// step ends the block's turns (`pass_last`: nobody is left to take another).
+enum class after { pass, last };
+template <bool PingPong, typename Issue>
+__device__ inline void in_turn(int me, Issue issue, after then = after::pass) {
+    if constexpr (PingPong) turn::wait(me);
+    issue();
+    if constexpr (PingPong) {
+        if (then == after::last) turn::pass_last(me);
+        else turn::pass(me);
+    }
+}
 
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
@@ -136,9 +154,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     if (pingpong) turn::start(me);
     // Block 0: S_0 alone.
     wait(sm.k_pipe.full[at_k.stage], at_k.phase);
-    if (pingpong) turn::wait(me);
-    warpgroup::mm_ABt(st.s, sm.q[me], sm.k[at_k.stage]);
-    if (pingpong) turn::pass(me);
+    in_turn<pingpong>(me, [&] { warpgroup::mm_ABt(st.s, sm.q[me], sm.k[at_k.stage]); });
     warpgroup::mma_async_wait<0>(st.s);
     sm.k_pipe.release(at_k.stage);
     at_k.advance();
@@ -163,9 +179,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     }
     // The last block's P V.
     wait(sm.v_pipe.full[at_v.stage], at_v.phase);
-    if (pingpong) turn::wait(me);
-    warpgroup::mma_AB(st.o, st.p, sm.v[at_v.stage]);
-    if (pingpong) turn::pass(me, true);
+    in_turn<pingpong>(me, [&] { warpgroup::mma_AB(st.o, st.p, sm.v[at_v.stage]); }, after::last);
     warpgroup::mma_async_wait<0>(st.o);
     sm.v_pipe.release(at_v.stage);
 #endif
@@ -176,12 +190,13 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     mul_row(st.o, st.o, st.a);
     warpgroup::store(sm.q[me], st.o);
     fence_proxy_async();  // our ordinary shared stores, then the copy engine reads them
-    warpgroup::sync_group<8>(me);
+    warpgroup::sync_group<epilogue_barriers>(me);  // this consumer's 128 threads only
     if (warpgroup::threadid() == 0) {
         tma::store_async(map_o, sm.q[me], {b, h, q_block * CONSUMERS + me, 0});
         tma::store_commit();
     }
-    map(st.l, st.l, st.m, [c](float l, float mx) { return (fast::log2(l) + c * mx) * 0.69314718055994531f; });
-    store(lse + (size_t(b) * heads + h) * seq + row0, st.l, seq - row0);
+    col_vec<rt_fl<16, BC>> row_lse;  // ln(sum of e^(scaled score)) = (log2(l) + c m) ln 2
+    map(row_lse, st.l, st.m, [c](float l, float mx) { return (fast::log2(l) + c * mx) * 0.69314718055994531f; });
+    store(lse + (size_t(b) * heads + h) * seq + row0, row_lse, seq - row0);
     if (warpgroup::threadid() == 0) tma::store_wait_read<0>();
 }

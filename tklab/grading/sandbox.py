@@ -265,7 +265,7 @@ def drop_privileges() -> None:
 
 
 @functools.cache
-def _bwrap_works() -> str | None:
+def _bwrap_probe() -> str | None:
     """The bwrap path if it can start a sandbox here (user namespaces may be switched off), else None."""
     exe = shutil.which("bwrap")
     if exe is None:
@@ -278,6 +278,18 @@ def _bwrap_works() -> str | None:
                  *_bwrap_user_args(), "--die-with-parent", "--new-session", sys.executable, "-c", check],
                 _run_user()[0])
     return exe if ok else None
+
+
+def _bwrap_works() -> str | None:
+    """``_bwrap_probe()``, probed again when the bwrap it found has since been removed (a long lab session)."""
+    exe = _bwrap_probe()
+    if exe is not None and not os.access(exe, os.X_OK):
+        _bwrap_probe.cache_clear()
+        exe = _bwrap_probe()
+    return exe
+
+
+_bwrap_works.cache_clear = _bwrap_probe.cache_clear  # type: ignore[attr-defined]  # tests reset it by this name
 
 
 def isolation(gpu: bool = False) -> Isolation:

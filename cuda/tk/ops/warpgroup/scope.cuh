@@ -103,8 +103,9 @@ __device__ inline void sync_group(int g) {
 /// that sync, 128 that arrive. One token goes round: a group cannot pass twice before the next group
 /// took its turn, because passing again needs its own turn back first.
 ///   start(me)            once: the last group hands the first turn to group 0
-///   wait(me) ... pass(me) around the products; the last group skips its very last pass (final=true)
-///                        so that no arrival is left pending when the block exits
+///   wait(me) ... pass(me) around the products
+///   pass_last(me)        instead of the block's very last pass: the last group skips it, so that no
+///                        arrival is left pending when the block exits
 template <int Id, int G>
 struct turns {
     static_assert(G >= 2 && Id >= 1 && Id + G <= 16, "turns: G >= 2 groups, barrier ids Id .. Id+G-1 in 1..15");
@@ -129,6 +130,7 @@ struct turns {
     __device__ static void pass(int me, bool final = false) {
         if (!(final && me == G - 1)) arrive_at((me + 1) % G);
     }
+    __device__ static void pass_last(int me) { pass(me, true); }
 };
 
 }  // namespace tk::warpgroup
