@@ -139,7 +139,7 @@ def _static_numba(spec: Exercise, source: str, shown: str, res: CheckResult) -> 
     except SyntaxError as e:
         res.compile_error = f"{shown}:{e.lineno}: error: {e.msg}\n  {(e.text or '').rstrip()}"
         return
-    refused = hygiene.problems(source, shown)
+    refused = hygiene.problems(source, shown, plain_functions=spec.language == "python")
     if refused:  # nothing of it runs: the file does what an exercise file may not (tklab.grading.hygiene)
         res.compile_error = "\n".join(f"{p} (refused before running)" for p in refused)
         return

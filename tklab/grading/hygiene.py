@@ -56,7 +56,7 @@ def _jit_decorator(node: ast.expr) -> bool:
                                                       and all(k.arg in _JIT_OPTIONS for k in node.keywords)))
 
 
-def _top_level(node: ast.stmt) -> str | None:
+def _top_level(node: ast.stmt, plain_functions: bool = False) -> str | None:
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return None
     if isinstance(node, ast.Import):
@@ -68,7 +68,10 @@ def _top_level(node: ast.stmt) -> str | None:
             return f"imports from {node.module or '.'}: an exercise file may import only numba, numpy and math"
         return None
     if isinstance(node, ast.FunctionDef):
-        if not node.decorator_list or not all(_jit_decorator(d) for d in node.decorator_list):
+        if plain_functions:  # a drill: plain Python functions, no decorators at all
+            if node.decorator_list:
+                return f"decorates {node.name}: a drill file holds plain functions"
+        elif not node.decorator_list or not all(_jit_decorator(d) for d in node.decorator_list):
             return (f"defines {node.name} without a plain @cuda.jit (options: {', '.join(sorted(_JIT_OPTIONS))}): "
                     "an exercise file holds kernels and device functions")
         if not all(_simple(d) for d in [*node.args.defaults, *(k for k in node.args.kw_defaults if k is not None)]):
@@ -88,8 +91,9 @@ def _top_level(node: ast.stmt) -> str | None:
            "constants and @cuda.jit functions"
 
 
-def problems(source: str, filename: str) -> list[str]:
-    """What this file does that an exercise file may not (``filename:line: ...``); [] when nothing."""
+def problems(source: str, filename: str, plain_functions: bool = False) -> list[str]:
+    """What this file does that an exercise file may not (``filename:line: ...``); [] when nothing.
+    ``plain_functions``: a drill's file, whose functions are plain Python instead of ``@cuda.jit`` kernels."""
     try:
         tree = ast.parse(source, filename)
     except SyntaxError:
@@ -97,7 +101,7 @@ def problems(source: str, filename: str) -> list[str]:
     found: list[str] = []
     checked: list[ast.AST] = []
     for node in tree.body:
-        why = _top_level(node)
+        why = _top_level(node, plain_functions)
         if why:
             found.append(f"{filename}:{node.lineno}: {why}")
         if not _main_guard(node):
