@@ -25,6 +25,12 @@
 //     dQ share = dS K                     (A = dS from shared memory, B = K read MN-major)
 //     dQ share -> added into the fp32 accumulator, DQ_MODE 0: atomicAdd from registers, 2 per pair;
 //                 DQ_MODE 1: through shared memory, one TMA reduce-add (cp.reduce.async.bulk) per box
+// OVERLAP 1 software-pipelines that loop by one step: the next query block's S and dP groups are issued
+// before this block's P and dS are formed, so the tensor cores work through the exponentials, masks and
+// shared stores (the plain loop leaves them idle there). It costs 64 more fp32 registers per thread (a
+// second S and dP), so d = 64 only: at d = 128, where dK and dV take 128 already, ptxas spills (736 B with
+// NVRTC 13.5; 476 B even with the next S alone ahead). It needs STAGES >= 2 (the next block's stage is
+// held while this one is still read).
 // The dQ share: with DQ_SPLIT (d = 128, two consumers) consumer c computes columns [64c, 64c + 64) of
 // dQ over ALL the block's keys (both dS tiles times its panel of both K tiles): half the registers and
 // half the additions of each consumer adding 64 x 128 for its own keys (the plain way, d = 64).
@@ -53,6 +59,11 @@ using namespace tk;
 #ifndef DQ_MODE
 #define DQ_MODE 0  // 0: atomicAdd from registers; 1: TMA reduce-add from shared memory
 #endif
+#ifndef OVERLAP
+#define OVERLAP 0  // 1: the next query block's S and dP run on the tensor cores during this block's P, dS
+#endif
+static_assert(OVERLAP == 0 || (OVERLAP == 1 && STAGES >= 2 && HEAD_DIM == 64),
+              "OVERLAP=1 holds two query blocks' stages (STAGES >= 2) and a second S, dP (HEAD_DIM 64 only)");
 constexpr bool DQ_SPLIT = CONSUMERS == 2 && HEAD_DIM == 128;
 constexpr int DQ_COLS = DQ_SPLIT ? HEAD_DIM / 2 : HEAD_DIM;  // columns of dQ each consumer adds
 constexpr int BR = 64;                 // query rows per step (one wgmma M)
@@ -146,7 +157,6 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     smem_layout& sm = alloc.take<smem_layout>();
     const int kv = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int q_blocks = (seq + BR - 1) / BR;
-    const int q_first = causal ? kv * KV_BLOCK / BR : 0;  // earlier query blocks see none of these keys
 
     if (threadIdx.x == 0) {
         sm.q_pipe.init(CONSUMERS * warpgroup::WARPS);
@@ -157,6 +167,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
     if (warpgroup::groupid() == 0) {  // ---- producer: one thread issues every copy ----
         if constexpr (CONSUMERS == 2) split::producer();
+        const int q_first = causal ? kv * KV_BLOCK / BR : 0;  // earlier query blocks see none of these keys
         if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
             arrive_expect_bytes(sm.kv_full, 2 * CONSUMERS * tma::bytes<kv_tile>);
             for (int w = 0; w < CONSUMERS; ++w) {
@@ -176,6 +187,9 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
     // ---- consumers: warpgroup `me` owns keys key0 .. key0 + 63 ----
     if constexpr (CONSUMERS == 2) split::consumer();
+    // q_first is computed in each role, after its register split: one value computed before the split and
+    // live across setmaxnreg was kept on the stack by ptxas (40 B of spills at d = 128, DQ_MODE 1).
+    const int q_first = causal ? kv * KV_BLOCK / BR : 0;
     const int me = warpgroup::groupid() - 1, w = warpgroup::warp();
     const int key0 = kv * KV_BLOCK + me * 64;
     const float c = scale * LOG2E;  // S scaled and in log2 units: P = exp2(c S - L log2 e)
@@ -192,16 +206,42 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     zero(dv);
     ring_cursor<STAGES> at;
     wait(sm.kv_full, 0);
-
+    rt_fl<16, 64> s, dp;
+#if OVERLAP
+    // The first block's products, issued ahead of the loop. No wgmma sits under a branch: ptxas serializes
+    // every wgmma (C7518) when one may be pending on one path and not on another. Hence the loop runs at
+    // least once (q_first < q_blocks always: block kv holds keys below seq) and exits at its end, and its
+    // last step issues a throwaway S, dP on its own stage rather than none.
+    rt_fl<16, 64> s_next, dp_next;  // the next query block's S and dP, running while this block's P, dS form
+    wait(sm.q_pipe.full[at.stage], at.phase);
+    warpgroup::mm_ABt(s, sm.q[at.stage], sm.k[me]);
+    warpgroup::mm_ABt(dp, sm.dout[at.stage], sm.v[me]);
+    for (int i = q_first;; ++i, at.advance()) {
+#else
     for (int i = q_first; i < q_blocks; ++i, at.advance()) {
+#endif
         const int row0 = i * BR + 16 * w;  // this warp's first query row
+#if OVERLAP
+        const bool last = i + 1 == q_blocks;
+        ring_cursor<STAGES> nx = at;  // block i + 1's stage (the last step: its own)
+        if (!last) {
+            nx.advance();
+            wait(sm.q_pipe.full[nx.stage], nx.phase);
+        }
+        warpgroup::mm_ABt(s_next, sm.q[nx.stage], sm.k[me]);  // two more groups, in flight through P, dS
+        warpgroup::mm_ABt(dp_next, sm.dout[nx.stage], sm.v[me]);
+#else
         wait(sm.q_pipe.full[at.stage], at.phase);
-        rt_fl<16, 64> s, dp;
         warpgroup::mm_ABt(s, sm.q[at.stage], sm.k[me]);      // S  = Q K^T
         warpgroup::mm_ABt(dp, sm.dout[at.stage], sm.v[me]);  // dP = dO V^T
+#endif
         const row_values l2 = load_rows(lse + bh * seq, row0, seq, LOG2E, __int_as_float(0x7f800000));
         const row_values d = load_rows(delta + bh * seq, row0, seq, 1.0f, 0.0f);
+#if OVERLAP
+        warpgroup::mma_async_wait<2>(s, dp);  // this block's S, dP: older than the next block's two groups
+#else
         warpgroup::mma_async_wait<0>(s, dp);
+#endif
         rt_fl<16, DQ_COLS> dq;  // this consumer's dQ share
         if (DQ_MODE == 1 && issuer) tma::store_wait_read<0>();  // the copy engine has read the last share
 
@@ -230,8 +270,15 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
             warpgroup::mm_AB(dq, sm.ds[me], sm.k[me]);        // dQ share: this consumer's keys, all columns
         }
         // END SOLUTION
+#if OVERLAP
+        warpgroup::mma_async_wait<0>(dv, dk, dq, s_next, dp_next);  // the next block's S, dP finished too
+        sm.q_pipe.release(at.stage);  // this block's Q, dO: no product reads them any more
+        s = s_next;
+        dp = dp_next;
+#else
         warpgroup::mma_async_wait<0>(dv, dk, dq);
         sm.q_pipe.release(at.stage);
+#endif
 #if DQ_MODE == 0
         float* acc = dq_acc + (bh * seq + row0) * HEAD_DIM + (DQ_SPLIT ? me * DQ_COLS : 0);
         for_each_pair(dq, [&](const float2& x, rc at_, rc e0, rc) {
@@ -249,6 +296,9 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
             tma::store_add_async(map_dq, sm.dq[me], {b, h, i, DQ_SPLIT ? me : 0});
             tma::store_commit();
         }
+#endif
+#if OVERLAP
+        if (last) break;
 #endif
     }
 
