@@ -339,6 +339,15 @@ def test_backward_on_the_gpu_with_tma_reduce_add_for_dq(n: int, d: int) -> None:
     _check_gpu(*_torch_case(1, 3, n, d), causal=True, DQ_MODE=1)
 
 
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
+def test_backward_on_the_gpu_with_overlap(n: int, causal: bool, stages: int) -> None:
+    """OVERLAP=1 (d = 64) on the real asynchrony: the next block's S and dP in flight through P and dS."""
+    _check_gpu(*_torch_case(1, 3, n, 64), causal=causal, OVERLAP=1, STAGES=stages)
+
+
 def _check_gpu(q: Any, k: Any, v: Any, do: Any, *, causal: bool, **options: int) -> None:
     import torch
 
