@@ -31,6 +31,11 @@
 // second S and dP), so d = 64 only: at d = 128, where dK and dV take 128 already, ptxas spills (736 B with
 // NVRTC 13.5; 476 B even with the next S alone ahead). It needs STAGES >= 2 (the next block's stage is
 // held while this one is still read).
+// ORDER G > 0 launches one line of blocks, G (batch, head) pairs after another, and within such a group
+// the key blocks in order 0, 1, ... across its heads. Under a causal mask key block kv walks q_blocks -
+// 2 kv query blocks, so the heaviest blocks start first and the last ones to start are the lightest: the
+// tail where a few SMs finish long blocks while the rest idle shrinks. G heads at a time (not the whole
+// grid) keeps the blocks in flight on a few heads' Q and dO, which L2 then serves many times.
 // The dQ share: with DQ_SPLIT (d = 128, two consumers) consumer c computes columns [64c, 64c + 64) of
 // dQ over ALL the block's keys (both dS tiles times its panel of both K tiles): half the registers and
 // half the additions of each consumer adding 64 x 128 for its own keys (the plain way, d = 64).
@@ -61,6 +66,9 @@ using namespace tk;
 #endif
 #ifndef OVERLAP
 #define OVERLAP 0  // 1: the next query block's S and dP run on the tensor cores during this block's P, dS
+#endif
+#ifndef ORDER
+#define ORDER 0  // 0: grid (key blocks, heads, batch); G > 0: one line of blocks, heaviest first per G heads
 #endif
 static_assert(OVERLAP == 0 || (OVERLAP == 1 && STAGES >= 2 && HEAD_DIM == 64),
               "OVERLAP=1 holds two query blocks' stages (STAGES >= 2) and a second S, dP (HEAD_DIM 64 only)");
@@ -146,6 +154,28 @@ __device__ inline row_values load_rows(const float* vec, int row0, int seq, floa
     return out;
 }
 
+/// This block's key block, head and batch; every lane of the calling warp calls it. Each role calls it after
+/// its register split: values computed before setmaxnreg and live across it are kept on the stack by ptxas
+/// (d = 128: 40 B of spills for one).
+struct block_coords {
+    int kv, h, b;
+};
+__device__ inline block_coords coords(int heads, int seq) {
+#if ORDER > 0
+    // blockIdx.x through a shuffle (convergent: the compiler may not hoist it, and the arithmetic after it,
+    // out of the role's branch to above the register split; hoisted, it spilled 40 B at d = 128). So all
+    // 32 lanes of the warp call this.
+    const int x = __shfl_sync(0xffffffffu, int(blockIdx.x), 0);
+    const int kv_blocks = (seq + KV_BLOCK - 1) / KV_BLOCK, pairs = gridDim.x / kv_blocks;  // pairs: batch x heads
+    const int group = x / (ORDER * kv_blocks), in_group = x % (ORDER * kv_blocks);
+    const int size = min(ORDER, pairs - group * ORDER);  // the last group may be smaller
+    const int pair = group * ORDER + in_group % size;
+    return {in_group / size, pair % heads, pair / heads};
+#else
+    return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
+#endif
+}
+
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
           const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
@@ -155,7 +185,6 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
     smem_layout& sm = alloc.take<smem_layout>();
-    const int kv = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int q_blocks = (seq + BR - 1) / BR;
 
     if (threadIdx.x == 0) {
@@ -167,6 +196,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
     if (warpgroup::groupid() == 0) {  // ---- producer: one thread issues every copy ----
         if constexpr (CONSUMERS == 2) split::producer();
+        const auto [kv, h, b] = coords(heads, seq);
         const int q_first = causal ? kv * KV_BLOCK / BR : 0;  // earlier query blocks see none of these keys
         if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
             arrive_expect_bytes(sm.kv_full, 2 * CONSUMERS * tma::bytes<kv_tile>);
@@ -187,8 +217,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
     // ---- consumers: warpgroup `me` owns keys key0 .. key0 + 63 ----
     if constexpr (CONSUMERS == 2) split::consumer();
-    // q_first is computed in each role, after its register split: one value computed before the split and
-    // live across setmaxnreg was kept on the stack by ptxas (40 B of spills at d = 128, DQ_MODE 1).
+    const auto [kv, h, b] = coords(heads, seq);
     const int q_first = causal ? kv * KV_BLOCK / BR : 0;
     const int me = warpgroup::groupid() - 1, w = warpgroup::warp();
     const int key0 = kv * KV_BLOCK + me * 64;
@@ -292,8 +321,9 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         warpgroup::store(sm.dq[me], dq);
         fence_proxy_async();
         warpgroup::sync_group<STORE_BARRIERS>(me);  // this consumer's 4 warps wrote their rows
+        const block_coords at_b = coords(heads, seq);  // recomputed: with ORDER, b and h are not kept live
         if (issuer) {
-            tma::store_add_async(map_dq, sm.dq[me], {b, h, i, DQ_SPLIT ? me : 0});
+            tma::store_add_async(map_dq, sm.dq[me], {at_b.b, at_b.h, i, DQ_SPLIT ? me : 0});
             tma::store_commit();
         }
 #endif
