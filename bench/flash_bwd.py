@@ -5,7 +5,8 @@ FlashAttention-4's (when importable), in the same run, on the GPU.
     python bench/flash_bwd.py check               correctness only
     python bench/flash_bwd.py bench [--configs 128,8192,0;64,4096,1] [--rounds 3] [--variants all]
     python bench/flash_bwd.py bench --configs 64,4096,0;64,4096,1 --variants "ch11 dQ TMA reduce,ch11 overlap"
-    python bench/flash_bwd.py run --d 128 --n 8192 [--causal]     one backward (for ncu / compute-sanitizer)
+    python bench/flash_bwd.py run --d 128 --n 8192 [--causal] [--options OVERLAP=1,STAGES=3]
+                                                  one backward (for ncu / compute-sanitizer)
 
 What is timed is the backward alone, as a model calls it: dQ, dK, dV from a retained forward. The
 libraries through ``torch.autograd.grad(out, (q, k, v), dO, retain_graph=True)`` (their own preprocess
@@ -291,6 +292,7 @@ def main() -> int:
     p.add_argument("--d", type=int, default=128)
     p.add_argument("--n", type=int, default=8192)
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--options", default="", help="run: kernel options over DEFAULTS, e.g. OVERLAP=1,STAGES=3")
     p.add_argument("--variants", default="default", help=f"'default' ({DEFAULT_VARIANTS}), 'all', or names "
                    f"separated by commas from {list(VARIANTS)}")
     args = p.parse_args()
@@ -333,9 +335,10 @@ def main() -> int:
         b, h = max(1, 16384 // args.n), 2048 // args.d
         q, k, v, do = _inputs(b, h, args.n, args.d)
         o, lse = attention.flash_fwd(q, k, v, causal=args.causal)
-        attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=args.causal)
+        opts = {key: int(val) for key, val in (x.split("=") for x in args.options.split(",") if x)}
+        attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=args.causal, **opts)
         torch.cuda.synchronize()
-        print("ran", [b, h, args.n, args.d], "causal" if args.causal else "")
+        print("ran", [b, h, args.n, args.d], "causal" if args.causal else "", opts)
     return status
 
 

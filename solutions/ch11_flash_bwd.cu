@@ -240,7 +240,8 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     // The first block's products, issued ahead of the loop. No wgmma sits under a branch: ptxas serializes
     // every wgmma (C7518) when one may be pending on one path and not on another. Hence the loop runs at
     // least once (q_first < q_blocks always: block kv holds keys below seq) and exits at its end, and its
-    // last step issues a throwaway S, dP on its own stage rather than none.
+    // last step issues a throwaway S, dP on its own stage rather than none (2 products per key block against
+    // 5 per step: 0.6 % more at n = 4096, about 1.2 % under a causal mask).
     rt_fl<16, 64> s_next, dp_next;  // the next query block's S and dP, running while this block's P, dS form
     wait(sm.q_pipe.full[at.stage], at.phase);
     warpgroup::mm_ABt(s, sm.q[at.stage], sm.k[me]);
