@@ -4,7 +4,9 @@ FlashAttention-4's (when importable), in the same run, on the GPU.
     python bench/flash_bwd.py                     check (float64 autograd on awkward shapes), then bench
     python bench/flash_bwd.py check               correctness only
     python bench/flash_bwd.py bench [--configs 128,8192,0;64,4096,1] [--rounds 3] [--variants all]
-    python bench/flash_bwd.py run --d 128 --n 8192 [--causal]     one backward (for ncu / compute-sanitizer)
+    python bench/flash_bwd.py bench --configs 64,4096,0;64,4096,1 --variants "ch11 dQ TMA reduce,ch11 overlap"
+    python bench/flash_bwd.py run --d 128 --n 8192 [--causal] [--options OVERLAP=1,STAGES=3]
+                                                  one backward (for ncu / compute-sanitizer)
 
 What is timed is the backward alone, as a model calls it: dQ, dK, dV from a retained forward. The
 libraries through ``torch.autograd.grad(out, (q, k, v), dO, retain_graph=True)`` (their own preprocess
@@ -72,7 +74,8 @@ def _inputs(b: int, h: int, n: int, d: int, *, layout: str = "bhnd", logit_scale
 
 # ---- check -------------------------------------------------------------------------------------------------
 def check() -> list[dict[str, Any]]:
-    """Our forward + backward (both dQ modes) against float64 autograd of PyTorch's math attention."""
+    """Our forward + backward (both dQ modes, and CHECK_VARIANTS) against float64 autograd of PyTorch's math
+    attention."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -87,15 +90,17 @@ def check() -> list[dict[str, Any]]:
         with sdpa_kernel(SDPBackend.MATH):
             out = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=causal)
         ref = torch.autograd.grad(out, (qd, kd, vd), do.double())
-        for mode in (0, 1):
-            grads = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal, DQ_MODE=mode)
+        for opts in [{"DQ_MODE": 0}, {"DQ_MODE": 1}, *CHECK_VARIANTS[d]]:
+            grads = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal, **opts)
             errs = [attention_bwd.grad_errors(nm, g.double().cpu().numpy(), r.cpu().numpy())
                     for nm, g, r in zip(("dq", "dk", "dv"), grads, ref, strict=True)]
+            mode = opts.get("DQ_MODE", attention_bwd.DEFAULTS[d]["DQ_MODE"])
+            label = ",".join(f"{key}={val}" for key, val in opts.items())
             row = {"shape": [b, h, n, d], "causal": causal, "layout": layout, "logit_scale": ls, "dq_mode": mode,
-                   "ok": all(e.ok() for e in errs), "errors": [str(e) for e in errs],
+                   "options": label, "ok": all(e.ok() for e in errs), "errors": [str(e) for e in errs],
                    "worst_rel": max(e.rel for e in errs)}
             rows.append(row)
-            print(f"check {row['shape']} causal={int(causal)} {layout} x{ls:g} DQ_MODE={mode}: "
+            print(f"check {row['shape']} causal={int(causal)} {layout} x{ls:g} {label}: "
                   f"{'ok' if row['ok'] else 'FAILED'} ({'; '.join(row['errors'])})", flush=True)
     return rows
 
@@ -140,7 +145,13 @@ VARIANTS: dict[str, dict[str, int]] = {
     "ch11 dQ TMA reduce": {"DQ_MODE": 1},
     "ch11 1 consumer": {"CONSUMERS": 1},
     "ch11 3 stages": {"STAGES": 3},
+    "ch11 overlap": {"OVERLAP": 1},  # d = 64 only (build() refuses d = 128: it would spill)
+    "ch11 overlap 3 stages": {"OVERLAP": 1, "STAGES": 3},
+    "ch11 heavy first": {"ORDER": 4},  # causal: key blocks with the most query blocks start first, 4 heads a group
 }
+#: Options checked against float64 autograd besides the two dQ modes, per head dimension.
+CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"OVERLAP": 1}, {"OVERLAP": 1, "STAGES": 3}, {"ORDER": 4}],
+                                                   128: [{"ORDER": 4}]}
 DEFAULT_VARIANTS = ["ch11 dQ atomicAdd", "ch11 dQ TMA reduce"]
 
 
@@ -281,6 +292,7 @@ def main() -> int:
     p.add_argument("--d", type=int, default=128)
     p.add_argument("--n", type=int, default=8192)
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--options", default="", help="run: kernel options over DEFAULTS, e.g. OVERLAP=1,STAGES=3")
     p.add_argument("--variants", default="default", help=f"'default' ({DEFAULT_VARIANTS}), 'all', or names "
                    f"separated by commas from {list(VARIANTS)}")
     args = p.parse_args()
@@ -294,9 +306,9 @@ def main() -> int:
         rows = check()
         bad = [r for r in rows if not r["ok"]]
         body += [f"## Check: {len(rows)} cases against float64 autograd, {len(bad)} failed", "",
-                 "| shape [b, h, n, d] | causal | layout | logit scale | DQ_MODE | ok | errors |",
+                 "| shape [b, h, n, d] | causal | layout | logit scale | options | ok | errors |",
                  "|---|---|---|---|---|---|---|"]
-        body += [f"| {r['shape']} | {int(r['causal'])} | {r['layout']} | {r['logit_scale']:g} | {r['dq_mode']} | "
+        body += [f"| {r['shape']} | {int(r['causal'])} | {r['layout']} | {r['logit_scale']:g} | {r['options']} | "
                  f"{'yes' if r['ok'] else 'NO'} | {'; '.join(r['errors'])} |" for r in rows]
         det = determinism()
         body += ["", "Run to run (same inputs, 5 runs, most elements differing from the first run):", "",
@@ -323,9 +335,10 @@ def main() -> int:
         b, h = max(1, 16384 // args.n), 2048 // args.d
         q, k, v, do = _inputs(b, h, args.n, args.d)
         o, lse = attention.flash_fwd(q, k, v, causal=args.causal)
-        attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=args.causal)
+        opts = {key: int(val) for key, val in (x.split("=") for x in args.options.split(",") if x)}
+        attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=args.causal, **opts)
         torch.cuda.synchronize()
-        print("ran", [b, h, args.n, args.d], "causal" if args.causal else "")
+        print("ran", [b, h, args.n, args.d], "causal" if args.causal else "", opts)
     return status
 
 

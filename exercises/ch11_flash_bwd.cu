@@ -26,6 +26,17 @@
 //     dQ share = dS K                     (A = dS from shared memory, B = K read MN-major)
 //     dQ share -> added into the fp32 accumulator, DQ_MODE 0: atomicAdd from registers, 2 per pair;
 //                 DQ_MODE 1: through shared memory, one TMA reduce-add (cp.reduce.async.bulk) per box
+// OVERLAP 1 software-pipelines that loop by one step: the next query block's S and dP groups are issued
+// before this block's P and dS are formed, so the tensor cores work through the exponentials, masks and
+// shared stores (the plain loop leaves them idle there). It costs 64 more fp32 registers per thread (a
+// second S and dP), so d = 64 only: at d = 128, where dK and dV take 128 already, ptxas spills (736 B with
+// NVRTC 13.5; 476 B even with the next S alone ahead). It needs STAGES >= 2 (the next block's stage is
+// held while this one is still read).
+// ORDER G > 0 launches one line of blocks, G (batch, head) pairs after another, and within such a group
+// the key blocks in order 0, 1, ... across its heads. Under a causal mask key block kv walks q_blocks -
+// 2 kv query blocks, so the heaviest blocks start first and the last ones to start are the lightest: the
+// tail where a few SMs finish long blocks while the rest idle shrinks. G heads at a time (not the whole
+// grid) keeps the blocks in flight on a few heads' Q and dO, which L2 then serves many times.
 // The dQ share: with DQ_SPLIT (d = 128, two consumers) consumer c computes columns [64c, 64c + 64) of
 // dQ over ALL the block's keys (both dS tiles times its panel of both K tiles): half the registers and
 // half the additions of each consumer adding 64 x 128 for its own keys (the plain way, d = 64).
@@ -54,6 +65,14 @@ using namespace tk;
 #ifndef DQ_MODE
 #define DQ_MODE 0  // 0: atomicAdd from registers; 1: TMA reduce-add from shared memory
 #endif
+#ifndef OVERLAP
+#define OVERLAP 0  // 1: the next query block's S and dP run on the tensor cores during this block's P, dS
+#endif
+#ifndef ORDER
+#define ORDER 0  // 0: grid (key blocks, heads, batch); G > 0: one line of blocks, heaviest first per G heads
+#endif
+static_assert(OVERLAP == 0 || (OVERLAP == 1 && STAGES >= 2 && HEAD_DIM == 64),
+              "OVERLAP=1 holds two query blocks' stages (STAGES >= 2) and a second S, dP (HEAD_DIM 64 only)");
 constexpr bool DQ_SPLIT = CONSUMERS == 2 && HEAD_DIM == 128;
 constexpr int DQ_COLS = DQ_SPLIT ? HEAD_DIM / 2 : HEAD_DIM;  // columns of dQ each consumer adds
 constexpr int BR = 64;                 // query rows per step (one wgmma M)
@@ -136,6 +155,28 @@ __device__ inline row_values load_rows(const float* vec, int row0, int seq, floa
     return out;
 }
 
+/// This block's key block, head and batch; every lane of the calling warp calls it. Each role calls it after
+/// its register split: values computed before setmaxnreg and live across it are kept on the stack by ptxas
+/// (d = 128: 40 B of spills for one).
+struct block_coords {
+    int kv, h, b;
+};
+__device__ inline block_coords coords(int heads, int seq) {
+#if ORDER > 0
+    // blockIdx.x through a shuffle (convergent: the compiler may not hoist it, and the arithmetic after it,
+    // out of the role's branch to above the register split; hoisted, it spilled 40 B at d = 128). So all
+    // 32 lanes of the warp call this.
+    const int x = __shfl_sync(0xffffffffu, int(blockIdx.x), 0);
+    const int kv_blocks = (seq + KV_BLOCK - 1) / KV_BLOCK, pairs = gridDim.x / kv_blocks;  // pairs: batch x heads
+    const int group = x / (ORDER * kv_blocks), in_group = x % (ORDER * kv_blocks);
+    const int size = min(ORDER, pairs - group * ORDER);  // the last group may be smaller
+    const int pair = group * ORDER + in_group % size;
+    return {in_group / size, pair % heads, pair / heads};
+#else
+    return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
+#endif
+}
+
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
           const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
@@ -145,9 +186,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
     smem_layout& sm = alloc.take<smem_layout>();
-    const int kv = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int q_blocks = (seq + BR - 1) / BR;
-    const int q_first = causal ? kv * KV_BLOCK / BR : 0;  // earlier query blocks see none of these keys
 
     if (threadIdx.x == 0) {
         sm.q_pipe.init(CONSUMERS * warpgroup::WARPS);
@@ -158,6 +197,8 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
     if (warpgroup::groupid() == 0) {  // ---- producer: one thread issues every copy ----
         if constexpr (CONSUMERS == 2) split::producer();
+        const auto [kv, h, b] = coords(heads, seq);
+        const int q_first = causal ? kv * KV_BLOCK / BR : 0;  // earlier query blocks see none of these keys
         if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
             arrive_expect_bytes(sm.kv_full, 2 * CONSUMERS * tma::bytes<kv_tile>);
             for (int w = 0; w < CONSUMERS; ++w) {
@@ -177,6 +218,8 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
     // ---- consumers: warpgroup `me` owns keys key0 .. key0 + 63 ----
     if constexpr (CONSUMERS == 2) split::consumer();
+    const auto [kv, h, b] = coords(heads, seq);
+    const int q_first = causal ? kv * KV_BLOCK / BR : 0;
     const int me = warpgroup::groupid() - 1, w = warpgroup::warp();
     const int key0 = kv * KV_BLOCK + me * 64;
     const float c = scale * LOG2E;  // S scaled and in log2 units: P = exp2(c S - L log2 e)
@@ -193,16 +236,43 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     zero(dv);
     ring_cursor<STAGES> at;
     wait(sm.kv_full, 0);
-
+    rt_fl<16, 64> s, dp;
+#if OVERLAP
+    // The first block's products, issued ahead of the loop. No wgmma sits under a branch: ptxas serializes
+    // every wgmma (C7518) when one may be pending on one path and not on another. Hence the loop runs at
+    // least once (q_first < q_blocks always: block kv holds keys below seq) and exits at its end, and its
+    // last step issues a throwaway S, dP on its own stage rather than none (2 products per key block against
+    // 5 per step: 0.6 % more at n = 4096, about 1.2 % under a causal mask).
+    rt_fl<16, 64> s_next, dp_next;  // the next query block's S and dP, running while this block's P, dS form
+    wait(sm.q_pipe.full[at.stage], at.phase);
+    warpgroup::mm_ABt(s, sm.q[at.stage], sm.k[me]);
+    warpgroup::mm_ABt(dp, sm.dout[at.stage], sm.v[me]);
+    for (int i = q_first;; ++i, at.advance()) {
+#else
     for (int i = q_first; i < q_blocks; ++i, at.advance()) {
+#endif
         const int row0 = i * BR + 16 * w;  // this warp's first query row
+#if OVERLAP
+        const bool last = i + 1 == q_blocks;
+        ring_cursor<STAGES> nx = at;  // block i + 1's stage (the last step: its own)
+        if (!last) {
+            nx.advance();
+            wait(sm.q_pipe.full[nx.stage], nx.phase);
+        }
+        warpgroup::mm_ABt(s_next, sm.q[nx.stage], sm.k[me]);  // two more groups, in flight through P, dS
+        warpgroup::mm_ABt(dp_next, sm.dout[nx.stage], sm.v[me]);
+#else
         wait(sm.q_pipe.full[at.stage], at.phase);
-        rt_fl<16, 64> s, dp;
         warpgroup::mm_ABt(s, sm.q[at.stage], sm.k[me]);      // S  = Q K^T
         warpgroup::mm_ABt(dp, sm.dout[at.stage], sm.v[me]);  // dP = dO V^T
+#endif
         const row_values l2 = load_rows(lse + bh * seq, row0, seq, LOG2E, __int_as_float(0x7f800000));
         const row_values d = load_rows(delta + bh * seq, row0, seq, 1.0f, 0.0f);
+#if OVERLAP
+        warpgroup::mma_async_wait<2>(s, dp);  // this block's S, dP: older than the next block's two groups
+#else
         warpgroup::mma_async_wait<0>(s, dp);
+#endif
         rt_fl<16, DQ_COLS> dq;  // this consumer's dQ share
         if (DQ_MODE == 1 && issuer) tma::store_wait_read<0>();  // the copy engine has read the last share
 
@@ -211,8 +281,15 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         //       the tensor cores, and add this block's share to dV, dK and dQ (about 20 lines;
         //       `tklab.hint("ch11_flash_bwd")` for more)
         // Stuck? tklab.hint("ch11_flash_bwd") in a notebook, or python -m tklab hint ch11_flash_bwd.
+#if OVERLAP
+        warpgroup::mma_async_wait<0>(dv, dk, dq, s_next, dp_next);  // the next block's S, dP finished too
+        sm.q_pipe.release(at.stage);  // this block's Q, dO: no product reads them any more
+        s = s_next;
+        dp = dp_next;
+#else
         warpgroup::mma_async_wait<0>(dv, dk, dq);
         sm.q_pipe.release(at.stage);
+#endif
 #if DQ_MODE == 0
         float* acc = dq_acc + (bh * seq + row0) * HEAD_DIM + (DQ_SPLIT ? me * DQ_COLS : 0);
         for_each_pair(dq, [&](const float2& x, rc at_, rc e0, rc) {
@@ -226,10 +303,14 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         warpgroup::store(sm.dq[me], dq);
         fence_proxy_async();
         warpgroup::sync_group<STORE_BARRIERS>(me);  // this consumer's 4 warps wrote their rows
+        const block_coords at_b = coords(heads, seq);  // recomputed: with ORDER, b and h are not kept live
         if (issuer) {
-            tma::store_add_async(map_dq, sm.dq[me], {b, h, i, DQ_SPLIT ? me : 0});
+            tma::store_add_async(map_dq, sm.dq[me], {at_b.b, at_b.h, i, DQ_SPLIT ? me : 0});
             tma::store_commit();
         }
+#endif
+#if OVERLAP
+        if (last) break;
 #endif
     }
 

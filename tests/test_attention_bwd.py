@@ -69,36 +69,51 @@ def test_build_options_and_shared_memory_model() -> None:
     assert attention_bwd.flops(1, 1, 128, 64) == 2.5 * attention.flops(1, 1, 128, 64)
 
 
-@pytest.mark.parametrize("d,consumers,dq_mode", [(64, 1, 0), (64, 2, 1), (128, 2, 0), (128, 2, 1)])
-def test_shared_memory_model_equals_the_kernels_export(d: int, consumers: int, dq_mode: int) -> None:
+BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}), (128, {}),
+          (64, {"OVERLAP": 1}), (64, {"OVERLAP": 1, "STAGES": 3}), (128, {"ORDER": 4})]
+
+
+@pytest.mark.parametrize("d,options", BUILDS, ids=[f"d{d}-{o}" for d, o in BUILDS])
+def test_shared_memory_model_equals_the_kernels_export(d: int, options: dict[str, int]) -> None:
     """The emulator launch uses the Python model; the GPU launch the kernel's own number: they agree.
-    And ptxas serializes no build's wgmma (C75xx warnings); the atomic builds do not spill. The TMA-reduce
-    build at d = 128 (the default since the H200 timed it 1.6x faster than the atomic one) spills 40 B
-    with NVRTC 13.5: chapter 11 says so; the bound catches it growing."""
+    And ptxas serializes no build's wgmma (C75xx warnings) and spills nothing -- the default TMA-reduce
+    build at d = 128 included (it spilled 40 B while q_first was live across setmaxnreg), and the
+    software-pipelined OVERLAP=1 builds, whose next S and dP take 64 more registers."""
     import tklab
 
-    cfg = attention_bwd.build(d, CONSUMERS=consumers, DQ_MODE=dq_mode)
+    cfg = attention_bwd.build(d, **options)
     mod = tklab.compile(SRC, arch="sm_90a", name=attention_bwd.KERNEL.name, options=cfg.options)
     assert mod.constants["flash_bwd_shared_bytes"] == cfg.shared_bytes
     assert mod.constants["flash_bwd_kv_block"] == cfg.kv_block
     assert not [ln for ln in mod.log.splitlines() if "C75" in ln]
-    assert mod["flash_bwd"].spill_bytes <= (40 if (d, dq_mode) == (128, 1) else 0)
+    assert mod["flash_bwd"].spill_bytes == 0
+
+
+def test_overlap_needs_two_stages_and_head_dimension_64() -> None:
+    with pytest.raises(ValueError, match="STAGES >= 2"):
+        attention_bwd.build(64, OVERLAP=1, STAGES=1)
+    with pytest.raises(ValueError, match="head dimension 64"):
+        attention_bwd.build(128, OVERLAP=1)
+    assert "-DOVERLAP=1" in attention_bwd.build(64, OVERLAP=1).options
 
 
 # ---- the kernel on the CPU emulator -------------------------------------------------------------------
 emu = pytest.importorskip("tklab.emulate")
 
 
-def _inputs(d: int, n: int, *, heads: int = 1, q_mult: float = 1.0, seed: int = 0) -> dict[str, np.ndarray]:
+def _inputs(d: int, n: int, *, heads: int = 1, q_mult: float = 1.0, seed: int = 0,
+            batch: int = 1) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    shape = (1, heads, n, d)
+    shape = (batch, heads, n, d)
     x = {"q": to_bf16_bits((q_mult * rng.standard_normal(shape)).astype(np.float32))}
     x |= {name: to_bf16_bits(rng.standard_normal(shape).astype(np.float32)) for name in ("k", "v", "do")}
     return x
 
 
-def _run_emulated(src: str, d: int, x: dict[str, np.ndarray], causal: bool, **options: int) -> list[Any]:
-    """The three kernels of ``src`` on the emulator; returns the gradient errors against float64."""
+def _run_emulated(src: str, d: int, x: dict[str, np.ndarray], causal: bool, *, launches: list[Any] | None = None,
+                  **options: int) -> list[Any]:
+    """The three kernels of ``src`` on the emulator; returns the gradient errors against float64 (and
+    appends flash_bwd's LaunchResult to ``launches`` if given)."""
     f = {name: bf16_to_float32(a).astype(np.float64) for name, a in x.items()}
     ref = attention_bwd.reference(f["q"], f["k"], f["v"], f["do"], causal=causal)
     o, lse = to_bf16_bits(ref.o.astype(np.float32)), ref.lse.astype(np.float32)
@@ -112,8 +127,10 @@ def _run_emulated(src: str, d: int, x: dict[str, np.ndarray], causal: bool, **op
     maps.append(emu.tensor_map(acc, (64, cfg.dq_cols), dtype="float32"))
     mod["flash_bwd_prep"]((-(-n // 4), h, b), (128,), (o, x["do"], delta, acc, h, n, h * n * d, n * d, d,
                                                        h * n * d, n * d, d))
-    mod["flash_bwd"]((-(-n // cfg.kv_block), h, b), (cfg.threads,),
-                     (*maps, lse, delta, acc, h, n, sc, int(causal)), shared_mem=cfg.shared_bytes)
+    res = mod["flash_bwd"](attention_bwd.main_grid(b, h, n, cfg), (cfg.threads,),
+                           (*maps, lse, delta, acc, h, n, sc, int(causal)), shared_mem=cfg.shared_bytes)
+    if launches is not None:
+        launches.append(res)
     mod["flash_bwd_dq"]((-(-n * d // 2 // 256), h, b), (256,), (acc, grads[0], h, n, h * n * d, n * d, d, sc))
     return [attention_bwd.grad_errors(name, bf16_to_float32(g), want)
             for name, g, want in zip(("dq", "dk", "dv"), grads, (ref.dq, ref.dk, ref.dv), strict=True)]
@@ -155,6 +172,59 @@ def test_variants_match_float64(d: int, n: int, causal: bool, options: dict[str,
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
 
+# OVERLAP=1 (d = 64): the next query block's S and dP are issued before this block's P and dS are formed.
+def test_overlap_matches_float64_with_two_more_wgmma_groups_in_flight() -> None:
+    """Correct on a causal tail (n = 77), and pipelined for real: the most wgmma groups a consumer had in
+    flight is the plain loop's (dV, dK, dQ, once S and dP were waited) plus the next block's S and dP -- a
+    wait<0> before this block's P, or the next products issued after it, would leave fewer."""
+    x = _inputs(64, 77)
+    plain: list[Any] = []
+    assert all(e.ok() for e in _run_emulated(SRC, 64, x, True, launches=plain))
+    launches: list[Any] = []
+    errs = _run_emulated(SRC, 64, x, True, launches=launches, OVERLAP=1)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+    assert plain[0].wgmma_max_in_flight == 3 and launches[0].wgmma_max_in_flight == 5
+
+
+@pytest.mark.parametrize("n,causal,dq_mode", [(130, False, 1), (200, True, 0)])
+def test_overlap_with_a_three_stage_ring_matches_float64(n: int, causal: bool, dq_mode: int) -> None:
+    """OVERLAP=1 holds two query blocks' stages, so a third lets the producer load one ahead (STAGES=3);
+    a length that ends just past a block, and a causal tail with dQ added by atomics."""
+    launches: list[Any] = []
+    errs = _run_emulated(SRC, 64, _inputs(64, n), causal, launches=launches, OVERLAP=1, STAGES=3, DQ_MODE=dq_mode)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+    assert launches[0].wgmma_max_in_flight == 5
+
+
+def test_heaviest_first_order_matches_float64_and_covers_every_block() -> None:
+    """ORDER=4: one line of blocks, 4 (batch, head) pairs per group, key blocks in order within a group.
+    2 x 3 pairs make a full group and a short one; n = 200 (2 key blocks, the last partial), causal: a
+    block decoded twice or never leaves dK, dV rows NaN or dQ off (a group size taken as 4 for the short
+    group too reads past the end: tried)."""
+    assert attention_bwd.main_grid(2, 3, 200, attention_bwd.build(64, ORDER=4)) == (12, 1, 1)
+    errs = _run_emulated(SRC, 64, _inputs(64, 200, heads=3, batch=2), True, ORDER=4)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+
+
+# Mistakes a software-pipelined loop invites; the emulator names each as a hazard (d = 64, n = 200, causal).
+OVERLAP_HAZARDS = [
+    ("stage released before the products reading it have finished",
+     "        warpgroup::mma_async_wait<0>(dv, dk, dq, s_next, dp_next);  // the next block's S, dP finished too\n"
+     "        sm.q_pipe.release(at.stage);",
+     "        sm.q_pipe.release(at.stage);\n"
+     "        warpgroup::mma_async_wait<0>(dv, dk, dq, s_next, dp_next);", "hands back"),
+    ("this block's S read while its group may still run", "mma_async_wait<2>(s, dp);",
+     "mma_async_wait<4>(s, dp);", "accumulator register"),
+]
+
+
+@pytest.mark.parametrize("what,old,new,match", OVERLAP_HAZARDS, ids=[h[0] for h in OVERLAP_HAZARDS])
+def test_overlap_planted_ordering_mistake_is_an_async_hazard(what: str, old: str, new: str, match: str) -> None:
+    assert SRC.count(old) == 1, f"the planted mistake {what!r} no longer matches the solution"
+    with pytest.raises(emu.AsyncHazard, match=match):
+        _run_emulated(SRC.replace(old, new), 64, _inputs(64, 200), True, OVERLAP=1)
+
+
 def test_the_python_launch_runs_numpy_inputs_on_the_emulator() -> None:
     x = _inputs(64, 77, heads=2, seed=3)
     f = {name: bf16_to_float32(a).astype(np.float64) for name, a in x.items()}
@@ -178,15 +248,17 @@ PLANTED = [
     ("dK missing the softmax scale", "    mul(dk, dk, scale);\n", ""),
     ("L used in natural-log units inside exp2", "load_rows(lse + bh * seq, row0, seq, LOG2E,",
      "load_rows(lse + bh * seq, row0, seq, 1.0f,"),
-    ("dQ stored instead of added over key blocks", "atomicAdd(p, x.x);\n                atomicAdd(p + 1, x.y);",
-     "p[0] = x.x;\n                p[1] = x.y;"),
+    ("dQ stored instead of added over key blocks (atomics)",
+     "atomicAdd(p, x.x);\n                atomicAdd(p + 1, x.y);", "p[0] = x.x;\n                p[1] = x.y;"),
+    ("dQ stored instead of added over key blocks (TMA)", "tma::store_add_async(map_dq,", "tma::store_async(map_dq,"),
 ]
 
 
 @pytest.mark.parametrize("what,old,new", PLANTED, ids=[p[0] for p in PLANTED])
 def test_planted_mistake_is_caught(what: str, old: str, new: str) -> None:
+    """Each on the build whose code it changes: the atomics are DQ_MODE 0's, the default is DQ_MODE 1."""
     assert SRC.count(old) == 1, f"the planted mistake {what!r} no longer matches the solution"
-    errs = _run_emulated(SRC.replace(old, new), 64, _inputs(64, 200), True)
+    errs = _run_emulated(SRC.replace(old, new), 64, _inputs(64, 200), True, DQ_MODE=0 if "atomic" in old else 1)
     assert not all(e.ok() for e in errs), f"{what}: not caught ({'; '.join(map(str, errs))})"
 
 
@@ -204,7 +276,9 @@ def test_planted_missing_barrier_is_a_shared_memory_race(what: str, old: str, ne
     a race between warpgroups, which the emulator reports. (Within one warpgroup, d = 64, it is not caught:
     the emulator runs a wgmma when all four warps have issued it, which orders their stores before it.)"""
     assert SRC.count(old) == 1, f"the planted mistake {what!r} no longer matches the solution"
-    with pytest.raises(emu.SharedRace, match="wgmma"):
+    # The emulator names a write over tiles a pending wgmma group still reads an AsyncHazard (since it models
+    # wgmma's asynchrony), a plain overlap of two warpgroups' accesses a SharedRace: either is the catch.
+    with pytest.raises((emu.SharedRace, emu.AsyncHazard), match="wgmma"):
         _run_emulated(SRC.replace(old, new), 128, _inputs(128, 200), True)
 
 
@@ -274,6 +348,23 @@ def test_backward_on_the_gpu_layouts_and_large_logits(case: str) -> None:
 @pytest.mark.parametrize("n", [77, 1000])
 def test_backward_on_the_gpu_with_tma_reduce_add_for_dq(n: int, d: int) -> None:
     _check_gpu(*_torch_case(1, 3, n, d), causal=True, DQ_MODE=1)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
+def test_backward_on_the_gpu_with_overlap(n: int, causal: bool, stages: int) -> None:
+    """OVERLAP=1 (d = 64) on the real asynchrony: the next block's S and dP in flight through P and dS."""
+    _check_gpu(*_torch_case(1, 3, n, 64), causal=causal, OVERLAP=1, STAGES=stages)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("d", [64, 128])
+def test_backward_on_the_gpu_with_heaviest_first_order(d: int) -> None:
+    """ORDER=4: 2 x 3 (batch, head) pairs, a full group of 4 and a short one; a causal tail."""
+    _check_gpu(*_torch_case(2, 3, 1000, d), causal=True, ORDER=4)
 
 
 def _check_gpu(q: Any, k: Any, v: Any, do: Any, *, causal: bool, **options: int) -> None:

@@ -30,8 +30,12 @@ LOG2E = attention.LOG2E
 #: Options the kernel understands and the defaults for d = 64 and d = 128. DQ_MODE 1 ran 1.6-2.3x faster than 0
 #: on the H200 (bench/results/flash_bwd_2026-12-01_a2b4b3b.md), so it is the default.
 #: DQ_MODE: how dQ's shares are added over key blocks, 0 atomicAdd from registers, 1 TMA reduce-add.
-DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1},
-                                       128: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1}}
+#: OVERLAP: 1 issues the next query block's S and dP before this block's P, dS (d = 64 only: at d = 128 the second
+#: S and dP spill); opt-in, not yet timed on the H200.
+#: ORDER: 0 a (key blocks, heads, batch) grid; G > 0 one line of blocks, G (batch, head) pairs at a time, key blocks
+#: in order within them (causal: heaviest first, so the grid's tail is short); opt-in, not yet timed.
+DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0},
+                                       128: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0}}
 _PREP_ROWS = 4  # query rows per block of flash_bwd_prep (one warp each)
 _DQ_THREADS = 256
 
@@ -127,6 +131,7 @@ class BwdBuild:
     consumers: int
     stages: int
     dq_mode: int
+    order: int = 0
 
     @property
     def threads(self) -> int:
@@ -165,8 +170,14 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items()}
     if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1):
         raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0 or 1; got {opts}")
+    if opts["OVERLAP"] not in (0, 1) or (opts["OVERLAP"] and (opts["STAGES"] < 2 or head_dim != 64)):
+        raise ValueError(f"OVERLAP must be 0 or 1, and OVERLAP=1 needs STAGES >= 2 (it holds the next query block's "
+                         f"stage while this one is read) and head dimension 64 (at 128 its second S and dP do not "
+                         f"fit in registers: ptxas spills); got head dimension {head_dim}, {opts}")
+    if opts["ORDER"] < 0:
+        raise ValueError(f"ORDER must be 0 (a 3-D grid) or a number of (batch, head) pairs per group; got {opts}")
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
-    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"])
+    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"], opts["ORDER"])
     if b.shared_bytes > 227 * 1024:
         raise ValueError(f"{opts} needs {b.shared_bytes} B of shared memory, more than a block can have")
     return b
@@ -181,9 +192,15 @@ def compiled(b: BwdBuild, target: str = "gpu") -> Any:
 
 
 # ---- launching -----------------------------------------------------------------------------------------
+def main_grid(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int]:
+    """flash_bwd's grid: (key blocks, heads, batch), or with ORDER one line of all those blocks."""
+    kv = -(-n // cfg.kv_block)
+    return (kv * h * b, 1, 1) if cfg.order else (kv, h, b)
+
+
 def _grids(b: int, h: int, n: int, cfg: BwdBuild) -> dict[str, tuple[int, int, int]]:
     pairs = n * cfg.head_dim // 2
-    return {"prep": (-(-n // _PREP_ROWS), h, b), "main": (-(-n // cfg.kv_block), h, b),
+    return {"prep": (-(-n // _PREP_ROWS), h, b), "main": main_grid(b, h, n, cfg),
             "dq": (-(-pairs // _DQ_THREADS), h, b)}
 
 
