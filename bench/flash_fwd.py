@@ -58,9 +58,11 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch10 ping-pong BC=192": ("hopper", {"SCHEDULE": 2, "BC": 192}, (128,)),
     "ch10 ping-pong 2x192": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 192}, (64,)),
     "ch10 ping-pong 2x128": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 128}, (64,)),
+    # the defaults (d=128: ping-pong BC=176; d=64: overlap, 3 consumers) on a grid of one block per SM
+    "ch10 persistent": ("hopper", {"PERSISTENT": 1}, (64, 128)),
 }
 #: What a plain run (and `make gpu-check`) measures: each chapter's kernel and chapter 10's progression.
-COURSE = ["ch09 tiles", "ch10 plain", "ch10 overlap", "ch10 ping-pong", "ch10 ping-pong BC=176"]
+COURSE = ["ch09 tiles", "ch10 plain", "ch10 overlap", "ch10 ping-pong", "ch10 ping-pong BC=176", "ch10 persistent"]
 SDPA = ("sdpa flash", "sdpa cudnn", "sdpa efficient")
 #: (d, N, causal) of the anchors table; batch = 16384 / N, heads = 2048 / d.
 CONFIGS = [(d, n, c) for d in (128, 64) for n in (4096, 8192) for c in (False, True)]
