@@ -91,14 +91,14 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
     smem_layout& sm = alloc.take<smem_layout>();
-#if PERSISTENT
+#if !PERSISTENT
+    const int q_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;  // heaviest first
+    const int kv_blocks = causal ? min((q_block + 1) * BR + BC - 1, seq + BC - 1) / BC : (seq + BC - 1) / BC;
+#else
     const tile_scheduler work{(seq + BR - 1) / BR, heads, batch, tile_scheduler::section_for(seq, HEAD_DIM)};
     auto kv_blocks_of = [&](int q_block) {
         return causal ? min((q_block + 1) * BR + BC - 1, seq + BC - 1) / BC : (seq + BC - 1) / BC;
     };
-#else
-    const int q_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;  // heaviest first
-    const int kv_blocks = causal ? min((q_block + 1) * BR + BC - 1, seq + BC - 1) / BC : (seq + BC - 1) / BC;
 #endif
 
     if (threadIdx.x == 0) {
@@ -114,7 +114,21 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
     if (warpgroup::groupid() == 0) {  // ---- producer: one thread issues every copy ----
         split::producer();
-#if PERSISTENT
+#if !PERSISTENT
+        if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
+            arrive_expect_bytes(sm.q_full, CONSUMERS * tma::bytes<q_tile>);
+            for (int w = 0; w < CONSUMERS; ++w) tma::load_async(sm.q[w], map_q, sm.q_full, {b, h, q_block * CONSUMERS + w, 0});
+            ring_cursor<STAGES> at;
+            for (int j = 0; j < kv_blocks; ++j, at.advance()) {
+                wait(sm.k_pipe.empty[at.stage], at.phase ^ 1);
+                tma::expect(sm.k_pipe.full[at.stage], sm.k[at.stage]);
+                tma::load_async(sm.k[at.stage], map_k, sm.k_pipe.full[at.stage], {b, h, j, 0});
+                wait(sm.v_pipe.empty[at.stage], at.phase ^ 1);
+                tma::expect(sm.v_pipe.full[at.stage], sm.v[at.stage]);
+                tma::load_async(sm.v[at.stage], map_v, sm.v_pipe.full[at.stage], {b, h, j, 0});
+            }
+        }
+#else
         if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
             ring_cursor<STAGES> at;  // one ring for every item: its stages and phases carry on
             int t = 0;  // this block's item number
@@ -140,20 +154,6 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
             wait(sm.q_empty, (t & 1) ^ 1);  // then tell the consumers there is nothing left
             sm.item = {0, 0, -1};
             arrive(sm.q_full);
-        }
-#else
-        if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
-            arrive_expect_bytes(sm.q_full, CONSUMERS * tma::bytes<q_tile>);
-            for (int w = 0; w < CONSUMERS; ++w) tma::load_async(sm.q[w], map_q, sm.q_full, {b, h, q_block * CONSUMERS + w, 0});
-            ring_cursor<STAGES> at;
-            for (int j = 0; j < kv_blocks; ++j, at.advance()) {
-                wait(sm.k_pipe.empty[at.stage], at.phase ^ 1);
-                tma::expect(sm.k_pipe.full[at.stage], sm.k[at.stage]);
-                tma::load_async(sm.k[at.stage], map_k, sm.k_pipe.full[at.stage], {b, h, j, 0});
-                wait(sm.v_pipe.empty[at.stage], at.phase ^ 1);
-                tma::expect(sm.v_pipe.full[at.stage], sm.v[at.stage]);
-                tma::load_async(sm.v[at.stage], map_v, sm.v_pipe.full[at.stage], {b, h, j, 0});
-            }
         }
 #endif
         return;

@@ -105,9 +105,9 @@ extern "C" __global__ void items(int* out, int q_blocks, int heads, int batch, i
                                                       for q in range(q_blocks))
     bh = out[:, 0] * heads + out[:, 1]
     for first, width in ((0, 4), (4, 4), (8, 2)):
-        sec = out[first * q_blocks:(first + width) * q_blocks]
-        assert sorted(set((bh[first * q_blocks:(first + width) * q_blocks]).tolist())) == list(range(first, first + width))
-        assert sec[:, 2].tolist() == [q for q in range(q_blocks - 1, -1, -1) for _ in range(width)]
+        rows = slice(first * q_blocks, (first + width) * q_blocks)
+        assert sorted(set(bh[rows].tolist())) == list(range(first, first + width))
+        assert out[rows, 2].tolist() == [q for q in range(q_blocks - 1, -1, -1) for _ in range(width)]
 
 
 def test_the_option_is_checked_and_sizes_the_grid():
