@@ -60,6 +60,9 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch10 ping-pong 2x128": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 128}, (64,)),
     # the defaults (d=128: ping-pong BC=176; d=64: overlap, 3 consumers) on a grid of one block per SM
     "ch10 persistent": ("hopper", {"PERSISTENT": 1}, (64, 128)),
+    # the defaults with the consumer index in uniform registers (no R2UR before each wgmma of S = Q K^T)
+    "ch10 uniform": ("hopper", {"UNIFORM": 1}, (64, 128)),
+    "ch10 persistent uniform": ("hopper", {"PERSISTENT": 1, "UNIFORM": 1}, (64, 128)),
 }
 #: What a plain run (and `make gpu-check`) measures: each chapter's kernel and chapter 10's progression.
 COURSE = ["ch09 tiles", "ch10 plain", "ch10 overlap", "ch10 ping-pong", "ch10 ping-pong BC=176", "ch10 persistent"]

@@ -16,6 +16,9 @@
 // PERSISTENT=1 launches one block per SM instead of one per (query block, head, batch): each block walks
 // a list of work items (tk::tile_scheduler: heaviest query blocks first), and one TMA ring streams K and V
 // for all of them, so the next item's first tiles load while this one's epilogue runs.
+// UNIFORM=1 tells the compiler that a consumer's index is the same in all its lanes (__shfl_sync from lane
+// 0), so its Q tile's address and the wgmma descriptors live in uniform registers, computed once, instead
+// of being rebuilt in ordinary registers and moved over (R2UR) before every wgmma of S = Q K^T.
 // Q, K, V, O: bf16 [batch, heads, seq, HEAD_DIM], any strides (rank-4 TMA maps: tiles past the end of a
 // head read zeros and are not written back); L: fp32 [batch, heads, seq].
 #include "tk.cuh"
@@ -28,8 +31,8 @@ using namespace tk;
 #if !defined(HEAD_DIM) || !defined(CONSUMERS) || !defined(BC) || !defined(STAGES) || !defined(SCHEDULE)
 #error "compile through tklab.attention.build(...), which passes -DHEAD_DIM -DCONSUMERS -DBC -DSTAGES -DSCHEDULE"
 #endif
-#ifndef PERSISTENT
-#error "compile through tklab.attention.build(...), which also passes -DPERSISTENT (0: one block per query block)"
+#if !defined(PERSISTENT) || !defined(UNIFORM)
+#error "compile through tklab.attention.build(...), which also passes -DPERSISTENT and -DUNIFORM"
 #endif
 static_assert(SCHEDULE == 0 || CONSUMERS >= 2, "SCHEDULE 1 and 2 take turns between consumer warpgroups: "
               "they need CONSUMERS >= 2 (one consumer: SCHEDULE=0)");
@@ -162,7 +165,11 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
     // ---- consumers ----
     split::consumer();
+#if UNIFORM
+    const int me = __shfl_sync(0xffffffff, warpgroup::groupid() - 1, 0);  // the same in every lane: see above
+#else
     const int me = warpgroup::groupid() - 1;
+#endif
 #if PERSISTENT
     // The item is read from shared memory where the code below uses it (references, not registers: the
     // main loop has none to spare), as the producer published it with its Q tiles.

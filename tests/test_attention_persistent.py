@@ -1,4 +1,5 @@
-"""Chapter 10's persistent grid (PERSISTENT=1): one block per SM walking (query block, head, batch) items.
+"""Chapter 10's persistent grid (PERSISTENT=1): one block per SM walking (query block, head, batch) items;
+and UNIFORM=1, the consumer index in uniform registers (the wgmma issue of S = Q K^T without R2UR moves).
 
 The launcher's own grid (``attention.launch_grid``) is forced down to 2-3 "SMs" so that each block runs many
 items on the CPU emulator: its TMA ring, its mbarrier phases and its ping-pong turns carry from item to item,
@@ -52,13 +53,14 @@ def _close(o: np.ndarray, lse: np.ndarray, ref_o: np.ndarray, ref_lse: np.ndarra
 
 # d=128 is the ping-pong default (2 consumers, BC=176), d=64 the 3-consumer overlap default; 150 and 200 rows
 # end inside a query block and a key block; 2 x 2 heads x 2 query blocks = 8 items on 3 blocks (or 2 x 3 on 2).
-@pytest.mark.parametrize("d,b,h,n,causal,sms,order", [
-    (128, 2, 2, 200, True, 3, "delayed"),
-    (128, 1, 3, 150, False, 2, "reversed"),
-    (64, 2, 1, 200, True, 2, "in_order"),
+@pytest.mark.parametrize("d,b,h,n,causal,sms,order,uniform", [
+    (128, 2, 2, 200, True, 3, "delayed", 0),
+    (128, 1, 3, 150, False, 2, "reversed", 0),
+    (64, 2, 1, 200, True, 2, "in_order", 0),
+    (128, 1, 2, 200, True, 3, "delayed", 1),  # with UNIFORM=1 (the consumer index from __shfl_sync)
 ])
-def test_persistent_blocks_walk_many_items_and_match_float64(d, b, h, n, causal, sms, order):
-    _close(*_run(d, b, h, n, causal, sms, order))
+def test_persistent_blocks_walk_many_items_and_match_float64(d, b, h, n, causal, sms, order, uniform):
+    _close(*_run(d, b, h, n, causal, sms, order, UNIFORM=uniform))
 
 
 def test_one_block_walks_every_item_with_one_stage_and_the_plain_schedule():
@@ -121,8 +123,24 @@ def test_the_option_is_checked_and_sizes_the_grid():
         attention.launch_grid(cfg, 1, 1, 200, 0)
 
 
-@pytest.mark.parametrize("d", [64, 128])
-def test_the_persistent_defaults_compile_for_sm90a_without_spills(d):
-    k = attention.compiled(attention.build("hopper", d, PERSISTENT=1), "sm_90a")  # refuses a spill itself
+@pytest.mark.parametrize("d,uniform", [(64, 0), (128, 0), (64, 1), (128, 1)])
+def test_the_persistent_defaults_compile_for_sm90a_without_spills(d, uniform):
+    k = attention.compiled(attention.build("hopper", d, PERSISTENT=1, UNIFORM=uniform), "sm_90a")  # refuses spills
     assert k.spill_bytes == 0 and k.stack_bytes == 0
     assert not re.search(r"\bC75\d\d\b", k.module.log), k.module.log  # no serialized wgmma, setmaxnreg kept
+
+
+def test_uniform_keeps_the_descriptors_in_uniform_registers():
+    """UNIFORM=1: no R2UR (ordinary -> uniform register moves) left in the main loop, which is no longer than
+    the default's (sm_90a, CUDA 13's NVRTC here: the default's loop at d=128 has 16 R2UR, one pair per wgmma
+    of S = Q K^T, and 1106 instructions against 1047)."""
+    from tklab.build.sass import main_loop
+
+    for d in (64, 128):
+        base, uniform = (main_loop(attention.compiled(attention.build("hopper", d, UNIFORM=u), "sm_90a").sass)
+                         for u in (0, 1))
+        assert uniform and "HGMMA" in " ".join(uniform), d
+        assert not [op for op in uniform if op.startswith("R2UR")], d
+        assert len(uniform) <= len(base), (d, len(uniform), len(base))
+    with pytest.raises(ConfigError, match="UNIFORM must be 0 or 1"):
+        attention.build("hopper", 64, UNIFORM=2)

@@ -196,8 +196,8 @@ KERNELS = {"tiles": "ch09_flash.cu", "hopper": "ch10_flash.cu"}
 #: the widgets read them here.
 DEFAULTS: dict[str, dict[int, dict[str, int]]] = {
     "tiles": {64: {"WARP_ROWS": 32, "BC": 64}, 128: {"WARP_ROWS": 32, "BC": 64}},
-    "hopper": {64: {"CONSUMERS": 3, "BC": 128, "STAGES": 2, "SCHEDULE": 1, "PERSISTENT": 0},
-               128: {"CONSUMERS": 2, "BC": 176, "STAGES": 2, "SCHEDULE": 2, "PERSISTENT": 0}},
+    "hopper": {64: {"CONSUMERS": 3, "BC": 128, "STAGES": 2, "SCHEDULE": 1, "PERSISTENT": 0, "UNIFORM": 0},
+               128: {"CONSUMERS": 2, "BC": 176, "STAGES": 2, "SCHEDULE": 2, "PERSISTENT": 0, "UNIFORM": 0}},
 }
 _KV_ALIGN, _TILE_ALIGN = 1024, 1024  # swizzled tiles start on 1024-byte boundaries
 
@@ -232,6 +232,9 @@ def build(kernel: str = "hopper", head_dim: int = 128, **options: int) -> Build:
         if opts["PERSISTENT"] not in (0, 1):
             raise ConfigError(f"PERSISTENT must be 0 (a block per query block, head and batch) or 1 (a block per "
                               f"SM walking a list of them); got {opts['PERSISTENT']}")
+        if opts["UNIFORM"] not in (0, 1):
+            raise ConfigError(f"UNIFORM must be 0 or 1 (the consumer index in uniform registers), "
+                              f"got {opts['UNIFORM']}")
         if schedule and cons < 2:
             raise ConfigError(f"SCHEDULE={schedule} ({'ping-pong' if schedule == 2 else 'overlap'}) has consumer "
                               "warpgroups take turns, so it needs at least 2 of them (CONSUMERS >= 2); with one "
