@@ -144,3 +144,22 @@ def test_uniform_keeps_the_descriptors_in_uniform_registers():
         assert len(uniform) <= len(base), (d, len(uniform), len(base))
     with pytest.raises(ConfigError, match="UNIFORM must be 0 or 1"):
         attention.build("hopper", 64, UNIFORM=2)
+
+
+# ---- on an H100/H200 (skipped elsewhere) ----------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("b,h,n,sms", [(2, 3, 1000, 5), (1, 1, 4097, 3), (4, 16, 2048, None)],
+                         ids=["n1000-5sms", "n4097-3sms", "n2048-all-sms"])
+def test_persistent_and_uniform_match_float64_on_the_gpu(d, causal, b, h, n, sms):
+    torch = pytest.importorskip("torch")
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    for options in ({"PERSISTENT": 1}, {"PERSISTENT": 1, "UNIFORM": 1}, {"UNIFORM": 1}):
+        o = torch.full_like(q, float("nan"))
+        lse = torch.full((b, h, n), float("nan"), device="cuda")
+        attention.prepare(q, k, v, o, lse, causal=causal, sms=sms, **options)()
+        torch.cuda.synchronize()
+        e = attention.errors(o, lse, q, k, v, causal=causal)
+        assert e.ok(), (options, str(e))
