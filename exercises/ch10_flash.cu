@@ -173,9 +173,11 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 #if PERSISTENT
     // The item is read from shared memory where the code below uses it (references, not registers: the
     // main loop has none to spare), as the producer published it with its Q tiles.
-    ring_cursor<STAGES> ring;  // carried from item to item, like the producer's (K and V advance together)
-    for (uint32_t q_phase = 0;; q_phase ^= 1) {
-    wait(sm.q_full, q_phase);
+    // What carries from item to item, packed in one register: the ring's stage (bits 2..) and phase (bit 1),
+    // where K and V both stand between items, like the producer's cursor; and q_full's parity (bit 0).
+    uint32_t carried = 0;
+    for (;; carried ^= 1) {
+    wait(sm.q_full, carried & 1);
     const int &q_block = sm.item.q_block, &h = sm.item.h, &b = sm.item.b;
     if (q_block < 0) break;
     const int kv_blocks = kv_blocks_of(q_block);
@@ -187,7 +189,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     zero(st.l);
     zero(st.o);
 #if PERSISTENT
-    ring_cursor<STAGES> at_k = ring, at_v = ring;
+    ring_cursor<STAGES> at_k{int(carried >> 2), carried >> 1 & 1}, at_v = at_k;
 #else
     ring_cursor<STAGES> at_k, at_v;
     wait(sm.q_full, 0);
@@ -253,7 +255,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 #if PERSISTENT
     __syncwarp();  // (lane 0 of warp 0 waited for the store to read O out of the Q tile)
     if (laneid() == 0) arrive(sm.q_empty);
-    ring = at_k;
+    carried = uint32_t(at_k.stage) << 2 | at_k.phase << 1 | (carried & 1);
     }
 #endif
 }
