@@ -58,9 +58,14 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch10 ping-pong BC=192": ("hopper", {"SCHEDULE": 2, "BC": 192}, (128,)),
     "ch10 ping-pong 2x192": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 192}, (64,)),
     "ch10 ping-pong 2x128": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 128}, (64,)),
+    # the defaults (d=128: ping-pong BC=176; d=64: overlap, 3 consumers) on a grid of one block per SM
+    "ch10 persistent": ("hopper", {"PERSISTENT": 1}, (64, 128)),
+    # the defaults with the consumer index in uniform registers (no R2UR before each wgmma of S = Q K^T)
+    "ch10 uniform": ("hopper", {"UNIFORM": 1}, (64, 128)),
+    "ch10 persistent uniform": ("hopper", {"PERSISTENT": 1, "UNIFORM": 1}, (64, 128)),
 }
 #: What a plain run (and `make gpu-check`) measures: each chapter's kernel and chapter 10's progression.
-COURSE = ["ch09 tiles", "ch10 plain", "ch10 overlap", "ch10 ping-pong", "ch10 ping-pong BC=176"]
+COURSE = ["ch09 tiles", "ch10 plain", "ch10 overlap", "ch10 ping-pong", "ch10 ping-pong BC=176", "ch10 persistent"]
 SDPA = ("sdpa flash", "sdpa cudnn", "sdpa efficient")
 #: (d, N, causal) of the anchors table; batch = 16384 / N, heads = 2048 / d.
 CONFIGS = [(d, n, c) for d in (128, 64) for n in (4096, 8192) for c in (False, True)]
@@ -99,18 +104,22 @@ def check_one(name: str, d: int) -> list[dict[str, Any]]:
     import torch
 
     kernel, opts, _ = VARIANTS[name]
-    cases = [(b, h, n, c, "bhnd", 1.0) for b, h, n in CHECK_SHAPES for c in (False, True)]
+    cases: list[tuple[Any, ...]] = [(b, h, n, c, "bhnd", 1.0) for b, h, n in CHECK_SHAPES for c in (False, True)]
     cases += [(1, 2, 1000, c, "bhnd", 30.0) for c in (False, True)]  # logits in the thousands
     cases += [(2, 3, 300, c, "bnhd", 1.0) for c in (False, True)]
+    cases = [(*case, None) for case in cases]  # sms: None = the GPU's own
+    if opts.get("PERSISTENT"):  # few blocks, so that each walks many items (ring, phases and Q tiles carry over)
+        cases += [(b, h, n, c, "bhnd", 1.0, sms) for b, h, n, sms in ((2, 3, 1000, 5), (1, 1, 4097, 3), (3, 5, 77, 2))
+                  for c in (False, True)]
     rows = []
-    for b, h, n, causal, layout, ls in cases:
+    for b, h, n, causal, layout, ls, sms in cases:
         q, k, v = _inputs(b, h, n, d, layout=layout, logit_scale=ls)
         o = torch.full_like(q, float("nan"))
         lse = torch.full((b, h, n), float("nan"), device="cuda")
-        attention.prepare(q, k, v, o, lse, causal=causal, kernel=kernel, **opts)()
+        attention.prepare(q, k, v, o, lse, causal=causal, kernel=kernel, sms=sms, **opts)()
         torch.cuda.synchronize()
         e = attention.errors(o, lse, q, k, v, causal=causal)
-        rows.append({"variant": name, "d": d, "shape": [b, h, n], "causal": causal, "layout": layout,
+        rows.append({"variant": name, "d": d, "shape": [b, h, n], "causal": causal, "layout": layout, "sms": sms,
                      "logit_scale": ls, "o_rel": e.o_rel, "lse_max_abs": e.lse_max_abs, "unwritten": e.unwritten,
                      "first_wrong": e.first_wrong, "ok": e.ok()})
     return rows
@@ -137,7 +146,7 @@ def check(names: list[str], timeout: float) -> list[dict[str, Any]]:
             print(f"check {name:26s} d={d:3d}: {'ok' if not bad else f'{len(bad)} FAILED'} "
                   f"(worst o rel {worst:.1e}, {time.time() - t:.0f} s)", flush=True)
             for r in bad[:3]:
-                print("    ", {k: r[k] for k in r if k in ("shape", "causal", "layout", "logit_scale", "error",
+                print("    ", {k: r[k] for k in r if k in ("shape", "causal", "layout", "logit_scale", "sms", "error",
                                                          "first_wrong", "o_rel", "unwritten")}, flush=True)
     return rows
 
