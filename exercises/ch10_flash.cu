@@ -92,13 +92,15 @@ struct softmax_state {
 /// turn on. Block 0 issues S_0 alone, the key loop S_j with P V_{j-1}, the last step P V alone; the last
 /// step ends the block's turns (`pass_last`: nobody is left to take another).
 enum class after { pass, last };
-template <bool PingPong, typename Issue>
+// (Turn is a template parameter so that a build without ping-pong, e.g. one consumer, never instantiates
+// turns<.., 1>, whose static_assert asks for two groups.)
+template <bool PingPong, typename Issue, typename Turn = turn>
 __device__ inline void in_turn(int me, Issue issue, after then = after::pass) {
-    if constexpr (PingPong) turn::wait(me);
+    if constexpr (PingPong) Turn::wait(me);
     issue();
     if constexpr (PingPong) {
-        if (then == after::last) turn::pass_last(me);
-        else turn::pass(me);
+        if (then == after::last) Turn::pass_last(me);
+        else Turn::pass(me);
     }
 }
 
