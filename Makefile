@@ -8,7 +8,9 @@ PORT   ?= 8888
 # GPU-side wheels matching your driver: CuPy, and numba-cuda's NVVM/nvJitLink for chapter 01 on a GPU.
 # CUDA 13 drivers (e.g. our H200): the default. CUDA 12 drivers: GPU_PKGS="cupy-cuda12x numba-cuda[cu12]".
 # macOS: none (no NVIDIA wheels exist there; CUDA kernels run on the CPU emulator).
-GPU_PKGS ?= $(if $(filter Darwin,$(shell uname -s)),,cupy-cuda13x numba-cuda[cu13])
+# (none on macOS: no CUDA there; the course runs on the CPU emulator and recorded results)
+LINUX_GPU_PKGS := cupy-cuda13x numba-cuda[cu13]
+GPU_PKGS ?= $(if $(filter Darwin,$(shell uname -s)),,$(LINUX_GPU_PKGS))
 # Set WHEELHOUSE=/path/to/wheels to install offline (GPU boxes without internet); see README.
 WHEELHOUSE ?=
 PIP_FLAGS := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)

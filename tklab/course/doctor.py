@@ -91,6 +91,8 @@ def _nvrtc() -> str:
     from ..build import cache, compiler, toolchain
 
     if (why := toolchain.nvrtc_missing()) is not None:
+        if (ROOT / ".venv" / "bin" / "python").exists() and interpreter_note() is not None:
+            raise Missing("compiling for the GPU needs NVRTC, which this Python cannot load", _nvrtc_cost())
         raise Missing(why.split(";")[0], _nvrtc_cost())
     os.environ["TKLAB_NO_CACHE"] = "1"
     try:
@@ -267,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
           "ready" if all(c.ok for c in results if c.name in ("GPU", "CuPy")) else "not available here")
     profiles = next(c.ok for c in results if c.name == "Nsight Compute")
     print("Profiles (tklab.profile):", "measured here" if profiles else "the ones recorded on an H200")
+    if note:  # what this Python lacks says nothing of the machine: the workbook's .venv is the one to ask
+        print("\nThis machine's path: ask the workbook's own Python (see the NOTE at the top)")
+        return 0 if cpu_path else 1
     return 0 if machine_path(results) or cpu_path else 1
 
 
