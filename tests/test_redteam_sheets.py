@@ -241,7 +241,8 @@ def test_an_edited_manifest_claiming_another_shards_student_is_refused(shards, t
 
 # ---- Ctrl-C ---------------------------------------------------------------------------------------
 
-SLOW = "import time\ntime.sleep(600)  # a learner's kernel that never ends\n"
+# a learner's kernel that never ends (it passes the file rules: only numba, a @cuda.jit function)
+SLOW = "from numba import cuda\n\n\n@cuda.jit\ndef matmul(A, B, C):\n    while True:\n        C[0, 0] = 0\n"
 GRADER = """\
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, even where SIGINT was ignored
