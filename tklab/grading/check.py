@@ -250,10 +250,11 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
 
             module_keys += emulated.prepare(spec, source, shown)
         limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else 60.0)
+        env = _reference(spec, res.arch, module_keys) if mode.name == "gpu" and bench else {}
         _tell(f"running {shown} ({mode.name})")
         outcome = run_isolated(spec.id, file, mode=mode.name, timeout=limit, bench=bench and mode.can_bench,
                                seed=seed, source=source, hide=hide, cache_keys=module_keys,
-                               arch=res.arch or None)
+                               arch=res.arch or None, env=env)
         _fill_run(res, outcome)
         if outcome.status in ("ok", "wrong"):
             res.established = outcome.evidence.value
@@ -263,14 +264,79 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
             res.notes.append(mode.note)
         if mode.name == "emu":
             emulated.annotate(res, outcome, spec)
+        elif mode.name == "gpu" and outcome.status == "ok":
+            _gpu_floors(res, spec)
+            if spec.language == "cuda" and spec.chapter.isdigit() and int(spec.chapter) >= HAZARDS_FROM_CHAPTER:
+                _hazards(res, spec, file, source, shown, seed, hide)
     ran = res.run_status in ("ok", "wrong", "error", "crashed", "timeout")
     if not res.static_ok:
         res.passed = False
     elif ran:
-        res.passed = res.run_status == "ok"
+        res.passed = res.run_status == "ok" and res.judged_ok
     else:
         res.passed = None
     return res
+
+
+#: From this chapter on, a GPU check also runs the emulator's hazard analysis on one small case: the
+#: asynchronous chapters' races (a stage refilled while a wgmma group reads it …) can pass on a GPU by luck.
+HAZARDS_FROM_CHAPTER = 5
+
+
+def _reference(spec: Exercise, arch: str, module_keys: list[str]) -> dict[str, str]:
+    """Where a concept floor compares with the reference solution's time: compile the solution here (the
+    sandbox hides it) and hand its cache entry to the child. Returns the child's extra environment."""
+    if not any(getattr(f, "needs_reference", False) for f in spec.floors):
+        return {}
+    from .. import compile as tk_compile
+    from .child import REFERENCE_VARIABLE
+
+    solution = ROOT / spec.solution
+    mod = tk_compile(solution.read_text(), arch=arch, name=solution.name, options=spec.options)
+    module_keys.append(mod.key)
+    return {REFERENCE_VARIABLE: mod.key}
+
+
+def _gpu_floors(res: CheckResult, spec: Exercise) -> None:
+    for floor in spec.floors:
+        judged = floor.judge_gpu(res.speed or {})
+        if judged is not None:
+            res.floors.append(judged)
+
+
+def _hazards(res: CheckResult, spec: Exercise, file: Path, source: str, shown: str, seed: int | None,
+             hide: Sequence[str | os.PathLike[str]]) -> None:
+    """The emulator's hazard analysis of one small case, beside a GPU run: a race, a stage released while a
+    product still reads it, a box read before it landed … fail the check even where the GPU's timing hid them."""
+    from ..emulate import exercise as emulated
+    from .runner import run_isolated
+    from .specs import dims_text
+
+    name = "hazard analysis (CPU emulator)"
+    cases = emulated.hazard_cases(spec)
+    if not cases:
+        res.notes.append("the emulator's hazard analysis did not run here (no C++ compiler for the emulator): "
+                         "the verdict rests on the GPU run alone")
+        return
+    _tell(f"hazard analysis of {shown} (CPU emulator)")
+    keys = emulated.prepare(spec, source, shown)
+    out = run_isolated(spec.id, file, mode="hazards", timeout=120.0, seed=seed, source=source, hide=hide,
+                       cache_keys=keys)
+    where = dims_text(cases[0])
+    if out.status == "ok":
+        res.hazards = StaticResult(name, True, f"no race or asynchronous hazard at {where}")
+        for floor in spec.floors:
+            judged = floor.judge_emulated((out.result or {}).get("facts", {}))
+            if judged is not None:
+                res.floors.append(judged)
+    elif out.status == "wrong":
+        bad = next(c for c in out.result["cases"] if not c["ok"])
+        m = next(o for o in bad["outputs"] if not o["ok"])
+        res.hazards = StaticResult(name, False, f"right on the GPU, but wrong at {where} when the emulator lets "
+                                   f"asynchronous copies and products finish in another order ({m.get('wrong', '?')} "
+                                   f"elements of {m['output']} wrong): the code relies on timing")
+    else:
+        res.hazards = StaticResult(name, False, out.message)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
