@@ -130,7 +130,7 @@ def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> N
         with _cpu_tensor_maps():
             args = spec.args(arrays, dims)
         res = kernel(shape.grid, shape.block, args, shared_mem=shape.shared_mem, time_limit=TIME_LIMIT,
-                     **_order(dims))
+                     **_order(kernel, dims))
         _collect(res, facts)
         for w in res.warnings:
             if w not in sent and len(sent) < 3:
@@ -141,10 +141,15 @@ def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> N
         chan.send("facts", **facts)
 
 
-def _order(dims: dict[str, int]) -> dict[str, Any]:
-    """The launch option that makes TMA loads land in the case's order (none for the issue order)."""
+def _order(kernel: Any, dims: dict[str, int]) -> dict[str, Any]:
+    """The launch option that makes TMA loads land in the case's order (none for the issue order, or where
+    this emulator has no such option)."""
+    import inspect
+
     k = dims.get("tma_order", 0)
-    return {"tma_order": TMA_ORDERS[k]} if k else {}
+    if not k or "tma_order" not in inspect.signature(kernel.__call__).parameters:
+        return {}
+    return {"tma_order": TMA_ORDERS[k]}
 
 
 #: What the parent's concept floors may read from a launch (``LaunchResult`` attribute → fact), as maxima.
