@@ -24,8 +24,9 @@ from typing import Any
 from ..build.compiler import COURSE_ARCH
 
 LABEL = "CPU emulation: correctness only, no timing"
-#: The TMA completion orders a case's ``tma_order`` picks (the emulator's launch option ``tma_order``).
-TMA_ORDERS = ("issue", "reversed")
+#: The TMA completion orders a case's ``tma_order`` picks (the emulator's launch option ``tma_order``; 0 is
+#: its default, "delayed": every load lands as late as its mbarrier allows).
+TMA_ORDERS = ("delayed", "reversed", "in_order")
 #: Cases bigger than this (M·N·K, or the product of a case's sizes) are skipped under emulation.
 MAX_WORK = 1 << 24
 TIME_LIMIT = 40.0  # seconds per launch: under the check's own process time limit, so the message is ours
@@ -153,7 +154,7 @@ def _order(kernel: Any, dims: dict[str, int]) -> dict[str, Any]:
 
 
 #: What the parent's concept floors may read from a launch (``LaunchResult`` attribute → fact), as maxima.
-FACTS = {"max_wgmma_groups": "max_wgmma_groups"}
+FACTS = {"wgmma_max_in_flight": "max_wgmma_groups"}
 
 
 def _collect(res: Any, facts: dict[str, int]) -> None:
