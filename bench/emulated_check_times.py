@@ -63,7 +63,8 @@ def main() -> int:
     out = ROOT / "bench" / "results" / f"emulated_check_times_{stamp}"
     out.with_suffix(".json").write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
     lines = [f"# Emulated check times ({meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs)", "",
-             f"`python -m tklab check <solution> --no-bench` without a GPU; cold = empty compile cache. {meta['note']}.",
+             "`python -m tklab check <solution> --no-bench` without a GPU; cold = empty compile cache. "
+             f"{meta['note']}.",
              "", "| exercise | cold (s) | warm (s) | verdict |", "|---|---|---|---|"]
     lines += [f"| {r['exercise']} | {r['cold_s']} | {r['warm_s']} | {r['verdict']} |" for r in rows]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")

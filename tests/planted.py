@@ -18,11 +18,12 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 MISTAKES = ROOT / "solutions" / "mistakes"

@@ -53,7 +53,7 @@ def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, planted.Verd
             ids.append(m.id)
         except planted.AnchorError as e:
             out[m.id] = e
-    out.update(zip(ids, planted.run_all(jobs)))
+    out.update(zip(ids, planted.run_all(jobs), strict=True))
     return out
 
 

@@ -28,15 +28,15 @@ def gpu_verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, in
     for timed, batch in jobs.items():
         workers = 1 if timed else min(8, os.cpu_count() or 1)
         verdicts = planted.run_all([j for _, _, j in batch], bench=timed, workers=workers)
-        out.update({(i, s): v for (i, s, _), v in zip(batch, verdicts)})
+        out.update({(i, s): v for (i, s, _), v in zip(batch, verdicts, strict=True)})
     return out
 
 
 @pytest.mark.gpu
 @pytest.mark.hopper
 @pytest.mark.parametrize("mutation", ALL, ids=lambda m: m.id)
-def test_planted_mistake_fails_on_the_gpu_with_three_seeds(mutation: planted.Mutation,
-                                                           gpu_verdicts: dict[tuple[str, int], planted.Verdict]) -> None:
+def test_planted_mistake_fails_on_the_gpu_with_three_seeds(
+        mutation: planted.Mutation, gpu_verdicts: dict[tuple[str, int], planted.Verdict]) -> None:
     for seed in SEEDS[:1] if mutation.benign else SEEDS:
         v = gpu_verdicts[(mutation.id, seed)]
         assert v.established == "gpu", (seed, v.summary)

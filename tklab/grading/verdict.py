@@ -235,7 +235,8 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(verdict=self.verdict, summary=self.summary, evidence=self.evidence, speed_ratio=self.speed_ratio, checked=self.checked,
+        d.update(verdict=self.verdict, summary=self.summary, evidence=self.evidence, speed_ratio=self.speed_ratio,
+                 checked=self.checked,
                  unchecked=self.unchecked)
         return d
 

@@ -11,7 +11,8 @@ exercise fail on CPU (its stub writes nothing, touches no shared memory, issues 
 
 Public API: ``Exercise``, ``Bench``, ``Launch``, ``StaticResult``, the checks (``WritesGlobal``,
 ``UsesSharedMemory``, ``NoSpills``, ``SassHas``, ``Probe``, ``AssignsTo``), ``get(id)``,
-``find(name)``, ``all_ids()``, the concept floor ``WgmmaOverlap``, and input/reference helpers (``matmul_inputs``, ``uniform`` …); bf16 inputs
+``find(name)``, ``all_ids()``, the concept floor ``WgmmaOverlap``, and input/reference helpers
+(``matmul_inputs``, ``uniform`` …); bf16 inputs
 use ``tklab.run.arrays`` (``to_bf16_bits``, ``bf16_to_float32``).
 """
 

@@ -100,8 +100,8 @@ CASES = ({"B": 1, "H": 2, "N": 1000, "causal": 1}, {"B": 2, "H": 1, "N": 77, "ca
          {"B": 1, "H": 1, "N": 1, "causal": 1}, {"B": 1, "H": 1, "N": 4097, "causal": 0},
          {"B": 1, "H": 2, "N": 256, "causal": 1}, {"B": 1, "H": 1, "N": 400, "causal": 1},
          {"B": 1, "H": 1, "N": 600, "causal": 0, "rising": 1})
-#: Emulated (every case but N = 1000 and 4097: 10 s and more of emulation each here): N = 400 causal first (the GPU check's
-#: hazard case: 4 query blocks, up to 7 blocks of 64 keys, the diagonal, a tail of 16).
+#: Emulated (every case but N = 1000 and 4097: 10 s and more of emulation each here): N = 400 causal first (the
+#: GPU check's hazard case: 4 query blocks, up to 7 blocks of 64 keys, the diagonal, a tail of 16).
 EMU_CASES = ({"B": 1, "H": 1, "N": 400, "causal": 1}, {"B": 1, "H": 1, "N": 600, "causal": 0, "rising": 1},
              {"B": 2, "H": 1, "N": 77, "causal": 0}, {"B": 1, "H": 1, "N": 1, "causal": 1},
              {"B": 1, "H": 2, "N": 256, "causal": 1})
