@@ -42,6 +42,7 @@ class Mutation:
     edits: tuple[dict[str, str], ...]
     needs: str = ""  # what the emulator must model for the CPU path to see it (documentation)
     speed: bool = False  # graded on a GPU by a speed floor too: its GPU check times it
+    cpu_misses: str = ""  # why the CPU emulator cannot see this mistake (known gap; the test is a strict xfail)
 
     @property
     def id(self) -> str:
@@ -62,7 +63,7 @@ def load(exercise_id: str) -> list[Mutation]:
     for kind, benign in (("mistake", False), ("benign", True)):
         for m in data.get(kind, []):
             out.append(Mutation(exercise_id, m["name"], m["description"], benign, tuple(m["edit"]),
-                                m.get("needs", ""), bool(m.get("speed", False))))
+                                m.get("needs", ""), bool(m.get("speed", False)), m.get("cpu_misses", "")))
     names = [m.name for m in out]
     if len(set(names)) != len(names):
         raise ValueError(f"{exercise_id}.toml: duplicate names")

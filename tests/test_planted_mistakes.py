@@ -8,6 +8,8 @@ tests/test_planted_mistakes_gpu.py.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import planted
@@ -21,6 +23,9 @@ pytestmark = pytest.mark.skipif(gpu.available() or not emulated.can_run(specs.ge
 
 SEED = 23  # fixed: a CPU run is reproducible; the GPU twin draws three seeds
 ALL = [m for e in planted.exercises() for m in planted.load(e)]
+#: Known gaps of the CPU path, each with its reason: strict, so the day the emulator sees one, the test says so.
+CASES = [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=m.cpu_misses)) if m.cpu_misses else m
+         for m in ALL]
 
 
 def test_every_hopper_exercise_has_ten_mistakes_and_benign_variants() -> None:
@@ -43,21 +48,29 @@ def test_every_anchor_is_code_found_exactly_once() -> None:
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, planted.Verdict | Exception]:
+def verdicts(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> dict[str, planted.Verdict | Exception]:
+    """Every selected mutation's check, run in parallel (``-k`` selects, so a subset costs only its own)."""
+    chosen = {item.callspec.params["mutation"].id for item in request.session.items
+              if getattr(item, "callspec", None) is not None and "mutation" in item.callspec.params}
     folder = Path(tmp_path_factory.mktemp("planted"))
     out: dict[str, planted.Verdict | Exception] = {}
     jobs, ids = [], []
-    for m in ALL:
+    for m in (m for m in ALL if m.id in chosen):
         try:
             jobs.append((planted.mutated_file(m, folder / m.exercise), m.exercise, SEED))
             ids.append(m.id)
         except planted.AnchorError as e:
             out[m.id] = e
     out.update(zip(ids, planted.run_all(jobs), strict=True))
+    if os.environ.get("TKLAB_PLANTED_REPORT"):  # the table of verdicts, for a report (bench/results/)
+        rows = [{"id": k, "verdict": v.verdict, "summary": v.summary[:300], "seconds": round(v.seconds, 1)}
+                for k, v in out.items() if isinstance(v, planted.Verdict)]
+        Path(os.environ["TKLAB_PLANTED_REPORT"]).write_text(json.dumps(rows, indent=1) + "\n")
     return out
 
 
-@pytest.mark.parametrize("mutation", ALL, ids=lambda m: m.id)
+@pytest.mark.parametrize("mutation", CASES, ids=lambda m: m.id)
 def test_planted_mistake_fails_and_benign_variant_passes(mutation: planted.Mutation,
                                                            verdicts: dict[str, planted.Verdict | Exception]) -> None:
     v = verdicts[mutation.id]

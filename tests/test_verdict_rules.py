@@ -76,3 +76,37 @@ def test_the_overlap_floor_names_the_overlap() -> None:
     res = CheckResult("ch10_flash", "t", "f.cu", compiled=True, passed=False, run_status="ok",
                       established="cpu-emulation", floors=[bad])
     assert res.summary.startswith("S_j / P·V_{j-1} overlap: at most 1 wgmma group")
+
+
+@pytest.mark.skipif(__import__("tklab").gpu.available(), reason="a real GPU is here (its twin runs the real thing)")
+def test_a_gpu_pass_is_failed_by_the_emulators_hazard_analysis(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The GPU run is stood in (it passes, as a race can by timing luck on the H200); the hazard run beside it
+    is real: the ch08 loop that waits for its wgmma groups once, after the loop, fails, the solution passes,
+    and the report names both pieces of evidence."""
+    import planted
+
+    import tklab.grading.check as chk
+    from tklab.emulate import exercise as emulated
+    from tklab.grading import judge, runner
+    from tklab.grading.verdict import Evidence
+
+    if not emulated.can_run(specs.get("ch08_wgmma")):
+        pytest.skip("no C++ compiler for the emulator")
+    real = runner.run_isolated
+
+    def gpu_stand_in(exercise_id, path, *, mode, **kw):
+        if mode == "gpu":
+            return judge.RunOutcome("ok", "correct", {"cases": [], "device": "Fake GPU"}, evidence=Evidence.GPU)
+        return real(exercise_id, path, mode=mode, **kw)
+
+    monkeypatch.setattr(runner, "run_isolated", gpu_stand_in)
+    monkeypatch.setattr(chk.gpu, "available", lambda: True)
+    monkeypatch.setattr(chk, "default_arch", lambda: "sm_90a")
+    spec = specs.get("ch08_wgmma")
+    good = chk.check("ch08_wgmma", planted.ROOT / spec.solution, bench=False)
+    assert good.passed is True and good.hazards is not None and good.hazards.ok, good
+    assert "Fake GPU" in good.evidence and "hazard analysis" in good.evidence
+    late = next(m for m in planted.load("ch08_wgmma") if m.name == "wait_once_after_the_loop")
+    bad = chk.check("ch08_wgmma", planted.mutated_file(late, tmp_path), bench=False)
+    assert bad.passed is False and bad.run_status == "ok" and not bad.hazards.ok, bad
+    assert bad.summary.startswith("hazard analysis (CPU emulator)")
