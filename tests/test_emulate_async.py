@@ -224,6 +224,7 @@ def test_overwriting_an_operand_of_a_pending_wgmma_group_is_reported() -> None:
 
 
 # ---- the course's solutions, and the mistakes learners plant in them ------------------------------------------
+CH07 = (ROOT / "solutions" / "ch07_tma_ring.cu").read_text()
 CH08 = (ROOT / "solutions" / "ch08_wgmma.cu").read_text()
 FLASH = (ROOT / "solutions" / "flash_fwd_hopper.cu").read_text()
 
@@ -237,6 +238,23 @@ def _planted(src: str, old: str, new: str) -> str:
 @functools.cache
 def _compiled(src: str, name: str, options: tuple[str, ...] = ()) -> emu.EmuModule:
     return emu.compile(src, name=name, options=options)
+
+
+def _ch07(src: str, order: str) -> bool:
+    """300 x 68 floats, two blocks: each walks several tiles through the two-stage ring (it wraps)."""
+    x = np.random.default_rng(0).standard_normal((300, 68)).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    _compiled(src, "ch07_tma_ring.cu")["ring_copy"]((2,), (160,), (emu.tensor_map(x, (64, 64), swizzle=0), y, 300, 68),
+                                                    shared_mem=2 * 64 * 64 * 4 + 1024, tma_order=order)
+    return bool(np.array_equal(x, y))
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_ch07_solution_passes_and_the_wrong_parity_fails_under_every_tma_order(order: str) -> None:
+    assert _ch07(CH07, order)
+    wrong = _planted(CH07, "wait(pipe.full[at.stage], at.phase);", "wait(pipe.full[at.stage], at.phase ^ 1);")
+    with pytest.raises(emu.EmulationError, match=r"ch07_tma_ring\.cu:\d+.*ch07_tma_ring\.cu:\d+"):
+        _ch07(wrong, order)
 
 
 def _ch08(src: str, order: str = "delayed") -> tuple[float, emu.LaunchResult]:
@@ -328,6 +346,7 @@ def test_ch10_releasing_k_before_its_group_is_waited_for_is_reported() -> None:
     issues = _lines(src, "warpgroup::mm_ABt(st.s, sm.q[me]")
     assert "(mbarrier arrive on " in msg and f"flash_fwd_hopper.cu:{release} " in msg
     assert any(f"wgmma group that its warpgroup issued at flash_fwd_hopper.cu:{i} " in msg for i in issues)
+    assert f", which the TMA load at flash_fwd_hopper.cu:{_line(src, 'map_k, sm.k_pipe.full')} " in msg  # K's stage
 
 
 def test_ch10_releasing_v_before_its_group_is_waited_for_is_reported() -> None:
