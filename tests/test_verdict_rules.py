@@ -110,3 +110,19 @@ def test_a_gpu_pass_is_failed_by_the_emulators_hazard_analysis(monkeypatch: pyte
     bad = chk.check("ch08_wgmma", planted.mutated_file(late, tmp_path), bench=False)
     assert bad.passed is False and bad.run_status == "ok" and not bad.hazards.ok, bad
     assert bad.summary.startswith("hazard analysis (CPU emulator)")
+
+
+def test_the_reference_solution_reaches_the_child_as_a_compiled_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A concept floor's yardstick on a GPU: the parent compiles the hidden solution and hands the child its
+    compile-cache entry by key; the child rebuilds the kernel from it (no source, no GPU needed to look)."""
+    import tklab.grading.check as chk
+    from tklab.grading import child
+
+    spec = specs.get("ch10_flash")
+    keys: list[str] = []
+    env = chk._reference(spec, "sm_90a", keys)
+    assert env[child.REFERENCE_VARIABLE] == keys[0]
+    monkeypatch.setenv(child.REFERENCE_VARIABLE, keys[0])
+    kernel = child._reference_kernel(spec, "sm_90a")
+    assert kernel is not None and kernel.module.source == "" and len(kernel.module.cubin) > 0
+    assert chk._reference(specs.get("ch08_wgmma"), "sm_90a", []) == {}  # no floor: nothing compiled
