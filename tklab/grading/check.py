@@ -15,7 +15,12 @@ What a check does, in order:
    learner's code never gets to say "passed". Outputs start as NaN (an element the kernel never writes
    fails), and the edge shapes the exercise promises are tried;
 4. times it against the library (cuBLAS, a plain copy …) in the same run, as a ratio, against the
-   exercise's target. The target is a goal shown beside the verdict, not a condition of passing.
+   exercise's target. The target is a goal shown beside the verdict, not a condition of passing;
+5. on a GPU, for CUDA exercises from chapter 05 on, also runs the CPU emulator's hazard analysis on one
+   small case (a race the GPU's timing hid fails the check), and grades the chapter's concept floors
+   (``spec.floors``: chapter 10's S_j / P·V overlap, by the emulator's count of wgmma groups in flight and
+   by the speed against the reference solution timed in the same run). The report's "evidence" row says
+   which of these established the verdict.
 
 The result is a ``CheckResult``: ``passed`` is True, False, or None when nothing could say no but
 nothing could run it either (a CUDA exercise on a machine without a GPU): then the verdict is
