@@ -297,6 +297,8 @@ def _reference(spec: Exercise, arch: str, module_keys: list[str]) -> dict[str, s
     from .child import REFERENCE_VARIABLE
 
     solution = ROOT / spec.solution
+    if not solution.is_file():  # a course copy without solutions/: the floor is judged without the ratio
+        return {}
     mod = tk_compile(solution.read_text(), arch=arch, name=solution.name, options=spec.options)
     module_keys.append(mod.key)
     return {REFERENCE_VARIABLE: mod.key}
