@@ -63,7 +63,9 @@ def main() -> int:
     out = ROOT / "bench" / "results" / f"emulated_check_times_{stamp}"
     out.with_suffix(".json").write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
     lines = [f"# Emulated check times ({meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs)", "",
-             "`python -m tklab check <solution> --no-bench` without a GPU; cold = empty compile cache. "
+             "`python -m tklab check <solution> --no-bench` without a GPU; cold = empty compile cache (NVRTC, the "
+             "emulator's runtime library and precompiled prelude, the emulated module: a learner's first check); "
+             "warm = the same check again. "
              f"{meta['note']}.",
              "", "| exercise | cold (s) | warm (s) | verdict |", "|---|---|---|---|"]
     lines += [f"| {r['exercise']} | {r['cold_s']} | {r['warm_s']} | {r['verdict']} |" for r in rows]
