@@ -143,8 +143,8 @@ def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> N
 
 
 def _order(kernel: Any, dims: dict[str, int]) -> dict[str, Any]:
-    """The launch option that makes TMA loads land in the case's order (none for the issue order, or where
-    this emulator has no such option)."""
+    """The launch option that makes TMA loads land in the case's order (none for the emulator's default
+    order, or where this emulator has no such option)."""
     import inspect
 
     k = dims.get("tma_order", 0)
