@@ -436,4 +436,12 @@ def copy_baseline(name: str) -> Callable[[Arrays, Dims], Callable[[], Any]]:
 
 
 def dims_text(d: Dims) -> str:
-    return ", ".join(f"{k}={v}" for k, v in d.items())
+    """A case in words: ``M=64, N=256``; an emulated case's ``tma_order`` as the order its TMA loads landed in."""
+    def one(k: str, v: int) -> str:
+        if k == "tma_order":
+            from ...emulate.exercise import TMA_ORDERS
+
+            return f"TMA loads landing {TMA_ORDERS[v].replace('_', ' ')}"
+        return f"{k}={v}"
+
+    return ", ".join(one(k, v) for k, v in d.items())
