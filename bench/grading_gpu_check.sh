@@ -50,8 +50,9 @@ import test_grade
 from tklab.grading.grade import main
 out = Path(sys.argv[1])
 cls = test_grade.build_class(out / "class_work")
-sys.exit(main(["--class", str(cls), "--out", str(out / "grades.csv"), "--exercises", *sys.argv[2:],
-               "--timeout", "20", "--no-bench"]))
+sys.exit(main(["--class", str(cls), "--out", str(out / "grades.csv"),
+               "--exercises", "ch01_naive_matmul", "ch02_smem_tiling", "ch04_swizzle",  # full ids: chapters hold drills too
+               "--timeout", "20", "--no-bench", "--allow-unsandboxed"]))  # a planted class, on a lent box
 PY
 R3=${PIPESTATUS[0]}
 

@@ -1,4 +1,4 @@
-"""``python -m tklab <verb>``: doctor, exercises, check, grade, grade-merge, nbgrade, report."""
+"""``python -m tklab <verb>``: doctor, exercises, check, hint, grade, grade-merge, nbgrade, report."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import sys
 
 VERBS = {
     "doctor": ("tklab.course.doctor", "what works on this machine and what a missing piece costs"),
-    "exercises": ("tklab.grading.exercises", "regenerate exercises/ from solutions/ (--check to verify)"),
+    "exercises": ("tklab.grading.exercises",
+                  "regenerate exercises/ from solutions/ (--check: verify; --list: the index)"),
     "check": ("tklab.grading.check", "check a learner's file: python -m tklab check exercises/ch02_smem_tiling.cu"),
+    "hint": ("tklab.grading.hints", "the next hint of an exercise: python -m tklab hint ch10_flash [--more]"),
     "grade": ("tklab.grading.grade", "grade a class: python -m tklab grade --class DIR [--shard I/N --out F]"),
     "grade-merge": ("tklab.grading.grade_shards",
                     "join the sheets of grade --shard: python -m tklab grade-merge --out F S..."),
@@ -26,6 +28,13 @@ def main(argv: list[str] | None = None) -> int:
         for verb, (_, text) in VERBS.items():
             print(f"  {verb:<10} {text}")
         return 0 if not argv or argv[0] in ("-h", "--help", "help") else 2
+    if argv[0] == "check":
+        from .preflight import advice
+
+        target = next((a for a in argv[1:] if not a.startswith("-")), None)
+        if (problem := advice(target)) is not None:
+            print(problem, file=sys.stderr)
+            return 2
     module = importlib.import_module(VERBS[argv[0]][0])
     return int(module.main(argv[1:]) or 0)
 

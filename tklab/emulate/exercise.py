@@ -8,8 +8,14 @@ race, an out-of-bounds access or a deadlock fails the run with the emulator's ex
 
 It plugs into ``tklab.grading.child`` as the mode "emu" (``Evidence.CPU_EMULATION``), used when no GPU is there.
 
+Where what runs: the learner's file is host C++ here, so it is compiled (``emulate.build``: time and memory
+limits, includes and calls confined) and loaded only in the sandboxed child (``child``). The checking
+process builds nothing of the learner's: ``prepare`` gives the child the emulator's own trusted parts (its
+runtime and precompiled prelude) to copy into the run's folder; the shared cache is never written from the
+sandbox, and no module the child built is ever used by anyone else.
+
 Public API: ``can_run(spec)``, ``cases(spec)``, ``runnable_cases(spec)``, ``hazard_cases(spec)``, ``shape(dims)``,
-``left_to_gpu(spec)``, ``prepare(spec, source, name)`` (parent), ``child(spec, path, chan, run_cases)`` (child),
+``left_to_gpu(spec)``, ``prepare(spec)`` (parent), ``child(spec, path, chan, run_cases)`` (child),
 ``annotate(check_result, outcome, spec)``, ``LABEL``, ``TMA_ORDERS``.
 """
 
@@ -86,15 +92,19 @@ def runnable_cases(spec: Any) -> list[dict[str, int]]:
     return cases(spec) if can_run(spec) else []
 
 
-def prepare(spec: Any, source: str, name: str) -> list[str]:
-    """In the checking (parent) process: build the module the child will run, so the sandboxed child finds
-    it in the compile-cache folders handed to it (their keys, returned). A build error is left to the child
-    to report, as the run's error."""
-    from .. import emulate
+def prepare(spec: Any) -> list[Path]:
+    """In the checking (parent) process: build the emulator's own parts (its runtime library and the
+    precompiled CUDA prelude, from tklab's sources only: no learner code) into the shared cache, and return
+    them, for the runner to copy into the run's own cache folder. The learner's module is compiled and
+    loaded in the sandboxed child only (``child``): its host code (a constructor, say) never runs here, and
+    nothing the child builds goes back into the shared cache. A failure is left to the child to report."""
+    from .build import _pch, runtime_library
+    from .toolchain import find
 
     try:
-        return [emulate.compile(source, arch=ARCH, name=name, options=spec.options).built.key]
-    except Exception:  # noqa: BLE001 - the child compiles again and reports it
+        cc = find()
+        return [runtime_library(cc), _pch(cc)[0]]
+    except Exception:  # noqa: BLE001 - the child builds them itself (slower) and reports what fails
         return []
 
 
@@ -119,9 +129,14 @@ def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> N
     import numpy as np
 
     from .. import emulate
+    from ..build import includes
+    from ..build import toolchain as cuda_toolchain
 
     chan.send("device", name=LABEL)
-    mod = emulate.compile(path.read_text(), arch=ARCH, name=path.name, options=spec.options)
+    source = path.read_text()
+    includes.refuse_outside(source, path.name, own_dir=path.parent,
+                            allowed=[cuda_toolchain.tile_library_dir()], search=[path.parent])
+    mod = emulate.compile(source, arch=ARCH, name=path.name, options=spec.options)
     kernel = mod[spec.kernel]
     sent: set[str] = set()
     facts: dict[str, int] = {}

@@ -13,6 +13,7 @@ Public API: ``compare``, ``draw_inputs``, ``case_rng``, ``judge``, ``RunOutcome`
 
 from __future__ import annotations
 
+import hmac
 import math
 import signal
 from collections.abc import Sequence
@@ -133,8 +134,14 @@ def speed_entry(spec: Any, reported: dict[str, Any] | None) -> dict[str, Any] | 
 
 def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequence[dict[str, np.ndarray]],
           channel: bytes, *, timed_out: bool = False, returncode: int | None = 0, stage: str = "starting",
-          printed: str = "", timeout: float = 0.0, seconds: float = 0.0, overflow: bool = False) -> RunOutcome:
-    """The verdict on one run, from the inputs the parent drew and the raw bytes the child sent back."""
+          printed: str = "", timeout: float = 0.0, seconds: float = 0.0, overflow: bool = False,
+          key: str | None = None) -> RunOutcome:
+    """The verdict on one run, from the inputs the parent drew and the raw bytes the child sent back.
+
+    ``key``: the run's key; every frame must carry it (else something besides the harness wrote into the
+    pipe, and the run is refused). Each case's outputs count only after a ``launched`` frame for that case
+    (the harness's own count of its launches of the learner's kernel): outputs without a launch fail with
+    "your kernel was never launched"."""
     from .specs import dims_text
 
     tail = printed[-2000:]
@@ -147,12 +154,22 @@ def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequenc
         if overflow:
             raise ChannelError("far more data came back than the outputs can fill")
         frames = read_frames(channel)
+        if key is not None:
+            for head, _ in frames:
+                if not hmac.compare_digest(str(head.get("key", "")).encode(), key.encode()):
+                    raise ChannelError("something other than the checker's harness wrote into the result pipe "
+                                       f"(a {str(head.get('type'))[:20]!r} message without the run's key)")
         got: dict[int, dict[str, np.ndarray]] = {}
+        launched: dict[int, int] = {}
         errors: list[dict[str, Any]] = []
         reported_speed = None
         for head, payload in frames:
             kind = head["type"]
-            if kind == "output":
+            if kind == "launched":
+                i, n = head.get("case"), head.get("count")
+                if isinstance(i, int) and isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                    launched[i] = n
+            elif kind == "output":
                 i, name = head.get("case"), head.get("name")
                 if not isinstance(i, int) or not 0 <= i < len(cases) or name not in spec.outputs(cases[i]):
                     raise ChannelError(f"an output for case {i!r} named {name!r} was not asked for")
@@ -177,6 +194,9 @@ def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequenc
         outs = spec.outputs(dims)
         if set(got.get(i, {})) != set(outs):
             break
+        if key is not None and i not in launched:
+            return outcome("error", f"your kernel was never launched for {dims_text(dims)}: outputs came back "
+                           "without a launch the checker made, so they were not accepted")
         expected = spec.reference(inputs[i], dims)
         entry: dict[str, Any] = {"dims": dims, "ok": True, "outputs": []}
         for name in outs:

@@ -26,6 +26,7 @@ class Evidence(str, Enum):
     GPU = "gpu"  # ran on this machine's GPU
     SIMULATOR = "simulator"  # ran in numba's CUDA simulator (numba exercises, on the CPU)
     CPU_EMULATION = "cpu-emulation"  # CUDA C++ run by a CPU emulator: a mode for it registers itself
+    CPU = "cpu"  # a drill's Python function, run on the CPU and compared with the hardware model
     NOT_ESTABLISHED = "not-established"  # nothing ran: static checks only
 
 
@@ -66,6 +67,8 @@ class CheckResult:
     cases_total: int = 0  # ... out of these (0: the run covered every case the exercise has)
     floors: list[StaticResult] = field(default_factory=list)  # the chapter's concept floors, judged on the run
     hazards: StaticResult | None = None  # a GPU check's second opinion: the emulator's hazard analysis
+    hint: str = ""  # on FAILED: the exercise's level-1 hint (tklab.grading.hints), the concept without the line
+    caveat: str = ""  # what a PASSED rests on when not everything ran here (e.g. "on the CPU emulator; ...")
 
     # ---- numbers ----
     @property
@@ -122,7 +125,8 @@ class CheckResult:
             out.append(f"{good} of {len(self.static)} static checks pass")
         if self.established != Evidence.NOT_ESTABLISHED and self.run_status in ("ok", "wrong"):
             how = {"gpu": f"on {self.run_where or 'the GPU'}", "simulator": "in numba's CUDA simulator",
-                   "cpu-emulation": "in a CPU emulation of the GPU"}.get(self.established, self.established)
+                   "cpu-emulation": "in a CPU emulation of the GPU",
+                   "cpu": "on the CPU"}.get(self.established, self.established)
             out.append(f"its output {'is right' if self.run_status == 'ok' else 'is wrong'}, run {how} on fresh "
                        "random inputs and compared by the checker")
         if self.hazards is not None and self.hazards.ok:
@@ -169,7 +173,7 @@ class CheckResult:
             return "static checks passed; correctness not established: " + (
                 "the run was not asked for" if self.run_message.startswith("not asked")
                 else "running it needs a GPU" if self.run_status == "not run" else self.run_message)
-        line = "correct"
+        line = f"correct ({self.caveat})" if self.caveat else "correct"
         if self.speed_ratio is not None:
             line += f"; {self.speed_ratio:.2f}× {self.speed['baseline']}"
             if self.speed_target is not None:
@@ -200,6 +204,8 @@ class CheckResult:
             if self.isolation:
                 rows.append(Row(dot, "isolation", self.isolation))
         rows += [Row(dot, "note", n) for n in self.notes]
+        if self.hint:
+            rows.append(Row(dot, "hint", self.hint))
         if self.passed is None:
             rows.append(Row(dot, "checked", "; ".join(self.checked) or "nothing"))
             rows.append(Row(bad, "NOT checked", "; ".join(self.unchecked)))
@@ -212,7 +218,7 @@ class CheckResult:
         for r in self.rows():
             out.append(f"  {r.mark} {r.label}" + (f": {r.detail}" if r.detail or r.block else ""))
             out += ["      " + ln for ln in r.block]
-        reason = "" if self.passed else f": {self.summary}"
+        reason = (f" ({self.caveat})" if self.caveat else "") if self.passed else f": {self.summary}"
         out.append(f"{self.verdict}{reason}")
         return out
 
@@ -228,7 +234,8 @@ class CheckResult:
             f"<td style='text-align:left'>{html.escape(r.detail)}"
             + (f"<pre>{html.escape(chr(10).join(r.block))}</pre>" if r.block else "") + "</td></tr>"
             for r in self.rows())
-        reason = "" if self.passed else ": " + html.escape(self.summary)
+        reason = ((f" ({html.escape(self.caveat)})" if self.caveat else "") if self.passed
+                  else ": " + html.escape(self.summary))
         return (f"<div><b>{html.escape(self.exercise)}</b> · {html.escape(self.title)} · "
                 f"<code>{html.escape(self.path)}</code><table>{body}</table>"
                 f"<b style='color:{colour}'>{self.verdict}</b>{reason}</div>")

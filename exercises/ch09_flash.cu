@@ -1,4 +1,4 @@
-// GENERATED from solutions/flash_fwd_tiles.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch09_flash.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 09 solution: FlashAttention forward with warp-level tiles (mma.sync, ldmatrix, cp.async).
 //
 //   O = softmax(Q K^T * scale) V   per (batch, head);   L = log-sum-exp of each row of Q K^T * scale.
@@ -17,16 +17,15 @@
 
 using namespace tk;
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128  // d, the head dimension: 64 or 128
-#endif
-#ifndef WARP_ROWS
-#define WARP_ROWS 32  // query rows per warp: each K/V subtile read from shared memory feeds WARP_ROWS/16 mmas
-#endif
-#ifndef BC
-#define BC (HEAD_DIM == 128 ? 64 : 128)  // keys per block: S is WARP_ROWS x BC in registers
+// HEAD_DIM (d: 64 or 128), WARP_ROWS (query rows per warp: each K/V subtile read from shared memory feeds
+// WARP_ROWS/16 mmas) and BC (keys per block: S is WARP_ROWS x BC in registers) have one home:
+// tklab.attention.DEFAULTS, which passes each with -D and launches with the same values.
+#if !defined(HEAD_DIM) || !defined(WARP_ROWS) || !defined(BC)
+#error "compile through tklab.attention.build(...), which passes -DHEAD_DIM -DWARP_ROWS -DBC"
 #endif
 constexpr int WARPS = 4, BR = WARPS * WARP_ROWS;
+/// Below any real score (|S c| < 2^127 / 2^29) yet finite: the running max of a row no key has reached.
+constexpr float NO_MAX_YET = -1e30f;
 
 struct smem_layout {
     st_bf<WARP_ROWS, HEAD_DIM> q[WARPS];  // each warp's own query rows (later: its output rows)
@@ -60,7 +59,10 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
     rt_bf<WARP_ROWS, BC> p;
     rt_fl<WARP_ROWS, HEAD_DIM> acc;
     col_vec<decltype(s)> m, m_old, l, rs;  // one value per query row
-    fill(m, neg_inf);
+    // The running max starts at a finite floor, not -inf: a row whose keys are all masked so far keeps
+    // m = NO_MAX_YET, so 2^(c S - c m) = 2^(-inf) = 0 and 2^(c (m_old - m)) = 1 -- never -inf - (-inf) = NaN,
+    // at no cost in registers (a per-element select spilled on CUDA 13.0). l stays 0: O = 0, L = -inf.
+    fill(m, NO_MAX_YET);
     zero(l);
     zero(acc);
 
@@ -82,15 +84,17 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
 
         // The online-softmax update (chapter 09, section 2), in base 2: P = 2^(c S - c m).
         // TODO: your code here (about 7 lines).
-        // Hint: keep the old max in m_old; row_max(m, s, m); turn m_old into a = 2^(c (m_old - m)) with map;
-        //       P = 2^(c s - c m) in place with map_row and fast::exp2; row_sum(rs, s); l = a l + rs with
-        //       the 4-argument map; O = a O with mul_row (only if warp_any(a, ...) finds an a != 1)
+        // Goal: the online-softmax update for this key block: the new running max, the factor that rescales
+        //       the old state, P from S, the new running sum, and the accumulator rescaled (a warp may skip
+        //       that when no row's max changed)
+        // Stuck? tklab.hint("ch09_flash") in a notebook, or python -m tklab hint ch09_flash.
         copy(p, s);                         // round P to bf16: the A operand of the next product
         mma_AB(acc, p, sm.v[stage], acc);   // O += P V_j
     }
 
     // O / l, out through this warp's shared Q tile (free now) so that rows past seq are not written.
-    div_row(acc, acc, l);
+    map(rs, l, [](float l) { return l == 0.0f ? 0.0f : fast::rcp(l); });  // 1/l; 0 for a row no key reached
+    mul_row(acc, acc, rs);
     rt_bf<WARP_ROWS, HEAD_DIM> out;
     copy(out, acc);
     store(sm.q[w], out);

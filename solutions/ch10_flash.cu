@@ -1,4 +1,3 @@
-// GENERATED from solutions/flash_fwd_hopper.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 10 solution: FlashAttention forward for Hopper -- TMA, wgmma, swizzled tiles, warp specialisation.
 //
 // The same algorithm as chapter 09 (online softmax over blocks of keys), with Hopper's engines:
@@ -19,24 +18,21 @@
 
 using namespace tk;
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128
+// HEAD_DIM (64 or 128), CONSUMERS (consumer warpgroups, 64 query rows each), BC (keys per block), STAGES
+// and SCHEDULE have one home: tklab.attention.DEFAULTS, which passes each with -D (and launches with the
+// same values: tensor-map boxes, shared memory). No second value here that could disagree.
+#if !defined(HEAD_DIM) || !defined(CONSUMERS) || !defined(BC) || !defined(STAGES) || !defined(SCHEDULE)
+#error "compile through tklab.attention.build(...), which passes -DHEAD_DIM -DCONSUMERS -DBC -DSTAGES -DSCHEDULE"
 #endif
-#ifndef CONSUMERS
-#define CONSUMERS (HEAD_DIM == 128 ? 2 : 3)  // consumer warpgroups, 64 query rows each
-#endif
-#ifndef BC
-#define BC 128  // keys per block
-#endif
-#ifndef STAGES
-#define STAGES 2
-#endif
-#ifndef SCHEDULE
-#define SCHEDULE 2
-#endif
+static_assert(SCHEDULE == 0 || CONSUMERS >= 2, "SCHEDULE 1 and 2 take turns between consumer warpgroups: "
+              "they need CONSUMERS >= 2 (one consumer: SCHEDULE=0)");
 constexpr int BR = 64 * CONSUMERS;
 using split = warpgroup::register_split<24, CONSUMERS == 2 ? 240 : 160, CONSUMERS>;
-using turn = warpgroup::turns<1, CONSUMERS>;  // named barriers 1 .. CONSUMERS
+// Named barriers (0 is __syncthreads): the ping-pong turns use ids 1 .. CONSUMERS, the epilogue one id per
+// warpgroup from 8 (sync_group: 8 .. 11), so the two sets never share a barrier.
+constexpr int turn_barriers = 1, epilogue_barriers = 8;
+static_assert(turn_barriers + CONSUMERS <= epilogue_barriers, "turn and epilogue barriers overlap");
+using turn = warpgroup::turns<turn_barriers, CONSUMERS>;
 using q_tile = st_bf<64, HEAD_DIM>;
 using kv_tile = st_bf<BC, HEAD_DIM>;
 
@@ -63,8 +59,9 @@ struct softmax_state {
         if (col0 + BC > seq) mask_keys_from(s, col0, seq);
         copy(a, m);
         row_max(m, s, m);
-        map(a, a, m, [c](float mo, float mn) { return fast::exp2(c * (mo - mn)); });
-        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - c * mx); });
+        // m = -inf: every key so far masked; 2^(-inf + inf) would be NaN, so a = 1 and P = 2^(c S) = 0.
+        map(a, a, m, [c](float mo, float mn) { return mn == neg_inf ? 1.0f : fast::exp2(c * (mo - mn)); });
+        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - (mx == neg_inf ? 0.0f : c * mx)); });
         col_vec<rt_fl<16, BC>> rs;
         row_sum(rs, s);
         map(l, l, a, rs, [](float l, float a, float r) { return a * l + r; });
@@ -76,6 +73,20 @@ struct softmax_state {
         copy(p, s);
     }
 };
+
+/// The step the overlapped schedules repeat: take the turn (ping-pong only), issue the products, hand the
+/// turn on. Block 0 issues S_0 alone, the key loop S_j with P V_{j-1}, the last step P V alone; the last
+/// step ends the block's turns (`pass_last`: nobody is left to take another).
+enum class after { pass, last };
+template <bool PingPong, typename Issue>
+__device__ inline void in_turn(int me, Issue issue, after then = after::pass) {
+    if constexpr (PingPong) turn::wait(me);
+    issue();
+    if constexpr (PingPong) {
+        if (then == after::last) turn::pass_last(me);
+        else turn::pass(me);
+    }
+}
 
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
@@ -143,9 +154,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     if (pingpong) turn::start(me);
     // Block 0: S_0 alone.
     wait(sm.k_pipe.full[at_k.stage], at_k.phase);
-    if (pingpong) turn::wait(me);
-    warpgroup::mm_ABt(st.s, sm.q[me], sm.k[at_k.stage]);
-    if (pingpong) turn::pass(me);
+    in_turn<pingpong>(me, [&] { warpgroup::mm_ABt(st.s, sm.q[me], sm.k[at_k.stage]); });
     warpgroup::mma_async_wait<0>(st.s);
     sm.k_pipe.release(at_k.stage);
     at_k.advance();
@@ -153,33 +162,41 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     st.rescale_and_round();
     // Blocks 1 ..: issue S_j and O += P_{j-1} V_{j-1} back to back, exponentiate S_j under the second.
     for (int j = 1; j < kv_blocks; ++j, at_k.advance(), at_v.advance()) {
-        // TODO: your code here (about 12 lines).
-        // Hint: wait for K_j (k_pipe, cursor at_k) and V_{j-1} (v_pipe, at_v) to be full; take the turn if
-        //       pingpong; issue S = Q K_j^T (mm_ABt) and O += P V_{j-1} (mma_AB) back to back; pass the
-        //       turn; wait until only the newest group runs (mma_async_wait<1>(st.s)), release K_j,
-        //       exponentiate block j; wait for the rest (mma_async_wait<0>(st.o, st.p)), release V_{j-1},
-        //       rescale_and_round
+        // BEGIN SOLUTION hint: one step of the loop: wait for the tiles this step reads, issue both products back to back (taking the tensor cores in turn under ping-pong), finish block j's softmax while P V still runs, and hand each stage back as soon as nothing reads it
+        wait(sm.k_pipe.full[at_k.stage], at_k.phase);
+        wait(sm.v_pipe.full[at_v.stage], at_v.phase);
+        if (pingpong) turn::wait(me);
+        warpgroup::mm_ABt(st.s, sm.q[me], sm.k[at_k.stage]);
+        warpgroup::mma_AB(st.o, st.p, sm.v[at_v.stage]);
+        if (pingpong) turn::pass(me);
+        warpgroup::mma_async_wait<1>(st.s);  // S_j is done; P V may still run
+        sm.k_pipe.release(at_k.stage);
+        st.exponentiate(j, row0, seq, c, causal);
+        warpgroup::mma_async_wait<0>(st.o, st.p);
+        sm.v_pipe.release(at_v.stage);
+        st.rescale_and_round();
+        // END SOLUTION
     }
     // The last block's P V.
     wait(sm.v_pipe.full[at_v.stage], at_v.phase);
-    if (pingpong) turn::wait(me);
-    warpgroup::mma_AB(st.o, st.p, sm.v[at_v.stage]);
-    if (pingpong) turn::pass(me, true);
+    in_turn<pingpong>(me, [&] { warpgroup::mma_AB(st.o, st.p, sm.v[at_v.stage]); }, after::last);
     warpgroup::mma_async_wait<0>(st.o);
     sm.v_pipe.release(at_v.stage);
 #endif
 
     // Epilogue: O / l through this consumer's Q tile (stmatrix), out with one TMA store that skips rows
-    // past the end of the head; L = ln(sum) + scaled max, one lane per row.
-    div_row(st.o, st.o, st.l);
+    // past the end of the head; L = ln(sum) + scaled max, one lane per row (-inf for a row no key reached).
+    map(st.a, st.l, [](float l) { return l == 0.0f ? 0.0f : fast::rcp(l); });  // a row no key reached: O = 0
+    mul_row(st.o, st.o, st.a);
     warpgroup::store(sm.q[me], st.o);
     fence_proxy_async();  // our ordinary shared stores, then the copy engine reads them
-    warpgroup::sync_group<8>(me);
+    warpgroup::sync_group<epilogue_barriers>(me);  // this consumer's 128 threads only
     if (warpgroup::threadid() == 0) {
         tma::store_async(map_o, sm.q[me], {b, h, q_block * CONSUMERS + me, 0});
         tma::store_commit();
     }
-    map(st.l, st.l, st.m, [c](float l, float mx) { return (fast::log2(l) + c * mx) * 0.69314718055994531f; });
-    store(lse + (size_t(b) * heads + h) * seq + row0, st.l, seq - row0);
+    col_vec<rt_fl<16, BC>> row_lse;  // ln(sum of e^(scaled score)) = (log2(l) + c m) ln 2
+    map(row_lse, st.l, st.m, [c](float l, float mx) { return (fast::log2(l) + c * mx) * 0.69314718055994531f; });
+    store(lse + (size_t(b) * heads + h) * seq + row0, row_lse, seq - row0);
     if (warpgroup::threadid() == 0) tma::store_wait_read<0>();
 }
