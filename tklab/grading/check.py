@@ -18,7 +18,12 @@ What a check does, in order:
    learner's code never gets to say "passed". Outputs start as NaN (an element the kernel never writes
    fails), and the edge shapes the exercise promises are tried;
 4. times it against the library (cuBLAS, a plain copy …) in the same run, as a ratio, against the
-   exercise's target. The target is a goal shown beside the verdict, not a condition of passing.
+   exercise's target. The target is a goal shown beside the verdict, not a condition of passing;
+5. on a GPU, for CUDA exercises from chapter 05 on, also runs the CPU emulator's hazard analysis on one
+   small case (a race the GPU's timing hid fails the check), and grades the chapter's concept floors
+   (``spec.floors``: chapter 10's S_j / P·V overlap, by the emulator's count of wgmma groups in flight and
+   by the speed against the reference solution timed in the same run). The report's "evidence" row says
+   which of these established the verdict.
 
 The result is a ``CheckResult``: ``passed`` is True, False, or None when nothing could say no but
 nothing could run it either (a CUDA exercise on a machine without a GPU): then the verdict is
@@ -277,10 +282,11 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         # (under emulation the child also compiles the learner's module: that is inside the limit now)
         limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else
                                                      120.0 if mode.name == "emu" else 60.0)
+        env = _reference(spec, res.arch, module_keys) if mode.name == "gpu" and bench else {}
         _tell(f"running {shown} ({mode.name})")
         outcome = run_isolated(spec.id, file, mode=mode.name, timeout=limit, bench=bench and mode.can_bench,
                                seed=seed, source=source, hide=hide, cache_keys=module_keys,
-                               arch=res.arch or None, emulator_parts=emulator_parts)
+                               arch=res.arch or None, emulator_parts=emulator_parts, env=env)
         _fill_run(res, outcome)
         if outcome.status in ("ok", "wrong"):
             res.established = outcome.evidence.value
@@ -297,11 +303,15 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
             if outcome.status == "error" and marker in outcome.message and res.resources.startswith("built for"):
                 # without NVRTC the sandboxed run is the file's first compile: its error is a compile error
                 res.compiled, res.compile_error = False, outcome.message.split(marker, 1)[1]
+        elif mode.name == "gpu" and outcome.status == "ok":
+            _gpu_floors(res, spec)
+            if spec.language == "cuda" and spec.chapter.isdigit() and int(spec.chapter) >= HAZARDS_FROM_CHAPTER:
+                _hazards(res, spec, file, source, shown, seed, hide)
     ran = res.run_status in ("ok", "wrong", "error", "crashed", "timeout")
     if not res.static_ok:
         res.passed = False
     elif ran:
-        res.passed = res.run_status == "ok"
+        res.passed = res.run_status == "ok" and res.judged_ok
     else:
         res.passed = None
     if spec.language == "python":
@@ -310,6 +320,69 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         drills.annotate(res, spec)
     _hints(res, spec, file)
     return res
+
+
+#: From this chapter on, a GPU check also runs the emulator's hazard analysis on one small case: the
+#: asynchronous chapters' races (a stage refilled while a wgmma group reads it …) can pass on a GPU by luck.
+HAZARDS_FROM_CHAPTER = 5
+
+
+def _reference(spec: Exercise, arch: str, module_keys: list[str]) -> dict[str, str]:
+    """Where a concept floor compares with the reference solution's time: compile the solution here (the
+    sandbox hides it) and hand its cache entry to the child. Returns the child's extra environment."""
+    if not any(getattr(f, "needs_reference", False) for f in spec.floors):
+        return {}
+    from .. import compile as tk_compile
+    from .child import REFERENCE_VARIABLE
+
+    solution = ROOT / spec.solution
+    if not solution.is_file():  # a course copy without solutions/: the floor is judged without the ratio
+        return {}
+    mod = tk_compile(solution.read_text(), arch=arch, name=solution.name, options=spec.options)
+    module_keys.append(mod.key)
+    return {REFERENCE_VARIABLE: mod.key}
+
+
+def _gpu_floors(res: CheckResult, spec: Exercise) -> None:
+    for floor in spec.floors:
+        judged = floor.judge_gpu(res.speed or {})
+        if judged is not None:
+            res.floors.append(judged)
+
+
+def _hazards(res: CheckResult, spec: Exercise, file: Path, source: str, shown: str, seed: int | None,
+             hide: Sequence[str | os.PathLike[str]]) -> None:
+    """The emulator's hazard analysis of one small case, beside a GPU run: a race, a stage released while a
+    product still reads it, a box read before it landed … fail the check even where the GPU's timing hid them."""
+    from ..emulate import exercise as emulated
+    from .runner import run_isolated
+    from .specs import dims_text
+
+    name = "hazard analysis (CPU emulator)"
+    cases = emulated.hazard_cases(spec)
+    if not cases:
+        res.notes.append("the emulator's hazard analysis did not run here (no C++ compiler for the emulator): "
+                         "the verdict rests on the GPU run alone")
+        return
+    _tell(f"hazard analysis of {shown} (CPU emulator)")
+    parts = emulated.prepare(spec)  # the emulator's own runtime; the learner's module is built in the sandbox
+    out = run_isolated(spec.id, file, mode="hazards", timeout=120.0, seed=seed, source=source, hide=hide,
+                       emulator_parts=parts)
+    where = dims_text(cases[0])
+    if out.status == "ok":
+        res.hazards = StaticResult(name, True, f"no race or asynchronous hazard at {where}")
+        for floor in spec.floors:
+            judged = floor.judge_emulated((out.result or {}).get("facts", {}))
+            if judged is not None:
+                res.floors.append(judged)
+    elif out.status == "wrong":
+        bad = next(c for c in out.result["cases"] if not c["ok"])
+        m = next(o for o in bad["outputs"] if not o["ok"])
+        res.hazards = StaticResult(name, False, f"right on the GPU, but wrong at {where} when the emulator lets "
+                                   f"asynchronous copies and products finish in another order ({m.get('wrong', '?')} "
+                                   f"elements of {m['output']} wrong): the code relies on timing")
+    else:
+        res.hazards = StaticResult(name, False, out.message)
 
 
 def _hints(res: CheckResult, spec: Exercise, file: Path) -> None:

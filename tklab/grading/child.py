@@ -105,7 +105,7 @@ def _run_cases(spec: Any, chan: ChildIO, xp: Any, launch: Callable[[dict[str, An
         got = {name: (arrays[name] if xp is np else xp.asnumpy(arrays[name])) for name in outs}
         chan.send_outputs(i, got)
         expected = spec.reference(host, dims)
-        if not all(compare(n, got[n], expected[n], spec.rtol, spec.atol)["ok"] for n in outs):
+        if not all(compare(n, got[n], expected[n], *spec.tolerance(n))["ok"] for n in outs):
             return False
     return True
 
@@ -131,9 +131,10 @@ def _bind_timer() -> None:
 
 
 def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int]], None],
-           prepare: Callable[[dict[str, Any], dict[str, int]], Callable[[], Any]] | None = None) -> dict[str, Any]:
-    """Learner vs library at the benchmark size, same process, same GPU, back to back; speed that cannot
-    be faked by remembering results.
+           prepare: Callable[[dict[str, Any], dict[str, int]], Callable[[], Any]] | None = None,
+           reference: Callable[[dict[str, Any], dict[str, int]], Callable[[], Any]] | None = None) -> dict[str, Any]:
+    """Learner vs library (and, for a concept floor, the reference solution) at the benchmark size, same
+    process, same GPU, back to back; speed that cannot be faked by remembering results.
 
     The timed calls rotate through ``ROTATE`` input sets of their own (fresh random numbers, separate
     buffers), with outputs poisoned before timing and every set's output verified after it: a kernel that
@@ -224,7 +225,32 @@ def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int
     if probe_ms > PROBE_FACTOR * mine.ms + _PROBE_SLACK_MS:
         return {"error": f"the kernel took {probe_ms:.3f} ms on fresh inputs but {mine.ms:.3f} ms in the timed "
                          "loop: it skips work on inputs it has seen, so its speed is not reported"}
-    return {"ms": mine.ms, "baseline_ms": lib.ms, "device": gpu.name(), "fresh_ms": probe_ms}
+    out = {"ms": mine.ms, "baseline_ms": lib.ms, "device": gpu.name(), "fresh_ms": probe_ms}
+    if reference is not None:  # the reference solution, same inputs, same run: for a concept floor's ratio
+        _stage("benchmark: timing the reference solution")
+        out["reference_ms"] = timer(reference(sets[0], dims), flops=mine.flops, bytes=mine.bytes, name="reference",
+                                    ceilings=False, progress=False, target_ms=150.0).ms
+    return out
+
+
+#: Names the compile-cache entry of the exercise's reference solution, handed to the child by the parent
+#: (the sandbox hides solutions/): timed beside the learner's kernel where a concept floor compares them.
+REFERENCE_VARIABLE = "TKLAB_REFERENCE_MODULE"
+
+
+def _reference_kernel(spec: Any, arch: str) -> Any:
+    key = os.environ.get(REFERENCE_VARIABLE, "")
+    if not key:
+        return None
+    from ..build import cache
+    from ..build.compiler import Module
+
+    entry = cache.load(key)
+    if entry is None:
+        return None
+    mod = Module(source="", program="reference solution", arch=arch, options=(), key=key, cached=True,
+                 **{k: entry[k] for k in ("cubin", "ptx", "log", "lowered", "seconds")})
+    return mod[spec.kernel]
 
 
 def _run_cuda(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
@@ -251,8 +277,15 @@ def _run_cuda(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
         launch(arrays, dims)
         gpu.synchronize()
 
+    ref = _reference_kernel(spec, arch) if do_bench else None
+
+    def prepare_reference(arrays: dict[str, Any], dims: dict[str, int]) -> Callable[[], Any]:
+        shape = spec.launch(dims)
+        return ref.prepare(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
+
     if _run_cases(spec, chan, cp, launch_sync) and do_bench and spec.bench is not None:
-        chan.send("speed", **_bench(spec, chan.bench_seed, launch, prepare))
+        chan.send("speed", **_bench(spec, chan.bench_seed, launch, prepare,
+                                    prepare_reference if ref is not None else None))
 
 
 def _import_file(path: Path, name: str) -> Any:
@@ -383,6 +416,17 @@ def _child_emulated(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> Non
 # CUDA C++ without a GPU: the CPU emulator (tklab.emulate), at the exercise's smaller cases, no timing.
 register_mode(Mode("emu", Evidence.CPU_EMULATION, ("cuda",), False, _emulated_cases, _child_emulated,
                    note="CPU emulation: correctness only, no timing; the speed is measured on a GPU only"))
+
+
+def _hazard_cases(spec: Any) -> list[dict[str, int]]:
+    from ..emulate import exercise
+
+    return exercise.hazard_cases(spec)
+
+
+# A GPU check's second opinion: the emulator's hazard analysis of one small case (never chosen by choose_mode:
+# "emu" comes first without a GPU, "gpu" with one; tklab.grading.check asks for it by name).
+register_mode(Mode("hazards", Evidence.CPU_EMULATION, ("cuda",), False, _hazard_cases, _child_emulated))
 
 
 def _child_drill(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:

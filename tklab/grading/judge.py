@@ -22,14 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from ..run.arrays import as_values, isclose
+from ..run.arrays import as_values, isclose, relative_rms
 from .channel import ChannelError, array_from, read_frames
 from .verdict import Evidence
 
 
-def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> dict[str, Any]:
+def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol: float,
+            rms: float | None = None) -> dict[str, Any]:
     """Element-wise ``tklab.run.arrays.isclose`` (``|got - expected| <= atol + rtol·|expected|``; NaN, an unwritten
-    element, fails).
+    element, fails; with ``rms``, a relative-RMS bound too and ``atol`` in units of the expected RMS).
 
     On failure: the first wrong element in row-major order, counts, and a small window of both arrays
     around it (at most 4 rows × 6 columns) for the learner to look at. uint16 outputs are compared as
@@ -39,14 +40,15 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol:
     exp64 = np.asarray(expected, dtype=np.float64)
     if got64.shape != exp64.shape:
         return {"ok": False, "output": name, "reason": f"{name} has shape {got64.shape}, expected {exp64.shape}"}
-    good = isclose(got64, exp64, rtol, atol)
+    good = isclose(got64, exp64, rtol, atol, rms)
     with np.errstate(invalid="ignore"):
         err = np.abs(got64 - exp64)
     finite = err[np.isfinite(err)]
     max_err = float(finite.max()) if finite.size else 0.0
     wrong = int(good.size - np.count_nonzero(good))
+    rel = {"relative_rms": relative_rms(got64, exp64), "rms_bound": rms} if rms is not None else {}
     if wrong == 0:
-        return {"ok": True, "output": name, "max_abs_err": max_err}
+        return {"ok": True, "output": name, "max_abs_err": max_err, **rel}
     first = tuple(int(i) for i in np.argwhere(~good)[0])
     g2 = got64.reshape(got64.shape[0], -1) if got64.ndim >= 2 else got64.reshape(1, -1)
     e2 = exp64.reshape(g2.shape)
@@ -57,7 +59,7 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol:
     return {
         "ok": False, "output": name, "index": list(first), "got": float(got64[first]),
         "expected": float(exp64[first]), "wrong": wrong, "total": int(good.size),
-        "unwritten": int(np.count_nonzero(np.isnan(got64) & ~np.isnan(exp64))), "max_abs_err": max_err,
+        "unwritten": int(np.count_nonzero(np.isnan(got64) & ~np.isnan(exp64))), "max_abs_err": max_err, **rel,
         "window": {"origin": [r0, c0], "got": g2[win].tolist(), "expected": e2[win].tolist(),
                    "bad": b2[win].tolist(), "matrix": got64.ndim >= 2},
     }
@@ -118,6 +120,9 @@ def speed_entry(spec: Any, reported: dict[str, Any] | None) -> dict[str, Any] | 
         return out
     flops = b.flops(b.dims) if b.flops else None
     nbytes = b.bytes(b.dims) if b.bytes else None
+    ref = _positive(reported.get("reference_ms"))
+    if ref is not None:  # the reference solution timed in the same run (a concept floor's yardstick)
+        out.update(reference_ms=ref, reference_ratio=ref / ms)
     out.update(ms=ms, baseline_ms=base, ratio=base / ms,
                tflops=flops / (ms * 1e-3) / 1e12 if flops else None,
                baseline_tflops=flops / (base * 1e-3) / 1e12 if flops else None,
@@ -178,6 +183,9 @@ def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequenc
                 reported_speed = head
             elif kind == "note":  # what the run wants the learner to know (e.g. the emulator's warnings)
                 result.setdefault("notes", []).append(str(head.get("text", ""))[:600])
+            elif kind == "facts":  # what the run saw, for the concept floors (e.g. wgmma groups in flight)
+                result["facts"] = {str(k)[:40]: v for k, v in head.items()
+                                   if k != "type" and isinstance(v, (int, float)) and not isinstance(v, bool)}
             elif kind == "limits" and isinstance(head.get("skipped"), list):
                 result["limits_not_applied"] = [str(x)[:40] for x in head["skipped"][:10]]
     except ChannelError as e:
@@ -192,7 +200,7 @@ def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequenc
         expected = spec.reference(inputs[i], dims)
         entry: dict[str, Any] = {"dims": dims, "ok": True, "outputs": []}
         for name in outs:
-            cmp = compare(name, got[i][name], expected[name], spec.rtol, spec.atol)
+            cmp = compare(name, got[i][name], expected[name], *spec.tolerance(name))
             entry["outputs"].append(cmp)
             entry["ok"] = entry["ok"] and cmp["ok"]
         result["cases"].append(entry)
