@@ -4,8 +4,8 @@ and the real check run on the result (``python -m tklab check``), for the plante
 
 A mutation is a list of edits; an edit replaces ``find`` (code, never a comment: hint comments change) by
 ``replace``, and ``find`` must occur exactly once in the text the edits before it left (in the text after
-``after`` when that is given). An anchor that is gone or ambiguous raises ``AnchorError`` naming it, so a
-suite never silently checks the unchanged solution.
+``after`` and before the next ``before`` when those are given). An anchor that is gone or ambiguous raises
+``AnchorError`` naming it, so a suite never silently checks the unchanged solution.
 
 Public API: ``Mutation``, ``AnchorError``, ``load(exercise_id)``, ``exercises()``, ``apply(text, mutation)``,
 ``mutated_file(mutation, folder)``, ``run_check(path, exercise_id, seed, bench=False)``, ``run_all(jobs)``,
@@ -79,7 +79,12 @@ def apply(text: str, mutation: Mutation) -> str:
             if n != 1:
                 raise AnchorError(f"{mutation.id} edit {i + 1}: 'after' anchor {e['after']!r} occurs {n} times")
             start = text.index(e["after"]) + len(e["after"])
-        n = text.count(e["find"], start)
+        end = len(text)
+        if e.get("before"):  # the region ends at the first ``before`` after ``after`` (e.g. an #else)
+            if e["before"] not in text[start:]:
+                raise AnchorError(f"{mutation.id} edit {i + 1}: 'before' anchor {e['before']!r} not found")
+            end = text.index(e["before"], start)
+        n = text.count(e["find"], start, end)
         if n != 1:
             raise AnchorError(f"{mutation.id} edit {i + 1}: {e['find']!r} occurs {n} times (expected once); "
                               "the solution changed: update solutions/mistakes/")
