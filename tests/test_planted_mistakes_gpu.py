@@ -30,7 +30,7 @@ def gpu_verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, in
             jobs[m.speed].append((m.id, s, (path, m.exercise, s)))
     out = {}
     for timed, batch in jobs.items():
-        workers = 1 if timed else min(8, os.cpu_count() or 1)
+        workers = 1 if timed else min(14, os.cpu_count() or 1)
         verdicts = planted.run_all([j for _, _, j in batch], bench=timed, workers=workers)
         out.update({(i, s): v for (i, s, _), v in zip(batch, verdicts, strict=True)})
     return out
