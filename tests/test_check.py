@@ -33,6 +33,7 @@ STUB_FAILS = {
     "ch05_mma": ("tensor cores used", "no tensor-core instructions"),
     "ch06_tiles": ("writes its output", "never stores to global memory"),
     "ch07_tma_ring": ("TMA load", "no TMA loads (UTMALDG)"),
+    "ch07_ring_protocol": ("TMA load", "no TMA loads (UTMALDG)"),
     "ch08_wgmma": ("tensor cores used (wgmma)", "no wgmma instructions (HGMMA)"),
     "ch09_flash": ("exponentials", "no fast exponentials"),
     "ch09_local_mask": ("tensor cores used", "visit any key block"),

@@ -72,7 +72,46 @@ LOCAL_BENIGN = (
          (L_GUARD, "map(m_use, m, [](float x) { return fmaxf(x, -1e30f); });")),
 )
 
-SUITES = {"ch09_local_mask": (LOCAL_MISTAKES, LOCAL_BENIGN)}
+# ---- ch07_ring_protocol ---------------------------------------------------------------------------------
+R_FULL = "init_mbarrier(full[s], 1); "
+R_EMPTY = "init_mbarrier(empty[s], CONSUMER_WARPS); "
+R_WAIT = "wait(empty[s], ((i / STAGES) & 1) ^ 1);"
+R_EXPECT = "tma::expect(full[s], stage[s]);"
+R_LOAD = "tma::load_async(stage[s], map_src, full[s], {t / tiles_c, t % tiles_c});"
+R_RELEASE = "        __syncwarp();\n        if (laneid() == 0) arrive(empty[s]);\n"
+
+RING_MISTAKES = (
+    edit("producer's empty wait with the consumers' parity (lap % 2)", (R_WAIT, "wait(empty[s], (i / STAGES) & 1);")),
+    edit("no empty wait: a stage is refilled while consumers read it", (R_WAIT, "")),
+    edit("stage and lap from the tile index t, not the producer's count i",
+         ("                const int s = i % STAGES;", "                const int s = t % STAGES;"),
+         (R_WAIT, "wait(empty[s], ((t / STAGES) & 1) ^ 1);")),
+    edit("expect half the tile's bytes", (R_EXPECT, "arrive_expect_bytes(full[s], tma::bytes<tile> / 2);")),
+    edit("expect twice the tile's bytes", (R_EXPECT, "arrive_expect_bytes(full[s], tma::bytes<tile> * 2);")),
+    edit("no expect: the full barrier never hears of the bytes", (R_EXPECT, "")),
+    edit("empty barrier counts one arrival (freed by the first warp)", (R_EMPTY, "init_mbarrier(empty[s], 1); ")),
+    edit("full barrier counts one arrival per consumer warp", (R_FULL, "init_mbarrier(full[s], CONSUMER_WARPS); ")),
+    edit("every lane arrives on empty (32 per warp)",
+         (R_RELEASE, "        arrive(empty[s]);\n")),
+    edit("hand-back before the stage is read", (R_RELEASE, ""),
+         ("        float4 v[PER_LANE];\n", R_RELEASE + "        float4 v[PER_LANE];\n")),
+    edit("one lane hands back without __syncwarp (the warp's other lanes may still read)",
+         (R_RELEASE, "        if (laneid() == 0) arrive(empty[s]);\n")),
+    edit("tile coordinates swapped",
+         (R_LOAD, "tma::load_async(stage[s], map_src, full[s], {t % tiles_c, t / tiles_c});")),
+    edit("no hand-back at all", (R_RELEASE, "")),
+)
+RING_BENIGN = (
+    edit("the bytes written out: arrive_expect_bytes with tma::bytes", (R_EXPECT,
+         "arrive_expect_bytes(full[s], tma::bytes<tile>);")),
+    edit("every lane hands back, the empty barrier counts 32 per warp",
+         (R_EMPTY, "init_mbarrier(empty[s], CONSUMER_WARPS * WARP_THREADS); "),
+         (R_RELEASE, "        arrive(empty[s]);\n")),
+    edit("the parity kept in a variable flipped at each lap's end", (R_WAIT,
+         "wait(empty[s], (i / STAGES) % 2 == 0 ? 1u : 0u);")),
+)
+
+SUITES = {"ch07_ring_protocol": (RING_MISTAKES, RING_BENIGN), "ch09_local_mask": (LOCAL_MISTAKES, LOCAL_BENIGN)}
 MISTAKES = [(i, e) for i, (bad, _) in SUITES.items() for e in bad]
 BENIGN = [(i, e) for i, (_, good) in SUITES.items() for e in good]
 
@@ -112,7 +151,8 @@ def test_planted_mistake_fails_on_the_cpu(tmp_path: Path, exercise: str, variant
     _cpu(exercise)
     res = check(exercise, _planted(tmp_path, exercise, variant), bench=False)
     assert res.compiled, res
-    assert res.passed is False and res.established == "cpu-emulation", res
+    assert res.passed is False and res.run_where == emulated.LABEL, res  # failed in the run, not statically
+    assert res.run_status in ("wrong", "error"), res
 
 
 @pytest.mark.parametrize("exercise, variant", BENIGN, ids=[f"{i}:{e.name}" for i, e in BENIGN])
