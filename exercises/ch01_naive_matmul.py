@@ -22,5 +22,7 @@ from numba import cuda, float32  # noqa: F401 - float32 is for the part you writ
 def matmul(A, B, C):
     """C[row, col] = sum over k of A[row, k] * B[k, col], one thread per element of C."""
     # TODO: your code here (about 7 lines).
-    # Hint: cuda.grid(2) is this thread's (x, y); return if outside C; sum in a float32 local
+    # Goal: this thread's element of C: which one it is, nothing outside C, and the dot product of its row
+    #       of A with its column of B accumulated in float32
+    # Stuck? tklab.hint("ch01_naive_matmul") in a notebook, or python -m tklab hint ch01_naive_matmul.
     pass

@@ -25,12 +25,13 @@ extern "C" __global__ void smem_matmul(const float* __restrict__ A, const float*
 
     for (int k0 = 0; k0 < K; k0 += TILE) {
         // TODO: your code here (about 3 lines).
-        // Hint: each thread copies A[row][k0 + tx] into As[ty][tx] and B[k0 + ty][col] into Bs[ty][tx] (0
-        //       outside the matrix); then __syncthreads()
+        // Goal: stage this step's tile of A in As and of B in Bs, one element per thread, 0 outside the
+        //       matrices; the tiles must be complete before anyone reads them
+        // Stuck? tklab.hint("ch02_smem_tiling") in a notebook, or python -m tklab hint ch02_smem_tiling.
 
         // TODO: your code here (about 3 lines).
-        // Hint: TILE multiply-adds of row ty of As with column tx of Bs into acc; then __syncthreads()
-        //       before the next copy overwrites the tiles
+        // Goal: this thread's share of the dot product over the staged tiles, added to acc; nobody may
+        //       overwrite the tiles while others still read them
     }
     if (row < M && col < N) C[row * N + col] = acc;
 }

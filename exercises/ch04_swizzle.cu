@@ -22,8 +22,9 @@ constexpr int TILE_WORDS = TILE * (TILE + 1);  // room for a padded layout, shou
 // Word of the shared buffer that holds element (r, c) of the tile, 0 <= r, c < TILE.
 __host__ __device__ constexpr int tile_index(int r, int c) {
     // TODO: your code here (about 1 line).
-    // Hint: XOR the column with the row (an XOR swizzle: a row stays within its own 32 words, a column lands
-    //       in 32 different banks), or pad each row by one word
+    // Goal: a one-to-one map from (r, c) to a word of the buffer under which the 32 elements of a row, and
+    //       the 32 of a column, each fall in 32 different banks
+    // Stuck? tklab.hint("ch04_swizzle") in a notebook, or python -m tklab hint ch04_swizzle.
     return 0;  // a placeholder: every element lands on the same word
 }
 

@@ -27,19 +27,17 @@ extern "C" __global__ void mma_16x16x16(const unsigned short* __restrict__ A,
     float c[2][4] = {};                     // accumulators of the two halves
 
     // TODO: your code here (about 4 lines).
-    // Hint: two neighbouring bf16 of a row of A are one aligned 32-bit word: load it as an unsigned
-    //       (reinterpret_cast), at A[g][2t], A[g+8][2t], A[g][2t+8], A[g+8][2t+8]
+    // Goal: this lane's four registers of the A fragment (two neighbouring bf16 each), read from A where the
+    //       m16n8k16 A layout puts them
+    // Stuck? tklab.hint("ch05_mma") in a notebook, or python -m tklab hint ch05_mma.
 
     // TODO: your code here (about 5 lines).
-    // Hint: for half h (columns n = 8h + g of B): the two bf16 of b[h][0] are B[2t][n] (low 16 bits) and
-    //       B[2t+1][n] (high); b[h][1] likewise from rows 2t+8, 2t+9. They are a column apart in memory:
-    //       pack them with shifts
+    // Goal: this lane's B fragment for each 8-column half: pairs of bf16 that are a row apart in B (so not
+    //       neighbours in memory), packed low half first
 
     // TODO: your code here (about 7 lines).
-    // Hint: per half h, inline asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
-    //       {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" ...) with c[h][0..3] as "+f", a[0..3] and
-    //       b[h][0..1] as "r"
+    // Goal: one tensor-core multiply-accumulate per 8-column half, into c[h]
 
     // TODO: your code here (about 7 lines).
-    // Hint: c[h][0], c[h][1] go to C[g][8h + 2t], C[g][8h + 2t + 1]; c[h][2], c[h][3] to row g + 8
+    // Goal: this lane's accumulators, written to C where the m16n8k16 C layout puts them
 }

@@ -39,15 +39,15 @@ tiles_gemm(const bf16* A_ptr, const bf16* B_ptr, float* C_ptr, int M, int N, int
 
     for (int k = 0; k < K / BK; k++) {
         // TODO: your code here (about 5 lines).
-        // Hint: all WARPS warps together copy tile {block_m, k} of A into a_s and tile {k, block_n} of B
-        //       into b_s (load_async<WARPS>), then cp_async_commit(), cp_async_wait<0>() and __syncthreads()
+        // Goal: all warps together bring this step's slices of A and B into shared memory asynchronously,
+        //       and every chunk has landed before anyone reads
+        // Stuck? tklab.hint("ch06_tiles") in a notebook, or python -m tklab hint ch06_tiles.
 
         // TODO: your code here (about 7 lines).
-        // Hint: for each 16-deep step kk < BK/16: load(a, a_s, {warp_m, kk}), load(b, b_s, {kk, warp_n}),
-        //       mma_AB(acc, a, b, acc); then __syncthreads() before the next copy overwrites the slices
+        // Goal: this warp's product of its slices, 16 deep at a time, accumulated in acc; nobody overwrites
+        //       the slices while others read them
     }
 
     // TODO: your code here (about 1 line).
-    // Hint: store(C, acc, coord): in units of WM×WN tiles, the warp's piece is {block_m * WARPS_M + warp_m,
-    //       block_n * WARPS_N + warp_n}
+    // Goal: this warp's piece of C, written out: which tile is it, counted in warp tiles?
 }

@@ -39,8 +39,9 @@ ring_protocol(const __grid_constant__ CUtensorMap map_src, float* dst, int rows,
 
     if (threadIdx.x == 0) {
         // TODO: your code here (about 5 lines).
-        // Hint: give every stage's two barriers the number of arrivals that completes a phase, then make the
+        // Goal: give every stage's two barriers the number of arrivals that completes a phase, then make the
         //       initialisation visible to the async proxy
+        // Stuck? tklab.hint("ch07_ring_protocol") in a notebook, or python -m tklab hint ch07_ring_protocol.
     }
     __syncthreads();
 
@@ -49,7 +50,7 @@ ring_protocol(const __grid_constant__ CUtensorMap map_src, float* dst, int rows,
             int i = 0;  // how many tiles this producer has issued: the i-th goes to stage i % STAGES, lap i / STAGES
             for (int t = blockIdx.x; t < tiles; t += gridDim.x, ++i) {
                 // TODO: your code here (about 4 lines).
-                // Hint: wait until the stage is free (which parity on a lap where it was never filled?),
+                // Goal: wait until the stage is free (which parity on a lap where it was never filled?),
                 //       announce its bytes, start the load of tile (t / tiles_c, t % tiles_c)
             }
         }
@@ -66,7 +67,7 @@ ring_protocol(const __grid_constant__ CUtensorMap map_src, float* dst, int rows,
 #pragma unroll
         for (int k = 0; k < PER_LANE; ++k) v[k] = reinterpret_cast<const float4*>(stage[s].data)[lane + k * 128];
         // TODO: your code here (about 2 lines).
-        // Hint: hand the stage back: once per warp, and only after every lane of the warp has read it
+        // Goal: hand the stage back: once per warp, and only after every lane of the warp has read it
         const int r0 = t / tiles_c * ROWS, c0 = t % tiles_c * 64;
 #pragma unroll
         for (int k = 0; k < PER_LANE; ++k) {

@@ -45,8 +45,9 @@ ring_copy(const __grid_constant__ CUtensorMap map_src, float* dst, int rows, int
             for (int t = blockIdx.x; t < tiles; t += gridDim.x, at.advance()) {
                 wait(pipe.empty[at.stage], at.phase ^ 1);  // the stage is free (a fresh barrier: at once)
                 // TODO: your code here (about 2 lines).
-                // Hint: announce the bytes the stage's tile will bring on its full barrier, then start the
-                //       TMA load of tile (t / tiles_c, t % tiles_c) into it
+                // Goal: fill this stage with tile t: its full barrier must know how many bytes to wait for,
+                //       and the copy must land in the stage and report to that barrier
+                // Stuck? tklab.hint("ch07_tma_ring") in a notebook, or python -m tklab hint ch07_tma_ring.
                 arrive(pipe.full[at.stage]);  // a stand-in that loads nothing: replace it
             }
         }
@@ -57,7 +58,7 @@ ring_copy(const __grid_constant__ CUtensorMap map_src, float* dst, int rows, int
     const int lane = threadIdx.x - WARP_THREADS;  // 0 .. 127 across the consumer warps
     for (int t = blockIdx.x; t < tiles; t += gridDim.x, at.advance()) {
         // TODO: your code here (about 1 line).
-        // Hint: wait until this stage's tile has landed (which phase parity of the full barrier?)
+        // Goal: wait until this stage's tile has landed (which phase parity of the full barrier?)
         float4 v[PER_LANE];
 #pragma unroll
         for (int i = 0; i < PER_LANE; ++i) v[i] = reinterpret_cast<const float4*>(stage[at.stage].data)[lane + i * 128];

@@ -61,11 +61,12 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
         stage& s = stages[at.stage];
         wait(full[at.stage], at.phase);
         // TODO: your code here (about 2 lines).
-        // Hint: one wgmma group over this stage into acc (overwrite on the first slice, accumulate after:
-        //       the 4-argument warpgroup::mma_AB), then wait until it is done
+        // Goal: this stage's contribution to acc on the tensor cores (the first slice must not add to what
+        //       the registers held before), finished before the stage is handed back
+        // Stuck? tklab.hint("ch08_wgmma") in a notebook, or python -m tklab hint ch08_wgmma.
         __syncthreads();  // every warp's products have read the stage: it may be refilled
         if (leader && k + STAGES < k_tiles) fetch(at.stage, k + STAGES);
     }
     // TODO: your code here (about 1 line).
-    // Hint: write the warpgroup's 64 x 256 result to tile `tile` of C (warpgroup::store with a gl)
+    // Goal: the warpgroup's 64 x 256 result, written to its tile of C
 }

@@ -57,8 +57,9 @@ flash_fwd_local(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse
     // The key blocks this query block visits: [kv_begin, kv_end). The block's rows are q_block * BR ..
     // q_block * BR + BR - 1; keys past seq - 1 do not exist.
     // TODO: your code here (about 2 lines).
-    // Hint: the first key block the window of the block's first row reaches, and one past the block that
+    // Goal: the first key block the window of the block's first row reaches, and one past the block that
     //       holds its last row's diagonal (no key past the end of the sequence)
+    // Stuck? tklab.hint("ch09_local_mask") in a notebook, or python -m tklab hint ch09_local_mask.
     const int kv_begin = 0, kv_end = 0;
 
     load_async_bounded(sm.q[w], Q, {q_block * WARPS + w, 0});  // each warp its own rows
@@ -90,7 +91,7 @@ flash_fwd_local(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse
         // Scores outside each row's window become -inf, in the blocks that cross an edge of this warp's
         // windows only (rows row0 .. row0 + WARP_ROWS - 1, keys col0 .. col0 + BC - 1).
         // TODO: your code here (about 2 lines).
-        // Hint: which blocks cross the diagonal, which cross the window's start; mask_if with a predicate on
+        // Goal: which blocks cross the diagonal, which cross the window's start; mask_if with a predicate on
         //       (row, key) in the whole matrix
         if (col0 + BC > seq) mask_keys_from(s, col0, seq);  // keys past the end
 
@@ -99,7 +100,7 @@ flash_fwd_local(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse
         copy(m_old, m);
         row_max(m, s, m);  // m = max(m_old, rowmax S)
         // TODO: your code here (about 1 line).
-        // Hint: m_use = m where m is finite; where a row has only met -inf so far, a finite stand-in (map
+        // Goal: m_use = m where m is finite; where a row has only met -inf so far, a finite stand-in (map
         //       over m)
         copy(m_use, m);
         map(m_old, m_old, m_use, [c](float mo, float mu) { return fast::exp2(c * (mo - mu)); });  // a

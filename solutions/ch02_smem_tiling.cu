@@ -23,13 +23,13 @@ extern "C" __global__ void smem_matmul(const float* __restrict__ A, const float*
     float acc = 0.0f;
 
     for (int k0 = 0; k0 < K; k0 += TILE) {
-        // BEGIN SOLUTION hint: each thread copies A[row][k0 + tx] into As[ty][tx] and B[k0 + ty][col] into Bs[ty][tx] (0 outside the matrix); then __syncthreads()
+        // BEGIN SOLUTION hint: stage this step's tile of A in As and of B in Bs, one element per thread, 0 outside the matrices; the tiles must be complete before anyone reads them
         As[ty][tx] = (row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f;
         Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(k0 + ty) * N + col] : 0.0f;
         __syncthreads();  // the tiles are complete before anyone reads them
         // END SOLUTION
 
-        // BEGIN SOLUTION hint: TILE multiply-adds of row ty of As with column tx of Bs into acc; then __syncthreads() before the next copy overwrites the tiles
+        // BEGIN SOLUTION hint: this thread's share of the dot product over the staged tiles, added to acc; nobody may overwrite the tiles while others still read them
 #pragma unroll
         for (int k = 0; k < TILE; ++k) acc += As[ty][k] * Bs[k][tx];
         __syncthreads();  // everyone is done with these tiles before the next step overwrites them

@@ -39,7 +39,7 @@ regblock_matmul(const float* __restrict__ A, const float* __restrict__ B, float*
 
     float acc[TM][TN] = {};  // fully unrolled loops keep this array in registers
     for (int k0 = 0; k0 < K; k0 += BK) {
-        // BEGIN SOLUTION hint: one float4 load of A (row a_row, columns a_col..a_col+3) stored transposed (As[a_col + i][a_row]); one float4 copied from B[b_row][b_col..] to Bs[b_row][b_col..]; then __syncthreads()
+        // BEGIN SOLUTION hint: stage this step's tiles with 16-byte loads: A's part transposed into As (so a thread's rows lie side by side there), B's part as it is into Bs; complete before anyone reads them
         const float4 a4 = *reinterpret_cast<const float4*>(&A[a_row * K + a_col]);
         As[a_col + 0][a_row] = a4.x;
         As[a_col + 1][a_row] = a4.y;
@@ -49,7 +49,7 @@ regblock_matmul(const float* __restrict__ A, const float* __restrict__ B, float*
         __syncthreads();
         // END SOLUTION
 
-        // BEGIN SOLUTION hint: for each k < BK: two float4 loads from As[k] (at tr*4 and 64 + tr*4) and two from Bs[k] (at tc*4 and 64 + tc*4) into register arrays a[8], b[8], then acc[i][j] += a[i] * b[j]; all loops #pragma unroll; __syncthreads() at the end
+        // BEGIN SOLUTION hint: for each k of the step: this thread's 8 values of A and 8 of B from shared memory in 16-byte reads, then their 8 x 8 outer product added to acc; finished before the next step overwrites the tiles
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             float a[TM], b[TN];

@@ -20,7 +20,7 @@ constexpr int TILE_WORDS = TILE * (TILE + 1);  // room for a padded layout, shou
 
 // Word of the shared buffer that holds element (r, c) of the tile, 0 <= r, c < TILE.
 __host__ __device__ constexpr int tile_index(int r, int c) {
-    // BEGIN SOLUTION hint: XOR the column with the row (an XOR swizzle: a row stays within its own 32 words, a column lands in 32 different banks), or pad each row by one word
+    // BEGIN SOLUTION hint: a one-to-one map from (r, c) to a word of the buffer under which the 32 elements of a row, and the 32 of a column, each fall in 32 different banks
     // STUB: return 0;  // a placeholder: every element lands on the same word
     return r * TILE + (c ^ r);
     // END SOLUTION

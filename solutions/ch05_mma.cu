@@ -25,14 +25,14 @@ extern "C" __global__ void mma_16x16x16(const unsigned short* __restrict__ A,
     unsigned b[2][2];                       // B fragments of the two 8-column halves
     float c[2][4] = {};                     // accumulators of the two halves
 
-    // BEGIN SOLUTION hint: two neighbouring bf16 of a row of A are one aligned 32-bit word: load it as an unsigned (reinterpret_cast), at A[g][2t], A[g+8][2t], A[g][2t+8], A[g+8][2t+8]
+    // BEGIN SOLUTION hint: this lane's four registers of the A fragment (two neighbouring bf16 each), read from A where the m16n8k16 A layout puts them
     a[0] = *reinterpret_cast<const unsigned*>(&A[g * 16 + 2 * t]);
     a[1] = *reinterpret_cast<const unsigned*>(&A[(g + 8) * 16 + 2 * t]);
     a[2] = *reinterpret_cast<const unsigned*>(&A[g * 16 + 2 * t + 8]);
     a[3] = *reinterpret_cast<const unsigned*>(&A[(g + 8) * 16 + 2 * t + 8]);
     // END SOLUTION
 
-    // BEGIN SOLUTION hint: for half h (columns n = 8h + g of B): the two bf16 of b[h][0] are B[2t][n] (low 16 bits) and B[2t+1][n] (high); b[h][1] likewise from rows 2t+8, 2t+9. They are a column apart in memory: pack them with shifts
+    // BEGIN SOLUTION hint: this lane's B fragment for each 8-column half: pairs of bf16 that are a row apart in B (so not neighbours in memory), packed low half first
     for (int h = 0; h < 2; ++h) {
         const int n = 8 * h + g;
         b[h][0] = unsigned(B[(2 * t) * 16 + n]) | (unsigned(B[(2 * t + 1) * 16 + n]) << 16);
@@ -40,7 +40,7 @@ extern "C" __global__ void mma_16x16x16(const unsigned short* __restrict__ A,
     }
     // END SOLUTION
 
-    // BEGIN SOLUTION hint: per half h, inline asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};" ...) with c[h][0..3] as "+f", a[0..3] and b[h][0..1] as "r"
+    // BEGIN SOLUTION hint: one tensor-core multiply-accumulate per 8-column half, into c[h]
     for (int h = 0; h < 2; ++h) {
         asm volatile(
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -50,7 +50,7 @@ extern "C" __global__ void mma_16x16x16(const unsigned short* __restrict__ A,
     }
     // END SOLUTION
 
-    // BEGIN SOLUTION hint: c[h][0], c[h][1] go to C[g][8h + 2t], C[g][8h + 2t + 1]; c[h][2], c[h][3] to row g + 8
+    // BEGIN SOLUTION hint: this lane's accumulators, written to C where the m16n8k16 C layout puts them
     for (int h = 0; h < 2; ++h) {
         const int col = 8 * h + 2 * t;
         C[g * 16 + col] = c[h][0];

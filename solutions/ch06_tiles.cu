@@ -37,7 +37,7 @@ tiles_gemm(const bf16* A_ptr, const bf16* B_ptr, float* C_ptr, int M, int N, int
     zero(acc);
 
     for (int k = 0; k < K / BK; k++) {
-        // BEGIN SOLUTION hint: all WARPS warps together copy tile {block_m, k} of A into a_s and tile {k, block_n} of B into b_s (load_async<WARPS>), then cp_async_commit(), cp_async_wait<0>() and __syncthreads()
+        // BEGIN SOLUTION hint: all warps together bring this step's slices of A and B into shared memory asynchronously, and every chunk has landed before anyone reads
         load_async<WARPS>(a_s, A, {block_m, k});
         load_async<WARPS>(b_s, B, {k, block_n});
         cp_async_commit();
@@ -45,7 +45,7 @@ tiles_gemm(const bf16* A_ptr, const bf16* B_ptr, float* C_ptr, int M, int N, int
         __syncthreads();  // every warp's chunks have landed before anyone reads the slices
         // END SOLUTION
 
-        // BEGIN SOLUTION hint: for each 16-deep step kk < BK/16: load(a, a_s, {warp_m, kk}), load(b, b_s, {kk, warp_n}), mma_AB(acc, a, b, acc); then __syncthreads() before the next copy overwrites the slices
+        // BEGIN SOLUTION hint: this warp's product of its slices, 16 deep at a time, accumulated in acc; nobody overwrites the slices while others read them
 #pragma unroll
         for (int kk = 0; kk < BK / 16; kk++) {
             load(a, a_s, {warp_m, kk});
@@ -56,7 +56,7 @@ tiles_gemm(const bf16* A_ptr, const bf16* B_ptr, float* C_ptr, int M, int N, int
         // END SOLUTION
     }
 
-    // BEGIN SOLUTION hint: store(C, acc, coord): in units of WM×WN tiles, the warp's piece is {block_m * WARPS_M + warp_m, block_n * WARPS_N + warp_n}
+    // BEGIN SOLUTION hint: this warp's piece of C, written out: which tile is it, counted in warp tiles?
     store(C, acc, {block_m * WARPS_M + warp_m, block_n * WARPS_N + warp_n});
     // END SOLUTION
 }

@@ -43,7 +43,7 @@ ring_copy(const __grid_constant__ CUtensorMap map_src, float* dst, int rows, int
         if (warpgroup::elect_one()) {
             for (int t = blockIdx.x; t < tiles; t += gridDim.x, at.advance()) {
                 wait(pipe.empty[at.stage], at.phase ^ 1);  // the stage is free (a fresh barrier: at once)
-                // BEGIN SOLUTION hint: announce the bytes the stage's tile will bring on its full barrier, then start the TMA load of tile (t / tiles_c, t % tiles_c) into it
+                // BEGIN SOLUTION hint: fill this stage with tile t: its full barrier must know how many bytes to wait for, and the copy must land in the stage and report to that barrier
                 tma::expect(pipe.full[at.stage], stage[at.stage]);
                 tma::load_async(stage[at.stage], map_src, pipe.full[at.stage], {t / tiles_c, t % tiles_c});
                 // STUB: arrive(pipe.full[at.stage]);  // a stand-in that loads nothing: replace it

@@ -59,14 +59,14 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
     for (int k = 0; k < k_tiles; ++k, at.advance()) {
         stage& s = stages[at.stage];
         wait(full[at.stage], at.phase);
-        // BEGIN SOLUTION hint: one wgmma group over this stage into acc (overwrite on the first slice, accumulate after: the 4-argument warpgroup::mma_AB), then wait until it is done
+        // BEGIN SOLUTION hint: this stage's contribution to acc on the tensor cores (the first slice must not add to what the registers held before), finished before the stage is handed back
         warpgroup::mma_AB(acc, s.a, s.b, k > 0);
         warpgroup::mma_async_wait<0>(acc);
         // END SOLUTION
         __syncthreads();  // every warp's products have read the stage: it may be refilled
         if (leader && k + STAGES < k_tiles) fetch(at.stage, k + STAGES);
     }
-    // BEGIN SOLUTION hint: write the warpgroup's 64 x 256 result to tile `tile` of C (warpgroup::store with a gl)
+    // BEGIN SOLUTION hint: the warpgroup's 64 x 256 result, written to its tile of C
     warpgroup::store(gl<C_TYPE>(c, M, N), acc, tile);
     // END SOLUTION
 }

@@ -8,6 +8,9 @@ import pytest
 
 # Keep the compile cache of test runs apart from a learner's, and fresh per test session on CI.
 os.environ.setdefault("TKLAB_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".cache", "tklab-tests"))
+# Checks of exercises/ files record failed attempts (hint levels): tests keep theirs out of exercises/.
+os.environ.setdefault("TKLAB_HINT_STATE", os.path.join(os.path.dirname(__file__), "..", ".cache", "tklab-tests",
+                                                       "hints.json"))
 
 
 def _gpu_arch() -> str | None:

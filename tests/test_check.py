@@ -20,35 +20,25 @@ from tklab.grading.judge import compare
 from tklab.grading.runner import run_isolated
 
 ROOT = Path(__file__).resolve().parent.parent
-IDS = specs.all_ids()
+IDS = [i for i in specs.all_ids() if specs.get(i).kind == "exercise"]
 CUDA_IDS = [i for i in IDS if specs.get(i).language == "cuda"]
 NO_GPU = not gpu.available()
 
-# What an untouched exercise fails on without a GPU: (static check, words in its message).
-STUB_FAILS = {
-    "ch01_naive_matmul": ("writes its output", "never assigns to C"),
-    "ch02_smem_tiling": ("uses shared memory", "never reads or writes shared memory"),
-    "ch03_register_blocking": ("float4 global loads", "no 128-bit global loads"),
-    "ch04_swizzle": ("conflict-free tile layout", "one-to-one"),
-    "ch05_mma": ("tensor cores used", "no tensor-core instructions"),
-    "ch06_tiles": ("writes its output", "never stores to global memory"),
-    "ch07_tma_ring": ("TMA load", "no TMA loads (UTMALDG)"),
-    "ch07_ring_protocol": ("TMA load", "no TMA loads (UTMALDG)"),
-    "ch08_wgmma": ("tensor cores used (wgmma)", "no wgmma instructions (HGMMA)"),
-    "ch09_flash": ("exponentials", "no fast exponentials"),
-    "ch09_local_mask": ("tensor cores used", "visit any key block"),
-    "ch10_flash": ("wgmma used", "only 19 warpgroup tensor-core instructions"),
-}
+# What an untouched exercise fails on without a GPU: (static check, words in its message), from each spec's
+# ``untouched`` (the registry is the one list; drills are checked in tests/test_drills.py).
+STUB_FAILS = {i: specs.get(i).untouched for i in IDS}
 
 
 def test_every_exercise_has_a_spec_a_solution_and_an_exercise():
     assert {"ch01_naive_matmul", "ch02_smem_tiling", "ch03_register_blocking", "ch04_swizzle", "ch05_mma",
             "ch06_tiles"} <= set(IDS)
-    assert set(STUB_FAILS) == set(IDS)
-    for i in IDS:
+    for i in specs.all_ids():
         spec = specs.get(i)
+        assert len(spec.untouched) == 2 and all(spec.untouched), f"{i}: no `untouched` (what its stub fails on)"
+        assert spec.untouched[0] in {c.name for c in spec.static}, f"{i}: `untouched` names no static check"
         assert (ROOT / spec.solution).is_file()
-        assert (ROOT / "exercises" / spec.filename).is_file()
+        assert Path(spec.solution).name.split(".")[0] == i, f"{i}: its files are not named after it"
+        assert (ROOT / "exercises" / spec.exercise_file).is_file()
         assert spec.cases and spec.static, i
         if spec.language == "numba":
             assert spec.sim_cases, i
@@ -68,6 +58,9 @@ def test_resolve_by_id_prefix_and_path():
     assert path == ROOT / "exercises" / "ch04_swizzle.cu"
     spec, path = resolve("somewhere/ch05_mma.cu")
     assert spec.id == "ch05_mma" and path == Path("somewhere/ch05_mma.cu")
+    assert resolve("ch04_padding")[1] == ROOT / "exercises" / "drills" / "ch04_padding.py"  # a drill
+    assert resolve("ch04")[0].id == "ch04_swizzle"  # a chapter prefix: its exercise, not its drills
+    assert resolve("exercises/flash_fwd_hopper.cu")[0].id == "ch10_flash"  # a file under its old name
     with pytest.raises(KeyError, match="exercises:"):
         resolve("ch99")
 

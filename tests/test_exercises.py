@@ -63,7 +63,9 @@ def test_render_cuda_replaces_regions_keeps_the_rest():
     lines = out.splitlines()
     assert lines[0].startswith("// GENERATED from solutions/k.cu")
     assert "    // TODO: your code here (about 2 lines)." in lines
-    assert "    // Hint: write i squared" in lines
+    assert "    // Goal: write i squared" in lines
+    assert '    // Stuck? tklab.hint("k") in a notebook, or python -m tklab hint k.' in lines  # first TODO only
+    assert out.count("Stuck?") == 1
     assert "    // TODO: your code here (about 1 line)." in lines
     assert "    out[0] = 0.0f;" in lines  # the STUB line, uncommented
     assert "int sq" not in out and "out[1] = 1.0f" not in out and "STUB" not in out

@@ -21,9 +21,23 @@ ROOT = Path(__file__).resolve().parent.parent
 RULED = ("00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "layout_playground")
 NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if p.name.startswith(RULED))
 CHAPTERS = [p for p in NOTEBOOKS if re.match(r"\d\d_", p.name)]
-EXERCISES = {"01": "ch01_naive_matmul.py", "02": "ch02_smem_tiling.cu", "03": "ch03_register_blocking.cu",
-             "04": "ch04_swizzle.cu", "05": "ch05_mma.cu", "06": "ch06_tiles.cu", "09": "flash_fwd_tiles.cu",
-             "10": "flash_fwd_hopper.cu"}
+
+def _exercises_by_chapter() -> dict[str, list[str]]:
+    """Chapter → the files of its exercises (not drills: the index links those), from the registry."""
+    from tklab.grading import specs
+
+    out: dict[str, list[str]] = {}
+    for i in specs.all_ids():
+        spec = specs.get(i)
+        if spec.kind == "exercise":
+            out.setdefault(spec.chapter, []).append(spec.exercise_file)
+    return out
+
+
+EXERCISES = _exercises_by_chapter()
+# Chapters that name their exercise's file without a link yet (their prose is being rewritten for issue 25;
+# the link goes in with it, and the entry leaves this set).
+KNOWN_UNLINKED = {"ch07_tma_ring.cu", "ch08_wgmma.cu"}
 NOT_YET_WRITTEN: set[str] = set()  # chapters a link may name before they exist (none now)
 
 
@@ -93,8 +107,10 @@ def test_chapter_links_to_its_exercise_and_the_next_chapter(path: Path) -> None:
     markdown = "\n".join(_src(c) for c in _cells(path) if c["cell_type"] == "markdown")
     links = re.findall(r"\]\(([^)\s]+\.(?:ipynb|py|cu|cuh|md|json)(?:#[^)\s]*)?)\)", markdown)
     number = path.name[:2]
-    if number in EXERCISES:
-        exercise = f"../exercises/{EXERCISES[number]}"
+    for file in EXERCISES.get(number, []):
+        if file in KNOWN_UNLINKED and f"exercises/{file}" in markdown:
+            continue
+        exercise = f"../exercises/{file}"
         assert exercise in links, f"{path.name}: no link to {exercise} (learners open exercises from the lab)"
     following = f"{int(number) + 1:02d}_"
     if not any((ROOT / "notebooks").glob(f"{following}*.ipynb")):  # the course's last chapter: back to the start

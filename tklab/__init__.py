@@ -22,6 +22,7 @@ from typing import Any
 
 from .build.compiler import CompileError, Kernel, Module, compile  # noqa: A004 - tklab.compile is the API
 from .grading.check import check  # eager, like bench: tklab.check stays the function
+from .grading.hints import hint  # tklab.hint("ch10_flash"): the exercise's next hint
 from .profile import profile  # eager, like bench: tklab.profile stays the function (package: tklab/profile/)
 from .run.bench import BenchResult, bench  # eager: binds tklab.bench to the function, not the submodule
 
@@ -37,12 +38,12 @@ _HOMES = {name: f"{group}.{name}" for group, names in {
     "models": ("banks", "layouts", "occupancy", "schedules"),
     "course": ("gemm", "attention", "tma_copy", "numba_compat", "recorded", "report", "nbrefresh", "doctor"),
     "grading": ("verdict", "runner", "child", "channel", "judge", "sandbox", "grade", "grade_shards", "nbgrade",
-                "exercises", "specs"),
+                "exercises", "specs", "hints", "drills"),
 }.items() for name in names}
 _LAZY_NAMES = {"LaunchError": ("run.launch", "LaunchError"), "ProfileResult": ("profile", "ProfileResult"),
                "ProfileUnavailable": ("profile", "ProfileUnavailable")}
 
-__all__ = ["BenchResult", "CompileError", "Kernel", "Module", "compile", "bench", "check", "LaunchError",
+__all__ = ["BenchResult", "CompileError", "Kernel", "Module", "compile", "bench", "check", "hint", "LaunchError",
            "ProfileResult", "ProfileUnavailable", "profile", "load_ipython_extension"]
 
 

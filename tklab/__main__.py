@@ -1,4 +1,4 @@
-"""``python -m tklab <verb>``: doctor, exercises, check, grade, grade-merge, nbgrade, report."""
+"""``python -m tklab <verb>``: doctor, exercises, check, hint, grade, grade-merge, nbgrade, report."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import sys
 
 VERBS = {
     "doctor": ("tklab.course.doctor", "what works on this machine and what a missing piece costs"),
-    "exercises": ("tklab.grading.exercises", "regenerate exercises/ from solutions/ (--check to verify)"),
+    "exercises": ("tklab.grading.exercises",
+                  "regenerate exercises/ from solutions/ (--check: verify; --list: the index)"),
     "check": ("tklab.grading.check", "check a learner's file: python -m tklab check exercises/ch02_smem_tiling.cu"),
+    "hint": ("tklab.grading.hints", "the next hint of an exercise: python -m tklab hint ch10_flash [--more]"),
     "grade": ("tklab.grading.grade", "grade a class: python -m tklab grade --class DIR [--shard I/N --out F]"),
     "grade-merge": ("tklab.grading.grade_shards",
                     "join the sheets of grade --shard: python -m tklab grade-merge --out F S..."),

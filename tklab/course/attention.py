@@ -182,7 +182,7 @@ class Build:
         return "sm_90a" if self.kernel == "hopper" else None
 
 
-KERNELS = {"tiles": "flash_fwd_tiles.cu", "hopper": "flash_fwd_hopper.cu"}
+KERNELS = {"tiles": "ch09_flash.cu", "hopper": "ch10_flash.cu"}
 #: Option names each kernel understands, with the defaults the launch uses for d = 64 and d = 128: the
 #: fastest variants measured on the H200 (bench/results/flash_fwd_bench_2026-12-01_e9e13a5.md).
 DEFAULTS: dict[str, dict[int, dict[str, int]]] = {

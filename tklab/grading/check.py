@@ -74,7 +74,7 @@ def resolve(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | Non
     if path is None and _looks_like_path(name):
         return specs.find(Path(name).name), Path(name)
     spec = specs.find(name)
-    return spec, Path(path) if path is not None else exercises_dir / spec.filename
+    return spec, Path(path) if path is not None else exercises_dir / spec.exercise_file
 
 
 def _shown(path: Path) -> str:
@@ -270,7 +270,29 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         res.passed = res.run_status == "ok"
     else:
         res.passed = None
+    if spec.language == "python":
+        from . import drills
+
+        drills.annotate(res, spec)
+    _hints(res, spec, file)
     return res
+
+
+def _hints(res: CheckResult, spec: Exercise, file: Path) -> None:
+    """On FAILED: the level-1 hint in the report; a failure of the learner's own copy unlocks a level."""
+    from . import hints
+    from .exercises import renamed_work
+
+    learner_copy = file.resolve() == (EXERCISES / spec.exercise_file).resolve()
+    if learner_copy:
+        for old, new in renamed_work(EXERCISES):
+            if new == spec.exercise_file:
+                res.notes.append(f"your earlier work is in exercises/{old} (the exercise is now exercises/{new}): "
+                                 "`python -m tklab exercises` moves it there")
+    if res.passed is False and res.compiled:
+        res.hint = hints.failed_line(spec.id)
+        if learner_copy:
+            hints.record_failure(spec.id)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

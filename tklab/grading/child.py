@@ -284,6 +284,17 @@ register_mode(Mode("emu", Evidence.CPU_EMULATION, ("cuda",), False, _emulated_ca
                    note="CPU emulation: correctness only, no timing; the speed is measured on a GPU only"))
 
 
+def _child_drill(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
+    from . import drills
+
+    drills.child(spec, path, chan, _stage)
+
+
+# Drills (tklab.grading.drills): a Python function answering a hardware rule, checked against the models.
+register_mode(Mode("cpu", Evidence.CPU, ("python",), False, lambda s: s.cases, _child_drill,
+                   note="a drill: your function's answers, compared with the course's model of the hardware"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The child: run one exercise file on the parent's inputs, send the outputs. Exit 0 done, 3 error."""
     ap = argparse.ArgumentParser(prog="python -m tklab.grading.child", description="Run one exercise (child process).")

@@ -8,9 +8,11 @@ A file in ``solutions/`` marks the parts a learner writes::
     // END SOLUTION
 
 (``#`` instead of ``//`` in Python). ``exercises/`` gets the same file with each region replaced by a
-TODO that says about how many lines it takes and the hint, plus any ``STUB:`` lines, so the exercise
-still compiles (a C++ stub leaves its outputs unwritten; a Python stub gets ``pass``). Why one source
-of truth: an exercise and its solution can never drift apart, and CI can prove it (``--check``).
+TODO that says about how many lines it takes and its goal (the ``hint:`` text: what to achieve, never
+the calls to write; ``tests/test_spoilers.py`` holds it to that), the first TODO also where the hints
+are (``tklab.hint``), plus any ``STUB:`` lines, so the exercise still compiles (a C++ stub leaves its
+outputs unwritten; a Python stub gets ``pass``). Why one source of truth: an exercise and its solution
+can never drift apart, and CI can prove it (``--check``).
 
 Learners edit their exercise files, so regenerating must never eat their work. ``exercises/.manifest.json``
 records the hash of every file as last generated; a file whose hash differs was edited, and
@@ -20,9 +22,18 @@ A missing or mistyped ``--solutions`` folder would plan nothing, and every unedi
 stale and be removed: ``sync``, ``differences`` and ``--check`` refuse a solutions folder that does not
 exist or holds no solution (``SolutionsError``) and touch nothing.
 
+Exercise files are named after their exercise's id. A file renamed so (``RENAMED_FILES``) keeps its
+learner's work: ``sync`` moves an edited old-name file to the new name when the new one holds nothing of
+the learner's, keeps both and says so otherwise, and removes an old-name file the generator wrote.
+
+``python -m tklab exercises --list`` prints the index of every exercise and drill (chapter, concept,
+size, whether it runs without a GPU), read from the registry (``tklab.grading.specs``);
+``--index`` writes the same table into ``notebooks/README.md`` (a test holds the two equal).
+
 Public API: ``regions(text, suffix)``, ``render(text, source_name, suffix)``, ``plan(solutions)``,
-``sync(solutions, exercises, backup=False)``, ``differences(solutions, exercises)``, ``main(argv)``,
-``RegionError``, ``SolutionsError``.
+``sync(solutions, exercises, backup=False)``, ``differences(solutions, exercises)``, ``renamed_work``,
+``index_rows()``, ``index_table()``, ``readme_with_index(text)``, ``main(argv)``, ``RegionError``,
+``SolutionsError``.
 """
 
 from __future__ import annotations
@@ -138,15 +149,19 @@ def render(text: str, source_name: str, suffix: str) -> str:
     prefix = COMMENT[suffix]
     lines = text.splitlines()
     out = [header(source_name, suffix)]
+    exercise_id = Path(source_name).name.split(".", 1)[0]
     pos = 0
-    for r in regions(text, suffix, source_name):
+    for k, r in enumerate(regions(text, suffix, source_name)):
         out.extend(lines[pos:r.begin - 1])
         n = r.code_lines
         out.append(f"{r.indent}{prefix} TODO: your code here (about {n} line{'s' if n != 1 else ''}).")
-        if r.hint:  # wrapped, so a long hint stays readable (and within a linter's line length)
-            width = max(40, 100 - len(r.indent))
+        width = max(40, 100 - len(r.indent))
+        if r.hint:  # wrapped, so a long goal stays readable (and within a linter's line length)
             for i, part in enumerate(textwrap.wrap(r.hint, width=width)):
-                out.append(f"{r.indent}{prefix} {'Hint: ' if i == 0 else '      '}{part}")
+                out.append(f"{r.indent}{prefix} {'Goal: ' if i == 0 else '      '}{part}")
+        if k == 0:
+            out.append(f'{r.indent}{prefix} Stuck? tklab.hint("{exercise_id}") in a notebook, or '
+                       f"python -m tklab hint {exercise_id}.")
         if r.stub:
             out.extend(r.stub)
         elif suffix == ".py":
@@ -193,6 +208,28 @@ def _manifest_text(planned: dict[str, tuple[str, str]]) -> str:
     return json.dumps({"generated_by": "python -m tklab exercises", "files": files}, indent=1) + "\n"
 
 
+#: Exercise files renamed to their exercise's id: old name → (new name, SHA-256 of every version the
+#: generator wrote under the old name: such a file holds none of the learner's work).
+RENAMED_FILES: dict[str, tuple[str, frozenset[str]]] = {
+    "flash_fwd_hopper.cu": ("ch10_flash.cu", frozenset({
+        "796e53463785b140916ebe73c767d7070a736cde8cd212f344e7a07bb012d0f8",
+        "eb5fdb61d29a49826ebd4aa479db39dd13b8fccebc166bd1eabcd599ec0198d9"})),
+    "flash_fwd_tiles.cu": ("ch09_flash.cu", frozenset({
+        "315bb50b688881e288b08110b3dc4443574966313cbf464a3986cbe4a4eeccbe",
+        "ac57184f8b3a439204cd6f4c0dc200820eb5a0fd4399afe05252a540e2e5b4be"})),
+}
+
+
+def renamed_work(exercises: Path = EXERCISES) -> list[tuple[str, str]]:
+    """(old, new) for every old-name exercise file that holds the learner's work (not a generated copy)."""
+    out = []
+    for old, (new, generated) in RENAMED_FILES.items():
+        path = exercises / old
+        if path.is_file() and not path.is_symlink() and _sha(path.read_bytes()) not in generated:
+            out.append((old, new))
+    return out
+
+
 @dataclass
 class SyncReport:
     """What ``sync`` did (or, when ``edited`` is non-empty and no backup was asked for, refused to do)."""
@@ -203,6 +240,8 @@ class SyncReport:
     edited: list[str] = field(default_factory=list)
     backups: dict[str, str] = field(default_factory=dict)
     kept_stale: list[str] = field(default_factory=list)
+    migrated: dict[str, str] = field(default_factory=dict)  # old name → new name the learner's work moved to
+    kept_renamed: dict[str, str] = field(default_factory=dict)  # old name kept: the new name holds work too
 
     @property
     def refused(self) -> bool:
@@ -219,6 +258,7 @@ def sync(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES, *, backup: bo
     planned = _planned(solutions)
     manifest = _load_manifest(exercises)
     report = SyncReport()
+    _migrate(planned, manifest, exercises, report)
     to_write: dict[str, str] = {}
     for rel, (_src, text) in planned.items():
         dest = exercises / rel
@@ -229,7 +269,9 @@ def sync(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES, *, backup: bo
         if current == text.encode():
             report.unchanged.append(rel)
             continue
-        if manifest.get(rel, {}).get("sha256") != _sha(current):
+        sha = _sha(current)
+        generated_before = {h for new, hashes in RENAMED_FILES.values() if new == rel for h in hashes}
+        if manifest.get(rel, {}).get("sha256") != sha and sha not in generated_before:
             report.edited.append(rel)
         to_write[rel] = text
     stale = [rel for rel in manifest if rel not in planned and (exercises / rel).exists()]
@@ -252,10 +294,31 @@ def sync(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES, *, backup: bo
         dest.write_text(text)
         report.written.append(rel)
     for rel in report.removed:
-        (exercises / rel).unlink()
+        (exercises / rel).unlink(missing_ok=True)
     exercises.mkdir(parents=True, exist_ok=True)
     (exercises / MANIFEST).write_text(_manifest_text(planned))
     return report
+
+
+def _migrate(planned: dict[str, tuple[str, str]], manifest: dict[str, dict[str, str]], exercises: Path,
+             report: SyncReport) -> None:
+    """Old-name files: the learner's work moves to the new name (when that holds none), generated copies go."""
+    work = dict(renamed_work(exercises))
+    for old, (new, _generated) in RENAMED_FILES.items():
+        src, dest = exercises / old, exercises / new
+        if not src.is_file() or src.is_symlink():
+            continue
+        if old not in work:
+            src.unlink()
+            report.removed.append(old)
+            continue
+        fresh = not dest.exists() or (new in planned and dest.read_bytes() == planned[new][1].encode()) or \
+            _sha(dest.read_bytes()) == manifest.get(new, {}).get("sha256")
+        if fresh:
+            src.replace(dest)
+            report.migrated[old] = new
+        else:
+            report.kept_renamed[old] = new
 
 
 def differences(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> list[str]:
@@ -277,16 +340,89 @@ def differences(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> lis
     return problems
 
 
+# ---- the index: every exercise and drill, from the registry --------------------------------------------
+
+README = ROOT / "notebooks" / "README.md"
+INDEX_BEGIN = "<!-- exercise index: generated from the registry by `python -m tklab exercises --index` -->"
+INDEX_END = "<!-- end of the exercise index -->"
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """One exercise or drill as the index shows it."""
+
+    chapter: str
+    id: str
+    kind: str
+    concept: str
+    lines: int  # lines of code the learner writes (the solution's marked regions)
+    without_gpu: str
+    file: str  # relative to exercises/
+
+
+def index_rows() -> list[IndexRow]:
+    """Every exercise and drill in the registry, in chapter order."""
+    from . import hints, specs
+
+    rows = []
+    for i in specs.all_ids():
+        spec = specs.get(i)
+        path = ROOT / spec.solution
+        lines = sum(r.code_lines for r in regions(path.read_text(), path.suffix, spec.solution))
+        rows.append(IndexRow(spec.chapter, i, spec.kind, hints.ladder(i).concept, lines, spec.without_gpu,
+                             spec.exercise_file))
+    return rows
+
+
+def index_table(link_prefix: str = "../exercises/") -> str:
+    """The index as a Markdown table (links relative to ``notebooks/``)."""
+    out = ["| ch | exercise | kind | concept | you write | without a GPU |", "|---|---|---|---|---|---|"]
+    for r in index_rows():
+        out.append(f"| {r.chapter} | [`{r.id}`]({link_prefix}{r.file}) | {r.kind} | {r.concept} | "
+                   f"{r.lines} line{'s' if r.lines != 1 else ''} | {r.without_gpu} |")
+    return "\n".join(out) + "\n"
+
+
+def readme_with_index(text: str) -> str:
+    """``text`` (notebooks/README.md) with the table between the index markers regenerated."""
+    if INDEX_BEGIN not in text or INDEX_END not in text:
+        raise ValueError(f"the README has no index markers ({INDEX_BEGIN} … {INDEX_END})")
+    head, rest = text.split(INDEX_BEGIN, 1)
+    _old, tail = rest.split(INDEX_END, 1)
+    return f"{head}{INDEX_BEGIN}\n{index_table()}{INDEX_END}{tail}"
+
+
+def _print_list() -> None:
+    rows = index_rows()
+    for r in rows:
+        size = f"{r.lines} line{'s' if r.lines != 1 else ''}"
+        print(f"{r.chapter}  {r.id:<24} {r.kind:<8} {size:>9}  without a GPU: {r.without_gpu:<18} {r.concept}")
+    drills = sum(r.kind == "drill" for r in rows)
+    print(f"{len(rows)} in all: {len(rows) - drills} exercises, {drills} drills; files in exercises/; "
+          "check one with tklab.check(\"ID\") or python -m tklab check ID; hints: python -m tklab hint ID")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tklab exercises [--check] [--backup]``: regenerate exercises/ or verify it."""
+    """``python -m tklab exercises [--check] [--backup] [--list] [--index]``: regenerate exercises/, verify
+    it, or show / write the index."""
     ap = argparse.ArgumentParser(prog="python -m tklab exercises", description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="fail if exercises/ differs from what solutions/ "
                     "generate (for CI); writes nothing")
     ap.add_argument("--backup", action="store_true", help="copy edited exercise files to <name>.bak-<time> "
                     "and regenerate them")
+    ap.add_argument("--list", action="store_true", help="print every exercise and drill (chapter, concept, "
+                    "size, whether it runs without a GPU) and write nothing")
+    ap.add_argument("--index", action="store_true", help="write that index into notebooks/README.md")
     ap.add_argument("--solutions", type=Path, default=SOLUTIONS, help="folder of complete solutions")
     ap.add_argument("--exercises", type=Path, default=EXERCISES, help="folder of generated exercises")
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.list:
+        _print_list()
+        return 0
+    if args.index:
+        README.write_text(readme_with_index(README.read_text()))
+        print(f"wrote the index of {len(index_rows())} exercises and drills into {README}")
+        return 0
     try:
         if args.check:
             problems = differences(args.solutions, args.exercises)
@@ -301,6 +437,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RegionError, SolutionsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    for old, new in report.migrated.items():
+        print(f"moved your work from {args.exercises / old} to {args.exercises / new} (the exercise was renamed "
+              "after its id)")
+    for old, new in report.kept_renamed.items():
+        print(f"kept {args.exercises / old}: it holds your work, and so does {args.exercises / new} (the "
+              "exercise's new name); merge them by hand")
     if report.refused:
         print("Not regenerating: these exercise files were edited since they were generated "
               "(your work is in them):", file=sys.stderr)

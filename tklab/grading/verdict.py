@@ -26,6 +26,7 @@ class Evidence(str, Enum):
     GPU = "gpu"  # ran on this machine's GPU
     SIMULATOR = "simulator"  # ran in numba's CUDA simulator (numba exercises, on the CPU)
     CPU_EMULATION = "cpu-emulation"  # CUDA C++ run by a CPU emulator: a mode for it registers itself
+    CPU = "cpu"  # a drill's Python function, run on the CPU and compared with the hardware model
     NOT_ESTABLISHED = "not-established"  # nothing ran: static checks only
 
 
@@ -62,6 +63,7 @@ class CheckResult:
     notes: list[str] = field(default_factory=list)
     established: str = Evidence.NOT_ESTABLISHED.value  # how the output was judged (right or wrong): an Evidence value
     isolation: str = ""  # how the run was isolated (tklab.grading.sandbox), when there was a run
+    hint: str = ""  # on FAILED: the exercise's level-1 hint (tklab.grading.hints), the concept without the line
 
     # ---- numbers ----
     @property
@@ -92,7 +94,8 @@ class CheckResult:
             out.append(f"{good} of {len(self.static)} static checks pass")
         if self.established != Evidence.NOT_ESTABLISHED and self.run_status in ("ok", "wrong"):
             how = {"gpu": f"on {self.run_where or 'the GPU'}", "simulator": "in numba's CUDA simulator",
-                   "cpu-emulation": "in a CPU emulation of the GPU"}.get(self.established, self.established)
+                   "cpu-emulation": "in a CPU emulation of the GPU",
+                   "cpu": "on the CPU"}.get(self.established, self.established)
             out.append(f"its output {'is right' if self.run_status == 'ok' else 'is wrong'}, run {how} on fresh "
                        "random inputs and compared by the checker")
         if self.speed_ratio is not None:
@@ -158,6 +161,8 @@ class CheckResult:
             if self.isolation:
                 rows.append(Row(dot, "isolation", self.isolation))
         rows += [Row(dot, "note", n) for n in self.notes]
+        if self.hint:
+            rows.append(Row(dot, "hint", self.hint))
         if self.passed is None:
             rows.append(Row(dot, "checked", "; ".join(self.checked) or "nothing"))
             rows.append(Row(bad, "NOT checked", "; ".join(self.unchecked)))

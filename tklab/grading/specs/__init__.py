@@ -258,7 +258,7 @@ class Exercise:
     title: str
     solution: str
     kernel: str
-    language: Literal["cuda", "numba"]
+    language: Literal["cuda", "numba", "python"]
     inputs: Callable[[np.random.Generator, Dims], dict[str, np.ndarray]]
     outputs: Callable[[Dims], dict[str, tuple[tuple[int, ...], str]]]
     reference: Callable[[dict[str, np.ndarray], Dims], dict[str, np.ndarray]]
@@ -275,11 +275,40 @@ class Exercise:
     options: tuple[str, ...] = ()
     chapter: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: What the untouched exercise (the generated stub) fails on without a GPU: (static check, words of its
+    #: message). Tests derive their expectations from it, so a new exercise adds no list elsewhere.
+    untouched: tuple[str, str] = ()
+    #: A design exercise (issue 25): the learner writes something the chapter explained but never showed.
+    #: A chapter prefix ("ch07") names the chapter's own exercise, not its design exercise.
+    design: bool = False
 
     @property
     def filename(self) -> str:
-        """The file name of the solution, and of the exercise generated from it."""
+        """The file name of the solution, and of the exercise generated from it (``<id>.<suffix>``)."""
         return Path(self.solution).name
+
+    @property
+    def exercise_file(self) -> str:
+        """Where the learner's copy lives, relative to ``exercises/`` (``drills/ch04_bank_passes.py``)."""
+        return Path(self.solution).relative_to("solutions").as_posix()
+
+    @property
+    def kind(self) -> str:
+        """``drill`` (a few minutes, a Python function checked against a hardware model) or ``exercise``."""
+        return "drill" if self.language == "python" else "exercise"
+
+    @property
+    def without_gpu(self) -> str:
+        """How its correctness is checked on a machine without a GPU (the index's column): ``CPU`` (a
+        drill), ``simulator`` (numba), ``emulator`` (CUDA C++ on the CPU emulator; needs a C++ compiler), or
+        ``static checks only``."""
+        if self.language == "python":
+            return "CPU"
+        if self.language == "numba":
+            return "simulator" if self.sim_cases else "static checks only"
+        from ...emulate import exercise as emulated
+
+        return "emulator" if emulated.cases(self) else "static checks only"
 
     @property
     def hopper_only(self) -> bool:
@@ -287,33 +316,54 @@ class Exercise:
 
 
 # ---- registry ----------------------------------------------------------------------------------------
+# The one list of exercises: a module ``chNN_<name>.py`` here (``SPEC``), or a drill in ``drills.py``
+# (``DRILLS``). Tests, the index (``notebooks/README.md``, ``python -m tklab exercises --list``), the
+# grader and the bench scripts all read it; nothing else lists exercises.
+
+def _module_ids() -> list[str]:
+    return [m.name for m in pkgutil.iter_modules(__path__) if re.match(r"ch\d", m.name)]
+
+
+def _drills() -> dict[str, Exercise]:
+    from .drills import DRILLS
+
+    return DRILLS
+
 
 def all_ids() -> list[str]:
-    """Ids of every exercise, in chapter order."""
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if re.match(r"ch\d", m.name))
+    """Ids of every exercise and drill, in chapter order (a chapter's exercises before its drills)."""
+    drills = _drills()
+    return sorted([*_module_ids(), *drills], key=lambda i: (i[:4], i in drills, i))
 
 
 def get(exercise_id: str) -> Exercise:
     """The spec of one exercise by exact id."""
-    if exercise_id not in all_ids():
+    drills = _drills()
+    if exercise_id in drills:
+        return drills[exercise_id]
+    if exercise_id not in _module_ids():
         raise KeyError(f"no exercise {exercise_id!r}; exercises: {', '.join(all_ids())}")
     return importlib.import_module(f"{__name__}.{exercise_id}").SPEC
 
 
+#: Files renamed to their exercise's id: old stem → id (a learner's old file still finds its exercise, and
+#: ``python -m tklab exercises`` moves the work in it to the new name).
+RENAMED = {"flash_fwd_tiles": "ch09_flash", "flash_fwd_hopper": "ch10_flash"}
+
+
 def find(name: str) -> Exercise:
-    """The spec for an id, a unique id prefix (``"ch02"``), a file name/path named after it
-    (``.../ch02_smem_tiling.cu``), or the name of its solution file (``flash_fwd_tiles.cu``: the
-    exercise generated from a chapter's own kernel keeps the kernel's name)."""
+    """The spec for an id, a unique id prefix (``"ch02"``: the chapter's exercise when its drills share the
+    prefix), or a file name/path named after it (``.../ch02_smem_tiling.cu``)."""
     stem = Path(name).name.split(".", 1)[0] if ("/" in name or "." in name) else name
+    stem = RENAMED.get(stem, stem)
     ids = all_ids()
     if stem in ids:
         return get(stem)
-    by_file = [i for i in ids if Path(get(i).solution).stem == stem]
-    if len(by_file) == 1:
-        return get(by_file[0])
     matches = [i for i in ids if i.startswith(stem)] or [i for i in ids if stem.startswith(i)]
-    if len(matches) == 1:
-        return get(matches[0])
+    drills = _drills()
+    main = [i for i in matches if i not in drills and not get(i).design]
+    if len(matches) == 1 or len(main) == 1:
+        return get(matches[0] if len(matches) == 1 else main[0])
     hint = f"it could be {', '.join(matches)}" if matches else f"exercises: {', '.join(ids)}"
     raise KeyError(f"cannot tell which exercise {name!r} is ({hint}); name the file after its exercise "
                    "or pass the exercise id")

@@ -24,6 +24,7 @@ SPEC = Exercise(
     id="ch01_naive_matmul",
     title="Naive matrix multiply in numba.cuda",
     chapter="01",
+    untouched=("writes its output", "never assigns to C"),
     solution="solutions/ch01_naive_matmul.py",
     kernel="matmul",
     language="numba",

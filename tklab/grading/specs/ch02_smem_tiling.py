@@ -28,6 +28,7 @@ SPEC = Exercise(
     id="ch02_smem_tiling",
     title="Shared-memory tiling",
     chapter="02",
+    untouched=("uses shared memory", "never reads or writes shared memory"),
     solution="solutions/ch02_smem_tiling.cu",
     kernel="smem_matmul",
     language="cuda",

@@ -28,6 +28,7 @@ SPEC = Exercise(
     id="ch03_register_blocking",
     title="Register blocking with float4 loads",
     chapter="03",
+    untouched=("float4 global loads", "no 128-bit global loads"),
     solution="solutions/ch03_register_blocking.cu",
     kernel="regblock_matmul",
     language="cuda",

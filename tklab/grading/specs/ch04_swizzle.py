@@ -93,6 +93,7 @@ SPEC = Exercise(
     id="ch04_swizzle",
     title="A conflict-free transpose: swizzling shared memory",
     chapter="04",
+    untouched=("conflict-free tile layout", "one-to-one"),
     solution="solutions/ch04_swizzle.cu",
     kernel="transpose",
     language="cuda",

@@ -22,6 +22,7 @@ SPEC = Exercise(
     id="ch05_mma",
     title="One tensor-core tile with mma.sync",
     chapter="05",
+    untouched=("tensor cores used", "no tensor-core instructions"),
     solution="solutions/ch05_mma.cu",
     kernel="mma_16x16x16",
     language="cuda",

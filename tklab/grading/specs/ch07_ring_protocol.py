@@ -35,24 +35,12 @@ def _args(a: Arrays, d: Dims) -> tuple[Any, ...]:
 CASES = ({"M": 300, "N": 200, "blocks": 2}, {"M": 100, "N": 68, "blocks": 1}, {"M": 1, "N": 4},
          {"M": 1024, "N": 1024}, {"M": 3000, "N": 1000})
 
-#: The hint ladder (concept, API, answer), kept here until the exercise registry takes it.
-HINTS = {
-    1: "Chapter 07, section 2: a phase completes when its count of arrivals (and bytes) is reached; a waiter "
-       "names a phase by its parity, and a fresh barrier counts its previous phase (parity 1) as complete. "
-       "Who arrives on full, who on empty, and how many times per phase?",
-    2: "init_mbarrier(bar, arrivals) for full and empty of every stage, then fence_mbarrier_init(); the "
-       "producer: wait(empty[s], parity), tma::expect(full[s], tile), tma::load_async(tile, map, full[s], "
-       "{row, col}); the consumers: __syncwarp(), then one lane's arrive(empty[s]).",
-    3: "init_mbarrier(full[s], 1); init_mbarrier(empty[s], CONSUMER_WARPS); fence_mbarrier_init(); "
-       "s = i % STAGES; wait(empty[s], ((i / STAGES) & 1) ^ 1); tma::expect(full[s], stage[s]); "
-       "tma::load_async(stage[s], map_src, full[s], {t / tiles_c, t % tiles_c}); "
-       "__syncwarp(); if (laneid() == 0) arrive(empty[s]);",
-}
-
 SPEC = Exercise(
     id="ch07_ring_protocol",
     title="The TMA ring from bare mbarriers: counts, the producer's empty wait, bytes, load, hand-back",
     chapter="07",
+    design=True,
+    untouched=("TMA load", "no TMA loads (UTMALDG)"),
     solution="solutions/ch07_ring_protocol.cu",
     kernel="ring_protocol",
     language="cuda",

@@ -38,6 +38,7 @@ SPEC = Exercise(
     id="ch07_tma_ring",
     title="A copy through a ring of TMA stages: the producer's load, the consumers' wait",
     chapter="07",
+    untouched=("TMA load", "no TMA loads (UTMALDG)"),
     solution="solutions/ch07_tma_ring.cu",
     kernel="ring_copy",
     language="cuda",

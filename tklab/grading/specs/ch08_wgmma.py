@@ -63,6 +63,7 @@ SPEC = Exercise(
     id="ch08_wgmma",
     title="A Hopper GEMM: one warpgroup, a TMA ring and wgmma",
     chapter="08",
+    untouched=("tensor cores used (wgmma)", "no wgmma instructions (HGMMA)"),
     solution="solutions/ch08_wgmma.cu",
     kernel="gemm",
     language="cuda",

@@ -62,27 +62,14 @@ CASES = ({"B": 1, "H": 1, "N": 300, "W": 64}, {"B": 1, "H": 1, "N": 130, "W": 1}
          {"B": 2, "H": 2, "N": 4097, "W": 1000}, {"B": 1, "H": 4, "N": 2048, "W": 129},
          {"B": 1, "H": 1, "N": 1, "W": 1})
 
-#: The hint ladder (concept, API, answer), kept here until the exercise registry takes it.
-HINTS = {
-    1: "Section 5 of chapter 09 skips the key blocks a causal mask hides; a window hides blocks on both sides. "
-       "Work out, for the block's rows, the first and last key any of them may see, and which blocks cross the "
-       "edges of a warp's windows. A row whose first visited block is all -inf has m = -inf, and "
-       "2^(c s - c m) is then 2^(-inf + inf).",
-    2: "kv_begin / kv_end: integer division by BC of the first visible key (never below 0) and of the last "
-       "(never past seq - 1), plus one; mask_if(s, row0, col0, pred, neg_inf) with pred(r, c) true outside "
-       "i - window < c <= i, called when the block crosses the diagonal or the window's start; "
-       "m_use from m with a 2-argument map.",
-    3: "kv_begin = max(q_block * BR - window + 1, 0) / BC; kv_end = min(q_block * BR + BR - 1, seq - 1) / BC + 1; "
-       "mask where c > r || c <= r - window (if col0 + BC - 1 > row0 || col0 <= row0 + WARP_ROWS - 1 - window); "
-       "map(m_use, m, [](float x) { return x == neg_inf ? 0.0f : x; }).",
-}
-
 GONE = "were compiled away: does the loop visit any key block (kv_begin < kv_end)?"
 
 SPEC = Exercise(
     id="ch09_local_mask",
     title="Sliding-window attention: the blocks a window visits, its mask, and rows that see nothing yet",
     chapter="09",
+    design=True,
+    untouched=("tensor cores used", "visit any key block"),
     solution="solutions/ch09_local_mask.cu",
     kernel="flash_fwd_local",
     language="cuda",

@@ -1,4 +1,4 @@
-// GENERATED from solutions/flash_fwd_tiles.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch09_flash.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 09 solution: FlashAttention forward with warp-level tiles (mma.sync, ldmatrix, cp.async).
 //
 //   O = softmax(Q K^T * scale) V   per (batch, head);   L = log-sum-exp of each row of Q K^T * scale.
@@ -82,9 +82,10 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
 
         // The online-softmax update (chapter 09, section 2), in base 2: P = 2^(c S - c m).
         // TODO: your code here (about 7 lines).
-        // Hint: keep the old max in m_old; row_max(m, s, m); turn m_old into a = 2^(c (m_old - m)) with map;
-        //       P = 2^(c s - c m) in place with map_row and fast::exp2; row_sum(rs, s); l = a l + rs with
-        //       the 4-argument map; O = a O with mul_row (only if warp_any(a, ...) finds an a != 1)
+        // Goal: the online-softmax update for this key block: the new running max, the factor that rescales
+        //       the old state, P from S, the new running sum, and the accumulator rescaled (a warp may skip
+        //       that when no row's max changed)
+        // Stuck? tklab.hint("ch09_flash") in a notebook, or python -m tklab hint ch09_flash.
         copy(p, s);                         // round P to bf16: the A operand of the next product
         mma_AB(acc, p, sm.v[stage], acc);   // O += P V_j
     }

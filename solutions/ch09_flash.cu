@@ -80,7 +80,7 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
         if (col0 + BC > seq) mask_keys_from(s, col0, seq);               // keys past the end
 
         // The online-softmax update (chapter 09, section 2), in base 2: P = 2^(c S - c m).
-        // BEGIN SOLUTION hint: keep the old max in m_old; row_max(m, s, m); turn m_old into a = 2^(c (m_old - m)) with map; P = 2^(c s - c m) in place with map_row and fast::exp2; row_sum(rs, s); l = a l + rs with the 4-argument map; O = a O with mul_row (only if warp_any(a, ...) finds an a != 1)
+        // BEGIN SOLUTION hint: the online-softmax update for this key block: the new running max, the factor that rescales the old state, P from S, the new running sum, and the accumulator rescaled (a warp may skip that when no row's max changed)
         copy(m_old, m);
         row_max(m, s, m);  // m = max(m_old, rowmax S)
         map(m_old, m_old, m, [c](float mo, float mn) { return fast::exp2(c * (mo - mn)); });  // a

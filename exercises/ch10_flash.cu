@@ -1,3 +1,4 @@
+// GENERATED from solutions/ch10_flash.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 10 solution: FlashAttention forward for Hopper -- TMA, wgmma, swizzled tiles, warp specialisation.
 //
 // The same algorithm as chapter 09 (online softmax over blocks of keys), with Hopper's engines:
@@ -152,20 +153,11 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     st.rescale_and_round();
     // Blocks 1 ..: issue S_j and O += P_{j-1} V_{j-1} back to back, exponentiate S_j under the second.
     for (int j = 1; j < kv_blocks; ++j, at_k.advance(), at_v.advance()) {
-        // BEGIN SOLUTION hint: wait for K_j (k_pipe, cursor at_k) and V_{j-1} (v_pipe, at_v) to be full; take the turn if pingpong; issue S = Q K_j^T (mm_ABt) and O += P V_{j-1} (mma_AB) back to back; pass the turn; wait until only the newest group runs (mma_async_wait<1>(st.s)), release K_j, exponentiate block j; wait for the rest (mma_async_wait<0>(st.o, st.p)), release V_{j-1}, rescale_and_round
-        wait(sm.k_pipe.full[at_k.stage], at_k.phase);
-        wait(sm.v_pipe.full[at_v.stage], at_v.phase);
-        if (pingpong) turn::wait(me);
-        warpgroup::mm_ABt(st.s, sm.q[me], sm.k[at_k.stage]);
-        warpgroup::mma_AB(st.o, st.p, sm.v[at_v.stage]);
-        if (pingpong) turn::pass(me);
-        warpgroup::mma_async_wait<1>(st.s);  // S_j is done; P V may still run
-        sm.k_pipe.release(at_k.stage);
-        st.exponentiate(j, row0, seq, c, causal);
-        warpgroup::mma_async_wait<0>(st.o, st.p);
-        sm.v_pipe.release(at_v.stage);
-        st.rescale_and_round();
-        // END SOLUTION
+        // TODO: your code here (about 12 lines).
+        // Goal: one step of the loop: wait for the tiles this step reads, issue both products back to back
+        //       (taking the tensor cores in turn under ping-pong), finish block j's softmax while P V still
+        //       runs, and hand each stage back as soon as nothing reads it
+        // Stuck? tklab.hint("ch10_flash") in a notebook, or python -m tklab hint ch10_flash.
     }
     // The last block's P V.
     wait(sm.v_pipe.full[at_v.stage], at_v.phase);

@@ -1,0 +1,223 @@
+"""Drills: every reference answer agrees with the hardware model on its whole domain, every untouched drill
+fails for its reason, and planted typical mistakes (two per drill) fail. One drill goes the whole way through
+``tklab.check`` (sandboxed child, verdict in the parent) passing and failing; the rest are judged in-process
+with the same answers/reference/compare the check uses, so the suite stays fast."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from tklab.grading import drills, specs
+from tklab.grading.check import check
+from tklab.grading.judge import compare
+
+ROOT = Path(__file__).resolve().parent.parent
+DRILLS = [i for i in specs.all_ids() if specs.get(i).kind == "drill"]
+
+# Typical wrong answers: (what the mistake is, the function's body). Each must fail on the drill's domain.
+PLANTED: dict[str, list[tuple[str, str]]] = {
+    "ch02_sectors": [
+        ("counts 128-byte lines, not 32-byte sectors",
+         "return len({(l * stride * itemsize) // 128 for l in range(32)})"),
+        ("forgets the element size", "return len({(l * stride) // 32 for l in range(32)})"),
+    ],
+    "ch03_blocks_per_sm": [
+        ("one pool of registers, no quadrants", """
+warps = -(-threads // 32)
+by_regs = 65536 // (-(-registers * 32 // 256) * 256 * warps)
+by_smem = 228 * 1024 // (-(-smem_bytes // 128) * 128 + 1024) if smem_bytes else 32
+return min(64 // warps, 32, by_regs, by_smem)"""),
+        ("forgets the 1 KB reserved per block", """
+warps = -(-threads // 32)
+per_warp = -(-registers * 32 // 256) * 256
+by_regs = 16384 // per_warp * 4 // warps if per_warp * (-(-warps // 4) * 4) <= 65536 else 0
+by_smem = 228 * 1024 // (-(-smem_bytes // 128) * 128) if smem_bytes else 32
+return min(64 // warps, 32, by_regs, by_smem)"""),
+    ],
+    "ch04_bank_passes": [
+        ("counts lanes, not distinct words (no broadcast)", """
+per_bank = [0] * 32
+for lane in range(32):
+    per_bank[(lane * stride) % 32] += 1
+return max(per_bank)"""),
+        ("the gcd rule without the broadcast of stride 0", "import math\nreturn math.gcd(stride, 32)"),
+    ],
+    "ch04_padding": [
+        ("always pads by one", "return cols + 1"),
+        ("pads only multiples of 32", "return cols + 1 if cols % 32 == 0 else cols"),
+    ],
+    "ch05_mma_owner": [
+        ("column half before row half", """
+g, t = row % 8, (col % 8) // 2
+return 4 * g + t, 2 * (2 * (row // 8) + col // 8) + col % 2"""),
+        ("lane = 4 t + g (transposed)", """
+g, t = row % 8, (col % 8) // 2
+return 4 * t + g, 2 * (row // 8 + 2 * (col // 8)) + col % 2"""),
+    ],
+    "ch05_ldmatrix": [
+        ("rows by lane % 8", "return i // 2, lane % 8, 2 * (lane // 8) + i % 2"),
+        ("matrix from the element, not the register", "return i % 4, lane // 4, 2 * (lane % 4) + i // 4"),
+    ],
+    "ch06_rt_layout": [
+        ("registers 1 and 2 swapped", """
+g, t = lane // 4, lane % 4
+r, half = i // 2, i % 2
+return g + 8 * (r // 2), 2 * t + half + 8 * (r % 2)"""),
+        ("one element per column pair", """
+g, t = lane // 4, lane % 4
+r = i // 2
+return g + 8 * (r % 2), t + 8 * (r // 2)"""),
+    ],
+    "ch07_mbarrier_parity": [
+        ("inverted: returns while the phase of that parity runs", "return int((arrivals // count) % 2 == parity)"),
+        ("a phase per arrival", "return int(arrivals % 2 != parity)"),
+    ],
+    "ch07_tma_box": [
+        ("the span ignores the swizzle's row pitch", """
+row = cols * itemsize
+if row % 16 or (swizzle and row > swizzle):
+    return (-1, -1)
+return (rows * row, rows * row)"""),
+        ("expects the bytes the rows span", """
+row = cols * itemsize
+if row % 16 or (swizzle and row > swizzle):
+    return (-1, -1)
+pitch = swizzle or row
+return (rows * pitch, rows * pitch)"""),
+    ],
+    "ch08_descriptor": [
+        ("swizzle codes reversed", """
+def f(x):
+    return (x & 0x3FFFF) >> 4
+return f(address) | f(lbo) << 16 | f(sbo) << 32 | {0: 0, 128: 3, 64: 2, 32: 1}[swizzle] << 62"""),
+        ("fields in bytes, not 16-byte units", """
+code = {0: 0, 128: 1, 64: 2, 32: 3}[swizzle]
+return (address & 0x3FFF) | (lbo & 0x3FFF) << 16 | (sbo & 0x3FFF) << 32 | code << 62"""),
+    ],
+    "ch08_register_split": [
+        ("counts a warp's 32 threads, not a warpgroup's 128", """
+left = 65536 // 32 - producers * producer_regs
+c = min(256, left // consumers // 8 * 8)
+return c if c >= 24 else 0"""),
+        ("not a multiple of 8", """
+left = 65536 // 128 - producers * producer_regs
+c = min(256, left // consumers)
+return c if c >= 24 else 0"""),
+    ],
+    "ch09_block_kind": [
+        ("masks against the last row instead of the first", """
+last_row = min((i + 1) * block_rows, seq) - 1
+first_key, last_key = j * block_keys, (j + 1) * block_keys - 1
+if causal and first_key > last_row:
+    return 0
+if last_key >= seq or (causal and last_key > last_row):
+    return 2
+return 1"""),
+        ("forgets keys past the end of the sequence", """
+last_row = min((i + 1) * block_rows, seq) - 1
+first_key, last_key = j * block_keys, (j + 1) * block_keys - 1
+if causal and first_key > last_row:
+    return 0
+if causal and last_key > i * block_rows:
+    return 2
+return 1"""),
+    ],
+    "ch10_wgmma_owner": [
+        ("forgets the warp's 32-thread offset", """
+r = row % 16
+return 4 * (r % 8) + (col % 8) // 2, 4 * (col // 8) + 2 * (r // 8) + col % 2"""),
+        ("lower 8 rows in the next 8-column register block", """
+warp, r = row // 16, row % 16
+return 32 * warp + 4 * (r % 8) + (col % 8) // 2, 4 * (col // 8) + (r // 8) + col % 2"""),
+    ],
+}
+
+
+def _module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _judge(exercise: str, fn) -> dict:
+    """What the check's parent concludes from ``fn``'s answers (the same inputs, reference and compare)."""
+    spec = specs.get(exercise)
+    dims = spec.cases[0]
+    x = spec.inputs(None, dims)
+    got = drills.answers(spec, fn, x, dims)
+    return compare("answer", got, spec.reference(x, dims)["answer"], spec.rtol, spec.atol)
+
+
+def _planted(exercise: str, body: str):
+    spec = specs.get(exercise)
+    args = ", ".join(drills.params(spec))
+    src = f"def {spec.kernel}({args}):\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n"
+    scope: dict = {}
+    exec(compile(src, f"<planted {exercise}>", "exec"), scope)  # noqa: S102 - the test's own planted code
+    return scope[spec.kernel]
+
+
+def test_every_chapter_02_to_10_ends_with_two_checked_exercises_or_drills():
+    per_chapter: dict[str, int] = {}
+    for i in specs.all_ids():
+        per_chapter[specs.get(i).chapter] = per_chapter.get(specs.get(i).chapter, 0) + 1
+    assert len(DRILLS) >= 12
+    assert all(per_chapter.get(f"{c:02d}", 0) >= 2 for c in range(2, 11)), per_chapter
+    assert set(PLANTED) == set(DRILLS), "every drill has its planted mistakes"
+
+
+@pytest.mark.parametrize("exercise", DRILLS)
+def test_reference_answer_agrees_with_the_model_and_planted_mistakes_fail(exercise):
+    spec = specs.get(exercise)
+    solution = _module(ROOT / spec.solution, f"solution_{exercise}")
+    assert _judge(exercise, getattr(solution, spec.kernel))["ok"]
+    for what, body in PLANTED[exercise]:
+        verdict = _judge(exercise, _planted(exercise, body))
+        assert not verdict["ok"], f"{exercise}: the planted mistake '{what}' passes"
+
+
+@pytest.mark.parametrize("exercise", DRILLS)
+def test_untouched_drill_fails_its_static_check(exercise):
+    res = check(exercise, run=False)
+    name, words = specs.get(exercise).untouched
+    failed = {s.name: s.detail for s in res.static if not s.ok}
+    assert res.passed is False and name in failed and words in failed[name], res
+    assert res.hint and "tklab.hint" in res.hint  # the level-1 hint, shown on FAILED
+
+
+def test_a_drill_goes_through_the_sandboxed_check(tmp_path):
+    ok = check("ch07_mbarrier_parity", ROOT / "solutions" / "drills" / "ch07_mbarrier_parity.py")
+    assert ok.passed is True and ok.established == "cpu" and "all 104 cases" in ok.run_message, ok
+    wrong = tmp_path / "ch07_mbarrier_parity.py"
+    wrong.write_text("def wait_returns(arrivals, count, parity):\n    return int(arrivals % 2 != parity)\n")
+    res = check("ch07_mbarrier_parity", wrong)
+    assert res.passed is False and res.run_status == "wrong" and res.established == "cpu", res
+    assert any(n.startswith("first wrong answer: wait_returns(arrivals=") for n in res.notes), res
+
+
+def test_a_drill_that_returns_nonsense_gets_a_clear_error(tmp_path):
+    spec = specs.get("ch05_mma_owner")
+    with pytest.raises(TypeError, match="2 expected"):
+        drills.answers(spec, lambda row, col: row, spec.inputs(None, spec.cases[0]), spec.cases[0])
+    with pytest.raises(TypeError, match="whole numbers"):
+        drills.answers(spec, lambda row, col: ("a", 1), spec.inputs(None, spec.cases[0]), spec.cases[0])
+
+
+def test_wide_answers_are_compared_exactly():
+    """A descriptor is 64 bits: a float64 holds only 53, so the answer travels as two 32-bit halves."""
+    spec = specs.get("ch08_descriptor")
+    dims = spec.cases[0]
+    x = spec.inputs(None, dims)
+    ref = spec.reference(x, dims)["answer"]
+    solution = _module(ROOT / spec.solution, "solution_descriptor")
+    off_by_one = drills.answers(spec, lambda *a: solution.descriptor(*a) ^ 1, x, dims)
+    assert ref.shape == (dims["n"], 2) and np.all(ref < 2**32)
+    assert not compare("answer", off_by_one, ref, 0.0, 0.0)["ok"]
