@@ -333,7 +333,10 @@ def _drills() -> dict[str, Exercise]:
 def all_ids() -> list[str]:
     """Ids of every exercise and drill, in chapter order (a chapter's exercises before its drills)."""
     drills = _drills()
-    return sorted([*_module_ids(), *drills], key=lambda i: (i[:4], i in drills, i))
+    def design(i: str) -> bool:  # a chapter's design exercise after its own exercise
+        return i not in drills and importlib.import_module(f"{__name__}.{i}").SPEC.design
+
+    return sorted([*_module_ids(), *drills], key=lambda i: (i[:4], i in drills, design(i), i))
 
 
 def get(exercise_id: str) -> Exercise:
