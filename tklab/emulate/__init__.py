@@ -8,15 +8,20 @@ wgmma, ...). It is for correctness only: no timing means anything here.
 
 Mistakes come back as exceptions that name the thread, the block and the line: an out-of-bounds global
 access (with the argument and element), a shared-memory race (the two threads, the element, read or
-write), a deadlock (who waits for what), a time limit, an instruction that is not emulated.
+write), an asynchronous hazard (a TMA box read before it landed, operands of a pending wgmma group or
+TMA store overwritten, a stage released before its wgmma group was waited for, a missing
+``fence.proxy.async``), a deadlock (who waits for what), a time limit, an instruction that is not emulated.
+Nothing starts clean that does not on a GPU: shared memory, TMA boxes in flight and pending wgmma
+accumulators read as NaN, and uninitialised locals (register tiles) hold a garbage pattern.
 
     import tklab.emulate as emu
     mod = emu.compile(src, arch="sm_90a")           # or tklab.compile(src, arch=..., target="cpu")
     mod["smem_matmul"](grid, block, (A, B, C, M, N, K))   # NumPy arrays, updated in place
 
 Public API: ``compile(...) -> EmuModule``, ``tensor_map(...)``, ``TensorMap``, ``compiler()`` (which
-C++ compiler was found), ``describe()`` (for the doctor), the errors (``EmulationError``, ``OutOfBounds``,
-``SharedRace``, ``Deadlock``,
+C++ compiler was found), ``describe()`` (for the doctor), ``TMA_ORDERS`` (a launch's ``tma_order=``, see
+``tklab.emulate.module``), the errors (``EmulationError``, ``OutOfBounds``, ``SharedRace``, ``AsyncHazard``,
+``Deadlock``,
 ``TimeLimit``, ``NotEmulated``, ``InvalidOperation``, ``EmulationCompileError``).
 """
 
@@ -30,6 +35,7 @@ from . import build as _build
 from .build import EmulationCompileError
 from .errors import (
     AssertionFailed,
+    AsyncHazard,
     Deadlock,
     EmulationError,
     InvalidOperation,
@@ -38,13 +44,13 @@ from .errors import (
     SharedRace,
     TimeLimit,
 )
-from .module import EmuKernel, EmuModule, LaunchResult
+from .module import TMA_ORDERS, EmuKernel, EmuModule, LaunchResult
 from .tensormap import TensorMap, tensor_map
 from .toolchain import Compiler, NoCompiler, find
 
 __all__ = ["compile", "tensor_map", "TensorMap", "compiler", "describe", "EmuModule", "EmuKernel", "LaunchResult",
            "EmulationError", "OutOfBounds", "SharedRace", "Deadlock", "TimeLimit", "NotEmulated", "InvalidOperation",
-           "AssertionFailed", "EmulationCompileError", "NoCompiler", "LABEL"]
+           "AssertionFailed", "AsyncHazard", "EmulationCompileError", "NoCompiler", "LABEL", "TMA_ORDERS"]
 
 #: How results of this target are labelled wherever a verdict is shown.
 LABEL = "CPU emulation: correctness only, no timing"

@@ -90,7 +90,9 @@ def _run(argv: list[str], what: str, program: str) -> str:
 
 
 def _flags(cc: Compiler) -> list[str]:
-    base = ["-std=c++20", "-O1", "-fPIC", "-w", "-fno-omit-frame-pointer", "-fsanitize=thread"]
+    # Uninitialised locals (register tiles, accumulators) start as a garbage pattern, as registers do on a GPU.
+    base = ["-std=c++20", "-O1", "-fPIC", "-w", "-fno-omit-frame-pointer", "-fsanitize=thread",
+            "-ftrivial-auto-var-init=pattern"]
     if cc.family == "clang":
         return [*base, "-gline-tables-only", "-mllvm", "-tsan-instrument-func-entry-exit=0",
                 "-mllvm", "-tsan-instrument-atomics=0"]

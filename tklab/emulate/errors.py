@@ -5,7 +5,7 @@ module → `` at file.cu:LINE``), ``@@S:alloc:byte@@`` (a shared-memory byte →
 ``@@G:slot:offset:bytes@@`` (a global address → ``C[32, 0], 0 elements past the end of argument 2
 'float* C' (32×32 float32)``). ``render`` fills them in.
 
-Public API: ``EmulationError`` and its kinds (``OutOfBounds``, ``SharedRace``, ``Deadlock``,
+Public API: ``EmulationError`` and its kinds (``OutOfBounds``, ``SharedRace``, ``AsyncHazard``, ``Deadlock``,
 ``TimeLimit``, ``NotEmulated``, ``InvalidOperation``, ``AssertionFailed``), ``render(...)``.
 """
 
@@ -64,8 +64,17 @@ class AssertionFailed(EmulationError):
     kind = "assert"
 
 
+class AsyncHazard(EmulationError):
+    """An asynchronous unit (TMA, wgmma, a TMA store) and a thread touch the same shared bytes with nothing
+    ordering them as the PTX ISA requires: a read of a box still in flight, a write to operands a pending
+    wgmma group or TMA store may still read, a stage handed back before its wgmma group was waited for,
+    or ordinary stores read by the async proxy without ``fence.proxy.async``."""
+
+    kind = "async"
+
+
 _KINDS = {c.kind: c for c in (OutOfBounds, SharedRace, Deadlock, TimeLimit, NotEmulated, InvalidOperation,
-                              AssertionFailed)}
+                              AssertionFailed, AsyncHazard)}
 
 
 def error_class(kind: str) -> type[EmulationError]:
@@ -183,7 +192,13 @@ def render(text: str, report: dict[str, Any], ctx: Context) -> str:
 
     text = re.sub(r"@@S:(\d+):(\d+)@@", shared_sub, text)
     text = re.sub(r"@@G:(\d+):(-?\d+):(\d+)@@", global_sub, text)
-    offsets = [int(o, 16) for o in re.findall(r"@@PC:([0-9a-f]+)@@", text)]
+    offsets = [int(o, 16) for chain in re.findall(r"@@PC:([0-9a-f|]+)@@", text) for o in chain.split("|")]
     lines = _lines(ctx.library, offsets, ctx.program)
-    return re.sub(r"@@PC:([0-9a-f]+)@@", lambda m: f" at {lines[int(m.group(1), 16)]}" if int(m.group(1), 16) in lines
-                  else "", text)
+
+    def pc_sub(m: re.Match[str]) -> str:
+        """A chain of frames (innermost first) is named by its first line in the learner's file."""
+        known = [lines[o] for o in (int(x, 16) for x in m.group(1).split("|")) if o in lines]
+        mine = [w for w in known if w.startswith(ctx.program + ":")]
+        return f" at {(mine or known)[0]}" if known else ""
+
+    return re.sub(r"@@PC:([0-9a-f|]+)@@", pc_sub, text)

@@ -161,6 +161,19 @@ class _Block:
         self.code.append(f"uint64_t* const {name}[] = {{{', '.join('&' + r for r in regs)}}};")
         return name
 
+    def homes(self, regs: list[str]) -> str:
+        """An array of the C++ variables' addresses behind output registers (``nullptr`` for PTX locals):
+        where an asynchronous instruction (wgmma) writes its result later."""
+        homes = []
+        for r in regs:
+            m = re.fullmatch(r"__r\[(\d+)\]", r)
+            homes.append(f"static_cast<void*>(&__o{m.group(1)})" if m and self.ops[int(m.group(1))].output
+                         else "nullptr")
+        name = f"__h{self.tmp}"
+        self.tmp += 1
+        self.code.append(f"void* const {name}[] = {{{', '.join(homes)}}};")
+        return name
+
     def vals(self, regs: list[str]) -> str:
         name = f"__v{self.tmp}"
         self.tmp += 1
@@ -254,6 +267,8 @@ class _Block:
                       f"int(int64_t({src_size})));")
         elif head == "mbarrier":
             self.mbarrier(mods, ms, a, text)
+        elif head == "fence" and "proxy" in ms and any(m.startswith("async") for m in mods[2:]):
+            self.emit(f"{T}fence_proxy_async();")
         elif head in ("fence", "membar") or opcode.startswith("prefetch") or head == "griddepcontrol":
             pass
         elif head == "wgmma":
@@ -399,6 +414,7 @@ class _Block:
             bdesc, scale_d, sa, sb = rest[0], rest[1], rest[2], rest[3]
             tnsp_a, tnsp_b = (rest[4] if len(rest) > 4 else "0"), (rest[5] if len(rest) > 5 else "0")
         self.emit(f"{T}wgmma({n}, {_TYPES[types[0]]}, {_TYPES[types[1]]}, {_TYPES[types[2]]}, {self.ptrs(d)}, "
+                  f"{self.homes(d)}, "
                   f"{areg}, {adesc}, {self.reg(bdesc)}, int({self.reg(scale_d)} & 1), int(int64_t({self.reg(sa)})), "
                   f"int(int64_t({self.reg(sb)})), int({self.reg(tnsp_a)}), int({self.reg(tnsp_b)}));")
 
@@ -554,7 +570,10 @@ _STORE = {"f": "::tkemu::reg_out_f", "d": "::tkemu::reg_out_d"}
 def translate(template: str, operands: list[Operand]) -> str:
     """The C++ statement that does what the asm statement does (see the module docstring)."""
     block = _Block(template, operands)
-    for stmt in _statements(template):
+    statements = _statements(template)
+    if not statements:  # asm("" : "+f"(x)): pins a register for the compiler, does nothing
+        return "do { } while (0)"
+    for stmt in statements:
         block.statement(stmt)
     pre, post = [], []
     nops = max(len(operands), 1)

@@ -26,6 +26,12 @@ constexpr uint16_t NONE = 0xffff;
 constexpr int IDLE_POLL_LIMIT = 1000;  // polls that see no change before "deadlock"
 
 enum State : int { RUNNABLE = 0, BLOCKED = 1, POLLING = 2, EXITED = 3 };
+/// When an in-flight TMA load lands (tkemu_launch's flags >> 2; tklab.emulate's tma_order=).
+enum TmaOrder : int { ORDER_IN_ORDER = 0, ORDER_DELAYED = 1, ORDER_REVERSED = 2 };
+// Shadow flags of one shared byte.
+constexpr uint8_t SH_PENDING = 1;  // an in-flight TMA load will write it (Shadow::pend: which one)
+constexpr uint8_t SH_GENERIC = 2;  // last written by a thread's ordinary store (the generic proxy)
+constexpr uint8_t SH_WGMMA_READ = 4;  // last read by a wgmma group, recorded where it retired
 
 /// A queued copy that lands in shared memory later (cp.async, TMA).
 struct Copy {
@@ -45,7 +51,32 @@ struct TmaOp {
     unsigned char map[128];
     int issuer;
     uint32_t issuer_clock;
+    uint32_t extent;  // shared bytes from smem the box spans
     uintptr_t pc;
+};
+
+/// One accumulator register of a pending wgmma group: where the thread keeps it, and the value it gets at
+/// retirement.
+struct AccSlot {
+    void* ptr;
+    uint32_t bits;
+};
+/// A wgmma group (the wgmma.mma_async instructions between two commits) of one warpgroup.
+struct WgGroup {
+    std::vector<AccSlot> acc;     // what retiring it writes
+    std::vector<uint32_t> reads;  // the 2-byte shared elements its instructions read (with repeats)
+    std::vector<std::pair<uint32_t, uint32_t>> spans;  // [first, last byte] of each operand it reads
+    uintptr_t pc = 0;             // its first instruction
+    uint32_t seq = 0;
+    int instrs = 0;
+};
+/// A warpgroup's wgmma groups in flight: the one being issued and the committed ones, oldest first.
+struct WgState {
+    WgGroup open;
+    std::deque<WgGroup> committed;
+    std::unordered_map<void*, std::pair<uint32_t, uint32_t>> pending;  // accumulator -> (seq of its group, value)
+    uint32_t next_seq = 1;
+    int commits = 0;
 };
 
 struct Thread {
@@ -66,7 +97,9 @@ struct Thread {
     std::deque<std::vector<Copy>> cp_groups;
     std::vector<TmaOp> bulk_open;
     std::deque<std::vector<TmaOp>> bulk_groups;
-    int wgmma_open = 0;
+    int wgmma_commits = 0;   // wgmma.commit_group executed by this thread
+    uint32_t fence_clk = 0;  // its clock at its last fence.proxy.async (0: never)
+    uint32_t waited_bar = UINT32_MAX;  // the mbarrier its last successful wait was on
     int red_pred = 0;
     int red_result[3] = {0, 0, 0};
 };
@@ -95,7 +128,7 @@ struct MBar {
     uint32_t expected = 0, pending = 0;
     int64_t tx = 0;
     uint32_t phase = 0;
-    std::vector<TmaOp> queued;
+    std::vector<uint32_t> queued;  // in-flight TMA loads (Block::inflight indices) that complete on this barrier
     std::vector<uint32_t> vc_phase, vc_done;
     int init_thread = -1;
 };
@@ -111,6 +144,9 @@ struct SharedAlloc {
 struct Shadow {
     uint16_t wtid, rtid;
     uint32_t wclk, rclk;
+    uint8_t flags;   // SH_*
+    uint8_t areads;  // asynchronous readers in flight (wgmma groups, TMA stores): a write now is a hazard
+    uint16_t pend;   // SH_PENDING: the Block::inflight index of the load
     uintptr_t wpc, rpc;
 };
 
@@ -136,6 +172,11 @@ struct Block {
     NamedBarrier bars[16];
     std::vector<Rendezvous> warp_rv, wg_rv;
     std::unordered_map<uint32_t, MBar> mbars;
+    std::vector<TmaOp> inflight;   // every TMA load issued in this block, in issue order
+    std::vector<uint8_t> landed;   // ... and whether it has landed
+    std::vector<WgState> wgs;      // per warpgroup
+    // What each mbarrier hands back, as learnt: a thread waited on it, then issued a TMA load into these bytes.
+    std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, uint32_t>>> protects;
     std::vector<uint32_t> vc;  // n x n vector clocks (race detection)
     bool race = false;
     bool aborted = false;
@@ -152,6 +193,8 @@ struct Launch {
     int arch = 90;
     bool race = true;
     bool reverse = false;
+    int tma_order = ORDER_DELAYED;
+    std::atomic<int> max_wgmma_groups{0};  // most committed, unretired wgmma groups of one warpgroup
     double deadline = 0;
     std::atomic<bool> failed{false};
     std::atomic<long> next_block{0};
@@ -168,10 +211,12 @@ extern Launch* g_launch;
 // runtime.cpp
 [[noreturn]] void fail_json(const std::string& json);
 std::string json_str(const std::string& s);
+std::string error_json(const std::string& kind, const std::string& message);
 std::string thread_desc(const Block& b, int t);
 std::string block_desc(const Block& b);
 std::string smem_desc(const Block& b, uint32_t addr);
 std::string pc_mark(uintptr_t pc);
+uintptr_t pc_chain(uintptr_t fallback);  // this call's chain of kernel frames, as a pc for pc_mark
 void warn(const std::string& kind, const std::string& message, uintptr_t pc);
 void block_current(int state, const char* what, uint64_t addr, uint64_t detail);
 void wake(Block& b, int t);
@@ -180,7 +225,8 @@ void collective(int scope, int kind, const char* what, unsigned mask, void* data
 char* smem_at(Block& b, uint32_t addr, uint32_t bytes, const char* what);
 void global_check(uintptr_t addr, size_t bytes, bool write, uintptr_t pc, const char* what);
 void shadow_access(Block& b, int t, uint32_t clk, uint32_t addr, uint32_t bytes, bool write, uintptr_t pc,
-                   const char* what);
+                   const char* what, bool async = false);
+[[noreturn]] void async_hazard(Block& b, int t, uint32_t addr, bool write, uintptr_t pc, const char* what);
 uint32_t clock_of(Block& b, int t);
 void vc_join_into(Block& b, std::vector<uint32_t>& dst, int t);  // dst = max(dst, VC_t)
 void vc_acquire(Block& b, int t, const std::vector<uint32_t>& src);
@@ -192,6 +238,7 @@ void complete_copy(Block& b, int t, uint32_t clk, uintptr_t pc, const Copy& c);
 void tma_execute(Block& b, const TmaOp& op);
 void mbar_complete_tx(Block& b, uint32_t bar, uint32_t bytes);
 void flush_thread(Block& b, Thread& t);
+bool land_all(Block& b);  // lands every in-flight TMA load (the scheduler, when nothing else can move)
 
 }  // namespace tkemu
 

@@ -10,6 +10,7 @@
 // Asynchronous copies land late on purpose: cp.async data at the issuing thread's wait_group, TMA data
 // when its mbarrier's arrivals are all in, TMA stores at the issuer's bulk wait: a kernel that reads
 // before waiting sees stale shared memory here too.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -201,6 +202,7 @@ void ptx::cp_async(uint64_t dst, uint64_t src, int cp_size, int src_size) {
     if (dst >= ARENA_BYTES) fail("out_of_bounds", "cp.async: 0x%llx is not a shared-memory address", (unsigned long long)dst);
     smem_at(b, uint32_t(dst), cp_size, "cp.async destination");
     if (src_size) global_check(uintptr_t(src), size_t(src_size), false, b.cur->pc, "the source of a cp.async");
+    std::memset(b.arena + dst, 0xff, size_t(cp_size));  // garbage (NaN) until it lands at the issuer's wait_group
     b.cur->cp_open.push_back({uint32_t(dst), uintptr_t(src), uint32_t(cp_size), uint32_t(src_size)});
 }
 
@@ -233,22 +235,72 @@ static MBar& mbar_get(Block& b, uint64_t addr, const char* what) {
     return it->second;
 }
 
+static void tma_land(Block& b, uint32_t i);
+
+static bool in_flight(const Block& b, const MBar& m) {
+    for (uint32_t i : m.queued)
+        if (!b.landed[i]) return true;
+    return false;
+}
+
 static void mbar_progress(Block& b, uint32_t addr, MBar& m) {
-    while (m.pending == 0 && !m.queued.empty()) {
-        std::vector<TmaOp> ops;
-        ops.swap(m.queued);
-        for (const TmaOp& op : ops) tma_execute(b, op);
-    }
+    if (b.launch->tma_order == ORDER_IN_ORDER && m.pending == 0)  // loads land as soon as their phase is armed
+        for (size_t k = 0; k < m.queued.size(); ++k)
+            if (!b.landed[m.queued[k]]) tma_land(b, m.queued[k]);
     if (m.pending == 0 && m.tx == 0) {
         m.phase++;
         m.pending = m.expected;
         m.vc_done = m.vc_phase;
         m.vc_phase.clear();
+        std::erase_if(m.queued, [&](uint32_t i) { return b.landed[i] != 0; });
         b.epoch++;
     } else if (m.pending == 0 && m.tx < 0) {
         fail("invalid", "mbarrier %s received %lld more transaction bytes than were announced with expect_tx",
              smem_desc(b, addr).c_str(), (long long)-m.tx);
     }
+}
+
+/// Land the loads a barrier still waits for, now (its waiter needs them: the last possible moment). Under
+/// ORDER_REVERSED every load issued after the oldest of them lands too, newest first.
+static bool force_land(Block& b, MBar& m) {
+    uint32_t first = UINT32_MAX;
+    for (uint32_t i : m.queued)
+        if (!b.landed[i]) first = std::min(first, i);
+    if (first == UINT32_MAX) return false;
+    std::vector<uint32_t> bars;
+    if (b.launch->tma_order == ORDER_REVERSED) {
+        for (size_t i = b.inflight.size(); i-- > first;)
+            if (!b.landed[i]) { tma_land(b, uint32_t(i)); bars.push_back(b.inflight[i].bar); }
+    } else {
+        for (size_t k = 0; k < m.queued.size(); ++k)
+            if (!b.landed[m.queued[k]]) { bars.push_back(b.inflight[m.queued[k]].bar); tma_land(b, m.queued[k]); }
+    }
+    for (uint32_t a : bars) {
+        auto it = b.mbars.find(a);
+        if (it != b.mbars.end()) mbar_progress(b, a, it->second);
+    }
+    b.epoch++;
+    return true;
+}
+
+bool land_all(Block& b) {
+    std::vector<uint32_t> bars;
+    const size_t n = b.inflight.size();
+    try {
+        for (size_t k = 0; k < n; ++k) {
+            const size_t i = b.launch->tma_order == ORDER_REVERSED ? n - 1 - k : k;
+            if (!b.landed[i]) { tma_land(b, uint32_t(i)); bars.push_back(b.inflight[i].bar); }
+        }
+        for (uint32_t a : bars) {
+            auto it = b.mbars.find(a);
+            if (it != b.mbars.end()) mbar_progress(b, a, it->second);
+        }
+    } catch (const std::runtime_error&) {  // reported already (fail outside a fiber throws)
+        b.aborted = true;
+        return false;
+    }
+    if (!bars.empty()) b.epoch++;
+    return !bars.empty();
 }
 
 void mbar_complete_tx(Block& b, uint32_t bar, uint32_t bytes) {
@@ -273,10 +325,37 @@ void ptx::mbar_init(uint64_t addr, uint32_t count) {
     std::memcpy(p, &marker, 8);
 }
 
+/// An arrive hands back what the barrier protects: none of it may still be read by a wgmma group of the
+/// arriving thread's warpgroup (the group reads until the wgmma.wait_group that retires it).
+static void release_check(Block& b, uint32_t bar) {
+    auto pit = b.protects.find(bar);
+    if (pit == b.protects.end() || size_t(b.cur->id / 128) >= b.wgs.size()) return;
+    const WgState& ws = b.wgs[b.cur->id / 128];
+    auto check = [&](const WgGroup& g) {
+        for (const auto& s : g.spans)
+            for (const auto& p : pit->second)
+                if (s.first <= p.second && p.first <= s.second) {
+                    const uint32_t at = std::max(s.first, p.first);
+                    const std::string msg =
+                        "asynchronous hazard in " + block_desc(b) + ": " + thread_desc(b, b.cur->id) +
+                        " hands back " + smem_desc(b, at) + " (mbarrier arrive on " + smem_desc(b, bar) + ")" +
+                        pc_mark(b.cur->pc) + " while the wgmma group that its warpgroup issued" + pc_mark(g.pc) +
+                        " may still read it: a wgmma group reads its shared operands until the wgmma.wait_group "
+                        "that retires it, so wait for the group (warpgroup::mma_async_wait) before releasing its "
+                        "stage; the producer may refill the stage as soon as the arrive lands";
+                    fail_json(error_json("async", msg));
+                }
+    };
+    for (const WgGroup& g : ws.committed) check(g);
+    check(ws.open);
+}
+
 uint64_t ptx::mbar_arrive(uint64_t addr, uint32_t count, uint32_t tx, bool expect_tx) {
     TKEMU_ENTER();
     Block& b = *t_block;
     MBar& m = mbar_get(b, addr, "mbarrier.arrive");
+    release_check(b, uint32_t(addr));
+    if (count > m.pending) force_land(b, m);  // the phase is armed: it completes once its loads land
     if (count > m.pending)
         fail("invalid", "mbarrier.arrive on %s: %u more arrival(s) than the %u this phase expects",
              smem_desc(b, uint32_t(addr)).c_str(), count - m.pending, m.expected);
@@ -301,9 +380,12 @@ bool ptx::mbar_wait(uint64_t addr, uint64_t token, bool parity, bool try_wait) {
     TKEMU_ENTER();
     Block& b = *t_block;
     MBar& m = mbar_get(b, addr, try_wait ? "mbarrier.try_wait" : "mbarrier.test_wait");
-    const bool done = parity ? (m.phase & 1u) != (token & 1u) : uint32_t(token) != m.phase;
+    auto complete = [&] { return parity ? (m.phase & 1u) != (token & 1u) : uint32_t(token) != m.phase; };
+    bool done = complete();
+    if (!done && m.pending == 0 && force_land(b, m)) done = complete();
     if (done) {
         vc_acquire(b, b.cur->id, m.vc_done);
+        b.cur->waited_bar = uint32_t(addr);
         return true;
     }
     Thread& t = *b.cur;
@@ -364,19 +446,15 @@ static void reduce_add(int dtype, unsigned char* dst, const unsigned char* src) 
     }
 }
 
-void tma_execute(Block& b, const TmaOp& op) {
-    const char* what = op.load ? "a TMA load (cp.async.bulk.tensor)" : "a TMA store (cp.async.bulk.tensor)";
-    EmuMap m;
-    std::memcpy(&m, op.map, sizeof m);
+/// Call f(shared address, global address, inside the tensor) for every element of op's box.
+template <typename F>
+static void tma_for_each(const TmaOp& op, const EmuMap& m, F f) {
     const int span = m.swizzle16 * 16;
     const uint32_t box[5] = {m.box[0], op.dims > 1 ? m.box[1] : 1, op.dims > 2 ? m.box[2] : 1,
                              op.dims > 3 ? m.box[3] : 1, op.dims > 4 ? m.box[4] : 1};
     const uint32_t row_bytes = box[0] * m.esize;
     const uint32_t pitch = span ? uint32_t(span) : row_bytes;
     const uint64_t rows = uint64_t(box[1]) * box[2] * box[3] * box[4];
-    const uint32_t total = uint32_t(rows * row_bytes);
-    smem_at(b, op.smem, uint32_t((rows - 1) * pitch + row_bytes), what);
-    std::vector<unsigned char> zero(m.esize, 0);
     for (uint64_t r = 0; r < rows; ++r) {
         uint64_t rest = r;
         int64_t coord[5];
@@ -395,26 +473,62 @@ void tma_execute(Block& b, const TmaOp& op) {
         for (uint32_t c = 0; c < box[0]; ++c) {
             const int64_t x = coord[0] + c;
             const bool in = row_in && x >= 0 && uint64_t(x) < m.dims[0];
-            const uint32_t s = swizzled(op.smem + uint32_t(r) * pitch + c * m.esize, span);
-            unsigned char* sp = reinterpret_cast<unsigned char*>(b.arena + s);
-            const uintptr_t g = uintptr_t(m.addr + goff + uint64_t(x) * m.esize);
-            if (op.load) {
-                if (in) global_check(g, m.esize, false, op.pc, "a TMA load reading its tensor");
-                shadow_access(b, op.issuer, op.issuer_clock, s, m.esize, true, op.pc, "the data of a TMA load");
-                std::memcpy(sp, in ? reinterpret_cast<const void*>(g) : zero.data(), m.esize);
-            } else {
-                shadow_access(b, op.issuer, op.issuer_clock, s, m.esize, false, op.pc, "a TMA store reading its tile");
-                if (!in) continue;  // stores clip at the tensor's edge
-                global_check(g, m.esize, true, op.pc, "a TMA store writing its tensor");
-                if (op.reduce) reduce_add(m.dtype, reinterpret_cast<unsigned char*>(g), sp);
-                else std::memcpy(reinterpret_cast<void*>(g), sp, m.esize);
-            }
+            f(swizzled(op.smem + uint32_t(r) * pitch + c * m.esize, span),
+              uintptr_t(m.addr + goff + uint64_t(x) * m.esize), in);
         }
     }
-    if (op.load) mbar_complete_tx(b, op.bar, total);
 }
 
-static TmaOp make_tma(bool load, int dims, uint64_t smem, uint64_t map, const int32_t* coords, const char* what) {
+static uint32_t box_bytes(const TmaOp& op, const EmuMap& m) {
+    uint64_t n = m.box[0];
+    for (int d = 1; d < op.dims; ++d) n *= m.box[d];
+    return uint32_t(n * m.esize);
+}
+
+/// In-flight load i lands: its bytes (zeros outside the tensor) replace the poison, and its barrier
+/// counts them.
+static void tma_land(Block& b, uint32_t i) {
+    const TmaOp op = b.inflight[i];
+    b.landed[i] = 1;
+    EmuMap m;
+    std::memcpy(&m, op.map, sizeof m);
+    static const unsigned char zero[16] = {};
+    tma_for_each(op, m, [&](uint32_t s, uintptr_t g, bool in) {
+        if (in) global_check(g, m.esize, false, op.pc, "a TMA load reading its tensor");
+        std::memcpy(b.arena + s, in ? reinterpret_cast<const void*>(g) : zero, m.esize);
+        if (b.race)
+            for (uint32_t k = 0; k < m.esize; ++k) {
+                Shadow& sh = b.shadow[s + k];
+                sh.flags = 0;
+                sh.wtid = uint16_t(op.issuer); sh.wclk = op.issuer_clock; sh.wpc = op.pc;
+                sh.rtid = NONE;
+            }
+    });
+    mbar_complete_tx(b, op.bar, box_bytes(op, m));
+}
+
+/// A TMA store (or reduction) reads its source and writes the tensor; the source's bytes are free again.
+void tma_execute(Block& b, const TmaOp& op) {
+    EmuMap m;
+    std::memcpy(&m, op.map, sizeof m);
+    const int t = b.cur ? b.cur->id : op.issuer;
+    const uint32_t clk = clock_of(b, t);
+    tma_for_each(op, m, [&](uint32_t s, uintptr_t g, bool in) {
+        unsigned char* sp = reinterpret_cast<unsigned char*>(b.arena + s);
+        if (b.race) {
+            for (uint32_t k = 0; k < m.esize; ++k)
+                if (b.shadow[s + k].areads) b.shadow[s + k].areads--;
+            shadow_access(b, t, clk, s, m.esize, false, op.pc, "a TMA store reading its tile");
+        }
+        if (!in) return;  // stores clip at the tensor's edge
+        global_check(g, m.esize, true, op.pc, "a TMA store writing its tensor");
+        if (op.reduce) reduce_add(m.dtype, reinterpret_cast<unsigned char*>(g), sp);
+        else std::memcpy(reinterpret_cast<void*>(g), sp, m.esize);
+    });
+}
+
+static TmaOp make_tma(bool load, int dims, uint64_t smem, uint64_t map, const int32_t* coords, const char* what,
+                      EmuMap& m) {
     Block& b = *t_block;
     if (dims < 1 || dims > 5) not_emulated(what, "tensor copies have 1 to 5 dimensions");
     TmaOp op{};
@@ -422,12 +536,16 @@ static TmaOp make_tma(bool load, int dims, uint64_t smem, uint64_t map, const in
     op.dims = dims;
     op.smem = uint32_t(smem);
     std::memcpy(op.map, reinterpret_cast<const void*>(map), 128);
-    const EmuMap m = read_map(op.map, dims, what);
+    m = read_map(op.map, dims, what);
     if (smem >= ARENA_BYTES) fail("out_of_bounds", "%s: 0x%llx is not a shared-memory address", what, (unsigned long long)smem);
     if (smem % 128) fail("invalid", "%s: shared address 0x%llx is not 128-byte aligned (TMA needs it)", what, (unsigned long long)smem);
     const int span = m.swizzle16 * 16;
     if (span && m.box[0] * m.esize > uint32_t(span))
         fail("invalid", "%s: a box row of %u bytes is wider than the %d-byte swizzle", what, m.box[0] * m.esize, span);
+    const uint64_t rows = box_bytes(op, m) / (m.box[0] * m.esize);
+    const uint32_t pitch = span ? uint32_t(span) : m.box[0] * m.esize;
+    op.extent = uint32_t((rows - 1) * pitch + m.box[0] * m.esize);
+    smem_at(b, op.smem, op.extent, what);
     for (int d = 0; d < dims; ++d) op.coords[d] = coords[d];
     op.issuer = b.cur->id;
     op.issuer_clock = clock_of(b, b.cur->id);
@@ -438,20 +556,47 @@ static TmaOp make_tma(bool load, int dims, uint64_t smem, uint64_t map, const in
 void ptx::tma_load(int dims, uint64_t dst, uint64_t map, const int32_t* coords, uint64_t bar) {
     TKEMU_ENTER();
     Block& b = *t_block;
-    TmaOp op = make_tma(true, dims, dst, map, coords, "cp.async.bulk.tensor (load)");
+    EmuMap em;
+    TmaOp op = make_tma(true, dims, dst, map, coords, "cp.async.bulk.tensor (load)", em);
     op.bar = uint32_t(bar);
     MBar& m = mbar_get(b, bar, "cp.async.bulk.tensor's mbarrier");
     vc_join_into(b, m.vc_phase, b.cur->id);  // who waits on this phase sees the copy's data
-    m.queued.push_back(op);
+    // From its issue on, the box belongs to the copy: it may be written at any moment until the phase
+    // completes. Until it lands it holds garbage (0xff: NaN in every float type) and is marked in flight.
+    tma_for_each(op, em, [&](uint32_t s, uintptr_t, bool) {
+        shadow_access(b, op.issuer, op.issuer_clock, s, em.esize, true, op.pc, "a TMA load's destination", true);
+        std::memset(b.arena + s, 0xff, em.esize);
+        if (b.race)
+            for (uint32_t k = 0; k < em.esize; ++k) b.shadow[s + k].flags |= SH_PENDING;
+    });
+    if (b.cur->waited_bar != UINT32_MAX && b.cur->waited_bar != uint32_t(bar)) {
+        auto& spans = b.protects[b.cur->waited_bar];
+        const std::pair<uint32_t, uint32_t> span{op.smem, op.smem + op.extent - 1};
+        if (std::find(spans.begin(), spans.end(), span) == spans.end()) spans.push_back(span);
+    }
+    const uint32_t idx = uint32_t(b.inflight.size());
+    b.inflight.push_back(op);
+    b.landed.push_back(0);
+    m.queued.push_back(idx);
     mbar_progress(b, uint32_t(bar), m);
     b.epoch++;
 }
 
 void ptx::tma_store(int dims, uint64_t map, const int32_t* coords, uint64_t src, int reduce) {
     TKEMU_ENTER();
-    TmaOp op = make_tma(false, dims, src, map, coords, "cp.async.bulk.tensor (store)");
+    Block& b = *t_block;
+    EmuMap em;
+    TmaOp op = make_tma(false, dims, src, map, coords, "cp.async.bulk.tensor (store)", em);
     op.reduce = reduce;
-    t_block->cur->bulk_open.push_back(op);
+    // The source is read at any moment until cp.async.bulk.wait_group.read: a write to it before then is a hazard.
+    tma_for_each(op, em, [&](uint32_t s, uintptr_t, bool) {
+        shadow_access(b, op.issuer, op.issuer_clock, s, em.esize, false, op.pc, "a TMA store (cp.async.bulk.tensor)",
+                      true);
+        if (b.race)
+            for (uint32_t k = 0; k < em.esize; ++k)
+                if (b.shadow[s + k].areads < 255) b.shadow[s + k].areads++;
+    });
+    b.cur->bulk_open.push_back(op);
 }
 
 void ptx::bulk_commit() {
@@ -488,6 +633,7 @@ namespace {
 struct WgData {
     int n, dtype, atype;
     uint64_t* const* d;
+    void* const* dptr;  // where the thread keeps each accumulator register (written when the group retires)
     const uint64_t* a_regs;
     uint64_t a_desc, b_desc;
     int scale_d, scale_a, scale_b, tnsp_a, tnsp_b;
@@ -515,8 +661,10 @@ uint32_t desc_addr(uint64_t desc, int mn, int k, bool mn_major) {
 }
 }  // namespace
 
-void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, const uint64_t* a_regs, uint64_t a_desc,
-                uint64_t b_desc, int scale_d, int scale_a, int scale_b, int tnsp_a, int tnsp_b) {
+constexpr uint32_t POISON32 = 0xffffffffu;  // what a pending accumulator register reads as (NaN)
+
+void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, void* const* dptr, const uint64_t* a_regs,
+                uint64_t a_desc, uint64_t b_desc, int scale_d, int scale_a, int scale_b, int tnsp_a, int tnsp_b) {
     TKEMU_ENTER();
     Block& blk = *t_block;
     if (dtype != F32) not_emulated("wgmma.mma_async", "only f32 accumulators are emulated");
@@ -525,7 +673,7 @@ void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, cons
     if (n % 8 || n < 8 || n > 256) fail("invalid", "wgmma m64nNk16 needs N in 8..256, a multiple of 8 (got %d)", n);
     if (((blk.cur->id / 128) + 1) * 128 > blk.n)
         fail("invalid", "wgmma needs a whole warpgroup of 128 threads; this block has %d threads", blk.n);
-    WgData data{n, dtype, atype, d, a_regs, a_desc, b_desc, scale_d, scale_a, scale_b, tnsp_a, tnsp_b};
+    WgData data{n, dtype, atype, d, dptr, a_regs, a_desc, b_desc, scale_d, scale_a, scale_b, tnsp_a, tnsp_b};
     collective(128, 20, "wgmma.mma_async", 0xffffffffu, &data, [](Block& b, Rendezvous& rv) {
         const auto* x0 = static_cast<WgData*>(rv.data[0]);
         const int n = x0->n, first = (b.cur->id / 128) * 128;
@@ -538,13 +686,21 @@ void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, cons
         }
         if (((x0->b_desc >> 49) & 7) || (!x0->a_regs && ((x0->a_desc >> 49) & 7)))
             not_emulated("wgmma.mma_async", "descriptors with a non-zero base offset");
+        WgState& ws = b.wgs[first / 128];
+        WgGroup& group = ws.open;
         const int reader = first;  // the warpgroup's reads of shared memory are recorded as its first thread's
         const uint32_t clk = clock_of(b, reader);
-        const uintptr_t pc = b.threads[reader].pc;
+        if (group.instrs++ == 0) {
+            group.pc = pc_chain(b.threads[reader].pc);  // the learner's line, not the library's asm
+            group.seq = ws.next_seq++;
+        }
+        const uintptr_t pc = group.pc;
+        const size_t first_read = group.reads.size();
         auto load16 = [&](uint32_t a) {
             if (a + 2 > ARENA_BYTES) fail("out_of_bounds", "wgmma: operand address 0x%x is outside shared memory", a);
             smem_at(b, a, 2, "a wgmma operand");
-            shadow_access(b, reader, clk, a, 2, false, pc, "wgmma reading its operand");
+            shadow_access(b, reader, clk, a, 2, false, pc, "wgmma.mma_async reading its operand", true);
+            group.reads.push_back(a);
             uint16_t v;
             std::memcpy(&v, b.arena + a, 2);
             return v;
@@ -566,24 +722,170 @@ void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, cons
         }
         for (int k = 0; k < 16; ++k)
             for (int c = 0; c < n; ++c) B[k][c] = elem16(x0->atype, load16(desc_addr(x0->b_desc, c, k, x0->tnsp_b)));
+        {  // the operands' extents, for release_check (A, then B: each one tile's bytes)
+            const size_t a_end = x0->a_regs ? first_read : first_read + 64 * 16;
+            auto span_of = [&](size_t from, size_t to) {
+                if (from == to) return;
+                auto [lo, hi] = std::minmax_element(group.reads.begin() + long(from), group.reads.begin() + long(to));
+                const std::pair<uint32_t, uint32_t> s{*lo, *hi + 1};
+                if (std::find(group.spans.begin(), group.spans.end(), s) == group.spans.end()) group.spans.push_back(s);
+            };
+            span_of(first_read, a_end);
+            span_of(a_end, group.reads.size());
+        }
+        if (b.race)  // until the group retires, a write to what it read is a hazard
+            for (size_t r = first_read; r < group.reads.size(); ++r)
+                for (uint32_t k = 0; k < 2; ++k) {
+                    uint8_t& c = b.shadow[group.reads[r] + k].areads;
+                    if (c < 255) c++;
+                }
         const double sa = x0->scale_a < 0 ? -1.0 : 1.0, sb = x0->scale_b < 0 ? -1.0 : 1.0;
+        // The product is computed now, from what the operands hold now; the accumulators get it when the
+        // group retires (wgmma.wait_group). Until then they read as NaN; an accumulator that an earlier
+        // group still owns is chained (the same shape may accumulate into a pending accumulator).
         for (int t = 0; t < 128; ++t) {
             const auto* x = static_cast<WgData*>(rv.data[t]);
             const int w = t / 32, lane = t % 32, g = lane / 4, tt = lane % 4;
             for (int i = 0; i < n / 2; ++i) {
                 const int row = 16 * w + g + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * tt + i % 2;
-                double s = x0->scale_d ? double(f32_of(*x->d[i])) : 0.0;
+                void* p = x->dptr ? x->dptr[i] : nullptr;
+                auto it = p ? ws.pending.find(p) : ws.pending.end();
+                double s = 0.0;
+                if (x0->scale_d) s = it != ws.pending.end() ? double(bits_f32(it->second.second)) : double(f32_of(*x->d[i]));
                 for (int k = 0; k < 16; ++k) s += sa * A[row][k] * sb * B[k][col];
-                *x->d[i] = f32_bits64(float(s));
+                const uint32_t bits = f32_bits(float(s));
+                if (!p) {  // no address to write later (a PTX-local register): completes at issue
+                    *x->d[i] = bits;
+                    continue;
+                }
+                if (it == ws.pending.end()) {
+                    ws.pending.emplace(p, std::make_pair(group.seq, bits));
+                    group.acc.push_back({p, 0});
+                } else {
+                    if (it->second.first != group.seq) group.acc.push_back({p, 0});
+                    it->second = {group.seq, bits};
+                }
+                *x->d[i] = POISON32;
             }
         }
     });
-    blk.cur->wgmma_open++;
 }
 
 void ptx::wgmma_fence() {}
-void ptx::wgmma_commit() { t_block->cur->wgmma_open = 0; }
-void ptx::wgmma_wait(int) {}
+
+void ptx::wgmma_commit() {
+    Block& b = *t_block;
+    Thread& t = *b.cur;
+    WgState& ws = b.wgs[t.id / 128];
+    if (t.wgmma_commits++ == ws.commits) {  // the warpgroup's first thread to commit closes the group
+        ws.committed.push_back(std::move(ws.open));
+        ws.open = WgGroup();
+        ws.commits++;
+        int busy = 0;
+        for (const WgGroup& g : ws.committed) busy += g.instrs > 0;
+        int seen = b.launch->max_wgmma_groups.load();
+        while (busy > seen && !b.launch->max_wgmma_groups.compare_exchange_weak(seen, busy)) {
+        }
+    }
+}
+
+/// The group is done: its accumulators get their values; its operands are free. Its reads are recorded now
+/// (as the warpgroup's first thread's, at the wait): a write that is not ordered after this wait races with them.
+static void wgmma_retire(Block& b, WgState& ws, const WgGroup& g, int first, uintptr_t wait_pc) {
+    for (const AccSlot& a : g.acc) {
+        auto it = ws.pending.find(a.ptr);
+        if (it == ws.pending.end() || it->second.first != g.seq) continue;  // a later group owns it now
+        std::memcpy(a.ptr, &it->second.second, 4);
+        ws.pending.erase(it);
+    }
+    if (!b.race) return;
+    for (uint32_t a : g.reads)
+        for (uint32_t k = 0; k < 2; ++k)
+            if (b.shadow[a + k].areads) b.shadow[a + k].areads--;
+    const uint32_t clk = clock_of(b, first);
+    for (uint32_t a : g.reads) {
+        shadow_access(b, first, clk, a, 2, false, wait_pc, "");
+        b.shadow[a].flags |= SH_WGMMA_READ;
+        b.shadow[a + 1].flags |= SH_WGMMA_READ;
+    }
+}
+
+void ptx::wgmma_wait(int n) {
+    TKEMU_ENTER();
+    Block& blk = *t_block;
+    if (n < 0 || n > 7) fail("invalid", "wgmma.wait_group %d: N is 0..7", n);
+    collective(128, 21, "wgmma.wait_group", 0xffffffffu, &n, [](Block& b, Rendezvous& rv) {
+        const int first = (b.cur->id / 128) * 128;
+        const int keep = *static_cast<int*>(rv.data[0]);
+        WgState& ws = b.wgs[first / 128];
+        while (int(ws.committed.size()) > keep) {
+            const WgGroup g = std::move(ws.committed.front());
+            ws.committed.pop_front();
+            wgmma_retire(b, ws, g, first, b.threads[first].pc);
+        }
+    });
+    (void)blk;
+}
+
+void ptx::fence_proxy_async() {
+    TKEMU_ENTER();
+    Block& b = *t_block;
+    b.cur->fence_clk = clock_of(b, b.cur->id);
+    vc_tick(b, b.cur->id);
+}
+
+// ---- what a hazard report says ----------------------------------------------------------------------------------------
+[[noreturn]] void async_hazard(Block& b, int t, uint32_t addr, bool write, uintptr_t pc, const char* what) {
+    const Shadow& s = b.shadow[addr];
+    std::string msg = "asynchronous hazard on " + smem_desc(b, addr) + " in " + block_desc(b) + ": " +
+                      thread_desc(b, t) + (write ? " wrote it" : " read it") + pc_mark(pc) +
+                      (what && *what ? std::string(" (") + what + ")" : std::string());
+    if (s.flags & SH_PENDING) {
+        const TmaOp* op = nullptr;
+        for (size_t i = b.inflight.size(); i-- > 0;) {
+            const TmaOp& o = b.inflight[i];
+            if (!b.landed[i] && addr >= o.smem && addr < o.smem + o.extent) { op = &o; break; }
+        }
+        msg += " while the TMA load that " + (op ? thread_desc(b, op->issuer) + " issued" + pc_mark(op->pc)
+                                                 : std::string("a thread issued")) +
+               " is still in flight: a TMA load writes its box at any moment until the phase of its mbarrier" +
+               (op ? " " + smem_desc(b, op->bar) : std::string()) +
+               " completes, so wait on that barrier (for the phase parity of this round) before touching the box";
+    } else {
+        const WgGroup* grp = nullptr;
+        int wg = -1;
+        for (size_t w = 0; w < b.wgs.size() && !grp; ++w) {
+            auto has = [&](const WgGroup& g) {
+                for (uint32_t a : g.reads)
+                    if (addr >= a && addr < a + 2) return true;
+                return false;
+            };
+            for (const WgGroup& g : b.wgs[w].committed)
+                if (has(g)) { grp = &g; wg = int(w); break; }
+            if (!grp && has(b.wgs[w].open)) { grp = &b.wgs[w].open; wg = int(w); }
+        }
+        if (grp) {
+            msg += " while the wgmma group that warpgroup " + std::to_string(wg) + " issued" + pc_mark(grp->pc) +
+                   " may still read it: a wgmma group reads its shared operands at any moment until the "
+                   "wgmma.wait_group that retires it (warpgroup::mma_async_wait), so wait for it before the bytes "
+                   "are overwritten, and hand the stage back (mbarrier arrive / release) only after that wait";
+        } else {
+            const TmaOp* op = nullptr;
+            for (const Thread& th : b.threads) {
+                for (const auto& g : th.bulk_groups)
+                    for (const TmaOp& o : g)
+                        if (addr >= o.smem && addr < o.smem + o.extent) op = &o;
+                for (const TmaOp& o : th.bulk_open)
+                    if (addr >= o.smem && addr < o.smem + o.extent) op = &o;
+            }
+            msg += " while the TMA store that " + (op ? thread_desc(b, op->issuer) + " issued" + pc_mark(op->pc)
+                                                      : std::string("a thread issued")) +
+                   " may still read it: a TMA store reads its source at any moment until "
+                   "cp.async.bulk.wait_group.read (tma::store_wait_read) returns in the issuing thread";
+        }
+    }
+    fail_json(error_json("async", msg));
+}
 
 void ptx::setmaxnreg(bool, int n) {
     TKEMU_ENTER();

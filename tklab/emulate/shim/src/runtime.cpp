@@ -8,6 +8,7 @@
 // for races (vector clocks: an access races when another thread's access to the same byte is not
 // ordered before it by a barrier, an mbarrier wait, or a warp-wide operation).
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdarg>
@@ -65,15 +67,57 @@ std::string json_str(const std::string& s) {
     return o + "\"";
 }
 
-std::string pc_mark(uintptr_t pc) {
-    if (!pc) return "";
+// Call chains kept for messages (pc_chain): a pc with CHAIN_TAG set is an index into this table.
+constexpr uintptr_t CHAIN_TAG = uintptr_t(1) << 63;
+constexpr size_t CHAIN_DEPTH = 6, CHAIN_LIMIT = 1 << 16;
+static std::mutex g_chain_mu;
+static std::vector<std::array<uintptr_t, CHAIN_DEPTH>> g_chains;
+
+uintptr_t pc_chain(uintptr_t fallback) {
+    void* frames[16];
+    const int n = backtrace(frames, 16);
+    Dl_info self{};
+    dladdr(reinterpret_cast<void*>(&pc_chain), &self);
+    std::array<uintptr_t, CHAIN_DEPTH> chain{};
+    size_t k = 0;
+    for (int i = 0; i < n && k < CHAIN_DEPTH; ++i) {  // the kernel module's frames, innermost first
+        Dl_info info{};
+        if (dladdr(frames[i], &info) && info.dli_fbase != self.dli_fbase) chain[k++] = uintptr_t(frames[i]);
+    }
+    std::lock_guard<std::mutex> lock(g_chain_mu);
+    if (!k || g_chains.size() >= CHAIN_LIMIT) return fallback;
+    g_chains.push_back(chain);
+    return CHAIN_TAG | (g_chains.size() - 1);
+}
+
+static std::string offset_of(uintptr_t pc) {
     Dl_info info;
-    if (dladdr(reinterpret_cast<void*>(pc), &info) && info.dli_fname) {
-        char buf[64];
-        snprintf(buf, sizeof buf, "@@PC:%lx@@", static_cast<unsigned long>(pc - 1 - uintptr_t(info.dli_fbase)));
-        return std::string(buf);
+    if (pc && dladdr(reinterpret_cast<void*>(pc), &info) && info.dli_fname) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%lx", static_cast<unsigned long>(pc - 1 - uintptr_t(info.dli_fbase)));
+        return buf;
     }
     return "";
+}
+
+std::string pc_mark(uintptr_t pc) {
+    if (!pc) return "";
+    std::string offs;
+    if (pc & CHAIN_TAG) {  // "@@PC:a|b|c@@": the message names the first of them in the learner's file
+        std::array<uintptr_t, CHAIN_DEPTH> chain{};
+        {
+            std::lock_guard<std::mutex> lock(g_chain_mu);
+            const size_t i = pc & ~CHAIN_TAG;
+            if (i < g_chains.size()) chain = g_chains[i];
+        }
+        for (uintptr_t f : chain) {
+            const std::string o = offset_of(f);
+            if (!o.empty()) offs += (offs.empty() ? "" : "|") + o;
+        }
+    } else {
+        offs = offset_of(pc);
+    }
+    return offs.empty() ? "" : "@@PC:" + offs + "@@";
 }
 
 static std::string dims3(uint3 v, dim3 of) {
@@ -115,7 +159,7 @@ static std::string allocs_json(const Block& b) {
     return o + "]";
 }
 
-static std::string error_json(const std::string& kind, const std::string& message) {
+std::string error_json(const std::string& kind, const std::string& message) {
     Block* b = t_block;
     std::string o = "{\"kind\": " + json_str(kind) + ", \"message\": " + json_str(message);
     if (b) {
@@ -572,11 +616,24 @@ static const char* kind_text(bool first_write, bool second_write) {
 }
 
 void shadow_access(Block& b, int t, uint32_t clk, uint32_t addr, uint32_t bytes, bool write, uintptr_t pc,
-                   const char* what) {
+                   const char* what, bool async) {
     if (!b.race) return;
     const uint32_t* vct = &b.vc[size_t(t) * b.n];
     for (uint32_t i = 0; i < bytes; ++i) {
         Shadow& s = b.shadow[addr + i];
+        // Asynchronous hazards first: a load in flight will still write this byte, or a wgmma group / TMA
+        // store in flight may still read it.
+        if ((s.flags & SH_PENDING) || (write && s.areads)) async_hazard(b, t, addr + i, write, pc, what);
+        if (async && !write && (s.flags & SH_GENERIC) && s.wtid != NONE && s.wclk > b.threads[s.wtid].fence_clk) {
+            const std::string msg =
+                "missing fence.proxy.async on " + smem_desc(b, addr + i) + " in " + block_desc(b) + ": " +
+                thread_desc(b, s.wtid) + " wrote it with an ordinary store" + pc_mark(s.wpc) + ", and " +
+                (what && *what ? std::string(what) : std::string("the async proxy")) + " reads it" + pc_mark(pc) +
+                " (issued by " + thread_desc(b, t) + "), with no fence.proxy.async (tk::fence_proxy_async()) by the "
+                "writing thread in between: TMA and wgmma read shared memory through the async proxy, which does not "
+                "see ordinary stores without that fence";
+            fail_json(error_json("async", msg));
+        }
         int other = -1;
         bool other_write = false;
         uintptr_t other_pc = 0;
@@ -584,6 +641,16 @@ void shadow_access(Block& b, int t, uint32_t clk, uint32_t addr, uint32_t bytes,
             other = s.wtid; other_write = true; other_pc = s.wpc;
         } else if (write && s.rtid != NONE && s.rtid != t && vct[s.rtid] < s.rclk) {
             other = s.rtid; other_write = false; other_pc = s.rpc;
+        }
+        if (other >= 0 && !other_write && (s.flags & SH_WGMMA_READ)) {
+            const std::string msg =
+                "asynchronous hazard (write-after-read) on " + smem_desc(b, addr + i) + " in " + block_desc(b) + ": " +
+                "a wgmma group of " + thread_desc(b, other) + "'s warpgroup read it until the wgmma.wait_group that "
+                "retired it" + pc_mark(other_pc) + ", and " + thread_desc(b, t) + " wrote it" + pc_mark(pc) +
+                (what && *what ? std::string(" (") + what + ")" : std::string()) +
+                " with nothing ordering that wait before the write: was the stage handed back (mbarrier arrive / "
+                "release) before the wgmma group that reads it was waited for?";
+            fail_json(error_json("async", msg));
         }
         if (other >= 0) {
             const std::string where = smem_desc(b, addr + i);
@@ -604,8 +671,10 @@ void shadow_access(Block& b, int t, uint32_t clk, uint32_t addr, uint32_t bytes,
         if (write) {
             s.wtid = uint16_t(t); s.wclk = clk; s.wpc = pc;
             s.rtid = NONE;
+            s.flags = uint8_t((async ? s.flags & ~SH_GENERIC : s.flags | SH_GENERIC) & ~SH_WGMMA_READ);
         } else {
             s.rtid = uint16_t(t); s.rclk = clk; s.rpc = pc;
+            s.flags &= uint8_t(~SH_WGMMA_READ);
         }
     }
 }
@@ -834,8 +903,13 @@ static void run_block(Block& b, uint3 bid) {
     if (b.race) {
         b.vc.assign(size_t(b.n) * b.n, 0);
         for (int t = 0; t < b.n; ++t) b.vc[size_t(t) * b.n + t] = 1;
-        std::memset(static_cast<void*>(b.shadow), 0xff, sizeof(Shadow) * (RESERVED + b.limit));
+        const Shadow clean{NONE, NONE, 0, 0, 0, 0, 0, 0, 0};
+        std::fill(b.shadow, b.shadow + RESERVED + b.limit, clean);
     }
+    b.inflight.clear();
+    b.landed.clear();
+    b.wgs.assign((b.n + 127) / 128, WgState());
+    b.protects.clear();
     blockIdx = bid;
     blockDim = L.block;
     gridDim = L.grid;
@@ -870,6 +944,7 @@ static void run_block(Block& b, uint3 bid) {
             }
         }
         if (b.aborted) break;
+        if (!ran && live > 0 && land_all(b)) continue;  // what was in flight lands: waiters may go on
         if (!ran && live > 0) {
             // Only pollers are left and nothing changed: give them their "not yet" (a test_wait used as a
             // probe goes on), until they have polled too long with nothing changing: then it is a deadlock.
@@ -1082,7 +1157,7 @@ void tkemu_buffer_unmap(int slot) {
     b.mapped = false;
 }
 
-static std::string g_last_error, g_last_warnings, g_last_output;
+static std::string g_last_error, g_last_warnings, g_last_output, g_last_stats;
 
 int tkemu_launch(void (*entry)(void* const*), void* const* args, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                  unsigned by, unsigned bz, unsigned dyn_smem, int arch, int workers, int flags, double time_limit) {
@@ -1095,8 +1170,13 @@ int tkemu_launch(void (*entry)(void* const*), void* const* args, unsigned gx, un
     L.arch = arch;
     L.race = flags & 1;
     L.reverse = flags & 2;
+    L.tma_order = (flags >> 2) & 3;
     L.deadline = time_limit > 0 ? now() + time_limit : 0;
     g_launch = &L;
+    {
+        std::lock_guard<std::mutex> lock(g_chain_mu);
+        g_chains.clear();
+    }
     {
         std::lock_guard<std::mutex> lock(g_out_mu);
         g_output.clear();
@@ -1156,6 +1236,7 @@ int tkemu_launch(void (*entry)(void* const*), void* const* args, unsigned gx, un
     sigaction(SIGBUS, &g_old_bus, nullptr);
     g_last_error = L.error;
     g_last_warnings = "[" + L.warnings + "]";
+    g_last_stats = "{\"wgmma_max_in_flight\": " + std::to_string(L.max_wgmma_groups.load()) + "}";
     {
         std::lock_guard<std::mutex> lock(g_out_mu);
         g_last_output = g_output;
@@ -1165,6 +1246,7 @@ int tkemu_launch(void (*entry)(void* const*), void* const* args, unsigned gx, un
 }
 
 const char* tkemu_error() { return g_last_error.c_str(); }
+const char* tkemu_stats() { return g_last_stats.c_str(); }
 const char* tkemu_warnings() { return g_last_warnings.c_str(); }
 const char* tkemu_output() { return g_last_output.c_str(); }
 
