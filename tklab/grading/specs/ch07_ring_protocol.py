@@ -31,9 +31,10 @@ def _args(a: Arrays, d: Dims) -> tuple[Any, ...]:
 
 
 # 300 x 200 on 2 blocks: 20 tiles, 10 per block, so a 2-stage ring wraps 5 times (every stage, both
-# parities, over and over); 100 x 68 on 1 block: ragged tiles; 1 x 4; then the GPU's full-size copies.
+# parities, over and over); 100 x 68 on 1 block: ragged tiles; 1 x 4. Then what only a GPU runs (too big
+# for the CPU emulator): one block per SM, many laps each, ragged in both directions.
 CASES = ({"M": 300, "N": 200, "blocks": 2}, {"M": 100, "N": 68, "blocks": 1}, {"M": 1, "N": 4},
-         {"M": 1024, "N": 1024}, {"M": 3000, "N": 1000})
+         {"M": 4100, "N": 4100}, {"M": 8191, "N": 2052})
 
 SPEC = Exercise(
     id="ch07_ring_protocol",
