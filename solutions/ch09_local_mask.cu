@@ -95,19 +95,18 @@ flash_fwd_local(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse
         // END SOLUTION
         if (col0 + BC > seq) mask_keys_from(s, col0, seq);  // keys past the end
 
-        // The online-softmax update, in base 2. m_use is what the exponentials are measured from: the
-        // running maximum, except where a row has seen no key yet (m = -inf).
+        // The online-softmax update of section 2, in base 2 (P = 2^(c S - c m)), now safe for a row that has
+        // met only -inf so far: m_use is what its exponentials are measured from.
+        // BEGIN SOLUTION hint: the update of chapter 09's exercise, with every exponential measured from m_use: the running maximum where it is finite, a finite stand-in where a row has seen no key yet
         copy(m_old, m);
         row_max(m, s, m);  // m = max(m_old, rowmax S)
-        // BEGIN SOLUTION hint: m_use = m where m is finite; where a row has only met -inf so far, a finite stand-in (map over m)
         map(m_use, m, [](float x) { return x == neg_inf ? 0.0f : x; });
-        // STUB: copy(m_use, m);
-        // END SOLUTION
         map(m_old, m_old, m_use, [c](float mo, float mu) { return fast::exp2(c * (mo - mu)); });  // a
         map_row(s, s, m_use, [c](float x, float mu) { return fast::exp2(c * x - c * mu); });      // P, fp32
         row_sum(rs, s);
         map(l, l, m_old, rs, [](float l, float a, float r) { return a * l + r; });
-        if (warp_any(m_old, [](float a) { return a != 1.0f; })) mul_row(acc, acc, m_old);
+        if (warp_any(m_old, [](float a) { return a != 1.0f; })) mul_row(acc, acc, m_old);  // no new max: a = 1
+        // END SOLUTION
         copy(p, s);                        // round P to bf16: the A operand of the next product
         mma_AB(acc, p, sm.v[stage], acc);  // O += P V_j
     }

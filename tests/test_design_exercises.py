@@ -16,6 +16,7 @@ import pytest
 
 from tklab import gpu, specs
 from tklab.emulate import exercise as emulated
+from tklab.grading import spoilers
 from tklab.grading.check import check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,6 +135,16 @@ def test_every_suite_is_big_enough() -> None:
     for exercise, (bad, good) in SUITES.items():
         assert len(bad) >= 6 and len(good) >= 2, exercise
         assert specs.get(exercise).chapter in ("07", "08", "09", "10")
+
+
+@pytest.mark.parametrize("exercise", sorted(SUITES))
+def test_the_design_file_gives_away_no_exercise(exercise: str) -> None:
+    """A design exercise reuses its chapter's kernel: its learner's copy must not hold the answer lines of
+    any exercise (its chapter's own exercise is in the learner's folder from the start, beside it)."""
+    text = (ROOT / "exercises" / specs.get(exercise).exercise_file).read_text()
+    hits = [(other, h.line, h.answer) for other in specs.all_ids()
+            for h in spoilers.scan(text, spoilers.answer_lines(specs.get(other)))]
+    assert not hits, hits
 
 
 @pytest.mark.parametrize("exercise", sorted(SUITES))
