@@ -29,6 +29,7 @@ class Edit:
 
     name: str
     edits: tuple[tuple[str, str], ...]
+    cpu_gap: str = ""  # why the CPU emulator cannot see this mistake yet (reported; the test stays, xfail strict)
 
     def apply(self, text: str) -> str:
         for old, new in self.edits:
@@ -37,8 +38,8 @@ class Edit:
         return text
 
 
-def edit(name: str, *pairs: tuple[str, str]) -> Edit:
-    return Edit(name, tuple(pairs))
+def edit(name: str, *pairs: tuple[str, str], cpu_gap: str = "") -> Edit:
+    return Edit(name, tuple(pairs), cpu_gap)
 
 
 # ---- ch09_local_mask ------------------------------------------------------------------------------------
@@ -141,9 +142,55 @@ GQA_BENIGN = (
          (G_VWAIT + "                tma::expect(sm.v", "                tma::expect(sm.v")),
 )
 
+# ---- ch08_warp_specialized ------------------------------------------------------------------------------
+W_SPLIT = "using split = warpgroup::register_split<40, 232, CONSUMERS>;"
+W_EMPTY = "wait(pipe.empty[at.stage], at.phase ^ 1);"
+W_EXPECT = "tma::expect(pipe.full[at.stage], s.a[0], s.a[1], s.b);"
+W_A = "tma::load_async(s.a[w], map_a, pipe.full[at.stage], {tile.r * CONSUMERS + w, k});"
+W_B = "tma::load_async(s.b, map_b, pipe.full[at.stage], {k, tile.c});"
+W_FULL = "            wait(pipe.full[at.stage], at.phase);\n"
+W_MMA = "warpgroup::mma_AB(acc, stages[at.stage].a[me], stages[at.stage].b, k > 0);"
+W_WAIT = "            warpgroup::mma_async_wait<0>();  // the group is done: its stage goes back to the producer\n"
+W_RELEASE = "            pipe.release(at.stage);\n"
+
+WS_MISTAKES = (
+    edit("the split over the register file (consumers 240)", (W_SPLIT, W_SPLIT.replace("232", "240"))),
+    edit("the split backwards (producer 232, consumers 40)", (W_SPLIT, W_SPLIT.replace("<40, 232", "<232, 40"))),
+    edit("the producer's empty wait with the consumers' parity", (W_EMPTY, "wait(pipe.empty[at.stage], at.phase);")),
+    edit("expect the bytes of one half of A only", (W_EXPECT, "tma::expect(pipe.full[at.stage], s.a[0], s.b);")),
+    edit("both consumers' halves of A from the same rows", (W_A, W_A.replace("tile.r * CONSUMERS + w", "tile.r"))),
+    edit("B's coordinates swapped", (W_B, W_B.replace("{k, tile.c}", "{tile.c, k}"))),
+    edit("no wait for a full stage: wgmma reads bytes still in flight", (W_FULL, "")),
+    edit("the full wait with the producer's parity", (W_FULL, W_FULL.replace("at.phase", "at.phase ^ 1"))),
+    edit("the stage handed back before its product is waited for", (W_WAIT + W_RELEASE, W_RELEASE + W_WAIT)),
+    edit("no wait in the loop: the stage handed back while wgmma may read it", (W_WAIT, "")),
+    edit("always accumulate (the poisoned accumulator is never overwritten)", (W_MMA, W_MMA.replace("k > 0", "true"))),
+    edit("accumulate flag off by one (k > 1)", (W_MMA, W_MMA.replace("k > 0", "k > 1"))),
+    edit("both consumers multiply the first half of A", (W_MMA, W_MMA.replace(".a[me]", ".a[0]"))),
+    edit("every thread arrives on empty (the barrier counts warps)",
+         (W_RELEASE, "            arrive(pipe.empty[at.stage]);\n"),
+         cpu_gap="the emulator does not report arrivals beyond an mbarrier phase's count, and its schedule never "
+                 "lets the producer refill the stage early enough for the other consumer to read it"),
+)
+WS_BENIGN = (
+    edit("a smaller split that still fits (producer 24, consumers 240)",
+         (W_SPLIT, W_SPLIT.replace("<40, 232", "<24, 240"))),
+    edit("one wgmma group left in flight: the previous stage handed back", (W_WAIT + W_RELEASE,
+         "            warpgroup::mma_async_wait<1>();  // the previous group is done: its stage goes back\n"
+         "            if (k > 0) pipe.release((at.stage + STAGES - 1) % STAGES);\n"),
+         ("        wgmma::fence_operands(acc);      // ... and acc's reads stay below that wait\n",
+          "        wgmma::fence_operands(acc);      // ... and acc's reads stay below that wait\n"
+          "        if (k_tiles > 0) pipe.release((at.stage + STAGES - 1) % STAGES);\n")),
+    edit("the accumulator zeroed by the first slice's flag written out", (W_MMA,
+         "warpgroup::mma_AB(acc, stages[at.stage].a[me], stages[at.stage].b, k != 0);")),
+)
+
 SUITES = {"ch07_ring_protocol": (RING_MISTAKES, RING_BENIGN), "ch09_local_mask": (LOCAL_MISTAKES, LOCAL_BENIGN),
-          "ch10_gqa": (GQA_MISTAKES, GQA_BENIGN)}
+          "ch08_warp_specialized": (WS_MISTAKES, WS_BENIGN), "ch10_gqa": (GQA_MISTAKES, GQA_BENIGN)}
 MISTAKES = [(i, e) for i, (bad, _) in SUITES.items() for e in bad]
+CPU_MISTAKES = [pytest.param(i, e, id=f"{i}:{e.name}",
+                             marks=[pytest.mark.xfail(strict=True, reason=e.cpu_gap)] if e.cpu_gap else [])
+                for i, e in MISTAKES]
 BENIGN = [(i, e) for i, (_, good) in SUITES.items() for e in good]
 
 
@@ -162,9 +209,31 @@ def _cpu(exercise: str) -> None:
 
 
 def test_every_suite_is_big_enough() -> None:
+    assert set(SUITES) == {i for i in specs.all_ids() if specs.get(i).design}  # every design exercise has one
     for exercise, (bad, good) in SUITES.items():
         assert len(bad) >= 6 and len(good) >= 2, exercise
         assert specs.get(exercise).chapter in ("07", "08", "09", "10")
+
+
+# The launch each spec computes (the sandboxed run cannot compile the solution to read it) against what the
+# kernel exports, compiled here for sm_90a: (spec attribute or function of a case, exported name).
+SHARED = {
+    "ch07_ring_protocol": ("ring_shared_bytes", lambda sp: sp.launch({"M": 1, "N": 4}).shared_mem),
+    "ch08_warp_specialized": ("gemm_shared_bytes", lambda sp: sp.launch({"M": 128, "N": 256, "K": 64}).shared_mem),
+    "ch09_local_mask": ("flash_shared_bytes", lambda sp: sp.launch({"B": 1, "H": 1, "N": 1, "W": 1}).shared_mem),
+    "ch10_gqa": ("flash_shared_bytes",
+                 lambda sp: sp.launch({"B": 1, "H": 1, "HKV": 1, "N": 1, "causal": 0}).shared_mem),
+}
+
+
+@pytest.mark.parametrize("exercise", sorted(SHARED))
+def test_the_launch_asks_for_the_shared_memory_the_kernel_exports(exercise: str) -> None:
+    import tklab
+
+    spec = specs.get(exercise)
+    name, launched = SHARED[exercise]
+    mod = tklab.compile((ROOT / spec.solution).read_text(), arch="sm_90a", name=spec.filename, options=spec.options)
+    assert mod.constants[name] == launched(spec)
 
 
 @pytest.mark.parametrize("exercise", sorted(SUITES))
@@ -189,13 +258,13 @@ def test_solution_passes_and_untouched_exercise_fails_on_the_cpu(exercise: str) 
     assert stub.compiled and stub.passed is False, stub
 
 
-@pytest.mark.parametrize("exercise, variant", MISTAKES, ids=[f"{i}:{e.name}" for i, e in MISTAKES])
+@pytest.mark.parametrize("exercise, variant", CPU_MISTAKES)
 def test_planted_mistake_fails_on_the_cpu(tmp_path: Path, exercise: str, variant: Edit) -> None:
     _cpu(exercise)
     res = check(exercise, _planted(tmp_path, exercise, variant), bench=False)
-    assert res.compiled, res
-    assert res.passed is False and res.run_where == emulated.LABEL, res  # failed in the run, not statically
-    assert res.run_status in ("wrong", "error"), res
+    assert res.passed is False, res
+    if res.compiled and res.static_ok:  # the run must have caught it, on the emulator
+        assert res.run_where == emulated.LABEL and res.run_status in ("wrong", "error"), res
 
 
 @pytest.mark.parametrize("exercise, variant", BENIGN, ids=[f"{i}:{e.name}" for i, e in BENIGN])
@@ -210,7 +279,6 @@ def test_benign_variant_passes_on_the_cpu(tmp_path: Path, exercise: str, variant
 @pytest.mark.parametrize("exercise, variant", MISTAKES, ids=[f"{i}:{e.name}" for i, e in MISTAKES])
 def test_planted_mistake_fails_on_the_gpu(tmp_path: Path, exercise: str, variant: Edit) -> None:
     res = check(exercise, _planted(tmp_path, exercise, variant), bench=False)
-    assert res.compiled, res
     assert res.passed is False, res
 
 
