@@ -7,8 +7,12 @@
     channel     the pipe between them (frames, .npy outputs, dtype/shape checked)
     judge       inputs drawn by the parent, outputs compared (tklab.run.arrays.isclose), the outcome
     sandbox     bubblewrap or a clean process tree; limits, wall clock for the whole tree
-    specs/      one module per exercise: inputs, reference, launch, static checks, baseline, target
-    exercises   solutions/ -> exercises/, never overwriting a learner's edits
+    specs/      the registry: one module per exercise (inputs, reference, launch, static checks, baseline,
+                target), the drills in specs/drills.py
+    drills      drills: a Python function per hardware rule, run in the child (mode cpu), judged by the models
+    hints       hint ladders (tklab.hint): concept, API, answer; the learner's state in exercises/.hints.json
+    spoilers    an exercise's answer lines, and where they show before the exercise
+    exercises   solutions/ -> exercises/, never overwriting a learner's edits; the index (--list, --index)
     grade       instructor mode: a class folder -> CSV; grade_shards: a class in parallel shards, merged
     nbgrade     the exercises as nbgrader assignments, autograded outside the notebooks
 """

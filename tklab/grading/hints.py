@@ -58,13 +58,16 @@ def hints_file(spec: specs.Exercise) -> Path:
 
 def answer(spec: specs.Exercise) -> str:
     """Level 3: the solution's marked regions, each headed by where it goes."""
-    from .exercises import regions
+    from .exercises import regions, render
 
     path = REPO / spec.solution
+    text = path.read_text()
+    todos = [n for n, line in enumerate(render(text, spec.solution, path.suffix).splitlines(), start=1)
+             if "TODO: your code here" in line]
     parts = []
-    for r in regions(path.read_text(), path.suffix, spec.solution):
+    for r, at in zip(regions(text, path.suffix, spec.solution), todos, strict=True):
         body = textwrap.dedent("\n".join(r.body)).strip("\n")
-        parts.append(f"{spec.exercise_file}, the TODO at line {r.begin} of the solution:\n{body}")
+        parts.append(f"exercises/{spec.exercise_file}, the TODO at line {at}:\n{body}")
     return "\n\n".join(parts)
 
 
