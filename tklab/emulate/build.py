@@ -12,6 +12,7 @@ Public API: ``build(source, *, arch, name, options, include_dirs, name_expressio
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -89,10 +90,21 @@ def _run(argv: list[str], what: str, program: str) -> str:
     return out.stdout
 
 
+@functools.cache
+def _accepts(cc: Compiler, flag: str) -> bool:
+    """Does the compiler take ``flag`` (GCC learnt -ftrivial-auto-var-init in version 12)?"""
+    try:
+        out = subprocess.run([*cc.argv, flag, "-x", "c++", "-fsyntax-only", "-"], input="", capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0
+
+
 def _flags(cc: Compiler) -> list[str]:
-    # Uninitialised locals (register tiles, accumulators) start as a garbage pattern, as registers do on a GPU.
-    base = ["-std=c++20", "-O1", "-fPIC", "-w", "-fno-omit-frame-pointer", "-fsanitize=thread",
-            "-ftrivial-auto-var-init=pattern"]
+    base = ["-std=c++20", "-O1", "-fPIC", "-w", "-fno-omit-frame-pointer", "-fsanitize=thread"]
+    if _accepts(cc, "-ftrivial-auto-var-init=pattern"):  # uninitialised locals (register tiles, accumulators)
+        base.append("-ftrivial-auto-var-init=pattern")  # start as garbage, as registers do on a GPU
     if cc.family == "clang":
         return [*base, "-gline-tables-only", "-mllvm", "-tsan-instrument-func-entry-exit=0",
                 "-mllvm", "-tsan-instrument-atomics=0"]

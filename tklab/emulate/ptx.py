@@ -590,6 +590,9 @@ def translate(template: str, operands: list[Operand]) -> str:
             pre.append(f"__r[{i}] = __r[{tied}] = ::tkemu::reg_in(({op.expr}));")
         else:
             pre.append(f"__r[{i}] = {_LOAD.get(letter, '::tkemu::reg_in')}(({op.expr}));")
+    if "wgmma.mma_async" in template:  # its operand loads and stores are the instruction's, not a touch
+        pre.insert(1, "::tkemu::ptx::wgmma_operands(true);")
+        post.append("::tkemu::ptx::wgmma_operands(false);")
     return "do { " + " ".join(pre + block.code + post) + " } while (0)"
 
 

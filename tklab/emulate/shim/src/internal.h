@@ -100,6 +100,8 @@ struct Thread {
     int wgmma_commits = 0;   // wgmma.commit_group executed by this thread
     uint32_t fence_clk = 0;  // its clock at its last fence.proxy.async (0: never)
     uint32_t waited_bar = UINT32_MAX;  // the mbarrier its last successful wait was on
+    uintptr_t acc_lo = 0, acc_hi = 0;  // where its pending wgmma accumulators lie (0, 0: none)
+    bool in_wgmma = false;             // inside a wgmma asm statement: its own operand traffic is no touch
     int red_pred = 0;
     int red_result[3] = {0, 0, 0};
 };
@@ -238,6 +240,7 @@ void complete_copy(Block& b, int t, uint32_t clk, uintptr_t pc, const Copy& c);
 void tma_execute(Block& b, const TmaOp& op);
 void mbar_complete_tx(Block& b, uint32_t bar, uint32_t bytes);
 void flush_thread(Block& b, Thread& t);
+void accumulator_touch(Block& b, uintptr_t a, size_t n, bool write, uintptr_t pc);  // reports if a is pending
 bool land_all(Block& b);  // lands every in-flight TMA load (the scheduler, when nothing else can move)
 
 }  // namespace tkemu

@@ -7,9 +7,11 @@
 //   ldmatrix      reg m of lane 4g+t: row g of matrix m, elements 2t, 2t+1 (.trans: column g, rows 2t, 2t+1);
 //                 the row addresses come from lanes 8m .. 8m+7
 //   wgmma D       thread 32w + lane, reg i: (row 16w + g + 8((i%4)/2), col 8(i/4) + 2t + i%2)
-// Asynchronous copies land late on purpose: cp.async data at the issuing thread's wait_group, TMA data
-// when its mbarrier's arrivals are all in, TMA stores at the issuer's bulk wait: a kernel that reads
-// before waiting sees stale shared memory here too.
+// Asynchronous units act as late as the PTX ISA allows (docs/ARCHITECTURE.md, "The emulator's model of
+// time"): cp.async data lands at the issuing thread's wait_group; a TMA load's box is poisoned and in
+// flight from its issue until it lands (Launch::tma_order says when); a wgmma group's accumulators read as
+// NaN and its operands stay "being read" until the wgmma.wait_group that retires it; a TMA store reads its
+// source until the issuer's bulk wait. Touching any of these early is an "async" hazard.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -336,9 +338,14 @@ static void release_check(Block& b, uint32_t bar) {
             for (const auto& p : pit->second)
                 if (s.first <= p.second && p.first <= s.second) {
                     const uint32_t at = std::max(s.first, p.first);
+                    std::string filler;  // which load fills these bytes: names the stage (K or V, A or B)
+                    for (size_t i = b.inflight.size(); i-- > 0 && filler.empty();) {
+                        const TmaOp& o = b.inflight[i];
+                        if (at >= o.smem && at < o.smem + o.extent) filler = ", which the TMA load" + pc_mark(o.pc) + " fills";
+                    }
                     const std::string msg =
                         "asynchronous hazard in " + block_desc(b) + ": " + thread_desc(b, b.cur->id) +
-                        " hands back " + smem_desc(b, at) + " (mbarrier arrive on " + smem_desc(b, bar) + ")" +
+                        " hands back " + smem_desc(b, at) + filler + " (mbarrier arrive on " + smem_desc(b, bar) + ")" +
                         pc_mark(b.cur->pc) + " while the wgmma group that its warpgroup issued" + pc_mark(g.pc) +
                         " may still read it: a wgmma group reads its shared operands until the wgmma.wait_group "
                         "that retires it, so wait for the group (warpgroup::mma_async_wait) before releasing its "
@@ -766,9 +773,37 @@ void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, void
                     it->second = {group.seq, bits};
                 }
                 *x->d[i] = POISON32;
+                Thread& th = b.threads[first + t];
+                const uintptr_t pa = uintptr_t(p);
+                if (th.acc_hi == 0) th.acc_lo = pa, th.acc_hi = pa + 4;
+                else th.acc_lo = std::min(th.acc_lo, pa), th.acc_hi = std::max(th.acc_hi, pa + 4);
             }
         }
     });
+}
+
+void ptx::wgmma_operands(bool begin) { t_block->cur->in_wgmma = begin; }
+
+void accumulator_touch(Block& b, uintptr_t a, size_t n, bool write, uintptr_t pc) {
+    Thread& t = *b.cur;
+    if (size_t(t.id / 128) >= b.wgs.size()) return;
+    const WgState& ws = b.wgs[t.id / 128];
+    for (uintptr_t p = a & ~uintptr_t(3); p < a + n; p += 4) {
+        auto it = ws.pending.find(reinterpret_cast<void*>(p));
+        if (it == ws.pending.end()) continue;
+        const WgGroup* g = nullptr;
+        for (const WgGroup& c : ws.committed)
+            if (c.seq == it->second.first) g = &c;
+        if (!g && ws.open.seq == it->second.first) g = &ws.open;
+        t.pc = pc;
+        const std::string msg =
+            "asynchronous hazard in " + block_desc(b) + ": " + thread_desc(b, t.id) +
+            (write ? " wrote" : " read") + " an accumulator register" + pc_mark(pc) +
+            " of the wgmma group that its warpgroup issued" + (g ? pc_mark(g->pc) : std::string()) +
+            " before the wgmma.wait_group that retires it: the tensor cores write the accumulators at any moment "
+            "until then, so wait first (warpgroup::mma_async_wait<N>, N = how many newer groups may still run)";
+        fail_json(error_json("async", msg));
+    }
 }
 
 void ptx::wgmma_fence() {}
@@ -823,6 +858,8 @@ void ptx::wgmma_wait(int n) {
             ws.committed.pop_front();
             wgmma_retire(b, ws, g, first, b.threads[first].pc);
         }
+        if (ws.pending.empty())
+            for (int t = first; t < first + 128 && t < b.n; ++t) b.threads[t].acc_lo = b.threads[t].acc_hi = 0;
     });
     (void)blk;
 }

@@ -94,6 +94,7 @@ void wgmma_fence();
 void wgmma_commit();
 void wgmma_wait(int n);
 void fence_proxy_async();
+void wgmma_operands(bool begin);  // around a wgmma asm statement's own loads and stores of its operands
 void setmaxnreg(bool inc, int n);
 uint64_t ld(int space, uint64_t addr, int bytes);  // space 0 generic, 1 global, 2 shared
 void st(int space, uint64_t addr, int bytes, uint64_t value);
