@@ -83,6 +83,9 @@ LOCAL_BENIGN = (
     extra("visit every block from 0 (no block skipping below the window)", (L_BEGIN, "const int kv_begin = 0;")),
     extra("end not clamped to the sequence (the extra block is zero-filled and masked)",
          (L_END, "const int kv_end = (q_block * BR + BR - 1) / BC + 1;")),
+    extra("a block wholly outside this warp's windows skipped (no product, no update)",
+          ("        const int col0 = j * BC;\n", "        const int col0 = j * BC;\n"
+           "        if (col0 > row0 + WARP_ROWS - 1 || col0 + BC - 1 <= row0 - window) continue;\n")),
     edit("a large finite stand-in for -inf",
          (L_GUARD, "map(m_use, m, [](float x) { return fmaxf(x, -1e30f); });")),
 )
