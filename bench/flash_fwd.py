@@ -10,8 +10,17 @@ and 128, on fresh random inputs with the output poisoned, against a float64 refe
 with large logits (where a naive softmax overflows) and on the [batch, seq, heads, d] memory layout. Each
 variant runs in its own process with a time limit, so a hang or a fault is reported, not fatal.
 ``bench`` times the configurations of ``shared/anchors.md`` (16k tokens per batch, hidden 2048) for every
-variant and the SDPA backends in the same run, ``--rounds`` rounds, and writes
+variant, the SDPA backends and FlashAttention-4 (when ``flash_attn.cute`` imports: an optional extra; the
+report says when it is absent) in the same run, ``--rounds`` rounds in rotating order, and writes
 ``bench/results/flash_fwd_<date>_<commit>.md`` (and .json). Set GIT_COMMIT on machines without git.
+
+How it times (``--method``): ``device`` (the default) measures device work the way a model calls attention:
+batches of back-to-back calls with CUDA events around each batch, no L2 flush, so a library's host-side
+dispatch (SDPA's Python and backend selection) overlaps the GPU's work instead of landing in its time;
+each contender's host dispatch per call is measured separately and reported beside it. ``single`` is the
+old method (L2 flushed, one call between events): it charges host dispatch to the call. The SM clock
+(``nvidia-smi``) is logged beside every timing: the libraries move 10-15 % between runs, so only same-run,
+same-round ratios count.
 """
 
 from __future__ import annotations
@@ -49,12 +58,20 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch10 ping-pong BC=192": ("hopper", {"SCHEDULE": 2, "BC": 192}, (128,)),
     "ch10 ping-pong 2x192": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 192}, (64,)),
     "ch10 ping-pong 2x128": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 128}, (64,)),
+    # the defaults (d=128: ping-pong BC=176; d=64: overlap, 3 consumers) on a grid of one block per SM
+    "ch10 persistent": ("hopper", {"PERSISTENT": 1}, (64, 128)),
+    # the defaults with the consumer index in uniform registers (no R2UR before each wgmma of S = Q K^T)
+    "ch10 uniform": ("hopper", {"UNIFORM": 1}, (64, 128)),
+    "ch10 persistent uniform": ("hopper", {"PERSISTENT": 1, "UNIFORM": 1}, (64, 128)),
 }
 #: What a plain run (and `make gpu-check`) measures: each chapter's kernel and chapter 10's progression.
-COURSE = ["ch09 tiles", "ch10 plain", "ch10 overlap", "ch10 ping-pong", "ch10 ping-pong BC=176"]
+COURSE = ["ch09 tiles", "ch10 plain", "ch10 overlap", "ch10 ping-pong", "ch10 ping-pong BC=176", "ch10 persistent"]
 SDPA = ("sdpa flash", "sdpa cudnn", "sdpa efficient")
 #: (d, N, causal) of the anchors table; batch = 16384 / N, heads = 2048 / d.
 CONFIGS = [(d, n, c) for d in (128, 64) for n in (4096, 8192) for c in (False, True)]
+#: Shapes nobody tuned for (issue 27): short and long sequences, many heads, lengths off the block size.
+UNTUNED = "64,1024,0,16,16;64,1024,1,16,16;128,2048,1;128,2048,0;128,16384,1;128,32768,1;64,16384,1;" \
+          "128,1000,0,8,16;64,4097,1,4,32"
 
 
 def _out_dirs() -> list[Path]:
@@ -87,18 +104,22 @@ def check_one(name: str, d: int) -> list[dict[str, Any]]:
     import torch
 
     kernel, opts, _ = VARIANTS[name]
-    cases = [(b, h, n, c, "bhnd", 1.0) for b, h, n in CHECK_SHAPES for c in (False, True)]
+    cases: list[tuple[Any, ...]] = [(b, h, n, c, "bhnd", 1.0) for b, h, n in CHECK_SHAPES for c in (False, True)]
     cases += [(1, 2, 1000, c, "bhnd", 30.0) for c in (False, True)]  # logits in the thousands
     cases += [(2, 3, 300, c, "bnhd", 1.0) for c in (False, True)]
+    cases = [(*case, None) for case in cases]  # sms: None = the GPU's own
+    if opts.get("PERSISTENT"):  # few blocks, so that each walks many items (ring, phases and Q tiles carry over)
+        cases += [(b, h, n, c, "bhnd", 1.0, sms) for b, h, n, sms in ((2, 3, 1000, 5), (1, 1, 4097, 3), (3, 5, 77, 2))
+                  for c in (False, True)]
     rows = []
-    for b, h, n, causal, layout, ls in cases:
+    for b, h, n, causal, layout, ls, sms in cases:
         q, k, v = _inputs(b, h, n, d, layout=layout, logit_scale=ls)
         o = torch.full_like(q, float("nan"))
         lse = torch.full((b, h, n), float("nan"), device="cuda")
-        attention.prepare(q, k, v, o, lse, causal=causal, kernel=kernel, **opts)()
+        attention.prepare(q, k, v, o, lse, causal=causal, kernel=kernel, sms=sms, **opts)()
         torch.cuda.synchronize()
         e = attention.errors(o, lse, q, k, v, causal=causal)
-        rows.append({"variant": name, "d": d, "shape": [b, h, n], "causal": causal, "layout": layout,
+        rows.append({"variant": name, "d": d, "shape": [b, h, n], "causal": causal, "layout": layout, "sms": sms,
                      "logit_scale": ls, "o_rel": e.o_rel, "lse_max_abs": e.lse_max_abs, "unwritten": e.unwritten,
                      "first_wrong": e.first_wrong, "ok": e.ok()})
     return rows
@@ -125,7 +146,7 @@ def check(names: list[str], timeout: float) -> list[dict[str, Any]]:
             print(f"check {name:26s} d={d:3d}: {'ok' if not bad else f'{len(bad)} FAILED'} "
                   f"(worst o rel {worst:.1e}, {time.time() - t:.0f} s)", flush=True)
             for r in bad[:3]:
-                print("    ", {k: r[k] for k in r if k in ("shape", "causal", "layout", "logit_scale", "error",
+                print("    ", {k: r[k] for k in r if k in ("shape", "causal", "layout", "logit_scale", "sms", "error",
                                                          "first_wrong", "o_rel", "unwritten")}, flush=True)
     return rows
 
@@ -135,23 +156,79 @@ def _sdpa(which: str, q: Any, k: Any, v: Any, causal: bool) -> Any:
     return attention.sdpa(q, k, v, causal=causal, backend=which.split()[-1])
 
 
-def bench(names: list[str], rounds: int, configs: list[tuple[int, int, bool]]) -> list[dict[str, Any]]:
+FA4 = "flash-attn-4"
+CONTENDERS = (*SDPA, FA4)
+
+
+def _fa4(q: Any, k: Any, v: Any, causal: bool) -> Any:
+    """FlashAttention-4's forward (``flash_attn.cute``, its sm90 path on Hopper) on the same inputs, laid out
+    [batch, seq, heads, d] once outside the timing; raises ImportError where it is not installed."""
+    from flash_attn.cute import flash_attn_func
+
+    qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+    return lambda: flash_attn_func(qt, kt, vt, causal=causal)
+
+
+def sm_clock_mhz() -> int | None:
+    """The GPU's current SM clock (MHz) from nvidia-smi, or None where it cannot be read."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i",
+                              os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]],
+                             capture_output=True, text=True, timeout=10)
+        return int(out.stdout.split()[0]) if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
+#: back-to-back calls between one pair of CUDA events (method "device")
+BATCH = 20
+
+
+def host_dispatch_us(fn: Any, calls: int = BATCH) -> float:
+    """Host time to issue one call (µs): ``calls`` back-to-back calls on an idle queue, no synchronisation
+    inside, so this is the Python and driver work before the GPU sees the kernel, not the kernel."""
     import torch
 
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    spent = time.perf_counter() - t
+    torch.cuda.synchronize()
+    return spent / calls * 1e6
+
+
+def time_one(fn: Any, flops: float, method: str) -> float:
+    """Median ms per call of ``fn`` by ``method`` (see the module docstring)."""
     from tklab.run.bench import bench as tk_bench
 
+    if method == "device":
+        return tk_bench(fn, flops=flops, target_ms=150, progress=False, ceilings=False, batch=BATCH,
+                        flush_l2=False).ms
+    return tk_bench(fn, flops=flops, target_ms=150, progress=False, ceilings=False).ms
+
+
+def bench(names: list[str], rounds: int, configs: list[tuple[int, ...]],
+          method: str = "device") -> list[dict[str, Any]]:
+    """Every contender on every (d, N, causal[, batch, heads]) config; batch and heads default to the anchors'
+    16k tokens per batch and 2048 hidden."""
+    import torch
+
     rows = []
-    for d, n, causal in configs:
-        b, h = 16384 // n, 2048 // d
+    for d, n, causal, *bh in configs:
+        causal = bool(causal)
+        b, h = bh if bh else (max(1, 16384 // n), 2048 // d)
         q, k, v = _inputs(b, h, n, d)
         o, lse = torch.empty_like(q), torch.empty(b, h, n, device="cuda")
         fl = attention.flops(b, h, n, d, causal)
         contenders: dict[str, Any] = {}
-        for who in SDPA:
+        for who in CONTENDERS:
             try:
-                fn = _sdpa(who, q, k, v, causal)
+                fn = _fa4(q, k, v, causal) if who == FA4 else _sdpa(who, q, k, v, causal)
                 fn()
                 contenders[who] = fn
+            except ImportError as e:
+                print(f"  {who} not installed here ({e}); the report says so", flush=True)
             except RuntimeError as e:  # a backend that refuses this configuration
                 print(f"  {who} unavailable for d={d} n={n} causal={causal}: {str(e)[:120]}", flush=True)
         for name in names:
@@ -162,36 +239,58 @@ def bench(names: list[str], rounds: int, configs: list[tuple[int, int, bool]]) -
                 contenders[name] = attention.prepare(q, k, v, o, lse, causal=causal, kernel=kernel, **opts)
             except Exception as e:  # noqa: BLE001 - report and go on with the others
                 print(f"  {name}: {e}", flush=True)
+        order = list(contenders)
+        host = {who: host_dispatch_us(fn) for who, fn in contenders.items()}
         for r in range(rounds):
-            for who, fn in contenders.items():
-                res = tk_bench(fn, flops=fl, target_ms=150, progress=False, ceilings=False)
+            shift = r % len(order)  # rotate who goes first, so no contender always meets a cold or hot GPU
+            for who in order[shift:] + order[:shift]:
+                clock = sm_clock_mhz()
+                ms = time_one(contenders[who], fl, method)
                 rows.append({"d": d, "n": n, "causal": causal, "batch": b, "heads": h, "round": r, "who": who,
-                             "ms": res.ms, "tflops": res.tflops})
+                             "ms": ms, "tflops": fl / ms / 1e9, "method": method, "sm_clock_mhz": clock,
+                             "sm_clock_after_mhz": sm_clock_mhz(), "host_us": host[who]})
         for who in contenders:
             best = max(x["tflops"] for x in rows if (x["d"], x["n"], x["causal"], x["who"]) == (d, n, causal, who))
-            print(f"  d={d} n={n} causal={int(causal)} {who:26s} {best:6.0f} TFLOP/s", flush=True)
+            print(f"  d={d} n={n} causal={int(causal)} {who:26s} {best:6.0f} TFLOP/s "
+                  f"(host dispatch {host[who]:.0f} µs/call)", flush=True)
     return rows
 
 
 def _ratio_table(rows: list[dict[str, Any]], names: list[str]) -> list[str]:
-    """Per configuration: each variant's median over rounds, and its range of same-round ratios to SDPA."""
+    """Per configuration: each contender's median over rounds, its same-round ratios to cuDNN, FA2 and FA4,
+    its host dispatch and the SM clocks seen while it ran."""
     import statistics
 
-    lines = ["| d | N | causal | who | TFLOP/s (median of rounds) | / cuDNN (per round) | / flash (per round) |",
-             "|---|---|---|---|---|---|---|"]
-    for d, n, causal in sorted({(x["d"], x["n"], x["causal"]) for x in rows}, key=lambda t: (-t[0], t[1], t[2])):
-        sel = [x for x in rows if (x["d"], x["n"], x["causal"]) == (d, n, causal)]
-        for who in [*SDPA, *names]:
+    refs = (("sdpa cudnn", "cuDNN"), ("sdpa flash", "FA2"), (FA4, "FA4"))
+    ratio_heads = " | ".join(f"/ {t} (per round)" for _, t in refs)
+    lines = [f"| d | N | causal | B×H | who | TFLOP/s (median of rounds) | {ratio_heads} | host dispatch µs/call | "
+             "SM clock MHz |",
+             "|---|---|---|---|---|---|" + "---|" * len(refs) + "---|---|"]
+    def key(x: dict[str, Any]) -> tuple[int, int, bool, int, int]:
+        return x["d"], x["n"], x["causal"], x.get("batch", 0), x.get("heads", 0)
+
+    for d, n, causal, b, h in sorted({key(x) for x in rows}, key=lambda t: (-t[0], t[1], t[2], t[3])):
+        sel = [x for x in rows if key(x) == (d, n, causal, b, h)]
+        for who in [*CONTENDERS, *names]:
             mine = {x["round"]: x["tflops"] for x in sel if x["who"] == who}
             if not mine:
                 continue
             cells = []
-            for ref in ("sdpa cudnn", "sdpa flash"):
+            for ref, _ in refs:
                 base = {x["round"]: x["tflops"] for x in sel if x["who"] == ref}
                 rs = [mine[r] / base[r] for r in mine if r in base]
-                cells.append(f"{min(rs):.2f}–{max(rs):.2f}" if rs else "–")
+                cells.append(f"{min(rs):.2f}–{max(rs):.2f} (median {statistics.median(rs):.2f})" if rs else "–")
             med = statistics.median(mine.values())
-            lines.append(f"| {d} | {n} | {'yes' if causal else 'no'} | {who} | {med:.0f} | {cells[0]} | {cells[1]} |")
+            mine_rows = [x for x in sel if x["who"] == who]
+            host = mine_rows[0].get("host_us")
+            clocks = [c for x in mine_rows for c in (x.get("sm_clock_mhz"), x.get("sm_clock_after_mhz")) if c]
+            clock = f"{min(clocks)}–{max(clocks)}" if clocks else "not read"
+            host_cell = f"{host:.0f}" if host is not None else "–"
+            lines.append(f"| {d} | {n} | {'yes' if causal else 'no'} | {b}×{h} | {who} | {med:.0f} | "
+                         + " | ".join(cells) + f" | {host_cell} | {clock} |")
+    if not any(x["who"] == FA4 for x in rows):
+        lines += ["", "FlashAttention-4 was not installed on this machine (optional: `pip install "
+                  "\"flash-attn-4[cu13]\"`, or shared/tools/fa4_wheels.sh offline): its columns are empty."]
     return lines
 
 
@@ -225,7 +324,11 @@ def main() -> int:
     p.add_argument("--no-check", action="store_true", help="run: skip the float64 comparison (sanitizers)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--timeout", type=float, default=180)
-    p.add_argument("--configs", default="all", help="'all' or e.g. 128,8192,0;64,4096,1")
+    p.add_argument("--configs", default="all", help="'all' (the anchors), 'untuned', or e.g. "
+                   "128,8192,0;64,1024,1,16,16 (d,N,causal[,batch,heads])")
+    p.add_argument("--method", default="device", choices=["device", "single"],
+                   help="device: back-to-back batches, host dispatch reported apart (default); single: one "
+                        "call between events after an L2 flush (the old method)")
     args = p.parse_args()
     if args.variants is None:
         args.variants = COURSE if args.what == "all" else list(VARIANTS)
@@ -252,12 +355,20 @@ def main() -> int:
         if failed:
             status = 1
     if args.what in ("bench", "all"):
-        configs = CONFIGS if args.configs == "all" else [
-            (int(a), int(b), bool(int(c))) for a, b, c in (x.split(",") for x in args.configs.split(";"))]
-        rows = bench(args.variants, args.rounds, configs)
+        spec = UNTUNED if args.configs == "untuned" else args.configs
+        configs = CONFIGS if spec == "all" else [tuple(int(v) for v in x.split(",")) for x in spec.split(";")]
+        bad = [c for c in configs if len(c) not in (3, 5)]
+        if bad:
+            p.error(f"--configs: each config is d,N,causal or d,N,causal,batch,heads; got {bad}")
+        rows = bench(args.variants, args.rounds, configs, args.method)
+        how = (f"batches of {BATCH} back-to-back calls with CUDA events around each batch, no L2 flush (device "
+               "time, the way a model calls attention); host dispatch per call measured apart"
+               if args.method == "device" else "one call between CUDA events after an L2 flush (host dispatch "
+               "included)")
         body = ["FLOPs counted as 4·B·H·N²·d (halved for causal); 16k tokens per batch, hidden 2048; "
-                "tklab.bench (CUDA events, L2 flushed before each call, median); every contender in the "
-                "same run, rounds alternating.", "", *_ratio_table(rows, args.variants)]
+                f"tklab.bench: {how}; median per round; every contender in the same run, rounds in rotating "
+                "order; SM clock from nvidia-smi before and after each timing.", "",
+                *_ratio_table(rows, args.variants)]
         path = write_report("bench", body, rows)
         print("\n".join(body[2:]))
         print(path)

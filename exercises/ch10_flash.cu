@@ -13,30 +13,36 @@
 //   1  overlap:  issue S_j and O += P_{j-1} V_{j-1} together, then do softmax_j while the second runs.
 //   2  ping-pong: 1, and the consumer warpgroups take turns issuing (named barriers), so one's softmax
 //                runs while the other's products do.
+// PERSISTENT=1 launches one block per SM instead of one per (query block, head, batch): each block walks
+// a list of work items (tk::tile_scheduler: heaviest query blocks first), and one TMA ring streams K and V
+// for all of them, so the next item's first tiles load while this one's epilogue runs.
+// UNIFORM=1 tells the compiler that a consumer's index is the same in all its lanes (__shfl_sync from lane
+// 0), so its Q tile's address and the wgmma descriptors live in uniform registers, computed once, instead
+// of being rebuilt in ordinary registers and moved over (R2UR) before every wgmma of S = Q K^T.
 // Q, K, V, O: bf16 [batch, heads, seq, HEAD_DIM], any strides (rank-4 TMA maps: tiles past the end of a
 // head read zeros and are not written back); L: fp32 [batch, heads, seq].
 #include "tk.cuh"
 
 using namespace tk;
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128
+// HEAD_DIM (64 or 128), CONSUMERS (consumer warpgroups, 64 query rows each), BC (keys per block), STAGES
+// and SCHEDULE have one home: tklab.attention.DEFAULTS, which passes each with -D (and launches with the
+// same values: tensor-map boxes, shared memory). No second value here that could disagree.
+#if !defined(HEAD_DIM) || !defined(CONSUMERS) || !defined(BC) || !defined(STAGES) || !defined(SCHEDULE)
+#error "compile through tklab.attention.build(...), which passes -DHEAD_DIM -DCONSUMERS -DBC -DSTAGES -DSCHEDULE"
 #endif
-#ifndef CONSUMERS
-#define CONSUMERS (HEAD_DIM == 128 ? 2 : 3)  // consumer warpgroups, 64 query rows each
+#if !defined(PERSISTENT) || !defined(UNIFORM)
+#error "compile through tklab.attention.build(...), which also passes -DPERSISTENT and -DUNIFORM"
 #endif
-#ifndef BC
-#define BC 128  // keys per block
-#endif
-#ifndef STAGES
-#define STAGES 2
-#endif
-#ifndef SCHEDULE
-#define SCHEDULE 2
-#endif
+static_assert(SCHEDULE == 0 || CONSUMERS >= 2, "SCHEDULE 1 and 2 take turns between consumer warpgroups: "
+              "they need CONSUMERS >= 2 (one consumer: SCHEDULE=0)");
 constexpr int BR = 64 * CONSUMERS;
 using split = warpgroup::register_split<24, CONSUMERS == 2 ? 240 : 160, CONSUMERS>;
-using turn = warpgroup::turns<1, CONSUMERS>;  // named barriers 1 .. CONSUMERS
+// Named barriers (0 is __syncthreads): the ping-pong turns use ids 1 .. CONSUMERS, the epilogue one id per
+// warpgroup from 8 (sync_group: 8 .. 11), so the two sets never share a barrier.
+constexpr int turn_barriers = 1, epilogue_barriers = 8;
+static_assert(turn_barriers + CONSUMERS <= epilogue_barriers, "turn and epilogue barriers overlap");
+using turn = warpgroup::turns<turn_barriers, CONSUMERS>;
 using q_tile = st_bf<64, HEAD_DIM>;
 using kv_tile = st_bf<BC, HEAD_DIM>;
 
@@ -45,6 +51,10 @@ struct smem_layout {
     kv_tile k[STAGES], v[STAGES];
     pipeline<STAGES> k_pipe, v_pipe;
     mbarrier q_full;
+#if PERSISTENT
+    mbarrier q_empty;  // every consumer warp is done with this item: its output left the Q tiles
+    work_item item;    // the item whose Q tiles q_full announces (q_block < 0: no more)
+#endif
 };
 /// The dynamic shared memory a launch must ask for (tklab.attention reads it from the compiled module).
 extern "C" __device__ int flash_shared_bytes = dynamic_shared_bytes<smem_layout>();
@@ -63,8 +73,9 @@ struct softmax_state {
         if (col0 + BC > seq) mask_keys_from(s, col0, seq);
         copy(a, m);
         row_max(m, s, m);
-        map(a, a, m, [c](float mo, float mn) { return fast::exp2(c * (mo - mn)); });
-        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - c * mx); });
+        // m = -inf: every key so far masked; 2^(-inf + inf) would be NaN, so a = 1 and P = 2^(c S) = 0.
+        map(a, a, m, [c](float mo, float mn) { return mn == neg_inf ? 1.0f : fast::exp2(c * (mo - mn)); });
+        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - (mx == neg_inf ? 0.0f : c * mx)); });
         col_vec<rt_fl<16, BC>> rs;
         row_sum(rs, s);
         map(l, l, a, rs, [](float l, float a, float r) { return a * l + r; });
@@ -77,26 +88,57 @@ struct softmax_state {
     }
 };
 
+/// The step the overlapped schedules repeat: take the turn (ping-pong only), issue the products, hand the
+/// turn on. Block 0 issues S_0 alone, the key loop S_j with P V_{j-1}, the last step P V alone; the last
+/// step ends the block's turns (`pass_last`: nobody is left to take another).
+enum class after { pass, last };
+// (Turn is a template parameter so that a build without ping-pong, e.g. one consumer, never instantiates
+// turns<.., 1>, whose static_assert asks for two groups.)
+template <bool PingPong, typename Issue, typename Turn = turn>
+__device__ inline void in_turn(int me, Issue issue, after then = after::pass) {
+    if constexpr (PingPong) Turn::wait(me);
+    issue();
+    if constexpr (PingPong) {
+        if (then == after::last) Turn::pass_last(me);
+        else Turn::pass(me);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
           const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o, float* lse,
-          int heads, int seq, float scale, int causal) {
+          int heads, int seq, float scale, int causal
+#if PERSISTENT
+          , int batch  // a flat grid of one block per SM: the batch size is no longer gridDim.z
+#endif
+          ) {
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
     smem_layout& sm = alloc.take<smem_layout>();
+#if !PERSISTENT
     const int q_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;  // heaviest first
     const int kv_blocks = causal ? min((q_block + 1) * BR + BC - 1, seq + BC - 1) / BC : (seq + BC - 1) / BC;
+#else
+    const tile_scheduler work{(seq + BR - 1) / BR, heads, batch, tile_scheduler::section_for(seq, HEAD_DIM)};
+    auto kv_blocks_of = [&](int q_block) {
+        return causal ? min((q_block + 1) * BR + BC - 1, seq + BC - 1) / BC : (seq + BC - 1) / BC;
+    };
+#endif
 
     if (threadIdx.x == 0) {
         sm.k_pipe.init(CONSUMERS * warpgroup::WARPS);
         sm.v_pipe.init(CONSUMERS * warpgroup::WARPS);
         init_mbarrier(sm.q_full, 1);
+#if PERSISTENT
+        init_mbarrier(sm.q_empty, CONSUMERS * warpgroup::WARPS);
+#endif
         fence_mbarrier_init();
     }
     __syncthreads();
 
     if (warpgroup::groupid() == 0) {  // ---- producer: one thread issues every copy ----
         split::producer();
+#if !PERSISTENT
         if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
             arrive_expect_bytes(sm.q_full, CONSUMERS * tma::bytes<q_tile>);
             for (int w = 0; w < CONSUMERS; ++w) tma::load_async(sm.q[w], map_q, sm.q_full, {b, h, q_block * CONSUMERS + w, 0});
@@ -110,20 +152,68 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
                 tma::load_async(sm.v[at.stage], map_v, sm.v_pipe.full[at.stage], {b, h, j, 0});
             }
         }
+#else
+        if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
+            ring_cursor<STAGES> at;  // one ring for every item: its stages and phases carry on
+            int t = 0;  // this block's item number
+            for (int i = blockIdx.x; i < work.count(); ++t, i += gridDim.x) {
+                const work_item w = work(i);
+                const int kv_blocks = kv_blocks_of(w.q_block);
+                for (int j = 0; j < kv_blocks; ++j, at.advance()) {
+                    wait(sm.k_pipe.empty[at.stage], at.phase ^ 1);
+                    tma::expect(sm.k_pipe.full[at.stage], sm.k[at.stage]);
+                    tma::load_async(sm.k[at.stage], map_k, sm.k_pipe.full[at.stage], {w.b, w.h, j, 0});
+                    if (j == 0) {  // Q after K_0: K_0 loads while the previous item's output leaves the Q tiles
+                        wait(sm.q_empty, (t & 1) ^ 1);
+                        sm.item = w;  // published by the arrive below (release), read after the wait (acquire)
+                        arrive_expect_bytes(sm.q_full, CONSUMERS * tma::bytes<q_tile>);
+                        for (int g = 0; g < CONSUMERS; ++g)
+                            tma::load_async(sm.q[g], map_q, sm.q_full, {w.b, w.h, w.q_block * CONSUMERS + g, 0});
+                    }
+                    wait(sm.v_pipe.empty[at.stage], at.phase ^ 1);
+                    tma::expect(sm.v_pipe.full[at.stage], sm.v[at.stage]);
+                    tma::load_async(sm.v[at.stage], map_v, sm.v_pipe.full[at.stage], {w.b, w.h, j, 0});
+                }
+            }
+            wait(sm.q_empty, (t & 1) ^ 1);  // then tell the consumers there is nothing left
+            sm.item = {0, 0, -1};
+            arrive(sm.q_full);
+        }
+#endif
         return;
     }
 
     // ---- consumers ----
     split::consumer();
+#if UNIFORM
+    const int me = __shfl_sync(0xffffffff, warpgroup::groupid() - 1, 0);  // the same in every lane: see above
+#else
     const int me = warpgroup::groupid() - 1;
+#endif
+#if PERSISTENT
+    // The item is read from shared memory where the code below uses it (references, not registers: the
+    // main loop has none to spare), as the producer published it with its Q tiles.
+    // What carries from item to item, packed in one register: the ring's stage (bits 2..) and phase (bit 1),
+    // where K and V both stand between items, like the producer's cursor; and q_full's parity (bit 0).
+    uint32_t carried = 0;
+    for (;; carried ^= 1) {
+    wait(sm.q_full, carried & 1);
+    const int &q_block = sm.item.q_block, &h = sm.item.h, &b = sm.item.b;
+    if (q_block < 0) break;
+    const int kv_blocks = kv_blocks_of(q_block);
+#endif
     const int row0 = q_block * BR + me * 64 + 16 * warpgroup::warp();  // this warp's first query row
     const float c = scale * 1.4426950408889634f;                      // scale * log2(e)
     softmax_state st;
     fill(st.m, neg_inf);
     zero(st.l);
     zero(st.o);
+#if PERSISTENT
+    ring_cursor<STAGES> at_k{int(carried >> 2), carried >> 1 & 1}, at_v = at_k;
+#else
     ring_cursor<STAGES> at_k, at_v;
     wait(sm.q_full, 0);
+#endif
 
 #if SCHEDULE == 0
     for (int j = 0; j < kv_blocks; ++j, at_k.advance(), at_v.advance()) {
@@ -143,9 +233,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     if (pingpong) turn::start(me);
     // Block 0: S_0 alone.
     wait(sm.k_pipe.full[at_k.stage], at_k.phase);
-    if (pingpong) turn::wait(me);
-    warpgroup::mm_ABt(st.s, sm.q[me], sm.k[at_k.stage]);
-    if (pingpong) turn::pass(me);
+    in_turn<pingpong>(me, [&] { warpgroup::mm_ABt(st.s, sm.q[me], sm.k[at_k.stage]); });
     warpgroup::mma_async_wait<0>(st.s);
     sm.k_pipe.release(at_k.stage);
     at_k.advance();
@@ -161,24 +249,30 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     }
     // The last block's P V.
     wait(sm.v_pipe.full[at_v.stage], at_v.phase);
-    if (pingpong) turn::wait(me);
-    warpgroup::mma_AB(st.o, st.p, sm.v[at_v.stage]);
-    if (pingpong) turn::pass(me, true);
+    in_turn<pingpong>(me, [&] { warpgroup::mma_AB(st.o, st.p, sm.v[at_v.stage]); }, after::last);
     warpgroup::mma_async_wait<0>(st.o);
     sm.v_pipe.release(at_v.stage);
 #endif
 
     // Epilogue: O / l through this consumer's Q tile (stmatrix), out with one TMA store that skips rows
-    // past the end of the head; L = ln(sum) + scaled max, one lane per row.
-    div_row(st.o, st.o, st.l);
+    // past the end of the head; L = ln(sum) + scaled max, one lane per row (-inf for a row no key reached).
+    map(st.a, st.l, [](float l) { return l == 0.0f ? 0.0f : fast::rcp(l); });  // a row no key reached: O = 0
+    mul_row(st.o, st.o, st.a);
     warpgroup::store(sm.q[me], st.o);
     fence_proxy_async();  // our ordinary shared stores, then the copy engine reads them
-    warpgroup::sync_group<8>(me);
+    warpgroup::sync_group<epilogue_barriers>(me);  // this consumer's 128 threads only
     if (warpgroup::threadid() == 0) {
         tma::store_async(map_o, sm.q[me], {b, h, q_block * CONSUMERS + me, 0});
         tma::store_commit();
     }
-    map(st.l, st.l, st.m, [c](float l, float mx) { return (fast::log2(l) + c * mx) * 0.69314718055994531f; });
-    store(lse + (size_t(b) * heads + h) * seq + row0, st.l, seq - row0);
+    col_vec<rt_fl<16, BC>> row_lse;  // ln(sum of e^(scaled score)) = (log2(l) + c m) ln 2
+    map(row_lse, st.l, st.m, [c](float l, float mx) { return (fast::log2(l) + c * mx) * 0.69314718055994531f; });
+    store(lse + (size_t(b) * heads + h) * seq + row0, row_lse, seq - row0);
     if (warpgroup::threadid() == 0) tma::store_wait_read<0>();
+#if PERSISTENT
+    __syncwarp();  // (lane 0 of warp 0 waited for the store to read O out of the Q tile)
+    if (laneid() == 0) arrive(sm.q_empty);
+    carried = uint32_t(at_k.stage) << 2 | at_k.phase << 1 | (carried & 1);
+    }
+#endif
 }

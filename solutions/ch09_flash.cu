@@ -16,16 +16,15 @@
 
 using namespace tk;
 
-#ifndef HEAD_DIM
-#define HEAD_DIM 128  // d, the head dimension: 64 or 128
-#endif
-#ifndef WARP_ROWS
-#define WARP_ROWS 32  // query rows per warp: each K/V subtile read from shared memory feeds WARP_ROWS/16 mmas
-#endif
-#ifndef BC
-#define BC (HEAD_DIM == 128 ? 64 : 128)  // keys per block: S is WARP_ROWS x BC in registers
+// HEAD_DIM (d: 64 or 128), WARP_ROWS (query rows per warp: each K/V subtile read from shared memory feeds
+// WARP_ROWS/16 mmas) and BC (keys per block: S is WARP_ROWS x BC in registers) have one home:
+// tklab.attention.DEFAULTS, which passes each with -D and launches with the same values.
+#if !defined(HEAD_DIM) || !defined(WARP_ROWS) || !defined(BC)
+#error "compile through tklab.attention.build(...), which passes -DHEAD_DIM -DWARP_ROWS -DBC"
 #endif
 constexpr int WARPS = 4, BR = WARPS * WARP_ROWS;
+/// Below any real score (|S c| < 2^127 / 2^29) yet finite: the running max of a row no key has reached.
+constexpr float NO_MAX_YET = -1e30f;
 
 struct smem_layout {
     st_bf<WARP_ROWS, HEAD_DIM> q[WARPS];  // each warp's own query rows (later: its output rows)
@@ -59,7 +58,10 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
     rt_bf<WARP_ROWS, BC> p;
     rt_fl<WARP_ROWS, HEAD_DIM> acc;
     col_vec<decltype(s)> m, m_old, l, rs;  // one value per query row
-    fill(m, neg_inf);
+    // The running max starts at a finite floor, not -inf: a row whose keys are all masked so far keeps
+    // m = NO_MAX_YET, so 2^(c S - c m) = 2^(-inf) = 0 and 2^(c (m_old - m)) = 1 -- never -inf - (-inf) = NaN,
+    // at no cost in registers (a per-element select spilled on CUDA 13.0). l stays 0: O = 0, L = -inf.
+    fill(m, NO_MAX_YET);
     zero(l);
     zero(acc);
 
@@ -84,7 +86,7 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
         copy(m_old, m);
         row_max(m, s, m);  // m = max(m_old, rowmax S)
         map(m_old, m_old, m, [c](float mo, float mn) { return fast::exp2(c * (mo - mn)); });  // a
-        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - c * mx); });      // P, fp32
+        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * (x - mx)); });     // P
         row_sum(rs, s);
         map(l, l, m_old, rs, [](float l, float a, float r) { return a * l + r; });
         if (warp_any(m_old, [](float a) { return a != 1.0f; })) mul_row(acc, acc, m_old);  // no new max: a = 1
@@ -94,7 +96,8 @@ flash_fwd(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, int 
     }
 
     // O / l, out through this warp's shared Q tile (free now) so that rows past seq are not written.
-    div_row(acc, acc, l);
+    map(rs, l, [](float l) { return l == 0.0f ? 0.0f : fast::rcp(l); });  // 1/l; 0 for a row no key reached
+    mul_row(acc, acc, rs);
     rt_bf<WARP_ROWS, HEAD_DIM> out;
     copy(out, acc);
     store(sm.q[w], out);

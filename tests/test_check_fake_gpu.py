@@ -42,6 +42,16 @@ def fake_device(monkeypatch):
     for name in ("asarray", "full", "all", "abs", "matmul", "float64", "float32", "float16", "uint32", "empty_like"):
         setattr(fake_cp, name, getattr(np, name))
     fake_cp.asnumpy = np.asarray
+
+    class _Event:  # the fresh-input probe's timing: as long as the timed loop's (2.0 ms), so no alarm
+        def record(self):
+            pass
+
+        def synchronize(self):
+            pass
+
+    fake_cp.cuda = types.SimpleNamespace(Event=_Event)
+    fake_cp.cuda.get_elapsed_time = lambda start, end: 2.0
     fake_cp.get_array_module = lambda *arrays: np
     monkeypatch.setitem(sys.modules, "cupy", fake_cp)
     monkeypatch.setattr(gpu, "arch", lambda: "sm_90a")
@@ -95,8 +105,9 @@ def test_correct_kernel_passes_every_case_and_gets_a_ratio(fake_device):
     spec, kernel, out = _run(fake_device, _right)
     assert out.status == "ok" and out.evidence == verdict.Evidence.GPU
     assert [c["dims"] for c in out.result["cases"]] == list(spec.cases) and out.result["device"] == "Fake GPU"
-    assert len(kernel.launches) == len(spec.cases) + 2  # every case, the benchmark check, one timing call
-    assert kernel.prepared == 1  # the timed calls run a prepared launch: Python's packing is not timed
+    rotate = child.ROTATE  # every case; each input set's check; one timing call; each set's fresh-input probe
+    assert len(kernel.launches) == len(spec.cases) + rotate + 1 + rotate
+    assert kernel.prepared == rotate  # the timed calls run prepared launches: Python's packing is not timed
     assert kernel.launches[0] == ((768 // 32, 1024 // 32), (32, 32))  # the spec's launch shape
     s = out.result["speed"]
     assert s["ratio"] == 0.25 and s["ms"] == 2.0 and s["baseline_ms"] == 0.5 and s["target"] == spec.bench.target
@@ -196,3 +207,21 @@ def test_hopper_only_exercise_is_skipped_on_another_gpu_before_anything_starts(m
     monkeypatch.setattr(specs, "get", lambda i: replace(real(i), arch="sm_90a"))
     out = runner.run_isolated("ch06_tiles", ROOT / "solutions" / "ch06_tiles.cu", mode="gpu", arch="sm_80")
     assert out.status == "skipped" and "needs a Hopper GPU" in out.message and "sm_80" in out.message
+
+
+def test_a_kernel_that_remembers_its_buffers_gets_no_speed(fake_device):
+    """Issue 24: a kernel that skips the work on buffers it has seen; the fresh numbers in the same buffers
+    after timing leave its stale output, and its speed is not reported (its cases still pass)."""
+    seen: list[np.ndarray] = []  # the benchmark's buffers it has computed for (kept alive: no reused ids)
+
+    def lazy(a, b, c, m, n, k):
+        if int(m) == BENCH["M"]:
+            if any(x is a for x in seen):
+                return
+            seen.append(a)
+        c[...] = a @ b
+
+    spec, kernel, out = _run(fake_device, lazy)
+    assert out.status == "ok"
+    s = out.result["speed"]
+    assert "ratio" not in s and "compute its result on every call" in s["error"], s  # poisoned by the skip

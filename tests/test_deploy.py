@@ -113,7 +113,7 @@ def test_the_images_install_what_the_workbook_needs():
     for extra in extras.group(1).split(","):
         assert re.search(rf"^{extra} = \[", pyproject, re.M), extra
     gpu_pkgs = re.search(r'ARG GPU_PKGS="([^"]+)"', text).group(1)
-    make_pkgs = re.search(r"^GPU_PKGS \?= (.+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    make_pkgs = re.search(r"^LINUX_GPU_PKGS := (.+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
     names = lambda s: sorted(re.split(r"[>=\[]", p)[0] for p in s.split())  # noqa: E731
     assert names(gpu_pkgs) == names(make_pkgs)  # the GPU image has what `make` installs for a GPU
     for tool in ("g++", "bubblewrap", "git"):

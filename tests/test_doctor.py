@@ -13,6 +13,7 @@ from tklab import doctor
 from tklab.profile import ProfileUnavailable
 
 
+@pytest.mark.nvrtc  # it reads the disassembler's line
 def test_doctor_shows_no_machine_paths(capsys, monkeypatch):
     """A stored notebook output must not show the maintainer's paths: only ~ or this Python's environment."""
     monkeypatch.setattr("tklab.run.gpu.available", lambda: False)

@@ -226,7 +226,7 @@ def test_overwriting_an_operand_of_a_pending_wgmma_group_is_reported() -> None:
 # ---- the course's solutions, and the mistakes learners plant in them ------------------------------------------
 CH07 = (ROOT / "solutions" / "ch07_tma_ring.cu").read_text()
 CH08 = (ROOT / "solutions" / "ch08_wgmma.cu").read_text()
-FLASH = (ROOT / "solutions" / "flash_fwd_hopper.cu").read_text()
+FLASH = (ROOT / "solutions" / "ch10_flash.cu").read_text()
 
 
 def _planted(src: str, old: str, new: str) -> str:
@@ -277,7 +277,7 @@ def test_ch08_solution_passes_under_every_tma_order(order: str) -> None:
 
 
 def test_ch08_waiting_once_after_the_loop_is_reported_when_the_stage_is_refilled() -> None:
-    wait, after = "        warpgroup::mma_async_wait<0>(acc);\n", "    // BEGIN SOLUTION hint: write"
+    wait, after = "        warpgroup::mma_async_wait<0>(acc);\n", "    // BEGIN SOLUTION hint: the warpgroup"
     src = _planted(CH08, wait + "        // END SOLUTION\n", "        // END SOLUTION\n")
     src = _planted(src, after, wait.lstrip(" ").rjust(len(wait) - 4) + after)  # once, after the loop
     with pytest.raises(emu.AsyncHazard) as e:
@@ -302,7 +302,7 @@ def _flash(src: str, order: str = "delayed", options: tuple[str, ...] = ()) -> t
     o, lse = np.full((1, 1, n, d), 0xFFFF, np.uint16), np.full((1, 1, n), np.nan, np.float32)
     bc = int(dict(opt[2:].split("=") for opt in cfg.options)["BC"])
     maps = [emu.tensor_map(x, (rows, d), dtype="bfloat16") for x, rows in ((q, 64), (k, bc), (v, bc), (o, 64))]
-    mod = _compiled(src, "flash_fwd_hopper.cu", tuple(cfg.options) + options)
+    mod = _compiled(src, "ch10_flash.cu", tuple(cfg.options) + options)
     res = mod["flash_fwd"](((n + cfg.block_rows - 1) // cfg.block_rows, 1, 1), (cfg.threads,),
                            (*maps, lse, 1, n, np.float32(1 / np.sqrt(d)), 0), shared_mem=cfg.shared_bytes,
                            tma_order=order)
@@ -333,8 +333,8 @@ def test_ch10_without_the_v_stage_wait_reads_a_box_in_flight() -> None:
     with pytest.raises(emu.AsyncHazard) as e:
         _flash(src)
     msg = str(e.value)
-    assert any(f"read it at flash_fwd_hopper.cu:{i} " in msg for i in _lines(src, "mma_AB(st.o, st.p, sm.v[at_v"))
-    assert f"TMA load that thread (0) issued at flash_fwd_hopper.cu:{_line(src, 'map_v, sm.v_pipe.full')}" in msg
+    assert any(f"read it at ch10_flash.cu:{i} " in msg for i in _lines(src, "mma_AB(st.o, st.p, sm.v[at_v"))
+    assert f"TMA load that thread (0) issued at ch10_flash.cu:{_line(src, 'map_v, sm.v_pipe.full')}" in msg
 
 
 def test_ch10_releasing_k_before_its_group_is_waited_for_is_reported() -> None:
@@ -344,16 +344,16 @@ def test_ch10_releasing_k_before_its_group_is_waited_for_is_reported() -> None:
     msg = str(e.value)
     release = src[:src.index(LOOP_K_RELEASE + LOOP_K_WAIT)].count("\n") + 1
     issues = _lines(src, "warpgroup::mm_ABt(st.s, sm.q[me]")
-    assert "(mbarrier arrive on " in msg and f"flash_fwd_hopper.cu:{release} " in msg
-    assert any(f"wgmma group that its warpgroup issued at flash_fwd_hopper.cu:{i} " in msg for i in issues)
-    assert f", which the TMA load at flash_fwd_hopper.cu:{_line(src, 'map_k, sm.k_pipe.full')} " in msg  # K's stage
+    assert "(mbarrier arrive on " in msg and f"ch10_flash.cu:{release} " in msg
+    assert any(f"wgmma group that its warpgroup issued at ch10_flash.cu:{i} " in msg for i in issues)
+    assert f", which the TMA load at ch10_flash.cu:{_line(src, 'map_k, sm.k_pipe.full')} " in msg  # K's stage
 
 
 def test_ch10_releasing_v_before_its_group_is_waited_for_is_reported() -> None:
     src = _planted(FLASH, LOOP_V_WAIT + LOOP_V_RELEASE,
                    "        sm.v_pipe.release(at_v.stage);\n" + LOOP_V_WAIT + "        st.rescale_and_round();\n")
     with pytest.raises(emu.AsyncHazard, match=r"hands back .* while the wgmma group that its warpgroup issued at "
-                       r"flash_fwd_hopper\.cu:\d+ .*may still read it"):
+                       r"ch10_flash\.cu:\d+ .*may still read it"):
         _flash(src)
 
 

@@ -80,9 +80,11 @@ def test_a_file_that_writes_a_passing_verdict_everywhere_fails(tmp_path, level, 
     f = _plant(tmp_path, FORGE, WRONG)
     res = check(f, timeout=30)
     assert res.passed is False and res.verdict == "FAILED", res
-    assert res.run_status in ("error", "crashed") and res.established == "not-established", res  # no outputs
+    assert "may import only numba, numpy and math" in res.compile_error, res  # refused before it runs
     assert main([str(f), "--timeout", "30"]) == EXIT_FAILED
     assert "FAILED" in capsys.readouterr().out
+    out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=30)  # the sandbox's own layer, run anyway
+    assert out.status in ("error", "crashed") and out.evidence.value == "not-established", out.message
 
 
 def test_the_same_file_without_the_forgery_is_judged_on_its_outputs(tmp_path, level):

@@ -61,4 +61,6 @@ def test_clean_drops_run_noise():
           "metadata": {"widgets": {"state": {}}, "kernelspec": {"name": "python3"}}}
     out = nbrefresh.clean(nb)
     assert out["cells"][0]["metadata"] == {"tags": ["keep"]}
-    assert out["metadata"] == {"kernelspec": {"name": "python3"}}
+    # the installed kernel's own name: a notebook that names another opens marked unsaved (issue 31.9)
+    assert out["metadata"] == {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python",
+                                              "name": "python3"}}

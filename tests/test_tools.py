@@ -29,6 +29,7 @@ extern "C" __global__ void shift(float* x, float b, int n) {
 """
 
 
+@pytest.mark.nvrtc
 def test_magic_binds_kernels_by_name(monkeypatch):
     monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     ns: dict = {}
@@ -38,6 +39,7 @@ def test_magic_binds_kernels_by_name(monkeypatch):
     assert ns["scale"].params[1].ctype == "float"
 
 
+@pytest.mark.nvrtc
 def test_magic_options_and_errors(monkeypatch):
     ns: dict = {}
     mod = magic.run_cell("--arch sm_80 -O=-DBIAS=3", "extern \"C\" __global__ void k(int* x){ x[0] = BIAS; }", ns)
@@ -50,6 +52,7 @@ def test_magic_options_and_errors(monkeypatch):
     assert e.value._render_traceback_()[0].startswith("CompileError: ")
 
 
+@pytest.mark.nvrtc
 def test_magic_binds_a_kernel_without_extern_c_under_its_plain_name():
     ns: dict = {}
     mod = magic.run_cell("--arch sm_80", "__global__ void saxpy(float* y, float a) { y[threadIdx.x] *= a; }", ns)
@@ -63,6 +66,7 @@ def test_magic_binds_a_kernel_without_extern_c_under_its_plain_name():
     assert len(over.notes) == 2 and all("not bound" in n for n in over.notes)
 
 
+@pytest.mark.nvrtc
 @pytest.mark.parametrize("line, cell, words", [
     ("--arch hopper", 'extern "C" __global__ void k(int* x) { x[0] = 1; }', "not a CUDA architecture"),
     ("--bogus", "x", "unrecognized arguments: --bogus"),
@@ -85,6 +89,7 @@ def test_magic_errors_are_one_clear_block_not_a_traceback(monkeypatch, capsys, l
     assert "usage:" not in text  # argparse's own usage block is not printed
 
 
+@pytest.mark.nvrtc
 def test_magic_registers_with_ipython(monkeypatch):
     pytest.importorskip("IPython")
     from IPython.testing.globalipapp import get_ipython
@@ -118,6 +123,7 @@ ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem"""
     assert sass.combine_resources({"SHARED": 4096}, parsed).spill_bytes == 20
 
 
+@pytest.mark.nvrtc
 def test_doctor_reports_cpu_path(capsys, monkeypatch):
     monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     monkeypatch.setattr(doctor, "_simulator", lambda: "skipped in this test")

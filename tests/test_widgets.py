@@ -57,14 +57,29 @@ def test_bank_explorer_redraws_on_every_change() -> None:
 
 
 def test_bank_explorer_shows_errors_instead_of_raising() -> None:
-    ex = widgets.bank_explorer(pattern="tile column walk", width=16)
-    ex.padding.value = 2  # rows 130 bytes apart: 16-byte loads are no longer aligned
+    ex = widgets.bank_explorer(pattern="expression", width=16)
+    ex.expression.value = "16 * lane + 2"  # 16-byte loads 2 bytes off their alignment
     assert ex.access is None and ex.figure.value == ""
     assert "not a multiple of the access width 16" in ex.error and "not a multiple" in ex.status.value
-    ex.padding.value = 0
+    ex.expression.value = "16 * lane"
     assert ex.error is None and ex.access is not None
-    ex.pattern.value, ex.expression.value = "expression", "lane +"
+    ex.expression.value = "lane +"
     assert "cannot read the expression" in ex.error
+
+
+def test_padding_slider_offers_only_aligned_layouts() -> None:
+    """Issue 31.8: the padding slider moves in steps of the access width, so no position is an error."""
+    ex = widgets.bank_explorer(pattern="tile column walk", width=16)
+    assert ex.padding.step == 16
+    ex.padding.value = 2  # typed or dragged between steps: snapped back onto the grid
+    assert ex.padding.value == 0 and ex.error is None
+    for instruction in ("per-lane access", "ldmatrix/stmatrix .x4"):
+        ex.instruction.value = instruction
+        for width in (4, 8, 16):
+            ex.width.value = width
+            for pad in range(0, 65, ex.padding.step):
+                ex.padding.value = pad
+                assert ex.error is None, (instruction, width, pad, ex.error)
 
 
 def test_bank_explorer_takes_a_learners_function() -> None:
@@ -217,3 +232,77 @@ def test_png_copy_has_the_svg_colours_where_the_svg_has_them() -> None:
         svg_png('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><path d="M0 0 L5 5"/></svg>')
     with pytest.raises(ValueError, match="unsupported colour"):
         svg_color("rgb(1,2,3)")
+
+
+def _drawings(figure: str) -> list[str]:
+    import re
+
+    return re.findall(r"<svg\b.*?</svg>", figure, flags=re.S)
+
+
+def _extremes(ex, names: list[str]):
+    """Every combination of each named control at its ends (a dropdown's first and last option)."""
+    import itertools
+
+    import traitlets
+
+    def values(w) -> list:
+        if hasattr(w, "options"):
+            opts = [o[1] if isinstance(o, tuple) and len(o) == 2 else o for o in w.options]
+            return [opts[0], opts[-1]]
+        return [w.min, w.max] if hasattr(w, "min") else [False, True]
+
+    for combo in itertools.product(*(values(getattr(ex, n)) for n in names)):
+        try:
+            for name, value in zip(names, combo, strict=True):
+                getattr(ex, name).value = value
+        except traitlets.TraitError:
+            continue  # an option the explorer does not offer with the others (a swizzle that does not fit)
+        yield dict(zip(names, combo, strict=True))
+
+
+def test_every_explorer_fits_its_text_at_its_extreme_settings() -> None:
+    """Issue 31.2: nothing of a drawing (title, legend, footer, cells) falls outside it, at any setting."""
+    from tklab.widgets import attention_view, pipeline_explorer
+    from tklab.widgets.draw import outside
+
+    explorers = [
+        (attention_view.blocks_explorer(seq=1000, block_rows=128, block_keys=64, causal=True),
+         ["seq", "block_rows", "block_keys", "causal"]),
+        (attention_view.schedule_explorer(), ["softmax", "stagger", "latency"]),
+        (pipeline_explorer(), ["stages", "latency", "consume"]),
+        (widgets.bank_explorer(pattern="tile column walk", width=16), ["width", "cols", "padding", "swizzle"]),
+        (widgets.layout_explorer(), ["fragment", "lane", "swizzle"]),
+    ]
+    checked = 0
+    for ex, names in explorers:
+        for setting in _extremes(ex, names):
+            if getattr(ex, "error", None):
+                continue  # a refused combination shows its message, not a drawing
+            drawings = _drawings(ex.figure.value)
+            assert drawings, (type(ex).__name__, setting)
+            for svg in drawings:
+                assert outside(svg) == [], (type(ex).__name__, setting, outside(svg)[:2])
+            checked += 1
+    assert checked >= 40
+
+
+def test_outside_sees_a_clipped_text() -> None:
+    """The check above can fail: a title wider than its drawing is reported."""
+    from tklab.widgets.draw import _svg, _text, outside
+
+    svg = _svg(100, 40, [_text(4, 20, "a title far wider than the hundred units of this drawing", anchor="start")])
+    assert outside(svg) and "a title far wider" in outside(svg)[0]
+
+
+def test_attention_explorers_store_a_picture_and_name_their_units() -> None:
+    """Issue 31.3: ch09's and ch10's explorers show a PNG before the kernel runs, not a widget repr;
+    ch10's sliders say in what unit they move."""
+    from tklab.widgets import attention_view
+
+    for ex in (attention_view.blocks_explorer(), attention_view.schedule_explorer()):
+        bundle, meta = ex._repr_mimebundle_()
+        assert "image/png" in bundle and meta["image/png"]["width"] > 0
+        assert not bundle["text/plain"].startswith("VBox(")
+    s = attention_view.schedule_explorer()
+    assert all("×" in getattr(s, n).description for n in ("softmax", "stagger", "latency"))

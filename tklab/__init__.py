@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from . import preflight  # noqa: F401 - first: without numpy, it says which Python to use (no bare traceback)
 from .build.compiler import CompileError, Kernel, Module, compile  # noqa: A004 - tklab.compile is the API
 from .grading.check import check  # eager, like bench: tklab.check stays the function
 from .grading.hints import hint  # tklab.hint("ch10_flash"): the exercise's next hint

@@ -28,6 +28,13 @@ def main(argv: list[str] | None = None) -> int:
         for verb, (_, text) in VERBS.items():
             print(f"  {verb:<10} {text}")
         return 0 if not argv or argv[0] in ("-h", "--help", "help") else 2
+    if argv[0] == "check":
+        from .preflight import advice
+
+        target = next((a for a in argv[1:] if not a.startswith("-")), None)
+        if (problem := advice(target)) is not None:
+            print(problem, file=sys.stderr)
+            return 2
     module = importlib.import_module(VERBS[argv[0]][0])
     return int(module.main(argv[1:]) or 0)
 

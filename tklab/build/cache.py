@@ -8,7 +8,9 @@ it) and the toolchain version. A hit costs a hash and a file read: milliseconds.
 Why it validates what it reads: a cache that trusts its files turns one bad write (a full disk, a killed
 process, a stray edit) into a source that fails for good. Every entry is checked on read (meta fields
 and types, an ELF cubin, a PTX module with a target); a bad one is deleted and reported as a miss, so
-the next compile rebuilds it. Entries are written into a temporary folder and renamed into place.
+the next compile rebuilds it. Included files outside the header folders (a quoted name NVRTC finds in
+the current folder) are hashed too (``included_digest``), so every included file is part of the key.
+Entries are written into a temporary folder and renamed into place.
 When the cache cannot be written (a read-only folder, ``TKLAB_CACHE_DIR`` naming a file), compiling
 goes on without caching, with one warning per folder.
 
@@ -77,12 +79,30 @@ def headers_digest(dirs: Iterable[str | Path]) -> str:
     return h.hexdigest()
 
 
+def included_digest(source: str, header_dirs: Iterable[str | Path]) -> str:
+    """Hash of every file ``source`` includes from outside ``header_dirs`` (names and contents): NVRTC reads
+    a quoted name from the current folder, so a file there (or one it includes) is part of the output."""
+    from .includes import included_files
+
+    dirs = [Path(d) for d in header_dirs]
+    h = hashlib.sha256()
+    for p in included_files(source, [Path.cwd(), *dirs], trusted=dirs):
+        h.update(str(p).encode())
+        try:
+            h.update(_file_digest(p).encode())
+        except OSError:
+            h.update(b"unreadable")
+    return h.hexdigest()
+
+
 def key(*, source: str, options: Iterable[str], arch: str, header_dirs: Iterable[str | Path],
         toolchain: str, name_expressions: Iterable[str] = ()) -> str:
-    """The cache key: a sha256 over everything that determines the compiler's output."""
+    """The cache key: a sha256 over everything that determines the compiler's output, the content of every
+    included file among it (the header folders' files, and any other file the source includes)."""
+    header_dirs = list(header_dirs)
     h = hashlib.sha256()
     for part in (source, "\0".join(options), arch, "\0".join(name_expressions), toolchain,
-                 headers_digest(header_dirs)):
+                 headers_digest(header_dirs), included_digest(source, header_dirs)):
         h.update(part.encode())
         h.update(b"\x1f")
     return h.hexdigest()

@@ -213,7 +213,8 @@ def compile(  # noqa: A001 - the name learners expect
     """Compile CUDA C++ with NVRTC (cached on disk); see the module docstring.
 
     ``target="cpu"`` compiles for the CPU emulator instead (``tklab.emulate``): kernels then run on NumPy
-    arrays without a GPU, for correctness only.
+    arrays without a GPU, for correctness only. Without NVRTC (macOS, ``TKLAB_NO_NVRTC=1``) a GPU compile
+    raises ``toolchain.NvrtcUnavailable``, whose message says so and what still works.
 
     ``name`` is the file name shown in messages; ``name_expressions`` are C++ names of template
     instantiations to keep (``"gemm<128>"``), which then become kernels of the module; ``line_offset``
@@ -230,6 +231,7 @@ def compile(  # noqa: A001 - the name learners expect
         raise TypeError(f"source must be a str of CUDA C++, not {type(source).__name__}")
     program = name or "kernel.cu"
     _refuse_nul(source, program)
+    toolchain.nvrtc_version()  # without NVRTC: NvrtcUnavailable, saying why and what still works (the emulator)
     arch = _normalise_arch(arch)
     extra = _as_strings(options, "options", split=True)
     user_dirs = [str(Path(d).expanduser().resolve()) for d in _as_strings(include_dirs, "include_dirs", split=False)]

@@ -10,9 +10,10 @@ the module's summary (registers, shared memory, spills, instruction mix) is show
 Without a GPU and without ``--arch`` the cell is compiled for ``sm_90a``, the course's target, so the
 inspection half still works. Compile errors point at the cell's own line numbers; any other mistake
 (an unknown option, a bad arch) is one line, not a traceback through tklab. A kernel declared without
-``extern "C"`` is bound under its plain name, with a note (its symbol is C++-mangled).
+``extern "C"`` is bound under its plain name, with a note (its symbol is C++-mangled). Without NVRTC
+(macOS) the cell is built for the CPU emulator instead and says so: its kernels run on NumPy arrays.
 
-Public API: ``run_cell(line, cell, namespace)``, ``MagicError``, ``register(ipython)``.
+Public API: ``run_cell(line, cell, namespace)``, ``MagicError``, ``EmulatedKernel``, ``register(ipython)``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import argparse
 import shlex
 from typing import Any
 
-from . import compiler
+from . import compiler, toolchain
 
 
 class MagicError(ValueError):
@@ -76,6 +77,9 @@ def run_cell(line: str, cell: str, namespace: dict[str, Any]) -> compiler.Module
         raise MagicError(f"could not understand the options {line!r} ({e}); "
                          "use --arch, --name, --module, --quiet, -O") from None
     arch = args.arch or compiler.default_arch()
+    missing = toolchain.nvrtc_missing()
+    if missing is not None:
+        return _emulated(cell, arch, args, namespace, missing)
     try:
         mod = compiler.compile(cell, arch=arch, name=args.name, options=tuple(args.options))
     except compiler.CompileError:
@@ -83,6 +87,55 @@ def run_cell(line: str, cell: str, namespace: dict[str, Any]) -> compiler.Module
     except (ValueError, TypeError) as e:
         raise MagicError(str(e)) from None
     mod.notes = _bind(mod, namespace)
+    if args.module:
+        if not args.module.isidentifier():
+            raise MagicError(f"--module {args.module!r} is not a Python name")
+        namespace[args.module] = mod
+    return mod
+
+
+class EmulatedKernel:
+    """A ``%%tk`` kernel built for the CPU emulator (no NVRTC here): it launches like the GPU one, on NumPy
+    arrays; asking for what only NVRTC makes (SASS, registers, spills) says so instead of AttributeError."""
+
+    NEEDS_NVRTC = frozenset({"sass", "histogram", "registers", "spill_bytes", "shared_bytes", "stack_bytes", "ptx",
+                             "cubin", "module_sass", "main_loop"})
+
+    def __init__(self, kernel: Any, missing: str):
+        self._kernel, self._missing = kernel, missing
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._kernel(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in EmulatedKernel.NEEDS_NVRTC:
+            raise toolchain.NvrtcUnavailable(f"{self._kernel.name}.{name} is read from what NVRTC compiles: "
+                                             f"{self._missing}")
+        return getattr(self._kernel, name)
+
+    def __repr__(self) -> str:
+        return repr(self._kernel)
+
+
+def _emulated(cell: str, arch: str, args: argparse.Namespace, namespace: dict[str, Any], missing: str) -> Any:
+    """Without NVRTC: the cell is built for the CPU emulator instead, its kernels bound the same way (they run on
+    NumPy arrays); the first note says what needs NVRTC. No emulator either: the NVRTC sentence, as an error."""
+    from .. import emulate
+
+    try:
+        mod: Any = emulate.compile(cell, arch=arch, name=args.name, options=tuple(args.options))
+    except emulate.EmulationCompileError:
+        raise
+    except Exception as e:  # noqa: BLE001 - no host C++ compiler: only the NVRTC sentence is useful
+        raise MagicError(f"{missing} (and the CPU emulator cannot build here: {e})") from None
+    bound = []
+    for kname in mod.kernels:
+        plain = kname if kname.isidentifier() and not kname.startswith("_Z") else compiler.plain_name(kname)
+        if plain is not None:
+            namespace[plain] = EmulatedKernel(mod[kname], missing)
+            bound.append(plain)
+    mod.notes = [f"{missing}. This cell was built for the CPU emulator instead: {', '.join(bound) or 'no kernel'} "
+                 "run on NumPy arrays (correctness only); registers, SASS and timings need NVRTC"]
     if args.module:
         if not args.module.isidentifier():
             raise MagicError(f"--module {args.module!r} is not a Python name")

@@ -15,10 +15,16 @@ The maths (CPU, NumPy):
 The kernels (GPU; torch tensors, or CuPy arrays holding bf16 bits as uint16), layout [batch, heads, seq, d]:
     ``flash_fwd(q, k, v, causal=, scale=, kernel="hopper"|"tiles", **options) -> (o, lse)``
     ``prepare(q, k, v, o, lse, ...) -> run()``     pack once, launch many times (benchmarks)
+    ``launch_grid(build, b, h, n, sms=)``         its grid: a block per (query block, head, batch), or under
+                                                  PERSISTENT=1 one per SM walking them (tk::tile_scheduler)
     ``reference(q, k, v, causal=, scale=)``       (o, lse) in float64 with torch, on the GPU
     ``errors(o, lse, q, k, v, ...)``              relative errors and the first wrong element
     ``sdpa(q, k, v, causal=, backend=)``          PyTorch's attention pinned to one backend (the baselines)
     ``compare_sdpa(key, kernel=, label=, ...)``   kernel vs cuDNN and flash in the same run, recorded
+Guards (``limits.ConfigError``, a ValueError): ``build`` refuses options the kernel cannot run (a schedule
+that needs two consumers with one, shared memory over the device's per-block limit); ``compiled`` refuses a
+build whose compiled kernel spills; ``scale`` must be positive. The register split is checked by the
+library at compile time (``warpgroup::register_split``: the block's launch pool, not the register file).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..build.toolchain import REPO
+from .limits import ConfigError, check_compiled, check_shared
 
 ROOT = REPO
 SOLUTIONS = ROOT / "solutions"
@@ -178,17 +185,22 @@ class Build:
 
     @property
     def arch(self) -> str | None:
-        """sm_90a for the Hopper kernel; the GPU's own for chapter 09's (it runs on any GPU from sm_80)."""
-        return "sm_90a" if self.kernel == "hopper" else None
+        """sm_90a for the Hopper kernel; the GPU's own for chapter 09's (it runs on any GPU from sm_80), sm_80's
+        on an older GPU (a T4: the kernel is checked on the CPU emulator there, against sm_80's limits)."""
+        from ..run import gpu
+
+        return "sm_90a" if self.kernel == "hopper" else None if gpu.runs("sm_80") or not gpu.available() else "sm_80"
 
 
 KERNELS = {"tiles": "ch09_flash.cu", "hopper": "ch10_flash.cu"}
 #: Option names each kernel understands, with the defaults the launch uses for d = 64 and d = 128: the
-#: fastest variants measured on the H200 (bench/results/flash_fwd_bench_2026-12-01_e9e13a5.md).
+#: fastest variants measured on the H200 (bench/results/flash_fwd_bench_2026-12-01_e9e13a5.md). The one
+#: home of these values: the kernels hold none (they refuse to compile without every -D), the launch and
+#: the widgets read them here.
 DEFAULTS: dict[str, dict[int, dict[str, int]]] = {
     "tiles": {64: {"WARP_ROWS": 32, "BC": 64}, 128: {"WARP_ROWS": 32, "BC": 64}},
-    "hopper": {64: {"CONSUMERS": 3, "BC": 128, "STAGES": 2, "SCHEDULE": 1},
-               128: {"CONSUMERS": 2, "BC": 176, "STAGES": 2, "SCHEDULE": 2}},
+    "hopper": {64: {"CONSUMERS": 3, "BC": 128, "STAGES": 2, "SCHEDULE": 1, "PERSISTENT": 0, "UNIFORM": 0},
+               128: {"CONSUMERS": 2, "BC": 176, "STAGES": 2, "SCHEDULE": 2, "PERSISTENT": 0, "UNIFORM": 0}},
 }
 _KV_ALIGN, _TILE_ALIGN = 1024, 1024  # swizzled tiles start on 1024-byte boundaries
 
@@ -211,31 +223,47 @@ def build(kernel: str = "hopper", head_dim: int = 128, **options: int) -> Build:
     bf16 = 2
     if kernel == "tiles":
         warps, wr, bc = 4, opts["WARP_ROWS"], opts["BC"]
-        if wr not in (16, 32) or bc % 16:
-            raise ValueError(f"WARP_ROWS must be 16 or 32 and BC a multiple of 16, got {wr}, {bc}")
+        if wr not in (16, 32) or bc % 16 or bc < 16:
+            raise ConfigError(f"WARP_ROWS must be 16 or 32 and BC a multiple of 16, got {wr}, {bc}")
         tiles = warps * wr * head_dim * bf16 + 4 * bc * head_dim * bf16  # q[4], k[2], v[2]
         threads, rows, smem = warps * 32, warps * wr, _round_up(tiles, _TILE_ALIGN) + 1024
     else:
-        cons, bc, stages = opts["CONSUMERS"], opts["BC"], opts["STAGES"]
-        if cons not in (1, 2, 3) or bc % 16 or bc > 256 or stages < 1:
-            raise ValueError(f"CONSUMERS must be 1-3, BC a multiple of 16 up to 256, STAGES >= 1; got {opts}")
-        if opts["SCHEDULE"] == 2 and cons < 2:
-            raise ValueError("SCHEDULE=2 (ping-pong) needs at least 2 consumer warpgroups")
+        cons, bc, stages, schedule = opts["CONSUMERS"], opts["BC"], opts["STAGES"], opts["SCHEDULE"]
+        if cons not in (1, 2, 3) or bc % 16 or not 16 <= bc <= 256 or stages < 1 or schedule not in (0, 1, 2):
+            raise ConfigError(f"CONSUMERS must be 1-3, BC a multiple of 16 from 16 to 256 (a TMA box), STAGES >= 1 "
+                              f"and SCHEDULE 0, 1 or 2; got {opts}")
+        if opts["PERSISTENT"] not in (0, 1):
+            raise ConfigError(f"PERSISTENT must be 0 (a block per query block, head and batch) or 1 (a block per "
+                              f"SM walking a list of them); got {opts['PERSISTENT']}")
+        if opts["UNIFORM"] not in (0, 1):
+            raise ConfigError(f"UNIFORM must be 0 or 1 (the consumer index in uniform registers), "
+                              f"got {opts['UNIFORM']}")
+        if schedule and cons < 2:
+            raise ConfigError(f"SCHEDULE={schedule} ({'ping-pong' if schedule == 2 else 'overlap'}) has consumer "
+                              "warpgroups take turns, so it needs at least 2 of them (CONSUMERS >= 2); with one "
+                              "consumer use SCHEDULE=0")
         tiles = cons * 64 * head_dim * bf16 + 2 * stages * bc * head_dim * bf16
-        barriers = 2 * stages * 2 * 8 + 8  # two pipelines of full/empty mbarriers, and q_full
+        barriers = 2 * stages * 2 * 8 + 8 + 8 * opts["PERSISTENT"]  # two pipelines' full/empty, q_full (q_empty)
         threads, rows, smem = (cons + 1) * 128, 64 * cons, _round_up(tiles + barriers, _TILE_ALIGN) + 1024
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
-    return Build(kernel, head_dim, flags, threads, rows, smem)
+    b = Build(kernel, head_dim, flags, threads, rows, smem)
+    check_shared(f"attention.build({kernel!r}, {head_dim}, {', '.join(f'{k}={v}' for k, v in sorted(opts.items()))})",
+                 smem, b.arch)
+    return b
 
 
 @functools.cache
 def compiled(b: Build, arch: str | None = None) -> Any:
     """The tklab.Kernel for a build (once per process; tklab.compile also caches on disk). ``arch``
-    overrides the build's (e.g. to inspect chapter 09's kernel for sm_90a on a machine without a GPU)."""
+    overrides the build's (e.g. to inspect chapter 09's kernel for sm_90a on a machine without a GPU).
+    ``ConfigError`` when the compiled kernel spills or does not fit (``limits.check_compiled``)."""
     import tklab
 
     src = b.source.read_text()
-    return tklab.compile(src, arch=arch or b.arch, name=b.source.name, options=b.options)["flash_fwd"]
+    k = tklab.compile(src, arch=arch or b.arch, name=b.source.name, options=b.options)["flash_fwd"]
+    check_compiled(k, what=f"the {b.kernel} attention kernel built with {' '.join(b.options)}",
+                   dynamic_shared=k.module.constants["flash_shared_bytes"], threads=b.threads, arch=arch or b.arch)
+    return k
 
 
 def _is_torch(x: Any) -> bool:
@@ -292,18 +320,43 @@ def _empty(like: Any, shape: tuple[int, ...], dtype: str, strides: tuple[int, ..
     return cp.empty(shape, dtype=cdt)
 
 
+def _kernel_scale(d: int, scale: float | None) -> float:
+    """The kernels' scale: positive and finite (their online softmax keeps the running max of S x scale,
+    which is the max of the scaled scores only for scale > 0; 0 or NaN would give NaN everywhere)."""
+    sc = _scale(d, scale)
+    if not (math.isfinite(sc) and sc > 0):
+        raise ValueError(f"scale must be a positive finite number (the scores are Q K^T x scale), got {scale!r}")
+    return sc
+
+
+def launch_grid(cfg: Build, batch: int, heads: int, seq: int, sms: int | None = None) -> tuple[int, int, int]:
+    """The grid a build launches with: (query blocks, heads, batch) blocks, or under PERSISTENT=1 one block
+    per SM (``sms``; the GPU's count when None), never more than there are (query block, head) items."""
+    blocks = (seq + cfg.block_rows - 1) // cfg.block_rows
+    if cfg.kernel != "hopper" or not cfg.option("PERSISTENT"):
+        return (blocks, heads, batch)
+    if sms is None:
+        from ..run import gpu
+
+        sms = gpu.properties().sm_count
+    if sms < 1:
+        raise ValueError(f"a persistent grid needs at least one block (sms >= 1), got {sms}")
+    return (min(sms, blocks * heads * batch), 1, 1)
+
+
 def prepare(q: Any, k: Any, v: Any, o: Any, lse: Any, *, causal: bool = False, scale: float | None = None,
-            kernel: str = "hopper", stream: Any = None, **options: int) -> Any:
-    """Check the inputs, build the variant and its tensor maps once; returns ``run()`` that launches it."""
+            kernel: str = "hopper", stream: Any = None, sms: int | None = None, **options: int) -> Any:
+    """Check the inputs, build the variant and its tensor maps once; returns ``run()`` that launches it.
+    ``sms`` sizes a persistent grid (PERSISTENT=1; default: the GPU's SM count)."""
     b, h, n, d = _check_inputs(q, k, v, kernel)
     if _layout(o)[0] != (b, h, n, d) or _layout(lse)[0] != (b, h, n):
         raise ValueError(f"o must be {(b, h, n, d)} and lse {(b, h, n)}; got {_layout(o)[0]}, {_layout(lse)[0]}")
     if _layout(lse)[2] != "float32" or _layout(lse)[1] != (h * n, n, 1):
         raise ValueError("lse must be a contiguous float32 [batch, heads, seq] array")
+    sc = _kernel_scale(d, scale)
     cfg = build(kernel, d, **options)
     fn = compiled(cfg)
-    grid = ((n + cfg.block_rows - 1) // cfg.block_rows, h, b)
-    sc = _scale(d, scale)
+    grid = launch_grid(cfg, b, h, n, sms)
     if kernel == "tiles":
         if _layout(o)[1] != _layout(q)[1]:
             raise ValueError("the chapter-09 kernel writes o with q's strides: allocate o like q")
@@ -315,13 +368,13 @@ def prepare(q: Any, k: Any, v: Any, o: Any, lse: Any, *, causal: bool = False, s
         dt = None if _is_torch(q) else "bfloat16"
         bc = cfg.option("BC")
         maps = [tma.tensor_map(x, (rows, d), dtype=dt) for x, rows in ((q, 64), (k, bc), (v, bc), (o, 64))]
-        args = (*maps, lse, h, n, sc, int(causal))
+        args = (*maps, lse, h, n, sc, int(causal)) + ((b,) if cfg.option("PERSISTENT") else ())
     smem = fn.module.constants["flash_shared_bytes"]  # the kernel's own number (cfg.shared_bytes models it)
     return fn.prepare(grid, (cfg.threads,), args, shared_mem=smem, stream=stream)
 
 
 def flash_fwd(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
-              kernel: str = "hopper", **options: int) -> tuple[Any, Any]:
+              kernel: str = "hopper", sms: int | None = None, **options: int) -> tuple[Any, Any]:
     """O = softmax(Q K^T scale) V and L = the log-sum-exp of each score row, on the GPU.
 
     ``kernel="hopper"`` (chapter 10: TMA, wgmma, warp specialisation; H100/H200) or ``"tiles"`` (chapter
@@ -329,9 +382,11 @@ def flash_fwd(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
     fp32 [batch, heads, seq].
     """
     b, h, n, d = _check_inputs(q, k, v, kernel)
+    _kernel_scale(d, scale)
+    build(kernel, d, **options)  # refused before anything is allocated
     o = _empty(q, (b, h, n, d), "bfloat16", _layout(q)[1] if _is_torch(q) else None)
     lse = _empty(q, (b, h, n), "float32")
-    prepare(q, k, v, o, lse, causal=causal, scale=scale, kernel=kernel, **options)()
+    prepare(q, k, v, o, lse, causal=causal, scale=scale, kernel=kernel, sms=sms, **options)()
     return o, lse
 
 

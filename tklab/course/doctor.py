@@ -90,6 +90,10 @@ def interpreter_note() -> str | None:
 def _nvrtc() -> str:
     from ..build import cache, compiler, toolchain
 
+    if (why := toolchain.nvrtc_missing()) is not None:
+        if (ROOT / ".venv" / "bin" / "python").exists() and interpreter_note() is not None:
+            raise Missing("compiling for the GPU needs NVRTC, which this Python cannot load", _nvrtc_cost())
+        raise Missing(why.split(";")[0], _nvrtc_cost())
     os.environ["TKLAB_NO_CACHE"] = "1"
     try:
         t = time.perf_counter()
@@ -102,9 +106,20 @@ def _nvrtc() -> str:
             f"(cache: {shown(cache.cache_dir())})")
 
 
+def _nvrtc_cost() -> str:
+    """What a missing NVRTC costs: no compiling for the GPU; on macOS there is nothing to install."""
+    if sys.platform == "darwin":
+        return ("no GPU compiles, SASS or registers (NVRTC has no wheel for macOS): the chapters show their "
+                "recorded outputs (see the CPU emulator line for checking exercises)")
+    return ("no GPU compiles, SASS or registers (CUDA exercises are checked on the CPU emulator): `pip install "
+            "nvidia-cuda-nvrtc cuda-bindings`")
+
+
 def _sass() -> str:
     from ..build import compiler, toolchain
 
+    if toolchain.nvrtc_missing() is not None:
+        raise Missing("no cubin to read: SASS is read from what NVRTC compiles", "nothing more than the NVRTC line")
     mod = compiler.compile(_PROBE, arch="sm_90a")
     if "WARPGROUP" not in mod.sass:
         raise RuntimeError("disassembly does not show Hopper instructions; install nvidia-cuda-cuobjdump>=13.2")
@@ -217,7 +232,7 @@ def checks() -> list[Check]:
     return [
         Check("python", True, f"Python {platform.python_version()} on {platform.machine()}, "
               + ("the workbook's .venv" if interpreter_note() is None else shown(sys.executable))),
-        _attempt("compiler (NVRTC)", "no compiling at all: `pip install nvidia-cuda-nvrtc cuda-bindings`", _nvrtc),
+        _attempt("compiler (NVRTC)", _nvrtc_cost(), _nvrtc),
         _attempt("disassembler", "no SASS, registers or instruction mix: `pip install nvidia-cuda-cuobjdump`",
                  _sass),
         _attempt("GPU", "kernels cannot run; notebooks show results recorded on an H200 instead", _gpu),
@@ -254,4 +269,23 @@ def main(argv: list[str] | None = None) -> int:
           "ready" if all(c.ok for c in results if c.name in ("GPU", "CuPy")) else "not available here")
     profiles = next(c.ok for c in results if c.name == "Nsight Compute")
     print("Profiles (tklab.profile):", "measured here" if profiles else "the ones recorded on an H200")
-    return 0 if cpu_path else 1
+    if note:  # what this Python lacks says nothing of the machine: the workbook's .venv is the one to ask
+        print("\nThis machine's path: ask the workbook's own Python (see the NOTE at the top)")
+        return 0 if cpu_path else 1
+    return 0 if machine_path(results) or cpu_path else 1
+
+
+def machine_path(results: list[Check]) -> bool:
+    """Print the path this machine is on and what each chapter does there; True when that path is complete
+    as designed (a machine without NVRTC, such as a Mac, is a path of its own when the CPU emulator works)."""
+    from . import where
+
+    emulator = next((c.ok for c in results if c.name == "CPU emulator"), False)
+    print()
+    try:
+        lines = where.table(emulator=emulator)
+    except Exception as e:  # noqa: BLE001 - the doctor reports, never raises
+        print(f"This machine's path: unknown ({type(e).__name__}: {e})")
+        return False
+    print("\n".join(lines))
+    return where.machine_path() is where.MachinePath.CPU_ONLY and emulator

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from ..build.toolchain import REPO
 from ..run import gpu
+from .limits import check_compiled
 
 ROOT = REPO
 SOLUTIONS = ROOT / "solutions"
@@ -112,10 +113,16 @@ def tile_order(rows: int, cols: int, group: int, i: int) -> tuple[int, int]:
 # ---- the compiled kernel and what it says about its launch ------------------------------------------
 @functools.cache
 def compiled(s: Step, arch: str = "sm_90a") -> Any:
-    """The tklab.Kernel of a step (once per process; tklab.compile also caches on disk)."""
+    """The tklab.Kernel of a step (once per process; tklab.compile also caches on disk). ``ConfigError``
+    (a ValueError) when the step's options give a kernel that spills or does not fit the device
+    (``limits.check_compiled``: shared memory from the device's per-block limit, spills from the module)."""
     import tklab
 
-    return tklab.compile(s.path.read_text(), arch=arch, name=s.source, options=s.options)["gemm"]
+    k = tklab.compile(s.path.read_text(), arch=arch, name=s.source, options=s.options)["gemm"]
+    facts = launch_facts(k.module)
+    check_compiled(k, what=f"GEMM step {s.name!r} ({' '.join(s.options) or 'no options'})",
+                   dynamic_shared=facts["shared_bytes"], threads=facts["threads"], arch=arch)
+    return k
 
 
 _MAXNTID = re.compile(r"\.maxntid\s+(\d+),\s*(\d+),\s*(\d+)")

@@ -1,7 +1,7 @@
 """``make notebooks``: re-execute the course notebooks and store their outputs, with diffs kept reviewable.
 
 The notebooks are committed *with* outputs (readers see results without running anything, and nbval
-compares the cells marked ``# NBVAL_CHECK_OUTPUT`` with them). Executing a notebook also writes
+compares the cells tagged ``nbval-check-output`` with them). Executing a notebook also writes
 per-cell timing metadata and widget state that change on every run and say nothing; this drops them.
 Run it after ``bench/results/recorded.json`` changes, so the GPU cells show the newest H200 numbers.
 
@@ -27,11 +27,18 @@ from ..build.toolchain import REPO
 ROOT = REPO
 
 
+#: The kernel ipykernel installs (``python -m ipykernel install`` and every venv): a notebook that names
+#: another display name opens marked unsaved, because JupyterLab rewrites the name on connecting.
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
 def clean(nb: dict) -> dict:
-    """Remove run-to-run noise: execution timestamps per cell and saved widget state."""
+    """Remove run-to-run noise (execution timestamps per cell, saved widget state) and name the kernel as
+    the installed one does."""
     for cell in nb.get("cells", []):
         cell.get("metadata", {}).pop("execution", None)
     nb.get("metadata", {}).pop("widgets", None)
+    nb.setdefault("metadata", {})["kernelspec"] = dict(KERNELSPEC)
     return nb
 
 

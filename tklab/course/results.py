@@ -10,7 +10,8 @@ A comparison record (``compare`` writes it; anything with at least ``tflops`` is
     {"tflops": .., "ms": .., "library_tflops": .., "library_ms": .., "ceiling_tflops": ..,
      "ceiling": "fp32_simt", "label": "shared-memory tiling, 32×32"}
 
-Public API: ``compare(key, kernel, library, *, flops, label, peak="fp32_simt", verify=None)``,
+Public API: ``compare(key, kernel, library, *, flops, label, peak="fp32_simt", verify=None)`` (the record
+also holds ``sm_clock_mhz``, the SM clock just after the timings, where nvidia-smi tells it), ``sm_clock_mhz()``,
 ``comparison(...)``, ``verify_matmul(c, a, b)``, ``results(*, upto=None, labels=None) -> Results``,
 ``EXPECTED``.
 
@@ -65,6 +66,26 @@ def comparison(kernel_ms: float, library_ms: float, flops: float, *, label: str,
     return out
 
 
+def sm_clock_mhz(device: int = 0) -> int | None:
+    """The SM clock right now (``nvidia-smi``), logged beside a timing: a GPU under sustained load may run
+    below its boost clock, and a ratio of two runs at different clocks says more about the clock than the
+    kernels. None where nvidia-smi is missing or says nothing useful."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", f"--id={device}", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_clock(out)
+
+
+def parse_clock(text: str) -> int | None:
+    """The first whole number of nvidia-smi's answer (MHz), or None ("[N/A]", an error message)."""
+    m = re.match(r"\s*(\d+)\s*$", text.splitlines()[0] if text.strip() else "")
+    return int(m.group(1)) if m else None
+
+
 def compare(key: str, kernel: Callable[[], Any], library: Callable[[], Any], *, flops: float, label: str,
             peak: str = "fp32_simt", verify: Callable[[], Any] | None = None) -> recorded.Recorded:
     """Time ``kernel`` and ``library`` in the same run (GPU) or show the recorded pair (no GPU).
@@ -85,7 +106,10 @@ def compare(key: str, kernel: Callable[[], Any], library: Callable[[], Any], *, 
             ceiling_tflops = getattr(c, f"{peak}_tflops", None)
         except Exception:  # noqa: BLE001 - an unknown GPU just has no ceiling column
             ceiling_tflops = None
-        return comparison(k.ms, lib.ms, flops, label=label, ceiling_tflops=ceiling_tflops, ceiling=peak)
+        out = comparison(k.ms, lib.ms, flops, label=label, ceiling_tflops=ceiling_tflops, ceiling=peak)
+        if (clock := sm_clock_mhz()) is not None:
+            out["sm_clock_mhz"] = clock  # right after the timings: the clock they ran at, or close to it
+        return out
 
     return recorded.measure(key, run)
 

@@ -6,6 +6,13 @@ Three steps: preprocess with the keyword shim (``shim/pp``), rewrite inline PTX 
 runtime (``shim/src``) is built once per compiler into its own shared library; modules link to it.
 Everything is cached under ``<tklab cache>/emulate``, keyed by the compiler, the flags and the content.
 
+What a checked learner's file builds here is host code of theirs, so (``tklab.grading`` builds it only in
+the sandboxed child, never in the checking process) every compiler call has a time and a memory limit
+(``COMPILE_SECONDS``, ``COMPILE_MEMORY``); the preprocessed text may name only files of the shim, the tile
+library, the include path and the source itself (``#include "/dev/zero"`` or a classmate's file built by a
+macro is refused); and a module may call nothing but the runtime, maths and memory functions
+(``_check_symbols``: no ``write``, ``open``, ``fork``, threads: a kernel has no business with the system).
+
 Public API: ``build(source, *, arch, name, options, include_dirs, name_expressions) -> Built``,
 ``runtime_library() -> Path``, ``EmulationCompileError``.
 """
@@ -17,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -31,7 +39,10 @@ from . import rewrite
 from .toolchain import Compiler, find
 
 SHIM = Path(__file__).resolve().parent / "shim"
-VERSION = "1"  # bump when the generated code changes meaning
+VERSION = "2"  # bump when the generated code changes meaning (2: entries from before issue 24 may be poisoned)
+#: Seconds and bytes of address space one compiler call may use (``$TKLAB_EMU_COMPILE_SECONDS`` overrides).
+COMPILE_SECONDS = 120.0
+COMPILE_MEMORY = 4 << 30
 
 
 class EmulationCompileError(Exception):
@@ -83,8 +94,29 @@ def _tree_digest(folder: Path) -> str:
     return _digest(*(f"{p.relative_to(folder)}:{p.read_bytes().hex()}" for p in files))
 
 
+def _limit_memory() -> None:  # in the compiler's process, before exec
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    want = COMPILE_MEMORY if hard == resource.RLIM_INFINITY else min(COMPILE_MEMORY, hard)
+    if soft == resource.RLIM_INFINITY or soft > want:
+        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+
+
+def _seconds() -> float:
+    try:
+        return max(1.0, float(os.environ.get("TKLAB_EMU_COMPILE_SECONDS", "") or COMPILE_SECONDS))
+    except ValueError:
+        return COMPILE_SECONDS
+
+
 def _run(argv: list[str], what: str, program: str) -> str:
-    out = subprocess.run(argv, capture_output=True, text=True)
+    limit = _seconds()
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL,
+                             preexec_fn=_limit_memory, errors="replace")
+    except subprocess.TimeoutExpired:
+        raise EmulationCompileError(f"{program}: error: {what} took longer than {limit:g} s and was stopped "
+                                    "(an #include of something endless, or a huge generated source?)",
+                                    program) from None
     if out.returncode != 0:
         raise EmulationCompileError(out.stderr or out.stdout or f"{what} failed", program)
     return out.stdout
@@ -99,6 +131,61 @@ def _accepts(cc: Compiler, flag: str) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0
+
+
+_MARKER = re.compile(r'^# \d+ "((?:[^"\\]|\\.)*)"', re.M)
+
+
+def _check_sources(pre: str, program: str, roots: list[Path]) -> None:
+    """Every file the preprocessor read (its line markers) lies under ``roots``: what a macro-built
+    ``#include`` of a file outside would have read is refused before anything is compiled from it."""
+    for m in _MARKER.finditer(pre):
+        name = m.group(1).replace("\\\\", "\\")
+        if name in (program, "<built-in>", "<command-line>") or name.startswith("<"):
+            continue
+        p = Path(name)
+        try:
+            real = p.resolve()
+        except (OSError, RuntimeError):
+            real = p
+        if not any(real == r or r in real.parents for r in roots):
+            line = pre.count("\n", 0, m.start()) + 1
+            raise EmulationCompileError(f"{program}: error: the source includes {name!r}, outside the tile library "
+                                        f"and its own folder (preprocessed line {line}); it is refused", program)
+
+
+#: What a module may call besides the runtime: maths, memory, the C++ ABI's plumbing.
+_ALLOWED_CALLS = re.compile(
+    r"^(_ITM_\w+|__gmon_start__|__cxa_\w+|_ZT[ISV]\w+|_ZSt9terminatev|__tls_get_addr"
+    r"|__stack_chk_fail|_Unwind_Resume|__gxx_personality_v0|abort|__assert_fail|_ZTH\w+|_ZTW\w+"
+    r"|mem(cpy|set|move|cmp)|__mem(cpy|set|move)_chk|str(len|cmp)"
+    r"|_Znw[jm]|_Zna[jm]|_ZdlPv\w*|_ZdaPv\w*"
+    r"|(__)?(a?(sin|cos|tan)h?|atan2|exp(2|10|m1)?|log(2|10|1p|b)?|pow|sqrt|cbrt|hypot|fma|fabs|floor|ceil|trunc"
+    r"|l?l?round|l?l?rint|nearbyint|fmod|remainder|remquo|copysign|nan|fmin|fmax|fdim|frexp|ldexp|modf"
+    r"|scalbl?n|ilogb|erfc?|tgamma|lgamma|sincos|nextafter|signbit|isnan|isinf|finite)[fl]?(_finite)?)$")
+
+
+@functools.lru_cache(maxsize=8)
+def _defined(lib: str) -> frozenset[str]:
+    out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, timeout=60)
+    return frozenset(ln.split()[-1].split("@")[0] for ln in out.stdout.splitlines() if ln.split())
+
+
+def _check_symbols(module: Path, runtime: Path, program: str) -> None:
+    """Refuse a module that calls anything but the emulator runtime, maths and memory functions (``nm``;
+    without ``nm`` the check is skipped, the sandbox still holds)."""
+    if shutil.which("nm") is None:
+        return
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(module)], capture_output=True, text=True, timeout=60)
+    provided = _defined(str(runtime))
+    bad = sorted({name for ln in out.stdout.splitlines() if ln.split()
+                  for name in [ln.split()[-1].split("@")[0]]
+                  if name not in provided and not _ALLOWED_CALLS.match(name)})
+    if bad:
+        shown = ", ".join(bad[:6]) + (" …" if len(bad) > 6 else "")
+        raise EmulationCompileError(f"{program}: error: the code calls {shown}: a kernel may call only CUDA's "
+                                    "and the tile library's functions (no files, processes or threads); refused",
+                                    program)
 
 
 def _flags(cc: Compiler) -> list[str]:
@@ -197,6 +284,7 @@ def build(source: str, *, arch: str = COURSE_ARCH, name: str = "kernel.cu", opti
                    "preprocessing", program)
         # Line markers name the temporary copy: point them at the learner's file name instead.
         pre = pre.replace(f'"{src}"', f'"{program}"')
+        _check_sources(pre, program, [SHIM.resolve(), Path(tmp).resolve(), *(Path(d).resolve() for d in includes)])
         try:
             rw = rewrite.rewrite(pre, tuple(name_expressions))
         except rewrite.RewriteError as e:
@@ -221,6 +309,7 @@ def build(source: str, *, arch: str = COURSE_ARCH, name: str = "kernel.cu", opti
         # Linked without -fsanitize: the instrumentation's callbacks are the emulator runtime's, not libtsan's.
         _run([*cc.argv, "-shared", "-o", str(staged / "module.so"), str(obj), f"-L{staged}", f"-l:{lib.name}",
               "-Wl,-rpath,$ORIGIN", "-Wl,-z,defs"], "linking", program)
+        _check_symbols(staged / "module.so", staged / lib.name, program)
         (staged / "module.json").write_text(json.dumps({"kernels": rw.kernels, "unsupported": rw.unsupported}))
         folder.parent.mkdir(parents=True, exist_ok=True)
         try:

@@ -8,8 +8,15 @@ race, an out-of-bounds access or a deadlock fails the run with the emulator's ex
 
 It plugs into ``tklab.grading.child`` as the mode "emu" (``Evidence.CPU_EMULATION``), used when no GPU is there.
 
-Public API: ``can_run(spec)``, ``cases(spec)``, ``runnable_cases(spec)``, ``prepare(spec, source, name)``
-(parent), ``child(spec, path, chan, run_cases)`` (child), ``annotate(check_result, outcome, spec)``, ``LABEL``.
+Where what runs: the learner's file is host C++ here, so it is compiled (``emulate.build``: time and memory
+limits, includes and calls confined) and loaded only in the sandboxed child (``child``). The checking
+process builds nothing of the learner's: ``prepare`` gives the child the emulator's own trusted parts (its
+runtime and precompiled prelude) to copy into the run's folder; the shared cache is never written from the
+sandbox, and no module the child built is ever used by anyone else.
+
+Public API: ``can_run(spec)``, ``cases(spec)``, ``runnable_cases(spec)``, ``hazard_cases(spec)``, ``shape(dims)``,
+``left_to_gpu(spec)``, ``prepare(spec)`` (parent), ``child(spec, path, chan, run_cases)`` (child),
+``annotate(check_result, outcome, spec)``, ``LABEL``, ``TMA_ORDERS``.
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ from typing import Any
 from ..build.compiler import COURSE_ARCH
 
 LABEL = "CPU emulation: correctness only, no timing"
+#: The TMA completion orders a case's ``tma_order`` picks (the emulator's launch option ``tma_order``; 0 is
+#: its default, "delayed": every load lands as late as its mbarrier allows).
+TMA_ORDERS = ("delayed", "reversed", "in_order")
 #: Cases bigger than this (M·N·K, or the product of a case's sizes) are skipped under emulation.
 MAX_WORK = 1 << 24
 TIME_LIMIT = 40.0  # seconds per launch: under the check's own process time limit, so the message is ours
@@ -37,11 +47,29 @@ def _work(dims: dict[str, int]) -> int:
 
 
 def cases(spec: Any) -> list[dict[str, int]]:
-    """The exercise's cases that emulate in seconds (``spec.emu_cases`` when a spec names its own)."""
+    """The exercise's cases that emulate in seconds (``spec.emu_cases`` when a spec names its own). A case
+    with ``tma_order`` runs with TMA loads landing in that order (``TMA_ORDERS``)."""
     own = getattr(spec, "emu_cases", None)
     if own:
         return list(own)
     return [d for d in spec.cases if _work(d) <= MAX_WORK]
+
+
+def shape(dims: dict[str, int]) -> dict[str, int]:
+    """A case without how it is emulated (its ``tma_order``): the shape a GPU case would have."""
+    return {k: v for k, v in dims.items() if k != "tma_order"}
+
+
+def hazard_cases(spec: Any) -> list[dict[str, int]]:
+    """The one small case a GPU check also emulates, for the hazards timing luck can hide on the GPU (the
+    first emulated case; [] where the emulator cannot run here)."""
+    return runnable_cases(spec)[:1]
+
+
+def left_to_gpu(spec: Any) -> list[dict[str, int]]:
+    """The exercise's GPU cases that no emulated case covers."""
+    covered = [shape(d) for d in cases(spec)]
+    return [d for d in spec.cases if d not in covered]
 
 
 def can_run(spec: Any) -> bool:
@@ -64,15 +92,19 @@ def runnable_cases(spec: Any) -> list[dict[str, int]]:
     return cases(spec) if can_run(spec) else []
 
 
-def prepare(spec: Any, source: str, name: str) -> list[str]:
-    """In the checking (parent) process: build the module the child will run, so the sandboxed child finds
-    it in the compile-cache folders handed to it (their keys, returned). A build error is left to the child
-    to report, as the run's error."""
-    from .. import emulate
+def prepare(spec: Any) -> list[Path]:
+    """In the checking (parent) process: build the emulator's own parts (its runtime library and the
+    precompiled CUDA prelude, from tklab's sources only: no learner code) into the shared cache, and return
+    them, for the runner to copy into the run's own cache folder. The learner's module is compiled and
+    loaded in the sandboxed child only (``child``): its host code (a constructor, say) never runs here, and
+    nothing the child builds goes back into the shared cache. A failure is left to the child to report."""
+    from .build import _pch, runtime_library
+    from .toolchain import find
 
     try:
-        return [emulate.compile(source, arch=ARCH, name=name, options=spec.options).built.key]
-    except Exception:  # noqa: BLE001 - the child compiles again and reports it
+        cc = find()
+        return [runtime_library(cc), _pch(cc)[0]]
+    except Exception:  # noqa: BLE001 - the child builds them itself (slower) and reports what fails
         return []
 
 
@@ -97,32 +129,78 @@ def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> N
     import numpy as np
 
     from .. import emulate
+    from ..build import includes
+    from ..build import toolchain as cuda_toolchain
 
     chan.send("device", name=LABEL)
-    mod = emulate.compile(path.read_text(), arch=ARCH, name=path.name, options=spec.options)
+    source = path.read_text()
+    includes.refuse_outside(source, path.name, own_dir=path.parent,
+                            allowed=[cuda_toolchain.tile_library_dir()], search=[path.parent])
+    mod = emulate.compile(source, arch=ARCH, name=path.name, options=spec.options)
     kernel = mod[spec.kernel]
     sent: set[str] = set()
+    facts: dict[str, int] = {}
 
     def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
         shape = spec.launch(dims)
         with _cpu_tensor_maps():
             args = spec.args(arrays, dims)
-        res = kernel(shape.grid, shape.block, args, shared_mem=shape.shared_mem, time_limit=TIME_LIMIT)
+        res = kernel(shape.grid, shape.block, args, shared_mem=shape.shared_mem, time_limit=TIME_LIMIT,
+                     **_order(kernel, dims))
+        _collect(res, facts)
         for w in res.warnings:
             if w not in sent and len(sent) < 3:
                 sent.add(w)
                 chan.send("note", text=f"emulator: {w}")
 
-    run_cases(spec, chan, np, launch)
+    if run_cases(spec, chan, np, launch) and facts:
+        chan.send("facts", **facts)
+
+
+def _order(kernel: Any, dims: dict[str, int]) -> dict[str, Any]:
+    """The launch option that makes TMA loads land in the case's order (none for the emulator's default
+    order, or where this emulator has no such option)."""
+    import inspect
+
+    k = dims.get("tma_order", 0)
+    if not k or "tma_order" not in inspect.signature(kernel.__call__).parameters:
+        return {}
+    return {"tma_order": TMA_ORDERS[k]}
+
+
+#: What the parent's concept floors may read from a launch (``LaunchResult`` attribute → fact), as maxima.
+FACTS = {"wgmma_max_in_flight": "max_wgmma_groups"}
+
+
+def _collect(res: Any, facts: dict[str, int]) -> None:
+    for attr, name in FACTS.items():
+        value = getattr(res, attr, None)
+        if isinstance(value, int):
+            facts[name] = max(facts.get(name, value), value)
 
 
 def annotate(res: Any, outcome: Any, spec: Any) -> None:
-    """Add what the learner should know about an emulated run to a ``CheckResult``."""
+    """Add what the learner should know about an emulated run to a ``CheckResult``: its notes, how many
+    cases it covered and which it left to a GPU (so a pass says "PASSED on n of m cases"), and the
+    chapter's concept floors judged on what the emulator saw (``spec.floors``)."""
+    from ..grading.specs import dims_text
+
     result = getattr(outcome, "result", None) or {}
     res.notes += [str(n) for n in result.get("notes", [])[:3]]
-    small = cases(spec)
-    skipped = [d for d in spec.cases if d not in small]
+    shapes: list[dict[str, int]] = []
+    for d in cases(spec):
+        if shape(d) not in shapes:
+            shapes.append(shape(d))
+    skipped = left_to_gpu(spec)
+    res.cases_run, res.cases_total = len(shapes), len(shapes) + len(skipped)
+    orders = sorted({TMA_ORDERS[d.get("tma_order", 0)] for d in cases(spec)})
+    if len(orders) > 1:
+        res.notes.append("TMA loads were made to land in these orders: " + ", ".join(orders))
     if skipped:
-        from ..grading.specs import dims_text
-
         res.notes.append("too big to emulate, left to a GPU: " + "; ".join(dims_text(d) for d in skipped))
+    if getattr(outcome, "status", "") == "ok":
+        facts = result.get("facts", {})
+        for floor in getattr(spec, "floors", ()):
+            judged = floor.judge_emulated(facts)
+            if judged is not None:
+                res.floors.append(judged)

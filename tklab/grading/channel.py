@@ -5,8 +5,13 @@ payload (outputs are raw ``.npy`` arrays, never pickles). The parent reads them 
 and ``array_from`` (dtype and shape checked), so nothing malformed is ever taken for a result. The child
 also prints ``STAGE`` lines on stdout as it goes, so the parent can say where a hang or crash happened.
 
+Every frame carries the run's key: 32 random hex digits the parent hands the child on a pipe of their own,
+which the child reads and closes first thing, before it imports or loads any learner code (``read_key``).
+A frame without the key did not come from the harness (a file that writes into the pipe at import, say)
+and the parent refuses the whole run (``tklab.grading.judge``).
+
 Public API: ``frame``, ``read_frames``, ``ChannelError``, ``array_from``, ``ChildIO`` (the child's side:
-the parent's cases and inputs in, frames out), ``STAGE``.
+the parent's cases and inputs in, frames out), ``read_key``, ``STAGE``.
 """
 
 from __future__ import annotations
@@ -75,15 +80,28 @@ def array_from(payload: bytes, shape: tuple[int, ...], dtype: str, what: str) ->
     return arr
 
 
+def read_key(fd: int) -> str:
+    """The run's key, read from ``fd`` and the descriptor closed (the child does it before any learner code)."""
+    data = b""
+    while len(data) < 64:
+        chunk = os.read(fd, 64)
+        if not chunk:
+            break
+        data += chunk
+    os.close(fd)
+    return data.decode("ascii", "replace").strip()
+
+
 class ChildIO:
-    """The child's side of a run: the parent's cases and inputs in, frames out."""
+    """The child's side of a run: the parent's cases and inputs in, frames out (each carrying the run's key)."""
 
     def __init__(self, write: Callable[[bytes], Any], cases: Sequence[dict[str, int]],
-                 inputs: Callable[[int], dict[str, np.ndarray]], bench_seed: int = 0):
+                 inputs: Callable[[int], dict[str, np.ndarray]], bench_seed: int = 0, key: str = ""):
         self._write, self.cases, self._inputs, self.bench_seed = write, list(cases), inputs, bench_seed
+        self._key = key
 
     @classmethod
-    def from_folder(cls, fd: int, folder: Path, bench_seed: int) -> ChildIO:
+    def from_folder(cls, fd: int, folder: Path, bench_seed: int, key: str = "") -> ChildIO:
         cases = json.loads((folder / "cases.json").read_text())
         out = os.fdopen(fd, "wb", buffering=0)
 
@@ -94,13 +112,13 @@ class ChildIO:
         def write(data: bytes) -> None:
             out.write(data)
 
-        return cls(write, cases, inputs, bench_seed)
+        return cls(write, cases, inputs, bench_seed, key)
 
     def inputs(self, i: int) -> dict[str, np.ndarray]:
         return self._inputs(i)
 
     def send(self, message: str, payload: bytes = b"", /, **fields: Any) -> None:
-        self._write(frame(message, payload, **fields))
+        self._write(frame(message, payload, **fields, key=self._key))
 
     def send_outputs(self, i: int, arrays: dict[str, np.ndarray]) -> None:
         for name, arr in arrays.items():

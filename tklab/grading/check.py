@@ -4,7 +4,10 @@ What a check does, in order:
 
 1. finds the exercise (an id, a unique prefix such as ``"ch02"``, or a file named after its exercise)
    and the file (by default the learner's copy in ``exercises/``);
-2. compiles it (CUDA: ``tklab.compile``, so errors are shown on the learner's own numbered lines;
+2. refuses what must not be compiled or run here (a CUDA ``#include`` outside the tile library, CUDA's
+   headers and the learner's folder: ``tklab.build.includes``; a Python file that does more than import
+   numba, numpy and math, set constants and define ``@cuda.jit`` functions: ``hygiene``), then
+   compiles it (CUDA: ``tklab.compile``, so errors are shown on the learner's own numbered lines;
    numba: a syntax check) and runs the exercise's *static checks* on what the compiler made of it:
    writes its output, uses shared memory, no spills, the instruction the chapter is about shows up in
    SASS, a conflict-free layout … These need no GPU;
@@ -15,7 +18,12 @@ What a check does, in order:
    learner's code never gets to say "passed". Outputs start as NaN (an element the kernel never writes
    fails), and the edge shapes the exercise promises are tried;
 4. times it against the library (cuBLAS, a plain copy …) in the same run, as a ratio, against the
-   exercise's target. The target is a goal shown beside the verdict, not a condition of passing.
+   exercise's target. The target is a goal shown beside the verdict, not a condition of passing;
+5. on a GPU, for CUDA exercises from chapter 05 on, also runs the CPU emulator's hazard analysis on one
+   small case (a race the GPU's timing hid fails the check), and grades the chapter's concept floors
+   (``spec.floors``: chapter 10's S_j / P·V overlap, by the emulator's count of wgmma groups in flight and
+   by the speed against the reference solution timed in the same run). The report's "evidence" row says
+   which of these established the verdict.
 
 The result is a ``CheckResult``: ``passed`` is True, False, or None when nothing could say no but
 nothing could run it either (a CUDA exercise on a machine without a GPU): then the verdict is
@@ -44,10 +52,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..build.compiler import default_arch
 from ..build.toolchain import REPO
 from ..run import gpu
 from . import specs
+from .route import route
 from .specs import Exercise, StaticContext, StaticResult
 from .verdict import CheckResult
 
@@ -86,14 +94,27 @@ def _shown(path: Path) -> str:
 
 # ---- the check --------------------------------------------------------------------------------------
 
-def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch: str) -> Any:
+def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch: str, own_dir: Path) -> Any:
     """Compile and run the static checks; returns the module (None when it does not compile)."""
     from .. import compile as tk_compile
+    from ..build import includes, toolchain
     from ..build.compiler import CompileError
+    from ..build.toolchain import NvrtcUnavailable
+    from . import without_nvrtc
 
     res.arch = arch
+    try:  # before NVRTC reads anything: it runs here, as the grader
+        includes.refuse_outside(source, shown, own_dir=own_dir, allowed=[toolchain.tile_library_dir(),
+                                *map(Path, toolchain.include_dirs())],
+                                search=[Path.cwd(), toolchain.tile_library_dir(), *map(Path, toolchain.include_dirs())])
+    except includes.IncludeRefused as e:
+        res.compile_error = str(e)
+        return None
     try:
         mod = tk_compile(source, arch=arch, name=shown, options=spec.options)
+    except NvrtcUnavailable as e:  # macOS: the emulator compiles it; the static checks are skipped, by name
+        without_nvrtc.compile_step(spec, source, shown, res, arch, str(e))
+        return None
     except CompileError as e:
         res.compile_error = str(e)
         return None
@@ -116,10 +137,16 @@ def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch
 
 
 def _static_numba(spec: Exercise, source: str, shown: str, res: CheckResult) -> None:
+    from . import hygiene
+
     try:
         ast.parse(source, shown)
     except SyntaxError as e:
         res.compile_error = f"{shown}:{e.lineno}: error: {e.msg}\n  {(e.text or '').rstrip()}"
+        return
+    refused = hygiene.problems(source, shown, plain_functions=spec.language == "python")
+    if refused:  # nothing of it runs: the file does what an exercise file may not (tklab.grading.hygiene)
+        res.compile_error = "\n".join(f"{p} (refused before running)" for p in refused)
         return
     res.compiled = True
     ctx = StaticContext(spec=spec, source=source, program=shown)
@@ -199,10 +226,10 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     ``exercise``: an id (``"ch02_smem_tiling"``), a unique prefix (``"ch02"``) or a path to a file named
     after its exercise. ``path``: the file, if not the learner's copy in ``exercises/``. ``run=False``:
     static checks only. ``bench=False``: no timing. ``timeout``: seconds for the run (default 60 in the
-    simulator, 180 on a GPU with timing). ``hide``: folders the run's sandbox hides from the code (the
-    solutions are always hidden). ``seed``: the random inputs' seed; default fresh each time, or
-    ``$TKLAB_CHECK_SEED`` where set (``make notebooks`` sets it, so a re-executed chapter stores the same
-    check output instead of new random values; grading never reads it).
+    simulator, 120 under CPU emulation, its compile included, 180 on a GPU with timing). ``hide``: folders
+    the run's sandbox hides from the code (the solutions are always hidden). ``seed``: the random inputs'
+    seed; default fresh each time, or ``$TKLAB_CHECK_SEED`` where set (``make notebooks`` sets it, so a
+    re-executed chapter stores the same check output instead of new random values; grading never reads it).
     """
     if seed is None and os.environ.get(SEED_VARIABLE, "").strip():
         try:
@@ -224,11 +251,12 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         res.compile_error = problem
         res.passed = False
         return res
-    have_gpu = gpu.available()
+    where = route(spec)  # this GPU, or the CPU emulator and why (an older GPU, no NVRTC)
+    have_gpu = where.on_gpu if spec.language == "cuda" else gpu.available()
     _tell(f"compiling {shown}")
     module_keys: list[str] = []
     if spec.language == "cuda":
-        mod = _static_cuda(spec, source, shown, res, default_arch())
+        mod = _static_cuda(spec, source, shown, res, where.static_arch, file.resolve().parent)
         if mod is not None:
             module_keys.append(mod.key)
     else:
@@ -240,20 +268,25 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     if run is False:
         res.run_message = "not asked for (run=False)"
     elif mode is None:
-        res.run_message = ("running it needs a GPU, and this machine has none; the static checks above are "
+        res.run_message = (f"{where.why.split(', so ')[0]}, and the CPU emulator cannot run it here" if where.why
+                           else "running it needs a GPU, and this machine has none; the static checks above are "
                            "all that could be checked here")
     else:
         from .runner import run_isolated
 
-        if mode.name == "emu":  # build the emulated module here; the sandboxed child gets it with the cache
+        emulator_parts = None
+        if mode.name == "emu":  # the emulator's own parts only: the learner's module is built in the sandbox
             from ..emulate import exercise as emulated
 
-            module_keys += emulated.prepare(spec, source, shown)
-        limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else 60.0)
+            emulator_parts = emulated.prepare(spec)
+        # (under emulation the child also compiles the learner's module: that is inside the limit now)
+        limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else
+                                                     120.0 if mode.name == "emu" else 60.0)
+        env = _reference(spec, res.arch, module_keys) if mode.name == "gpu" and bench else {}
         _tell(f"running {shown} ({mode.name})")
         outcome = run_isolated(spec.id, file, mode=mode.name, timeout=limit, bench=bench and mode.can_bench,
                                seed=seed, source=source, hide=hide, cache_keys=module_keys,
-                               arch=res.arch or None)
+                               arch=res.arch or None, emulator_parts=emulator_parts, env=env)
         _fill_run(res, outcome)
         if outcome.status in ("ok", "wrong"):
             res.established = outcome.evidence.value
@@ -261,13 +294,24 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         res.notes += outcome.notes
         if mode.note:
             res.notes.append(mode.note)
+        if where.why and mode.name == "emu":
+            res.notes.append(where.why)
+            res.caveat = res.caveat or "on the CPU emulator: " + where.why.split(", so ")[0]
         if mode.name == "emu":
             emulated.annotate(res, outcome, spec)
+            marker = "EmulationCompileError: "
+            if outcome.status == "error" and marker in outcome.message and res.resources.startswith("built for"):
+                # without NVRTC the sandboxed run is the file's first compile: its error is a compile error
+                res.compiled, res.compile_error = False, outcome.message.split(marker, 1)[1]
+        elif mode.name == "gpu" and outcome.status == "ok":
+            _gpu_floors(res, spec)
+            if spec.language == "cuda" and spec.chapter.isdigit() and int(spec.chapter) >= HAZARDS_FROM_CHAPTER:
+                _hazards(res, spec, file, source, shown, seed, hide)
     ran = res.run_status in ("ok", "wrong", "error", "crashed", "timeout")
     if not res.static_ok:
         res.passed = False
     elif ran:
-        res.passed = res.run_status == "ok"
+        res.passed = res.run_status == "ok" and res.judged_ok
     else:
         res.passed = None
     if spec.language == "python":
@@ -276,6 +320,69 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         drills.annotate(res, spec)
     _hints(res, spec, file)
     return res
+
+
+#: From this chapter on, a GPU check also runs the emulator's hazard analysis on one small case: the
+#: asynchronous chapters' races (a stage refilled while a wgmma group reads it …) can pass on a GPU by luck.
+HAZARDS_FROM_CHAPTER = 5
+
+
+def _reference(spec: Exercise, arch: str, module_keys: list[str]) -> dict[str, str]:
+    """Where a concept floor compares with the reference solution's time: compile the solution here (the
+    sandbox hides it) and hand its cache entry to the child. Returns the child's extra environment."""
+    if not any(getattr(f, "needs_reference", False) for f in spec.floors):
+        return {}
+    from .. import compile as tk_compile
+    from .child import REFERENCE_VARIABLE
+
+    solution = ROOT / spec.solution
+    if not solution.is_file():  # a course copy without solutions/: the floor is judged without the ratio
+        return {}
+    mod = tk_compile(solution.read_text(), arch=arch, name=solution.name, options=spec.options)
+    module_keys.append(mod.key)
+    return {REFERENCE_VARIABLE: mod.key}
+
+
+def _gpu_floors(res: CheckResult, spec: Exercise) -> None:
+    for floor in spec.floors:
+        judged = floor.judge_gpu(res.speed or {})
+        if judged is not None:
+            res.floors.append(judged)
+
+
+def _hazards(res: CheckResult, spec: Exercise, file: Path, source: str, shown: str, seed: int | None,
+             hide: Sequence[str | os.PathLike[str]]) -> None:
+    """The emulator's hazard analysis of one small case, beside a GPU run: a race, a stage released while a
+    product still reads it, a box read before it landed … fail the check even where the GPU's timing hid them."""
+    from ..emulate import exercise as emulated
+    from .runner import run_isolated
+    from .specs import dims_text
+
+    name = "hazard analysis (CPU emulator)"
+    cases = emulated.hazard_cases(spec)
+    if not cases:
+        res.notes.append("the emulator's hazard analysis did not run here (no C++ compiler for the emulator): "
+                         "the verdict rests on the GPU run alone")
+        return
+    _tell(f"hazard analysis of {shown} (CPU emulator)")
+    parts = emulated.prepare(spec)  # the emulator's own runtime; the learner's module is built in the sandbox
+    out = run_isolated(spec.id, file, mode="hazards", timeout=120.0, seed=seed, source=source, hide=hide,
+                       emulator_parts=parts)
+    where = dims_text(cases[0])
+    if out.status == "ok":
+        res.hazards = StaticResult(name, True, f"no race or asynchronous hazard at {where}")
+        for floor in spec.floors:
+            judged = floor.judge_emulated((out.result or {}).get("facts", {}))
+            if judged is not None:
+                res.floors.append(judged)
+    elif out.status == "wrong":
+        bad = next(c for c in out.result["cases"] if not c["ok"])
+        m = next(o for o in bad["outputs"] if not o["ok"])
+        res.hazards = StaticResult(name, False, f"right on the GPU, but wrong at {where} when the emulator lets "
+                                   f"asynchronous copies and products finish in another order ({m.get('wrong', '?')} "
+                                   f"elements of {m['output']} wrong): the code relies on timing")
+    else:
+        res.hazards = StaticResult(name, False, out.message)
 
 
 def _hints(res: CheckResult, spec: Exercise, file: Path) -> None:
@@ -344,5 +451,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 STAGE_PREFIX = "@@tklab-check-stage "
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # a process that only checks (grade and nbgrade start it so): it adopts the run's orphans
+    from .sandbox import adopt_orphans
+
+    adopt_orphans()
     raise SystemExit(main())

@@ -7,6 +7,14 @@ launches the learner's kernel, and sends the outputs back on the channel (``tkla
 ``STAGE`` lines as it goes, so a hang is reported with where it happened. Exceptions become a
 learner-facing ``error`` frame (a CUDA fault named with what to look for).
 
+What the parent can believe (see ``runner``): the run's key is read from its own pipe and that pipe closed
+in ``main`` before anything of the learner's is imported, compiled or loaded, and every frame carries it;
+each case's outputs follow a ``launched`` frame for the launch the harness itself made; a numba kernel
+must be what ``@cuda.jit`` makes (its type taken before the learner's module is imported), else "your
+kernel was never launched". The benchmark's timer is bound before the learner's module is imported, and
+``_bench`` rotates input sets, re-verifies the timed calls' outputs and probes with fresh inputs in the
+same buffers, so remembered results earn no speed.
+
 Modes (``MODES``) say how a run happens here and what a correct result establishes (``Evidence``):
 ``gpu`` (this machine's GPU), ``sim`` (numba exercises in numba's CUDA simulator) and ``emu`` (CUDA C++ on
 the CPU emulator, ``tklab.emulate``). Another way to run an exercise is one more ``Mode`` given to
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import itertools
 import json
 import os
 import sys
@@ -37,7 +46,7 @@ import numpy as np
 
 from ..run import gpu
 from ..run.arrays import as_values, isclose, poisoned
-from .channel import STAGE, ChildIO
+from .channel import STAGE, ChildIO, read_key
 from .judge import case_rng, compare
 from .verdict import Evidence
 
@@ -92,17 +101,47 @@ def _run_cases(spec: Any, chan: ChildIO, xp: Any, launch: Callable[[dict[str, An
             arrays[name] = poisoned(xp, shape, dtype)
         _stage(f"running {dims_text(dims)}")
         launch(arrays, dims)
+        chan.send("launched", case=i, count=1)  # the harness's own launch, made and returned
         got = {name: (arrays[name] if xp is np else xp.asnumpy(arrays[name])) for name in outs}
         chan.send_outputs(i, got)
         expected = spec.reference(host, dims)
-        if not all(compare(n, got[n], expected[n], spec.rtol, spec.atol)["ok"] for n in outs):
+        if not all(compare(n, got[n], expected[n], *spec.tolerance(n))["ok"] for n in outs):
             return False
     return True
 
 
+#: Input sets the timed calls rotate through: no two calls in a row see the same buffers.
+ROTATE = 3
+#: A kernel timed this much slower (plus ``_PROBE_SLACK_MS``) on fresh inputs in the same buffers than in
+#: the timed loop skips work on inputs it has seen: its speed is not reported.
+PROBE_FACTOR = 2.0
+_PROBE_SLACK_MS = 0.05
+
+#: The timer, bound when this module is imported: before any learner code runs in the child, so a file that
+#: replaces ``tklab.run.bench.bench`` at import does not change what measures it (a GPU run only).
+_TIMER: Callable[..., Any] | None = None
+
+
+def _bind_timer() -> None:
+    """Take the timer now (called before the learner's module is imported or its kernel compiled)."""
+    global _TIMER
+    from ..run.bench import bench
+
+    _TIMER = bench
+
+
 def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int]], None],
-           prepare: Callable[[dict[str, Any], dict[str, int]], Callable[[], Any]] | None = None) -> dict[str, Any]:
-    """Learner vs library at the benchmark size, same inputs, same process, same GPU, back to back.
+           prepare: Callable[[dict[str, Any], dict[str, int]], Callable[[], Any]] | None = None,
+           reference: Callable[[dict[str, Any], dict[str, int]], Callable[[], Any]] | None = None) -> dict[str, Any]:
+    """Learner vs library (and, for a concept floor, the reference solution) at the benchmark size, same
+    process, same GPU, back to back; speed that cannot be faked by remembering results.
+
+    The timed calls rotate through ``ROTATE`` input sets of their own (fresh random numbers, separate
+    buffers), with outputs poisoned before timing and every set's output verified after it: a kernel that
+    returns early on a call it has seen leaves a wrong or poisoned output. Then each set's inputs are
+    overwritten in place with new numbers (same pointers), its output poisoned, and one launch timed and
+    verified: a kernel that caches results by address fails that check; one that runs far faster in the
+    loop than on fresh data (``PROBE_FACTOR``) skips work on repeated inputs, and its speed is not reported.
 
     ``prepare(arrays, dims)``, where given, packs the launch once (arguments, tensor maps) and returns what
     runs it: then the time is the kernel's, not the time Python takes to pack its arguments on every call.
@@ -111,38 +150,115 @@ def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int
     GPU drains between timed calls.)"""
     import cupy as cp
 
-    from ..run.bench import bench
-
+    if _TIMER is None:
+        _bind_timer()
+    assert _TIMER is not None
+    timer = _TIMER
     b = spec.bench
     dims = b.dims
+    outs = spec.outputs(dims)
     _stage("benchmark: preparing inputs")
-    arrays = {k: cp.asarray(v) for k, v in spec.inputs(case_rng(seed, 99), dims).items()}
-    for name, (shape, dtype) in spec.outputs(dims).items():
-        arrays[name] = poisoned(cp, shape, dtype)
-    base = b.baseline(arrays, dims)
+    sets = []
+    for r in range(ROTATE):
+        arrays = {k: cp.asarray(v) for k, v in spec.inputs(case_rng(seed, 99 + r), dims).items()}
+        for name, (shape, dtype) in outs.items():
+            arrays[name] = poisoned(cp, shape, dtype)
+        sets.append(arrays)
+
+    def poison(arrays: dict[str, Any]) -> None:
+        for name, (shape, dtype) in outs.items():
+            arrays[name][...] = poisoned(cp, shape, dtype)
+
+    def right(arrays: dict[str, Any]) -> bool:
+        expect = b.expect(arrays, dims) if b.expect is not None else b.baseline(arrays, dims)()
+        ok = bool(isclose(as_values(arrays[b.output]), cp.asarray(expect), b.rtol, b.atol).all())
+        del expect
+        return ok
+
     _stage("benchmark: checking the result at this size")
-    launch(arrays, dims)
+    for arrays in sets:
+        launch(arrays, dims)
     gpu.synchronize()
-    expect = b.expect(arrays, dims) if b.expect is not None else base()
-    got = as_values(arrays[b.output])
-    ref = cp.asarray(expect)
-    if not bool(isclose(got, ref, b.rtol, b.atol).all()):
+    if not all(right(a) for a in sets):
         return {"error": "the output is wrong at the benchmark size, so its speed is not reported"}
-    del expect, got, ref
+    for arrays in sets:
+        poison(arrays)
+    runs = [prepare(a, dims) if prepare is not None else (lambda a=a: launch(a, dims)) for a in sets]
+    calls = itertools.count()
+
+    timed: set[int] = set()
+
+    def rotating() -> None:
+        r = next(calls) % len(runs)
+        timed.add(r)
+        runs[r]()
+
+    base = b.baseline(sets[0], dims)
     _stage("benchmark: timing")
-    run = prepare(arrays, dims) if prepare is not None else (lambda: launch(arrays, dims))
-    mine = bench(run, flops=b.flops(dims) if b.flops else None,
+    mine = timer(rotating, flops=b.flops(dims) if b.flops else None,
                  bytes=b.bytes(dims) if b.bytes else None, name=spec.id, ceilings=False, progress=False,
                  target_ms=150.0)
-    lib = bench(base, flops=mine.flops, bytes=mine.bytes, name=b.baseline_name, ceilings=False,
+    lib = timer(base, flops=mine.flops, bytes=mine.bytes, name=b.baseline_name, ceilings=False,
                 progress=False, target_ms=150.0)
-    return {"ms": mine.ms, "baseline_ms": lib.ms, "device": gpu.name()}
+    gpu.synchronize()
+    _stage("benchmark: checking the timed calls' results")
+    if not timed or not all(right(sets[r]) for r in sorted(timed)):
+        return {"error": "the timed calls left a wrong output (a kernel must compute its result on every call), "
+                         "so its speed is not reported"}
+    _stage("benchmark: fresh inputs in the same buffers")
+    probe = []
+    for r, arrays in enumerate(sets):
+        for k, v in spec.inputs(case_rng(seed, 199 + r), dims).items():
+            arrays[k][...] = cp.asarray(v)
+        poison(arrays)
+        gpu.synchronize()
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        runs[r]()
+        end.record()
+        end.synchronize()
+        probe.append(cp.cuda.get_elapsed_time(start, end))
+        if not right(arrays):
+            return {"error": "new inputs in the same buffers gave a wrong output: the kernel returned a result it "
+                             "had computed before (results cached across calls), so its speed is not reported"}
+    probe_ms = sorted(probe)[len(probe) // 2]
+    if probe_ms > PROBE_FACTOR * mine.ms + _PROBE_SLACK_MS:
+        return {"error": f"the kernel took {probe_ms:.3f} ms on fresh inputs but {mine.ms:.3f} ms in the timed "
+                         "loop: it skips work on inputs it has seen, so its speed is not reported"}
+    out = {"ms": mine.ms, "baseline_ms": lib.ms, "device": gpu.name(), "fresh_ms": probe_ms}
+    if reference is not None:  # the reference solution, same inputs, same run: for a concept floor's ratio
+        _stage("benchmark: timing the reference solution")
+        out["reference_ms"] = timer(reference(sets[0], dims), flops=mine.flops, bytes=mine.bytes, name="reference",
+                                    ceilings=False, progress=False, target_ms=150.0).ms
+    return out
+
+
+#: Names the compile-cache entry of the exercise's reference solution, handed to the child by the parent
+#: (the sandbox hides solutions/): timed beside the learner's kernel where a concept floor compares them.
+REFERENCE_VARIABLE = "TKLAB_REFERENCE_MODULE"
+
+
+def _reference_kernel(spec: Any, arch: str) -> Any:
+    key = os.environ.get(REFERENCE_VARIABLE, "")
+    if not key:
+        return None
+    from ..build import cache
+    from ..build.compiler import Module
+
+    entry = cache.load(key)
+    if entry is None:
+        return None
+    mod = Module(source="", program="reference solution", arch=arch, options=(), key=key, cached=True,
+                 **{k: entry[k] for k in ("cubin", "ptx", "log", "lowered", "seconds")})
+    return mod[spec.kernel]
 
 
 def _run_cuda(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
     import cupy as cp
 
     from .. import compile as tk_compile
+    if do_bench:
+        _bind_timer()  # (a CUDA file has no host code; bound here all the same, before its module is loaded)
     arch = gpu.arch()
     _stage("compiling")
     mod = tk_compile(path.read_text(), arch=arch, name=path.name, options=spec.options)
@@ -161,8 +277,15 @@ def _run_cuda(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
         launch(arrays, dims)
         gpu.synchronize()
 
+    ref = _reference_kernel(spec, arch) if do_bench else None
+
+    def prepare_reference(arrays: dict[str, Any], dims: dict[str, int]) -> Callable[[], Any]:
+        shape = spec.launch(dims)
+        return ref.prepare(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
+
     if _run_cases(spec, chan, cp, launch_sync) and do_bench and spec.bench is not None:
-        chan.send("speed", **_bench(spec, chan.bench_seed, launch, prepare))
+        chan.send("speed", **_bench(spec, chan.bench_seed, launch, prepare,
+                                    prepare_reference if ref is not None else None))
 
 
 def _import_file(path: Path, name: str) -> Any:
@@ -183,11 +306,22 @@ def _run_numba(spec: Any, path: Path, chan: ChildIO, do_bench: bool, *, simulate
 
         numba_compat.patch()
     warnings.simplefilter("ignore")  # numba's performance hints about tiny grids are noise here
+    from numba import cuda
+
+    def _probe() -> None:
+        pass
+
+    kernel_type = type(cuda.jit(_probe))  # what @cuda.jit makes, taken before the learner's code can change it
+    if not simulate and do_bench:
+        _bind_timer()
     _stage("importing")
     module = _import_file(path, f"tklab_learner_{spec.id}")
     kernel = getattr(module, spec.kernel, None)
     if kernel is None:
         raise AttributeError(f"{path.name} defines no function named {spec.kernel}")
+    if type(kernel) is not kernel_type:
+        raise TypeError(f"{spec.kernel} in {path.name} is not a @cuda.jit kernel (it is a {type(kernel).__name__}), "
+                        "so your kernel was never launched: decorate the function with @cuda.jit")
     if simulate:
         chan.send("device", name="numba CUDA simulator (CPU)")
         xp: Any = np
@@ -284,6 +418,17 @@ register_mode(Mode("emu", Evidence.CPU_EMULATION, ("cuda",), False, _emulated_ca
                    note="CPU emulation: correctness only, no timing; the speed is measured on a GPU only"))
 
 
+def _hazard_cases(spec: Any) -> list[dict[str, int]]:
+    from ..emulate import exercise
+
+    return exercise.hazard_cases(spec)
+
+
+# A GPU check's second opinion: the emulator's hazard analysis of one small case (never chosen by choose_mode:
+# "emu" comes first without a GPU, "gpu" with one; tklab.grading.check asks for it by name).
+register_mode(Mode("hazards", Evidence.CPU_EMULATION, ("cuda",), False, _hazard_cases, _child_emulated))
+
+
 def _child_drill(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
     from . import drills
 
@@ -305,13 +450,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limits", default=None, help="JSON of tklab.grading.sandbox.Limits, applied first")
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--bench-seed", type=int, default=0)
+    ap.add_argument("--key-fd", type=int, default=None, help="file descriptor holding the run's key")
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
+    from .sandbox import drop_privileges
+
+    drop_privileges()  # a root grader's run inside bubblewrap becomes nobody here, before anything else
+    key = read_key(args.key_fd) if args.key_fd is not None else ""  # first: before any learner code
     skipped: list[str] = []
     if args.limits:
         from .sandbox import Limits, apply_limits
 
         skipped = apply_limits(Limits(**json.loads(args.limits)))
-    chan = ChildIO.from_folder(args.channel, Path.cwd(), args.bench_seed)
+    if MODES[args.mode].can_bench and args.bench:
+        with contextlib.suppress(ImportError):
+            _bind_timer()
+    chan = ChildIO.from_folder(args.channel, Path.cwd(), args.bench_seed, key)
     if skipped:
         chan.send("limits", skipped=skipped)
     path = args.file.resolve()

@@ -213,10 +213,13 @@ def _manifest_text(planned: dict[str, tuple[str, str]]) -> str:
 RENAMED_FILES: dict[str, tuple[str, frozenset[str]]] = {
     "flash_fwd_hopper.cu": ("ch10_flash.cu", frozenset({
         "796e53463785b140916ebe73c767d7070a736cde8cd212f344e7a07bb012d0f8",
-        "eb5fdb61d29a49826ebd4aa479db39dd13b8fccebc166bd1eabcd599ec0198d9"})),
+        "eb5fdb61d29a49826ebd4aa479db39dd13b8fccebc166bd1eabcd599ec0198d9",
+        "cca9c5bbc089f5655b4e643e7252516fa31819c16cf8f3bd794c6421c7345a46",
+        "cd033ab60164b251d9ebbb7d5b53db9b40ccb1b1b9c781b51d2fa478ca8f0851"})),
     "flash_fwd_tiles.cu": ("ch09_flash.cu", frozenset({
         "315bb50b688881e288b08110b3dc4443574966313cbf464a3986cbe4a4eeccbe",
-        "ac57184f8b3a439204cd6f4c0dc200820eb5a0fd4399afe05252a540e2e5b4be"})),
+        "ac57184f8b3a439204cd6f4c0dc200820eb5a0fd4399afe05252a540e2e5b4be",
+        "294c71c007a9cf879869c490a149088d295edde13c151c7f8d6188fc0aaa89e0"})),
 }
 
 

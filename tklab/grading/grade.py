@@ -16,12 +16,15 @@ run.
 
 What grade refuses, and says so in the row: a student folder that is a link leading out of the class
 folder, and a file (or a folder on its way) that is a link leading out of the student's folder (a link
-to ``solutions/`` is not the student's work). Cells that a spreadsheet would run as a formula (``=``,
-``+``, ``-``, ``@`` first) are written with a leading ``'``.
+to ``solutions/`` is not the student's work). Refused before anything is graded: student folders whose
+names read as one (``sheet.refuse_lookalikes``). Names are written escaped and reversibly, never as a
+formula (``sheet.escape_name``); message cells that a spreadsheet would run get a leading ``'``.
 
-Nothing is lost: ``--out`` is checked before anything is graded, rows are written as they finish, and a
-rerun with the same ``--out`` resumes (rows already there are kept; ``--restart`` grades everyone again,
-keeping the old sheet as ``<name>.bak-<time>``).
+Nothing is lost: ``--out`` is checked and locked before anything is graded (a second grader on it is
+refused, naming the holder), rows are written as they finish, and a rerun with the same ``--out`` resumes
+(rows already there are kept; ``--restart`` grades everyone again, keeping the old sheet as
+``<name>.bak-<time>``). Ctrl-C stops the check in flight and its sandboxed run, keeps the sheet and exits
+130; the rerun grades only what is missing (``tklab.grading.sheet`` says what a sheet guarantees).
 
 A large class is graded in parallel with ``--shard I/N`` (one shard per GPU node: a Slurm job array, a
 Kubernetes indexed Job) and ``python -m tklab grade-merge`` (``tklab.grading.grade_shards``). ``--seed N`` gives
@@ -36,44 +39,27 @@ Public API: ``grade(class_dir, ...) -> list[Row]``, ``plan(class_dir, exercises)
 from __future__ import annotations
 
 import argparse
-import csv
+import contextlib
 import json
 import os
+import signal
 import statistics
 import sys
-import time
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import IO
 
 from ..build.toolchain import REPO
-from . import specs
+from . import grade_shards, hints, specs
+from .sheet import FIELDS, GradeError, Row, Sheet, escape_name, refuse_lookalikes
+
+__all__ = ["FIELDS", "GradeError", "Row", "Sheet", "find_submissions", "grade", "main", "plan", "scan", "students",
+           "summary"]
 
 _PACKAGE_PARENT = REPO
 #: Seconds a check may spend before its run (compiling, static checks), on top of the run's own limit.
 COMPILE_ALLOWANCE = 240.0
-
-
-@dataclass
-class Row:
-    """One line of the grade sheet."""
-
-    student: str
-    exercise: str
-    compiled: str
-    correct: str
-    speed_ratio: str
-    message: str
-    established: str = ""
-    isolation: str = ""
-
-
-FIELDS = tuple(f.name for f in fields(Row))
-
-
-class GradeError(ValueError):
-    """Grading cannot start (an output that cannot be written, a sheet that cannot be resumed)."""
+#: Seconds an interrupted checker gets to stop its own run before its whole tree is killed.
+STOP_GRACE = 3.0
 
 
 # ---- finding the work -------------------------------------------------------------------------------
@@ -177,7 +163,11 @@ def _check_in_subprocess(exercise: str, path: Path, *, timeout: float, run: bool
     box = Sandbox(Path.cwd(), limits=Limits(wall_seconds=limit), confine=False)  # messages keep the grader's paths
     box.start(cmd, env)
     assert box.proc is not None and box.proc.stdout is not None
-    fin = box.supervise({box.proc.stdout.fileno(): out.extend}, grace=2.0)
+    try:
+        fin = box.supervise({box.proc.stdout.fileno(): out.extend}, grace=2.0)
+    except BaseException:  # Ctrl-C (or any error) here: the check in flight and what it started stop too
+        _stop(box)
+        raise
     lines = out.decode("utf-8", "replace").splitlines()
     stages = [ln[len(STAGE_PREFIX):] for ln in lines if ln.startswith(STAGE_PREFIX)]
     stage = stages[-1] if stages else "starting"
@@ -197,96 +187,39 @@ def _check_in_subprocess(exercise: str, path: Path, *, timeout: float, run: bool
             "summary": f"the checker crashed (exit {fin.returncode}) while {stage}: {tail}"}
 
 
-def _row(student: str, exercise: str, d: dict) -> Row:
+def _stop(box: object) -> None:
+    """Stop a checker in flight: SIGINT first, so it stops its own sandboxed run the way it does on any
+    interruption, then (after a moment) every process of its tree."""
+    proc = getattr(box, "proc", None)
+    if proc is not None and proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGINT)
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=STOP_GRACE)
+    box.kill()  # type: ignore[attr-defined]
+
+
+def _row(student: str, exercise: str, d: dict, folder: Path | None = None) -> Row:
     compiled = {True: "yes", False: "no", None: "?"}[d.get("compiled")]
     correct = {True: "yes", False: "no", None: "not verified"}[d.get("passed")]
     ratio = d.get("speed_ratio")
     level = str(d.get("isolation", "")).split(" (", 1)[0].split(",", 1)[0]
     return Row(student, exercise, compiled, correct, f"{ratio:.3f}" if isinstance(ratio, (int, float)) else "",
-               " ".join(str(d.get("summary", "")).split()), str(d.get("established", "")), level)
-
-
-# ---- the sheet ----------------------------------------------------------------------------------------
-
-def _cell(value: str) -> str:
-    """A CSV cell a spreadsheet shows as text: no formula, no control characters."""
-    text = "".join(ch if ch.isprintable() else " " for ch in str(value))
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
-
-
-class Sheet:
-    """The CSV grade sheet, written row by row (so a crash loses nothing), resumable.
-
-    ``Sheet(None)`` writes to stdout. For a file: the folder must exist and be writable (checked before
-    any grading); an existing sheet is resumed, unless ``restart`` (then it is kept as a backup).
-    """
-
-    def __init__(self, out: Path | None, *, restart: bool = False):
-        self.out = out
-        self.done: list[Row] = []
-        self.backup: Path | None = None
-        if out is None:
-            return
-        if out.is_dir():
-            raise GradeError(f"--out {out} is a folder; give a file name, e.g. {out / 'grades.csv'}")
-        parent = out.parent if str(out.parent) else Path(".")
-        if not parent.is_dir():
-            raise GradeError(f"--out {out}: the folder {parent} does not exist; nothing was graded")
-        if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-            raise GradeError(f"--out {out}: cannot write there; nothing was graded")
-        if out.exists() and out.stat().st_size:
-            if restart:
-                self.backup = out.with_name(f"{out.name}.bak-{time.strftime('%Y%m%d-%H%M%S')}")
-                out.rename(self.backup)
-            else:
-                self.done = self._read(out)
-
-    @staticmethod
-    def _read(out: Path) -> list[Row]:
-        try:
-            with open(out, newline="", encoding="utf-8") as f:
-                reader = csv.DictReader(f)
-                if tuple(reader.fieldnames or ()) != FIELDS:
-                    raise GradeError(f"--out {out} exists and is not a tklab grade sheet of this version (columns "
-                                     f"{reader.fieldnames}); use another --out, or --restart to set it aside")
-                return [Row(**{k: r[k] or "" for k in FIELDS}) for r in reader]
-        except (OSError, UnicodeDecodeError, csv.Error) as e:
-            raise GradeError(f"--out {out} cannot be read as a grade sheet ({e}); use --restart") from None
-
-    def graded(self) -> set[tuple[str, str]]:
-        """(student, exercise) pairs already in the sheet, as they were written."""
-        return {(r.student, r.exercise) for r in self.done}
-
-    def __enter__(self) -> Sheet:
-        if self.out is None:
-            self._handle: IO[str] = sys.stdout
-        else:
-            fresh = not (self.out.exists() and self.out.stat().st_size)
-            self._handle = open(self.out, "a", newline="", encoding="utf-8")  # noqa: SIM115 - closed in __exit__
-        self._writer = csv.DictWriter(self._handle, fieldnames=FIELDS)
-        if self.out is None or fresh:
-            self._writer.writeheader()
-        self._handle.flush()
-        return self
-
-    def write(self, row: Row) -> None:
-        self._writer.writerow({k: _cell(v) for k, v in asdict(row).items()})
-        self._handle.flush()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.out is not None:
-            self._handle.close()
+               " ".join(str(d.get("summary", "")).split()), str(d.get("established", "")), level,
+               str(hints.reached_in(folder, exercise)) if folder is not None else "")
 
 
 # ---- grading -------------------------------------------------------------------------------------------
 
 def _survey(class_dir: Path, exercises: Sequence[str] | None
             ) -> tuple[list[str], list[str], dict[str, tuple[dict[str, Path], dict[str, str]]], dict[str, str]]:
-    """(roster, exercise ids, {student: scan result}, {student: why refused}) of a whole class folder."""
+    """(roster, exercise ids, {student: scan result}, {student: why refused}) of a whole class folder;
+    ``GradeError`` when two folders' names read as one (``sheet.refuse_lookalikes``)."""
     if not class_dir.is_dir():
         raise FileNotFoundError(f"{class_dir} is not a folder (expected one folder per student)")
     ids = list(exercises) if exercises else specs.all_ids()
     folders, refused_students = students(class_dir)
+    refuse_lookalikes([*(s.name for s in folders), *refused_students])
     found = {s.name: scan(s, ids) for s in folders}
     if not exercises:
         ids = [ex for ex in ids if any(ex in f or ex in r for f, r in found.values())]
@@ -328,7 +261,7 @@ def grade(class_dir: str | Path, *, exercises: Sequence[str] | None = None, time
 
     for name in names:
         for ex in ids:
-            if (name, ex) in done or (_cell(name), ex) in done:  # a resumed sheet holds names as written
+            if (name, ex) in done:  # a resumed sheet (its names unescaped: the folders' own)
                 continue
             if name in refused_students:
                 emit(Row(name, ex, "", "refused", "", refused_students[name]))
@@ -340,13 +273,13 @@ def grade(class_dir: str | Path, *, exercises: Sequence[str] | None = None, time
                     emit(Row(name, ex, "", "refused" if refused[ex].startswith("refused") else "missing", "",
                              refused[ex]))
                 else:
-                    emit(Row(name, ex, "", "missing", "", f"no {specs.get(ex).filename} in {name}/"))
+                    emit(Row(name, ex, "", "missing", "", f"no {specs.get(ex).filename} in {escape_name(name)}/"))
                 continue
             if progress:
                 print(f"  {name!r}: {ex} …", file=sys.stderr, flush=True)
             d = _check_in_subprocess(ex, path, timeout=timeout, run=run, bench=bench, hide=[class_dir],
                                      compile_allowance=compile_allowance, seed=seed)
-            emit(_row(name, ex, d))
+            emit(_row(name, ex, d, class_dir / name))
     return rows
 
 
@@ -391,10 +324,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-bench", action="store_true", help="do not time against the library")
     ap.add_argument("--seed", type=int, default=None, help="seed of every check's random inputs (default: fresh "
                     "ones for each check); the same seed regrades a file on the same inputs")
+    ap.add_argument("--allow-unsandboxed", action="store_true",
+                    help="grade even where learner code could reach the grader (no bubblewrap, or root with no user to "
+                         "drop to): the sheet's isolation column then says so; for a trusted class or a test only")
     ap.add_argument("--shard", metavar="I/N", default=None, help="grade only shard I of N (0 <= I < N) of the class, "
                     "for a job array; needs --out; `python -m tklab grade-merge` joins the shards' sheets")
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
-    shard = manifest = None
+    shard = manifest = sheet = None
+    written: list[Row] = []
     try:
         if not (args.timeout > 0 and args.compile_timeout > 0):
             raise GradeError("--timeout and --compile-timeout must be positive numbers of seconds")
@@ -402,41 +339,71 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.class_dir.is_dir():
             raise GradeError(f"{args.class_dir} is not a folder (expected one folder per student)")
         if args.shard is not None:
-            from . import grade_shards
-
             shard = grade_shards.parse_shard(args.shard)
             if args.out is None:
                 raise GradeError("--shard needs --out: each shard writes its own sheet, and `python -m tklab "
                                  "grade-merge` joins them")
-        sheet = Sheet(args.out, restart=args.restart)
+        if not args.no_run:
+            from .sandbox import grading_problem
+
+            problem = grading_problem()
+            if problem and not args.allow_unsandboxed:
+                raise GradeError(f"refusing to grade: {problem}. --allow-unsandboxed grades anyway (the sheet's "
+                                 "isolation column records how little held)")
+        roster, every = plan(args.class_dir, ids)  # refuses names that read as one before anything is opened
+        sheet = Sheet(args.out, restart=args.restart)  # locked from here until it is closed
+        for note in sheet.notes:
+            print(note, file=sys.stderr)
         only = None
         if shard is not None and args.out is not None:
-            roster, every = plan(args.class_dir, ids)
             options = {"timeout": args.timeout, "compile_timeout": args.compile_timeout, "run": not args.no_run,
                        "bench": not args.no_bench, "seed": args.seed}
             manifest = grade_shards.begin(args.out, index=shard[0], count=shard[1], roster=roster, exercises=every,
                                           options=options, class_dir=args.class_dir, resuming=bool(sheet.done))
-            only = set(manifest.students)
+            only = set(grade_shards.deal(roster, shard[0], shard[1]))
             print(f"shard {shard[0]}/{shard[1]}: {len(only)} of {len(roster)} students", file=sys.stderr)
         if sheet.backup:
             print(f"kept the previous sheet as {sheet.backup}", file=sys.stderr)
         elif sheet.done:
             print(f"resuming {args.out}: {len(sheet.done)} row(s) already graded are kept (--restart grades "
                   "everyone again)", file=sys.stderr)
+            gone = sorted({r.student for r in sheet.done} - set(roster))
+            if gone:
+                print(f"  kept rows of {len(gone)} student(s) with no folder in the class now: "
+                      f"{', '.join(repr(escape_name(n)) for n in gone[:10])}", file=sys.stderr)
         from .sandbox import isolation
 
         if not args.no_run:
             print(f"learners' code runs in: {isolation().describe()}", file=sys.stderr)
+
+        def keep(row: Row) -> None:
+            assert sheet is not None
+            sheet.write(row)
+            written.append(row)
+
         with sheet:
             rows = grade(args.class_dir, exercises=ids, timeout=args.timeout, run=not args.no_run,
-                         bench=not args.no_bench, skip=sheet.graded(), on_row=sheet.write,
+                         bench=not args.no_bench, skip=sheet.graded(), on_row=keep,
                          compile_allowance=args.compile_timeout, only=only, seed=args.seed)
+            everything = [*sheet.done, *rows]
+            if manifest is not None and args.out is not None:
+                grade_shards.finish(args.out, manifest, len(everything))
     except (KeyError, GradeError, FileNotFoundError) as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    everything = [*sheet.done, *rows]
-    if manifest is not None and args.out is not None:
-        grade_shards.finish(args.out, manifest, len(everything))
+    except KeyboardInterrupt:
+        if args.out is None:
+            print(f"\ninterrupted: {len(written)} row(s) were printed; the check in flight was stopped",
+                  file=sys.stderr)
+        else:
+            kept = len(sheet.done) if sheet is not None else 0
+            print(f"\ninterrupted: {args.out} keeps every row finished ({len(written)} from this run, {kept} from "
+                  "before); the check in flight was stopped and is not in it. Run the same command again to "
+                  "resume: only what is missing is graded", file=sys.stderr)
+        return 130
+    finally:
+        if sheet is not None:
+            sheet.close()
     if args.out:
         print(f"wrote {args.out} ({len(rows)} new row(s), {len(everything)} in all)")
     print(summary(everything))

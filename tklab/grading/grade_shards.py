@@ -10,13 +10,16 @@ single run walks) dealt round-robin, ``roster[I::N]``. Every node reading the sa
 the same deal, shards differ by at most one student, and nobody is graded twice or never. The exercise
 set is that of the whole class, so a shard writes exactly the rows a single run writes for its students.
 
-Beside its CSV a shard writes ``<out>.shard.json`` (its manifest): I and N, a fingerprint of the roster,
-the exercises, the grading options, a fingerprint of the grading code, the students it owns, and
-whether it finished. The merge refuses, with a message naming the file, anything that would make the
-merged sheet differ from a single run: a missing or duplicated shard, shards of different N, rosters
-(the class changed between shards), exercises, options or code, a shard that did not finish, a row
-that is missing, foreign or duplicated. Its rows come out in the single run's order, so shards merged
-are byte for byte the sheet one run writes (``tests/test_grade_shards.py`` holds it to that).
+Beside its CSV a shard writes ``<out>.shard.json`` (its manifest): I and N, the roster and its
+fingerprint, the exercises, the grading options, a fingerprint of the grading code, the students it owns,
+and whether it finished (names as the sheet writes them, ``tklab.grading.sheet.escape_name``). The merge
+refuses, with a message naming the file, anything that would make the merged sheet differ from a single
+run: a missing or duplicated shard, shards of different N, rosters (the class changed between shards),
+exercises, options or code, a shard that did not finish, a row that is missing, foreign or duplicated,
+and a manifest whose students are not the deal of its roster (edited to claim another shard's student:
+each shard must own exactly ``roster[I::N]``, and the roster must be the one every shard fingerprinted).
+Its rows come out in the single run's order, so shards merged are byte for byte the sheet one run
+writes (``tests/test_grade_shards.py`` holds it to that).
 
 Public API: ``parse_shard(text)``, ``deal(roster, index, count)``, ``code_fingerprint()``, ``Manifest``,
 ``manifest_path(out)``, ``begin(...)``, ``finish(...)``, ``merge(files, out)``, ``MergeError``,
@@ -37,10 +40,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .grade import FIELDS, GradeError, _cell
+from .sheet import FIELDS, GradeError, OutLock, escape_name, read_rows
 
-#: The manifest format; a merge refuses manifests of another version.
-VERSION = 1
+#: The manifest format; a merge refuses manifests of another version (2: the roster itself, names escaped).
+VERSION = 2
 _PACKAGE = Path(__file__).resolve().parents[1]  # the whole tklab package
 
 
@@ -66,8 +69,18 @@ def deal(roster: Sequence[str], index: int, count: int) -> list[str]:
     return sorted(roster)[index::count]
 
 
+def roster_cells(roster: Sequence[str]) -> list[str]:
+    """The roster as a manifest keeps it: in the deal's order, each name as the sheet writes it."""
+    return [escape_name(n) for n in sorted(roster)]
+
+
 def roster_fingerprint(roster: Sequence[str]) -> str:
-    return hashlib.sha256("\n".join(sorted(roster)).encode()).hexdigest()
+    """Of the folder names (escaped, so one per line and any bytes at all)."""
+    return _fingerprint(roster_cells(roster))
+
+
+def _fingerprint(cells: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(cells).encode()).hexdigest()
 
 
 def code_fingerprint() -> str:
@@ -92,6 +105,7 @@ class Manifest:
     options: dict[str, Any]
     code: str
     students: list[str]
+    roster: list[str] = field(default_factory=list)
     class_dir: str = ""
     complete: bool = False
     rows: int = 0
@@ -148,7 +162,8 @@ def begin(out: Path, *, index: int, count: int, roster: Sequence[str], exercises
     """
     m = Manifest(shard=index, shards=count, roster_sha256=roster_fingerprint(roster), roster_size=len(roster),
                  exercises=list(exercises), options=options, code=code_fingerprint(),
-                 students=deal(roster, index, count), class_dir=str(class_dir.resolve()), started=_now())
+                 students=[escape_name(n) for n in deal(roster, index, count)], roster=roster_cells(roster),
+                 class_dir=str(class_dir.resolve()), started=_now())
     path = manifest_path(out)
     if resuming:
         if not path.exists():
@@ -180,13 +195,27 @@ def finish(out: Path, m: Manifest, rows: int) -> None:
 
 def _read_rows(path: Path) -> list[dict[str, str]]:
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            if tuple(reader.fieldnames or ()) != FIELDS:
-                raise MergeError(f"{path}: not a tklab grade sheet of this version (columns {reader.fieldnames})")
-            return list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise MergeError(f"{path}: cannot be read as a grade sheet ({e})") from None
+        return read_rows(path)
+    except ValueError as e:
+        raise MergeError(str(e)) from None
+
+
+def _owns(f: Path, m: Manifest) -> None:
+    """A shard owns exactly its deal of the roster it fingerprinted: an edited manifest is refused."""
+    if _fingerprint(m.roster) != m.roster_sha256 or len(m.roster) != m.roster_size:
+        raise MergeError(f"{manifest_path(f)}: its roster is not the one it fingerprinted (the manifest was edited); "
+                         "grade the shard again")
+    dealt = m.roster[m.shard::m.shards]
+    if m.students != dealt:
+        claimed = [s for s in m.students if s not in dealt]
+        where = {s: i % m.shards for i, s in enumerate(m.roster)}
+        if claimed:
+            s = claimed[0]
+            owner = f"shard {where[s]}/{m.shards}'s" if s in where else "not in the roster:"
+            raise MergeError(f"{manifest_path(f)}: claims {s!r}, {owner} student, for shard {m.shard}/{m.shards} (the "
+                             "manifest was edited); a shard owns every N-th name of the sorted roster")
+        raise MergeError(f"{manifest_path(f)}: its students are not shard {m.shard}/{m.shards}'s deal of the roster "
+                         f"(e.g. {sorted(set(dealt) - set(m.students))[:1]} is missing); grade the shard again")
 
 
 def merge(files: Sequence[Path], out: Path, *, replace: bool = False) -> list[dict[str, str]]:
@@ -223,15 +252,18 @@ def merge(files: Sequence[Path], out: Path, *, replace: bool = False) -> list[di
     if missing:
         raise MergeError(f"shard(s) {', '.join(f'{i}/{first.shards}' for i in missing)} missing: {len(by_index)} of "
                          f"{first.shards} given ({', '.join(str(f) for f, _ in manifests)})")
-    rows: list[tuple[tuple[str, int], dict[str, str]]] = []
+    rows: list[tuple[tuple[int, int], dict[str, str]]] = []
     ex_order = {ex: i for i, ex in enumerate(first.exercises)}
+    order = {s: i for i, s in enumerate(first.roster)}
     for f, m in manifests:
         if not m.complete:
             raise MergeError(f"{f}: shard {m.shard}/{m.shards} did not finish (its manifest says so); rerun it with "
                              "the same --out to resume it")
+        _owns(f, m)
+        if m.roster != first.roster:
+            raise MergeError(f"{f} and {first_file} cannot be merged: their rosters differ (a manifest was edited)")
         got = _read_rows(f)
-        owned = {_cell(s): s for s in m.students}
-        expected = {(c, ex) for c in owned for ex in m.exercises}
+        expected = {(c, ex) for c in m.students for ex in m.exercises}
         seen: set[tuple[str, str]] = set()
         for r in got:
             key = (r["student"], r["exercise"])
@@ -240,21 +272,30 @@ def merge(files: Sequence[Path], out: Path, *, replace: bool = False) -> list[di
             if key in seen:
                 raise MergeError(f"{f}: {key[0]!r} / {key[1]} appears twice")
             seen.add(key)
-            rows.append(((owned[key[0]], ex_order[key[1]]), r))  # a single run's order: name, then exercise
+            rows.append(((order[key[0]], ex_order[key[1]]), r))  # a single run's order: name, then exercise
         if seen != expected:
             lacking = sorted(expected - seen)
             raise MergeError(f"{f}: {len(lacking)} row(s) missing, e.g. {lacking[0][0]!r} / {lacking[0][1]}; rerun the "
                              "shard with the same --out to grade what is missing")
     rows.sort(key=lambda kr: kr[0])
-    if out.exists() and out.stat().st_size:
-        out.rename(out.with_name(f"{out.name}.bak-{time.strftime('%Y%m%d-%H%M%S')}"))
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        for _, r in rows:
-            w.writerow(r)
-    os.replace(tmp, out)
+    try:
+        lock = OutLock(out).acquire()  # one merge (or grader) writes a sheet at a time
+    except GradeError as e:
+        raise MergeError(str(e)) from None
+    try:
+        if out.exists() and out.stat().st_size:
+            if not replace:
+                raise MergeError(f"--out {out} was written while this merge ran; nothing written")
+            out.rename(out.with_name(f"{out.name}.bak-{time.strftime('%Y%m%d-%H%M%S')}"))
+        tmp = out.with_name(out.name + ".tmp")
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=FIELDS)
+            w.writeheader()
+            for _, r in rows:
+                w.writerow(r)
+        os.replace(tmp, out)
+    finally:
+        lock.release()
     return [r for _, r in rows]
 
 

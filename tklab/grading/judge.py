@@ -13,6 +13,7 @@ Public API: ``compare``, ``draw_inputs``, ``case_rng``, ``judge``, ``RunOutcome`
 
 from __future__ import annotations
 
+import hmac
 import math
 import signal
 from collections.abc import Sequence
@@ -21,14 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from ..run.arrays import as_values, isclose
+from ..run.arrays import as_values, isclose, relative_rms
 from .channel import ChannelError, array_from, read_frames
 from .verdict import Evidence
 
 
-def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> dict[str, Any]:
+def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol: float,
+            rms: float | None = None) -> dict[str, Any]:
     """Element-wise ``tklab.run.arrays.isclose`` (``|got - expected| <= atol + rtol·|expected|``; NaN, an unwritten
-    element, fails).
+    element, fails; with ``rms``, a relative-RMS bound too and ``atol`` in units of the expected RMS).
 
     On failure: the first wrong element in row-major order, counts, and a small window of both arrays
     around it (at most 4 rows × 6 columns) for the learner to look at. uint16 outputs are compared as
@@ -38,14 +40,15 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol:
     exp64 = np.asarray(expected, dtype=np.float64)
     if got64.shape != exp64.shape:
         return {"ok": False, "output": name, "reason": f"{name} has shape {got64.shape}, expected {exp64.shape}"}
-    good = isclose(got64, exp64, rtol, atol)
+    good = isclose(got64, exp64, rtol, atol, rms)
     with np.errstate(invalid="ignore"):
         err = np.abs(got64 - exp64)
     finite = err[np.isfinite(err)]
     max_err = float(finite.max()) if finite.size else 0.0
     wrong = int(good.size - np.count_nonzero(good))
+    rel = {"relative_rms": relative_rms(got64, exp64), "rms_bound": rms} if rms is not None else {}
     if wrong == 0:
-        return {"ok": True, "output": name, "max_abs_err": max_err}
+        return {"ok": True, "output": name, "max_abs_err": max_err, **rel}
     first = tuple(int(i) for i in np.argwhere(~good)[0])
     g2 = got64.reshape(got64.shape[0], -1) if got64.ndim >= 2 else got64.reshape(1, -1)
     e2 = exp64.reshape(g2.shape)
@@ -56,7 +59,7 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol:
     return {
         "ok": False, "output": name, "index": list(first), "got": float(got64[first]),
         "expected": float(exp64[first]), "wrong": wrong, "total": int(good.size),
-        "unwritten": int(np.count_nonzero(np.isnan(got64) & ~np.isnan(exp64))), "max_abs_err": max_err,
+        "unwritten": int(np.count_nonzero(np.isnan(got64) & ~np.isnan(exp64))), "max_abs_err": max_err, **rel,
         "window": {"origin": [r0, c0], "got": g2[win].tolist(), "expected": e2[win].tolist(),
                    "bad": b2[win].tolist(), "matrix": got64.ndim >= 2},
     }
@@ -117,6 +120,9 @@ def speed_entry(spec: Any, reported: dict[str, Any] | None) -> dict[str, Any] | 
         return out
     flops = b.flops(b.dims) if b.flops else None
     nbytes = b.bytes(b.dims) if b.bytes else None
+    ref = _positive(reported.get("reference_ms"))
+    if ref is not None:  # the reference solution timed in the same run (a concept floor's yardstick)
+        out.update(reference_ms=ref, reference_ratio=ref / ms)
     out.update(ms=ms, baseline_ms=base, ratio=base / ms,
                tflops=flops / (ms * 1e-3) / 1e12 if flops else None,
                baseline_tflops=flops / (base * 1e-3) / 1e12 if flops else None,
@@ -128,8 +134,14 @@ def speed_entry(spec: Any, reported: dict[str, Any] | None) -> dict[str, Any] | 
 
 def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequence[dict[str, np.ndarray]],
           channel: bytes, *, timed_out: bool = False, returncode: int | None = 0, stage: str = "starting",
-          printed: str = "", timeout: float = 0.0, seconds: float = 0.0, overflow: bool = False) -> RunOutcome:
-    """The verdict on one run, from the inputs the parent drew and the raw bytes the child sent back."""
+          printed: str = "", timeout: float = 0.0, seconds: float = 0.0, overflow: bool = False,
+          key: str | None = None) -> RunOutcome:
+    """The verdict on one run, from the inputs the parent drew and the raw bytes the child sent back.
+
+    ``key``: the run's key; every frame must carry it (else something besides the harness wrote into the
+    pipe, and the run is refused). Each case's outputs count only after a ``launched`` frame for that case
+    (the harness's own count of its launches of the learner's kernel): outputs without a launch fail with
+    "your kernel was never launched"."""
     from .specs import dims_text
 
     tail = printed[-2000:]
@@ -142,12 +154,22 @@ def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequenc
         if overflow:
             raise ChannelError("far more data came back than the outputs can fill")
         frames = read_frames(channel)
+        if key is not None:
+            for head, _ in frames:
+                if not hmac.compare_digest(str(head.get("key", "")).encode(), key.encode()):
+                    raise ChannelError("something other than the checker's harness wrote into the result pipe "
+                                       f"(a {str(head.get('type'))[:20]!r} message without the run's key)")
         got: dict[int, dict[str, np.ndarray]] = {}
+        launched: dict[int, int] = {}
         errors: list[dict[str, Any]] = []
         reported_speed = None
         for head, payload in frames:
             kind = head["type"]
-            if kind == "output":
+            if kind == "launched":
+                i, n = head.get("case"), head.get("count")
+                if isinstance(i, int) and isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                    launched[i] = n
+            elif kind == "output":
                 i, name = head.get("case"), head.get("name")
                 if not isinstance(i, int) or not 0 <= i < len(cases) or name not in spec.outputs(cases[i]):
                     raise ChannelError(f"an output for case {i!r} named {name!r} was not asked for")
@@ -161,6 +183,9 @@ def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequenc
                 reported_speed = head
             elif kind == "note":  # what the run wants the learner to know (e.g. the emulator's warnings)
                 result.setdefault("notes", []).append(str(head.get("text", ""))[:600])
+            elif kind == "facts":  # what the run saw, for the concept floors (e.g. wgmma groups in flight)
+                result["facts"] = {str(k)[:40]: v for k, v in head.items()
+                                   if k != "type" and isinstance(v, (int, float)) and not isinstance(v, bool)}
             elif kind == "limits" and isinstance(head.get("skipped"), list):
                 result["limits_not_applied"] = [str(x)[:40] for x in head["skipped"][:10]]
     except ChannelError as e:
@@ -169,10 +194,13 @@ def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequenc
         outs = spec.outputs(dims)
         if set(got.get(i, {})) != set(outs):
             break
+        if key is not None and i not in launched:
+            return outcome("error", f"your kernel was never launched for {dims_text(dims)}: outputs came back "
+                           "without a launch the checker made, so they were not accepted")
         expected = spec.reference(inputs[i], dims)
         entry: dict[str, Any] = {"dims": dims, "ok": True, "outputs": []}
         for name in outs:
-            cmp = compare(name, got[i][name], expected[name], spec.rtol, spec.atol)
+            cmp = compare(name, got[i][name], expected[name], *spec.tolerance(name))
             entry["outputs"].append(cmp)
             entry["ok"] = entry["ok"] and cmp["ok"]
         result["cases"].append(entry)

@@ -19,6 +19,17 @@ the inputs ``judge`` drew), starts ``python -m tklab.grading.child`` in ``sandbo
 and a pipe (``channel``), collects what comes back within the time limit, and hands the bytes to
 ``judge``. The child's side, and the modes a run can take, are in ``child``.
 
+Why the results can be believed (issue 24): the child reads the run's key from a pipe of its own and closes
+it before it imports or loads any learner code; every frame it sends carries the key, and ``judge`` refuses
+a run where any frame lacks it (a file that writes answers into the result pipe at import does not know
+it) or where a case's outputs come without the harness's ``launched`` frame ("your kernel was never
+launched"). What the key does not stop: code that deliberately reads the harness's memory from inside the
+child; ``check`` refuses what that takes before anything runs (``hygiene`` for Python files; for CUDA under
+emulation, ``emulate.build`` refuses modules that call anything but the runtime, maths and memory), and
+on a GPU a CUDA file has no host code at all. No learner code is built or loaded in this process: for the
+emulator the parent hands over only the emulator's own runtime and prelude (copies, into the run's cache),
+and on Ctrl-C the run's whole process tree is killed before the interrupt goes on.
+
 Public API: ``run_isolated(exercise_id, path, *, mode="gpu", timeout=60.0, ...) -> RunOutcome``.
 """
 
@@ -27,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -72,16 +84,32 @@ def _warm_cache(keys: Sequence[str], target: Path) -> None:
                 shutil.copytree(src, target / k[:2] / k)
 
 
+def _hand_over_emulator(parts: Sequence[Path], target: Path) -> None:
+    """Copy the emulator's trusted parts (runtime library, precompiled prelude: built by the parent from
+    tklab's sources) into the run's cache. Copies, never links: the child owns its folder, and a link
+    would let it write the shared cache through it."""
+    dest = target / "emulate"
+    dest.mkdir(parents=True, exist_ok=True)
+    for part in parts:
+        part = Path(part)
+        with contextlib.suppress(OSError):
+            if part.is_dir():
+                shutil.copytree(part, dest / part.name, symlinks=False)
+            elif part.is_file():
+                shutil.copyfile(part, dest / part.name)
+
+
 def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeout: float = 60.0,
                  bench: bool = False, seed: int | None = None, env: dict[str, str] | None = None,
                  source: str | None = None, hide: Sequence[str | Path] = (), cache_keys: Sequence[str] = (),
-                 arch: str | None = None) -> RunOutcome:
+                 arch: str | None = None, emulator_parts: Sequence[Path] | None = None) -> RunOutcome:
     """Run ``path`` as exercise ``exercise_id`` in a sandboxed child; never raises for the learner's faults.
 
     ``source``: the file's text as the caller read it (written into the run's folder instead of the raw
     bytes). ``env``: extra environment variables for the child (its environment is otherwise clean).
     ``hide``: folders the sandbox hides (the solutions always). ``cache_keys``: compile-cache entries to
-    hand to the child. ``arch``: the GPU's arch, if the caller knows it.
+    hand to the child. ``arch``: the GPU's arch, if the caller knows it. ``emulator_parts``: the emulator's
+    trusted parts for mode "emu" (default: ``tklab.emulate.exercise.prepare``).
     """
     from . import specs
     from .sandbox import Limits, Sandbox, limits_for
@@ -113,14 +141,24 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
         for sub in ("tmp", "cache"):
             (workdir / sub).mkdir()
         _warm_cache(cache_keys, workdir / "cache")
+        if m.name == "emu":
+            if emulator_parts is None:
+                from ..emulate import exercise as emulated
+
+                emulator_parts = emulated.prepare(spec)
+            _hand_over_emulator(emulator_parts, workdir / "cache")
         cpus = os.cpu_count() or 1
         limits = limits_for(Limits(wall_seconds=timeout, memory=None if m.needs_gpu else 4 << 30,
                                    cpu_seconds=int(timeout * cpus) + 30))
         box = Sandbox(workdir, gpu=m.needs_gpu, hide=[_SOLUTIONS, *hide], limits=limits)
         box.hand_over()
         read_fd, write_fd = os.pipe()
+        key = secrets.token_hex(16)
+        key_read, key_write = os.pipe()
+        os.write(key_write, key.encode())  # 32 bytes: fits the pipe's buffer; the child reads it first thing
+        os.close(key_write)
         argv = [sys.executable, "-m", "tklab.grading.child", "--exercise", spec.id, "--file", name, "--mode", m.name,
-                "--channel", str(write_fd), "--limits", limits.to_json()]
+                "--channel", str(write_fd), "--key-fd", str(key_read), "--limits", limits.to_json()]
         if bench and m.can_bench:
             argv += ["--bench", "--bench-seed", str(seed)]
         channel = bytearray()
@@ -147,12 +185,16 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
             del printed[:-200_000]
 
         try:
-            box.start(argv, _child_env(workdir, m, env), pass_fds=[write_fd])
+            box.start(argv, _child_env(workdir, m, env), pass_fds=[write_fd, key_read])
         finally:
             os.close(write_fd)
+            os.close(key_read)
         try:
             assert box.proc is not None and box.proc.stdout is not None
             fin = box.supervise({box.proc.stdout.fileno(): on_output, read_fd: on_channel})
+        except BaseException:  # Ctrl-C (or any error) here: the run's whole tree goes with it
+            box.kill()
+            raise
         finally:
             os.close(read_fd)
         on_output(b"\n")
@@ -160,7 +202,7 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
         shutil.rmtree(workdir, ignore_errors=True)
     out = judge(spec, m, cases, inputs, bytes(channel), timed_out=fin.timed_out, returncode=fin.returncode,
                 stage=stage[0], printed=printed.decode("utf-8", "replace"), timeout=timeout, seconds=fin.seconds,
-                overflow=overflow[0])
+                overflow=overflow[0], key=key)
     out.isolation = f"{box.isolation.describe()}; limits: {limits.describe()}"
     if out.result and out.result.get("limits_not_applied"):
         out.isolation += f" (not applied here: {', '.join(out.result['limits_not_applied'])})"

@@ -17,11 +17,19 @@ Levels, strongest first (``Isolation.level`` says which one a run got, and every
 At both levels the child limits itself before it loads any learner code (``apply_limits``: address
 space, processes, file size, CPU time; no new privileges; it dies with its parent), the time limit is
 wall-clock for the whole tree, and a grader running as root runs the code as ``nobody`` when that user
-can read the Python installation (else as root, and the report says so). ``TKLAB_SANDBOX=process``
+can read the Python installation; where it cannot (Python under ``/root``), bubblewrap lays empty folders
+over what keeps ``nobody`` out, binds back only Python, and the child drops to ``nobody`` itself first
+thing (``drop_privileges``), so the run is unprivileged outside the sandbox too; without bubblewrap it
+runs as root, and the report says so. ``TKLAB_SANDBOX=process``
 forces the weaker level (for debugging a sandbox problem).
 
+Grading a class needs more than a learner's own check: ``grading_problem()`` says why this machine's
+isolation would let learner code reach the grader (root without a user to drop to, or the grader's own
+user without bubblewrap), for ``grade`` to refuse.
+
 Public API: ``Limits``, ``Isolation``, ``Sandbox``, ``Finished``, ``apply_limits(limits)``,
-``isolation(gpu=False)``, ``limits_for(limits)``.
+``isolation(gpu=False)``, ``limits_for(limits)``, ``grading_problem(gpu=False)``, ``adopt_orphans(on=True)``,
+``drop_privileges()`` (the child's first step).
 """
 
 from __future__ import annotations
@@ -175,22 +183,113 @@ def _run_user() -> tuple[tuple[int, int] | None, str, tuple[str, ...]]:
     return ids, f"{_UNPRIVILEGED} (uid {ids[0]})", ()
 
 
-def _bwrap_user_args() -> list[str]:
-    """A root grader that cannot hand the run to ``nobody`` still runs it as uid 65534 without capabilities
-    inside the sandbox's user namespace."""
-    return ["--unshare-user", "--uid", "65534", "--gid", "65534"] if os.getuid() == 0 and not _run_user()[0] else []
+#: Environment variable telling the child to drop to ``uid:gid`` first thing (set inside bubblewrap only).
+DROP_VAR = "TKLAB_SANDBOX_DROP"
+_NAMESPACES = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+
+
+def _python_paths() -> set[Path]:
+    """What the child's Python needs to read: the installation, the package, ``sys.path``."""
+    return {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                                        Path(sys.executable).resolve().parent, _PACKAGE_PARENT, *sys.path)
+            if p and Path(p).is_absolute() and Path(p).exists()}
+
+
+def _closed_folders(paths: set[Path]) -> list[Path]:
+    """The folders above ``paths`` that keep other users out (no o+x, e.g. ``/root``), outermost only."""
+    found = set()
+    for p in paths:
+        for a in reversed([*p.parents, p][:-1] if p.is_file() else [*p.parents]):
+            if a != Path("/") and not _reachable_by_others(a):
+                found.add(a)
+                break
+    return sorted(found)
 
 
 @functools.cache
-def _bwrap_works() -> str | None:
+def _drop_inside() -> tuple[int, int] | None:
+    """A root grader whose ``nobody`` cannot read this Python (it sits under ``/root``, say): bubblewrap, run
+    as root without a user namespace, lays an empty folder over each closed folder, binds back read-only
+    only what Python needs, and the child drops to ``nobody`` itself before it reads anything of the
+    learner's. Then the run is unprivileged outside the sandbox too (a user namespace mapping uid 65534 to
+    the caller would leave it root outside). None where that does not apply."""
+    if os.getuid() != 0 or _run_user()[0] is not None:
+        return None
+    return _unprivileged_ids()
+
+
+def _bwrap_overlays() -> list[str]:
+    """The folders that keep ``nobody`` out, as empty tmpfs, with what Python needs bound back (``_drop_inside``)."""
+    if _drop_inside() is None:
+        return []
+    needed = _python_paths()
+    out: list[str] = []
+    for closed in _closed_folders(needed):
+        out += ["--perms", "0755", "--tmpfs", str(closed)]
+        inside = sorted(p for p in needed if closed in p.parents)
+        made: set[Path] = set()
+        for p in inside:
+            if not any(q in p.parents for q in inside):
+                for d in reversed(p.parents):  # the folders on the way, readable by others (bwrap makes them 0700)
+                    if closed in d.parents and d not in made:
+                        made.add(d)
+                        out += ["--perms", "0755", "--dir", str(d)]
+                out += ["--ro-bind", str(p), str(p)]
+    return out
+
+
+def _bwrap_user_args() -> list[str]:
+    """Namespaces and user: a root grader that can hand the run to ``nobody`` (or an ordinary user) gets
+    every namespace; a root grader whose ``nobody`` cannot read Python has the child drop to it inside
+    (``_drop_inside``; no user namespace, where uid 65534 could not exist); without ``nobody`` at all the run
+    is uid 65534 inside a user namespace (root outside, and the report says so)."""
+    if os.getuid() == 0 and not _run_user()[0]:
+        ids = _drop_inside()
+        if ids is not None:
+            return [*_NAMESPACES, "--setenv", DROP_VAR, f"{ids[0]}:{ids[1]}"]
+        return ["--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534"]
+    return ["--unshare-all"]
+
+
+def drop_privileges() -> None:
+    """In the child, first thing: become the user ``DROP_VAR`` names (root inside bubblewrap only)."""
+    want = os.environ.pop(DROP_VAR, "")
+    if not want or os.getuid() != 0:
+        return
+    uid, gid = (int(x) for x in want.split(":"))
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise SystemExit("could not drop privileges")
+
+
+@functools.cache
+def _bwrap_probe() -> str | None:
     """The bwrap path if it can start a sandbox here (user namespaces may be switched off), else None."""
     exe = shutil.which("bwrap")
     if exe is None:
         return None
-    ok = _probe([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-                 *_bwrap_user_args(), "--die-with-parent", "--new-session", sys.executable, "-c",
-                 "import numpy, tklab.grading.child"], _run_user()[0])
+    check = "import numpy, tklab.grading.child"
+    if _drop_inside() is not None:
+        check = ("import os; from tklab.grading.sandbox import drop_privileges; drop_privileges(); "
+                 "assert os.getuid() != 0; import numpy, tklab.grading.child")
+    ok = _probe([exe, "--ro-bind", "/", "/", *_bwrap_overlays(), "--dev", "/dev", "--proc", "/proc",
+                 *_bwrap_user_args(), "--die-with-parent", "--new-session", sys.executable, "-c", check],
+                _run_user()[0])
     return exe if ok else None
+
+
+def _bwrap_works() -> str | None:
+    """``_bwrap_probe()``, probed again when the bwrap it found has since been removed (a long lab session)."""
+    exe = _bwrap_probe()
+    if exe is not None and not os.access(exe, os.X_OK):
+        _bwrap_probe.cache_clear()
+        exe = _bwrap_probe()
+    return exe
+
+
+_bwrap_works.cache_clear = _bwrap_probe.cache_clear  # type: ignore[attr-defined]  # tests reset it by this name
 
 
 def isolation(gpu: bool = False) -> Isolation:
@@ -200,8 +299,12 @@ def isolation(gpu: bool = False) -> Isolation:
     if forced not in ("", "process", "bubblewrap"):
         notes += (f"TKLAB_SANDBOX={forced!r} is not 'process' or 'bubblewrap'; ignored",)
     if forced != "process" and _bwrap_works():
-        if _bwrap_user_args():
-            user = "uid 65534 without capabilities inside the sandbox (root outside it)"
+        if os.getuid() == 0 and not ids:
+            if _drop_inside() is not None:
+                user = f"{_UNPRIVILEGED} (uid {_drop_inside()[0]}), dropped to inside the sandbox"  # type: ignore[index]
+                notes = tuple(n for n in notes if "cannot read" not in n)
+            else:
+                user = "uid 65534 without capabilities inside the sandbox (root outside it)"
         return Isolation("bubblewrap", user, notes)
     if forced == "bubblewrap":
         notes += ("TKLAB_SANDBOX=bubblewrap, but bwrap is missing or cannot start a sandbox here",)
@@ -212,10 +315,32 @@ def isolation(gpu: bool = False) -> Isolation:
     return Isolation("process", user, notes)
 
 
+def grading_problem(gpu: bool = False) -> str | None:
+    """Why grading a class here would let learner code reach the grader (None: the isolation holds).
+
+    Grading refuses (unless told otherwise) when the code would run as root, or as the grader's own user
+    without bubblewrap: then it could write the grader's files, the compile cache and the sheets, read
+    what the grader can, and print it into an error message that lands in a sheet."""
+    iso = isolation(gpu)
+    ids = _run_user()[0]
+    if os.getuid() == 0 and ids is None and iso.level == "bubblewrap" and _drop_inside() is not None:
+        return None
+    if os.getuid() == 0 and ids is None:
+        where = "inside bubblewrap, but root outside it" if iso.level == "bubblewrap" else "without a sandbox"
+        why = next((n for n in iso.notes if "cannot read" in n or "no user" in n), "")
+        return (f"learner code would run as root ({where}){': ' + why if why else ''}; make the Python installation "
+                f"readable by {_UNPRIVILEGED!r} (or grade as an ordinary user with bubblewrap installed)")
+    if iso.level == "process" and ids is None:
+        return ("no bubblewrap here, so learner code would run as you, able to write your files, the compile cache "
+                "and the sheets: install bubblewrap (`apt install bubblewrap`) or grade as root with a readable "
+                f"Python installation (the code then runs as {_UNPRIVILEGED!r})")
+    return None
+
+
 def limits_for(limits: Limits) -> Limits:
     """``limits`` as this machine can apply them: a process count only for a user of the run's own (the
     limit counts every process of the user, so for the grader's user it would count the grader's too)."""
-    if _run_user()[0] is None:
+    if _run_user()[0] is None and not (_drop_inside() is not None and isolation().level == "bubblewrap"):
         return Limits(limits.wall_seconds, limits.memory, 0, limits.file_size, limits.cpu_seconds)
     return limits
 
@@ -255,10 +380,40 @@ def _has_token(pid: int, token: bytes) -> bool:
         return False
 
 
-def _run_processes(root: int, token: bytes, *, descendants: bool = True) -> dict[int, int]:
+_PR_SET_CHILD_SUBREAPER = 36
+_adopting = False
+
+
+def adopt_orphans(on: bool = True) -> bool:
+    """Make this process the reaper of its descendants' orphans (Linux ``PR_SET_CHILD_SUBREAPER``), so a
+    daemon a run leaves behind (double fork, ``setsid``, cleared environment) becomes this process's child
+    and dies with the run at the ``process`` level too. For a process that does nothing but check (``python
+    -m tklab.grading.check``, which ``grade`` and ``nbgrade`` start): every child of it that appears during a
+    run, other than the run itself, is taken for the run's. Returns whether it is on."""
+    global _adopting
+    try:
+        ok = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0
+    except (AttributeError, OSError):
+        ok = False
+    _adopting = bool(on and ok)
+    return _adopting
+
+
+def _children_of(pid: int) -> set[int]:
+    out = set()
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and (st := _stat(int(entry))) is not None and st[0] == pid:
+                out.add(int(entry))
+    return out
+
+
+def _run_processes(root: int, token: bytes, *, descendants: bool = True,
+                   known_children: set[int] | None = None) -> dict[int, int]:
     """{pid: starttime} of the run's processes: descendants of ``root`` (only while ``root`` is not yet
     reaped: afterwards its number may belong to someone else), its session and group (a number in use as
-    a session or group id is never handed out again), and token bearers."""
+    a session or group id is never handed out again), and token bearers; with ``known_children`` (this
+    process adopts orphans), also every child of this process not in it, and their descendants."""
     table: dict[int, tuple[int, int, int, int]] = {}
     try:
         entries = os.listdir("/proc")
@@ -273,14 +428,17 @@ def _run_processes(root: int, token: bytes, *, descendants: bool = True) -> dict
     for pid, (ppid, *_rest) in table.items():
         children.setdefault(ppid, []).append(pid)
     found: set[int] = set()
-    stack = [root] if descendants else []
+    me = os.getpid()
+    adopted = [] if known_children is None else [p for p in children.get(me, []) if p != root
+                                                 and p not in known_children]
+    found.update(adopted)
+    stack = ([root] if descendants else []) + adopted
     while stack:
         pid = stack.pop()
         for child in children.get(pid, []):
             if child not in found:
                 found.add(child)
                 stack.append(child)
-    me = os.getpid()
     for pid, (_ppid, pgrp, sid, _start) in table.items():
         if pid == me:
             continue
@@ -307,11 +465,13 @@ class Sandbox:
         self.token = uuid.uuid4().hex
         self.proc: subprocess.Popen[bytes] | None = None
         self._seen: dict[int, int] = {}
+        self._known: set[int] | None = None
 
     # -- setup ---------------------------------------------------------------------------------------
     def hand_over(self) -> None:
         """Give the working folder to the user the code runs as (after the parent has written into it)."""
-        ids = _run_user()[0] if self.confine else None
+        ids = (_run_user()[0] or (_drop_inside() if self.isolation.level == "bubblewrap" else None)) \
+            if self.confine else None
         if ids is None:
             return
         for dirpath, dirnames, filenames in os.walk(self.workdir):
@@ -331,12 +491,12 @@ class Sandbox:
                   if p and Path(p).is_absolute() and Path(p).exists()}
         under_tmp = sorted(p for p in needed if tmp in p.parents and Path(work) not in (p, *p.parents))
         binds = [p for p in under_tmp if not any(q in p.parents for q in under_tmp)]
-        out = [exe, "--ro-bind", "/", "/", "--proc", "/proc"]
+        out = [exe, "--ro-bind", "/", "/", *_bwrap_overlays(), "--proc", "/proc"]
         out += ["--dev-bind", "/dev", "/dev"] if self.gpu else ["--dev", "/dev"]
         out += ["--tmpfs", "/tmp"]
         for b in binds:
             out += ["--ro-bind", str(b), str(b)]
-        as_other = _run_user()[0] is not None
+        as_other = _run_user()[0] is not None or _drop_inside() is not None
         for h in self.hide:
             if as_other and not _reachable_by_others(h):
                 continue  # the run's user cannot get there anyway (and bwrap, as that user, could not mount it)
@@ -344,7 +504,7 @@ class Sandbox:
                 continue  # under /tmp and not bound back: hidden already
             if h.is_dir() and not any(k == h or h in k.parents for k in keep):
                 out += ["--tmpfs", str(h)]
-        out += ["--bind", work, work, "--chdir", work, "--unshare-all", *_bwrap_user_args(), "--die-with-parent",
+        out += ["--bind", work, work, "--chdir", work, *_bwrap_user_args(), "--die-with-parent",
                 "--new-session", "--setenv", TOKEN_VAR, self.token]
         return out + list(argv)
 
@@ -358,6 +518,7 @@ class Sandbox:
         if ids is not None:
             kwargs.update(user=ids[0], group=ids[1], extra_groups=[])
         self.started = time.monotonic()
+        self._known = _children_of(os.getpid()) if _adopting else None
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env, cwd=self.workdir, start_new_session=True,
                                      pass_fds=tuple(pass_fds), **kwargs)
@@ -391,7 +552,7 @@ class Sandbox:
                 timed_out = True
                 break
             if now - last_scan > 0.25 and self.isolation.level == "process" and exited_at is None:
-                self._seen.update(_run_processes(self.proc.pid, token))
+                self._seen.update(_run_processes(self.proc.pid, token, known_children=self._known))
                 last_scan = now
             limit = min(deadline, exited_at + grace if exited_at is not None else deadline)
             for key, _ in sel.select(timeout=max(0.0, min(0.1, limit - now))):
@@ -430,7 +591,8 @@ class Sandbox:
         killed = 0
         for _ in range(50):
             alive = dict(self._seen)
-            alive.update(_run_processes(self.proc.pid, token, descendants=self.proc.returncode is None))
+            alive.update(_run_processes(self.proc.pid, token, descendants=self.proc.returncode is None,
+                                        known_children=self._known))
             alive = {p: s for p, s in alive.items() if (st := _stat(p)) is not None and st[3] == s
                      and p != self.proc.pid}
             if self.proc.poll() is None:
@@ -446,6 +608,10 @@ class Sandbox:
             time.sleep(0.02)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+        if self._known is not None:  # adopted orphans we killed: reap them (no zombies), by number only
+            for pid in _children_of(os.getpid()) - self._known - {self.proc.pid}:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, os.WNOHANG)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         return killed

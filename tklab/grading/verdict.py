@@ -63,7 +63,12 @@ class CheckResult:
     notes: list[str] = field(default_factory=list)
     established: str = Evidence.NOT_ESTABLISHED.value  # how the output was judged (right or wrong): an Evidence value
     isolation: str = ""  # how the run was isolated (tklab.grading.sandbox), when there was a run
+    cases_run: int = 0  # shapes the run covered, when some were left to a GPU (CPU emulation) ...
+    cases_total: int = 0  # ... out of these (0: the run covered every case the exercise has)
+    floors: list[StaticResult] = field(default_factory=list)  # the chapter's concept floors, judged on the run
+    hazards: StaticResult | None = None  # a GPU check's second opinion: the emulator's hazard analysis
     hint: str = ""  # on FAILED: the exercise's level-1 hint (tklab.grading.hints), the concept without the line
+    caveat: str = ""  # what a PASSED rests on when not everything ran here (e.g. "on the CPU emulator; ...")
 
     # ---- numbers ----
     @property
@@ -80,8 +85,34 @@ class CheckResult:
         return all(s.ok for s in self.static)
 
     @property
+    def judged_ok(self) -> bool:
+        """The concept floors and the emulator's hazard analysis (where they ran) found nothing wrong."""
+        return all(f.ok for f in self.floors) and (self.hazards is None or self.hazards.ok)
+
+    @property
+    def partial(self) -> bool:
+        """The run covered only some of the exercise's cases (the rest need a GPU)."""
+        return 0 < self.cases_run < self.cases_total
+
+    @property
     def verdict(self) -> str:
+        if self.passed and self.partial:
+            return f"PASSED on {self.cases_run} of {self.cases_total} cases; the rest need a GPU"
         return {True: "PASSED", False: "FAILED", None: "NOT VERIFIED"}[self.passed]
+
+    @property
+    def evidence(self) -> str:
+        """Which evidence established the verdict, in words (the report's "evidence" row)."""
+        how = {"gpu": f"the run on {self.run_where or 'the GPU'}", "simulator": "the run in numba's CUDA simulator",
+               "cpu-emulation": "the run on the CPU emulator"}.get(self.established)
+        if how is None:
+            return ""
+        parts = [how]
+        if self.hazards is not None:
+            parts.append("the CPU emulator's hazard analysis of one small case")
+        if self.floors:
+            parts.append("the concept floors (" + ", ".join(f.name for f in self.floors) + ")")
+        return " + ".join(parts)
 
     @property
     def checked(self) -> list[str]:
@@ -98,6 +129,8 @@ class CheckResult:
                    "cpu": "on the CPU"}.get(self.established, self.established)
             out.append(f"its output {'is right' if self.run_status == 'ok' else 'is wrong'}, run {how} on fresh "
                        "random inputs and compared by the checker")
+        if self.hazards is not None and self.hazards.ok:
+            out.append("no hazard in the CPU emulator's analysis of a small case")
         if self.speed_ratio is not None:
             out.append("its speed against the library")
         return out
@@ -131,11 +164,16 @@ class CheckResult:
             return _mismatch_line(self.mismatch)
         if failed:
             return f"{failed[0].name}: {failed[0].detail}"
+        if self.hazards is not None and not self.hazards.ok:
+            return f"{self.hazards.name}: {self.hazards.detail}"
+        floor = next((f for f in self.floors if not f.ok), None)
+        if floor is not None:
+            return f"{floor.name}: {floor.detail}"
         if self.passed is None:
             return "static checks passed; correctness not established: " + (
                 "the run was not asked for" if self.run_message.startswith("not asked")
                 else "running it needs a GPU" if self.run_status == "not run" else self.run_message)
-        line = "correct"
+        line = f"correct ({self.caveat})" if self.caveat else "correct"
         if self.speed_ratio is not None:
             line += f"; {self.speed_ratio:.2f}× {self.speed['baseline']}"
             if self.speed_target is not None:
@@ -156,8 +194,13 @@ class CheckResult:
             mark = {"ok": ok, "not run": dot, "skipped": dot}.get(self.run_status, bad)
             rows.append(Row(mark, "run" + (f" on {self.run_where}" if self.run_where else ""), self.run_message,
                             _mismatch_lines(self.mismatch) if self.mismatch else []))
+            if self.hazards is not None:
+                rows.append(Row(ok if self.hazards.ok else bad, self.hazards.name, self.hazards.detail))
+            rows += [Row(ok if f.ok else bad, f.name, f.detail) for f in self.floors]
             if self.speed:
                 rows.append(_speed_row(self.speed))
+            if self.evidence and self.passed is not None:
+                rows.append(Row(dot, "evidence", self.evidence))
             if self.isolation:
                 rows.append(Row(dot, "isolation", self.isolation))
         rows += [Row(dot, "note", n) for n in self.notes]
@@ -175,7 +218,7 @@ class CheckResult:
         for r in self.rows():
             out.append(f"  {r.mark} {r.label}" + (f": {r.detail}" if r.detail or r.block else ""))
             out += ["      " + ln for ln in r.block]
-        reason = "" if self.passed else f": {self.summary}"
+        reason = (f" ({self.caveat})" if self.caveat else "") if self.passed else f": {self.summary}"
         out.append(f"{self.verdict}{reason}")
         return out
 
@@ -191,14 +234,16 @@ class CheckResult:
             f"<td style='text-align:left'>{html.escape(r.detail)}"
             + (f"<pre>{html.escape(chr(10).join(r.block))}</pre>" if r.block else "") + "</td></tr>"
             for r in self.rows())
-        reason = "" if self.passed else ": " + html.escape(self.summary)
+        reason = ((f" ({html.escape(self.caveat)})" if self.caveat else "") if self.passed
+                  else ": " + html.escape(self.summary))
         return (f"<div><b>{html.escape(self.exercise)}</b> · {html.escape(self.title)} · "
                 f"<code>{html.escape(self.path)}</code><table>{body}</table>"
                 f"<b style='color:{colour}'>{self.verdict}</b>{reason}</div>")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(verdict=self.verdict, summary=self.summary, speed_ratio=self.speed_ratio, checked=self.checked,
+        d.update(verdict=self.verdict, summary=self.summary, evidence=self.evidence, speed_ratio=self.speed_ratio,
+                 checked=self.checked,
                  unchecked=self.unchecked)
         return d
 
@@ -218,8 +263,15 @@ def _mismatch_line(m: dict[str, Any]) -> str:
     if "reason" in m:
         return f"wrong result ({where}): {m['reason']}"
     unwritten = f", {m['unwritten']} never written" if m.get("unwritten") else ""
-    return (f"wrong result ({where}): {m['wrong']} of {m['total']} elements of {m['output']} wrong{unwritten}; "
-            f"first {_index(m['output'], m['index'])} = {_fmt(m['got'])}, expected {_fmt(m['expected'])}")
+    return (f"wrong result ({where}): {m['wrong']} of {m['total']} elements of {m['output']} wrong{unwritten}"
+            f"{_rms_text(m)}; first {_index(m['output'], m['index'])} = {_fmt(m['got'])}, "
+            f"expected {_fmt(m['expected'])}")
+
+
+def _rms_text(m: dict[str, Any]) -> str:
+    if m.get("rms_bound") is None or m.get("relative_rms") is None:
+        return ""
+    return f" (relative RMS error {m['relative_rms']:.2g}, at most {m['rms_bound']:.2g} allowed)"
 
 
 def _mismatch_lines(m: dict[str, Any]) -> list[str]:
@@ -228,7 +280,7 @@ def _mismatch_lines(m: dict[str, Any]) -> list[str]:
         return [m["reason"]]
     name = m["output"]
     lines = [f"{m['wrong']} of {m['total']} elements of {name} are wrong"
-             + (f" ({m['unwritten']} never written: still NaN)" if m.get("unwritten") else "")
+             + (f" ({m['unwritten']} never written: still NaN)" if m.get("unwritten") else "") + _rms_text(m)
              + f"; the first is {_index(name, m['index'])}: got {_fmt(m['got'])}, expected {_fmt(m['expected'])}"]
     w = m.get("window")
     if not w:

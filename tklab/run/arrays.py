@@ -7,16 +7,21 @@
   nearest even bf16, as the hardware's ``cvt.rn.bf16.f32`` does; ``bf16_to_float32`` is exact.
   Why not ``ml_dtypes`` or torch: neither is a dependency of what the course installs (torch is an
   optional baseline), and the conversion is three lines of integer arithmetic on either library.
-- ``isclose(got, expected, rtol, atol)``: ``|got - expected| <= atol + rtol·|expected|`` element-wise,
-  NaN never close (an output element the kernel never wrote stays NaN and must fail), through the
-  owning library's ``isclose`` (NumPy, CuPy or torch): every check in the course uses this one rule.
+- ``isclose(got, expected, rtol, atol, rms=None)``: ``|got - expected| <= atol + rtol·|expected|``
+  element-wise, NaN never close (an output element the kernel never wrote stays NaN and must fail),
+  through the owning library's ``isclose`` (NumPy, CuPy or torch): every check in the course uses this
+  one rule. With ``rms`` (for outputs whose values are small, where an absolute 2e-2 would pass a wrong
+  answer): ``atol`` is in units of the expected output's RMS, and the relative RMS error
+  ``‖got - expected‖ / ‖expected‖`` must also stay within ``rms``; when it does not, the elements whose
+  error exceeds ``rms`` × RMS(expected) are the ones reported as not close (there always is one then).
 
 Public API: ``array_module``, ``to_bf16_bits``, ``bf16_to_float32``, ``as_values``, ``bf16_random``,
-``BF16_NAN``, ``poisoned``, ``isclose``.
+``BF16_NAN``, ``poisoned``, ``isclose``, ``relative_rms``.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -69,14 +74,40 @@ def bf16_random(shape: tuple[int, ...], rng: Any = None) -> Any:
     return to_bf16_bits(rng.uniform(-1, 1, shape, dtype=cp.float32))
 
 
-def isclose(got: Any, expected: Any, rtol: float, atol: float) -> Any:
+def _rms(xp: Any, x: Any) -> float:
+    finite = x[xp.isfinite(x)]
+    return float(xp.sqrt(xp.mean(finite * finite))) if finite.shape[0] else 0.0
+
+
+def relative_rms(got: Any, expected: Any) -> float:
+    """``‖got - expected‖ / ‖expected‖`` over the elements where both are finite (NaN: ``isclose`` fails them)."""
+    g, e, xp = _as64(got, expected)
+    both = xp.isfinite(g) & xp.isfinite(e)
+    d, ref = (g - e)[both], e[both]
+    norm = float(xp.sqrt(xp.sum(ref * ref)))
+    err = float(xp.sqrt(xp.sum(d * d)))
+    return err / norm if norm > 0 else (0.0 if err == 0 else math.inf)
+
+
+def _as64(got: Any, expected: Any) -> tuple[Any, Any, Any]:
+    if hasattr(got, "data_ptr") and hasattr(got, "double"):  # torch: compared through NumPy-like calls
+        import torch
+
+        return got.double(), expected.double(), torch
+    xp = array_module(got)
+    return xp.asarray(got, dtype=xp.float64), xp.asarray(expected, dtype=xp.float64), xp
+
+
+def isclose(got: Any, expected: Any, rtol: float, atol: float, rms: float | None = None) -> Any:
     """Element-wise ``|got - expected| <= atol + rtol·|expected|``; NaN is never close (see the module doc).
+    With ``rms``: ``atol`` counts in RMS(expected), and a relative RMS error above ``rms`` fails the
+    elements whose error exceeds ``rms`` × RMS(expected).
 
     ``got`` and ``expected`` belong to one library (NumPy, CuPy or torch) and are compared in float64.
     """
-    if hasattr(got, "data_ptr") and hasattr(got, "double"):  # torch
-        import torch
-
-        return torch.isclose(got.double(), expected.double(), rtol=rtol, atol=atol)
-    xp = array_module(got)
-    return xp.isclose(xp.asarray(got, dtype=xp.float64), xp.asarray(expected, dtype=xp.float64), rtol=rtol, atol=atol)
+    g, e, xp = _as64(got, expected)
+    scale = _rms(xp, e) if rms is not None else 1.0
+    close = xp.isclose(g, e, rtol=rtol, atol=atol * scale)
+    if rms is not None and relative_rms(g, e) > rms:
+        close = close & ~(xp.abs(g - e) > rms * scale)
+    return close

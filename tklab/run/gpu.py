@@ -4,7 +4,13 @@ tklab shares the device's *primary* context with CuPy and PyTorch, so arrays the
 passed straight to our kernels. ``TKLAB_NO_GPU=1`` pretends there is no GPU (useful to preview what a
 learner without one sees).
 
-Public API: ``available()``, ``arch()``, ``name()``, ``properties()``, ``context()``, ``check(result)``.
+Which kernels this GPU can run is decided here too (``runs(needed)``, ``why_not(needed)``): a kernel built
+for ``sm_80`` runs on any GPU from sm_80 on, one built for ``sm_90a`` (wgmma, setmaxnreg: features of that
+one architecture) only on sm_90. The course's chapters and exercises name what they need; the check and the
+doctor ask here.
+
+Public API: ``available()``, ``arch()``, ``name()``, ``properties()``, ``context()``, ``check(result)``,
+``capability(arch)``, ``runs(needed)``, ``why_not(needed)``.
 """
 
 from __future__ import annotations
@@ -113,6 +119,39 @@ def arch() -> str:
     p = properties()
     suffix = "a" if (p.major, p.minor) == (9, 0) else ""
     return f"sm_{p.major}{p.minor}{suffix}"
+
+
+def capability(arch: str) -> int:
+    """``"sm_90a"`` → 90, ``"sm_75"`` → 75, ``"compute_80"`` → 80."""
+    digits = "".join(ch for ch in arch.split("_", 1)[-1] if ch.isdigit())
+    if not digits:
+        raise ValueError(f"{arch!r} is not a CUDA architecture such as 'sm_80' or 'sm_90a'")
+    return int(digits)
+
+
+def why_not(needed: str) -> str | None:
+    """Why this machine's GPU cannot run a kernel built for ``needed`` (a sentence), or None when it can.
+
+    ``sm_XY`` runs on every GPU of capability XY or newer; ``sm_XYa`` (architecture-specific features such
+    as wgmma) only on capability XY itself: an sm_90a kernel does not run on a Blackwell GPU either.
+    """
+    if not available():
+        return "this machine has no NVIDIA GPU"
+    have = arch()
+    need, cap = capability(needed), capability(have)
+    if needed.endswith("a"):
+        if cap != need:
+            return (f"this GPU ({name()}, {have}) lacks the sm_{need} instructions it uses (wgmma, TMA, setmaxnreg "
+                    f"exist on sm_{need} only: an H100/H200)")
+        return None
+    if cap < need:
+        return f"this GPU ({name()}, {have}) is older than the sm_{need} it needs"
+    return None
+
+
+def runs(needed: str) -> bool:
+    """True when this machine's GPU can run a kernel built for ``needed`` (see ``why_not``)."""
+    return why_not(needed) is None
 
 
 @functools.cache

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..course import attention
 from ..models import schedules
-from .draw import _svg, _text
+from .draw import _svg, _text, text_width
 
 COLORS = {attention.FULL: "#4e79a7", attention.MASKED: "#f28e2b", attention.SKIPPED: "#e6e6e6"}
 NAMES = {attention.FULL: "computed", attention.MASKED: "computed, partly masked", attention.SKIPPED: "skipped"}
@@ -30,14 +30,28 @@ def block_stats(seq: int, block_rows: int, block_keys: int, causal: bool) -> dic
 
 
 def block_map_svg(seq: int, block_rows: int, block_keys: int, causal: bool, *, max_side: int = 420) -> str:
-    """Query blocks down, key blocks across; each cell coloured by what the kernel does with it."""
+    """Query blocks down, key blocks across; each cell coloured by what the kernel does with it. The drawing
+    is as wide as its widest text, so a narrow grid (long blocks, short sequences) never clips the words."""
     m = attention.block_map(seq, block_rows, block_keys, causal)
     nq, nk = m.shape
     cell = max(3, min(28, max_side // max(nq, nk)))
     left, top = 60, 36
-    w, h = left + nk * cell + 10, top + nq * cell + 64
-    body = [_text(left + nk * cell / 2, 14, f"seq {seq}: {nq} query blocks of {block_rows} rows × {nk} key "
-                  f"blocks of {block_keys}{', causal' if causal else ''}", size=11),
+    s = block_stats(seq, block_rows, block_keys, causal)
+    title = (f"seq {seq}: {nq} query blocks of {block_rows} rows × {nk} key blocks of {block_keys}"
+             f"{', causal' if causal else ''}")
+    legend = [(v, f"{NAMES[v]}: {s[k]}") for v, k in ((attention.FULL, "full"), (attention.MASKED, "masked"),
+                                                      (attention.SKIPPED, "skipped"))]
+    ratio = s["naive_hbm"] / s["flash_hbm"]
+    footer = [f"device memory, one head, d = 128: naive {s['naive_hbm'] / 1e6:.1f} MB (S and P written and read),",
+              f"FlashAttention {s['flash_hbm'] / 1e6:.2f} MB ({ratio:.0f}× less); from L2 into the SMs: "
+              f"{s['flash_l2'] / 1e6:.1f} MB",
+              "(each visited key block's K and V, once per query block)"]
+    legend_w = sum(14 + text_width(label) + 12 for _, label in legend)
+    w = int(max(left + nk * cell + 10, 16 + text_width(title, 11), left + legend_w,
+                left + max(text_width(line) for line in footer) + 10, left + text_width("key blocks →") + 10))
+    h = top + nq * cell + 84
+    body = [_text(w / 2, 14, title, size=11),
+            _text(left, 28, "key blocks →", size=10, anchor="start") if nk * cell < 80 else
             _text(left + nk * cell / 2, 28, "key blocks →", size=10),
             _text(left - 6, top + nq * cell / 2, "query", anchor="end", size=10)]
     for i in range(nq):
@@ -46,21 +60,14 @@ def block_map_svg(seq: int, block_rows: int, block_keys: int, causal: bool, *, m
             body.append(f'<rect class="block" data-q="{i}" data-k="{j}" data-state="{NAMES[v]}" '
                         f'x="{left + j * cell}" y="{top + i * cell}" width="{cell - 1}" height="{cell - 1}" '
                         f'fill="{COLORS[v]}"/>')
-    s = block_stats(seq, block_rows, block_keys, causal)
     y = top + nq * cell + 18
     x = left
-    for v in (attention.FULL, attention.MASKED, attention.SKIPPED):
-        n = s[{attention.FULL: "full", attention.MASKED: "masked", attention.SKIPPED: "skipped"}[v]]
+    for v, label in legend:
         body.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{COLORS[v]}"/>')
-        label = f"{NAMES[v]}: {n}"
         body.append(_text(x + 14, y, label, anchor="start", size=10))
-        x += 24 + 7 * len(label)
-    ratio = s["naive_hbm"] / s["flash_hbm"]
-    body.append(_text(left, y + 20, f"device memory, one head, d = 128: naive {s['naive_hbm'] / 1e6:.1f} MB "
-                      f"(S and P written and read), FlashAttention {s['flash_hbm'] / 1e6:.2f} MB ({ratio:.0f}× less)",
-                      anchor="start", size=10))
-    body.append(_text(left, y + 36, f"from L2 into the SMs: {s['flash_l2'] / 1e6:.1f} MB (each visited key "
-                      "block's K and V, once per query block)", anchor="start", size=10))
+        x += 14 + text_width(label) + 12
+    for k, line in enumerate(footer):
+        body.append(_text(left, y + 20 + 16 * k, line, anchor="start", size=10))
     return _svg(w, h, body)
 
 
@@ -93,50 +100,28 @@ def timeline_svg(tl: schedules.Timeline, *, scale: float | None = None, width: i
     for kind, label in legend:
         body.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{SPAN_COLORS[kind]}"/>')
         body.append(_text(x + 14, y, label, anchor="start", size=10))
-        x += 30 + 7 * len(label)
-    return _svg(int(left + tl.end * px + 20), h, body)
+        x += 30 + text_width(label)
+    title_w = left + text_width(f"{tl.schedule}: tensor cores busy 100% of {tl.end:.1f} time units", 12) + 10
+    return _svg(int(max(left + tl.end * px + 20, x + 10, title_w)), h, body)
+
+
+def block_choices() -> tuple[list[int], list[int]]:
+    """(query rows, keys) per block the explorer offers: a few small shapes and every shipped kernel's own
+    (read from ``attention.DEFAULTS``, their one home)."""
+    shipped = [attention.build(k, d) for k, per_d in attention.DEFAULTS.items() for d in per_d]
+    return (sorted({64, 128} | {b.block_rows for b in shipped}),
+            sorted({32, 64, 128} | {b.option("BC") for b in shipped}))
 
 
 def blocks_explorer(**initial: Any) -> Any:
     """Sliders for the sequence length and block shape, and a causal switch, redrawing block_map_svg."""
-    import ipywidgets as W
+    from .attention_explorer import BlocksExplorer
 
-    seq = W.IntSlider(value=initial.get("seq", 1000), min=16, max=8192, step=16, description="seq")
-    rows = W.Dropdown(options=[64, 128, 192], value=initial.get("block_rows", 128), description="query rows")
-    keys = W.Dropdown(options=[32, 64, 128, 176], value=initial.get("block_keys", 64), description="keys")
-    causal = W.Checkbox(value=initial.get("causal", True), description="causal")
-    figure = W.HTML()
-
-    def redraw(*_: Any) -> None:
-        figure.value = block_map_svg(seq.value, rows.value, keys.value, causal.value)
-
-    for w in (seq, rows, keys, causal):
-        w.observe(redraw, names="value")
-    redraw()
-    box = W.VBox([W.HBox([seq, causal]), W.HBox([rows, keys]), figure])
-    box.figure = figure  # type: ignore[attr-defined]
-    return box
+    return BlocksExplorer(**initial)
 
 
 def schedule_explorer(**initial: Any) -> Any:
     """Sliders for the softmax/product time ratio, the stagger and the latency; the three schedules."""
-    import ipywidgets as W
+    from .attention_explorer import ScheduleExplorer
 
-    softmax = W.FloatSlider(value=initial.get("softmax", 1.0), min=0.25, max=3.0, step=0.25,
-                            description="softmax / product", style={"description_width": "initial"})
-    stagger = W.FloatSlider(value=initial.get("stagger", 0.0), min=0.0, max=2.0, step=0.25, description="stagger")
-    latency = W.FloatSlider(value=initial.get("latency", 0.25), min=0.0, max=1.0, step=0.125, description="latency")
-    figure = W.HTML()
-
-    def redraw(*_: Any) -> None:
-        tls = [schedules.simulate(s, blocks=5, softmax=softmax.value, stagger=stagger.value, latency=latency.value)
-               for s in schedules.SCHEDULES]
-        scale = 600 / max(t.end for t in tls)
-        figure.value = "".join(timeline_svg(t, scale=scale) for t in tls)
-
-    for w in (softmax, stagger, latency):
-        w.observe(redraw, names="value")
-    redraw()
-    box = W.VBox([W.HBox([softmax, stagger, latency]), figure])
-    box.figure = figure  # type: ignore[attr-defined]
-    return box
+    return ScheduleExplorer(**initial)

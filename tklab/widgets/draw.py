@@ -42,6 +42,40 @@ def _text(x: float, y: float, s: str, *, anchor: str = "middle", size: int = 10,
     return f'<text x="{x:g}" y="{y:g}" font-size="{size}"{extra}>{escape(s)}</text>'
 
 
+#: Width of one character as a share of the font size: a generous estimate for the sans-serif fonts the
+#: drawings use (Helvetica/DejaVu digits are 0.55-0.64 em), so a drawing sized by it never clips its text.
+CHAR_EM = 0.64
+
+
+def text_width(s: str, size: float = 10) -> float:
+    """Estimated width of ``s`` at ``size`` (SVG units): what a drawing must leave room for."""
+    return CHAR_EM * size * len(s)
+
+
+def outside(svg: str) -> list[str]:
+    """Texts and rectangles of a drawing that reach past its viewBox (estimated text widths): [] when all fit."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(svg)
+    _, _, width, height = (float(v) for v in root.get("viewBox", "0 0 0 0").split())
+    bad = []
+    for el in root.iter():
+        tag = el.tag.rsplit("}", 1)[-1]
+        if tag == "text":
+            size = float(el.get("font-size", 10))
+            x, y, t = float(el.get("x", 0)), float(el.get("y", 0)), "".join(el.itertext())
+            w = text_width(t, size)
+            x0 = {"middle": x - w / 2, "end": x - w}.get(el.get("text-anchor", "start"), x)
+            if x0 < -0.5 or x0 + w > width + 0.5 or y - 0.8 * size < -0.5 or y + 0.25 * size > height + 0.5:
+                bad.append(f"text {t!r} at x {x0:.0f}..{x0 + w:.0f}, y {y:g} in a {width:g}x{height:g} drawing")
+        elif tag == "rect":
+            x, y = float(el.get("x", 0)), float(el.get("y", 0))
+            w, h = float(el.get("width", 0)), float(el.get("height", 0))
+            if x < -0.5 or y < -0.5 or x + w > width + 0.5 or y + h > height + 0.5:
+                bad.append(f"rect at {x:g},{y:g} size {w:g}x{h:g} in a {width:g}x{height:g} drawing")
+    return bad
+
+
 def ncu_numbers(access: banks.Access) -> dict[str, int]:
     """What Nsight Compute would report for this one instruction (per the measured model)."""
     side = "st" if access.op in ("st", "stmatrix") else "ld"
@@ -157,6 +191,7 @@ def layout_svg(frag: layouts.Fragment, *, lane: int | None = None, swizzle: str 
     if shown < cols:
         head += f"; columns 0..{shown - 1} of {cols}"
     body.append(_text(left, top - 22, head, anchor="start", size=11))
+    width = int(max(width, left + text_width(head, 11) + 8, left + text_width(title or "", 12) + 8))
     where: dict[tuple[int, int], tuple[int, int]] = {}
     for ln in range(frag.lanes):
         for i in range(frag.elements):

@@ -89,8 +89,8 @@ class BankExplorer(_StaticFallback, W.VBox):
         self.group = W.IntSlider(value=1, min=1, max=32, description="lanes / element", style=style, layout=lay())
         self.cols = W.Dropdown(options=[16, 32, 64, 128], value=64, description="tile cols (bf16)", style=style,
                                layout=lay())
-        self.padding = W.IntSlider(value=0, min=0, max=64, step=2, description="row padding (B)", style=style,
-                                   layout=lay())
+        self.padding = W.IntSlider(value=0, min=0, max=64, step=4, description="row padding (B)", style=style,
+                                   layout=lay())  # steps of the access width: every position is a valid layout
         self.column = W.IntSlider(value=0, min=0, max=63, description="column (pieces)", style=style, layout=lay())
         self.swizzle = W.Dropdown(options=list(layouts.SWIZZLE_MODES), value="none", description="swizzle",
                                   style=style, layout=lay())
@@ -110,6 +110,7 @@ class BankExplorer(_StaticFallback, W.VBox):
         for c in controls:
             c.observe(self._changed, names="value")
         self.controls = controls
+        self._fit_padding()
         super().__init__([W.HBox([W.VBox(controls[:5]), W.VBox(controls[5:])]), self.status, self.figure])
         self.update()
 
@@ -132,7 +133,17 @@ class BankExplorer(_StaticFallback, W.VBox):
         return [k for k in self.state() if k in uses]
 
     def _changed(self, _change: dict) -> None:
+        self._fit_padding()
         self.update()
+
+    def _fit_padding(self) -> None:
+        """Keep the padding slider on multiples of the access width: a row padded by less would leave the
+        wider accesses misaligned, which the model (like the hardware) refuses."""
+        width = 16 if self.instruction.value != INSTRUCTIONS[0] else self.width.value
+        if self.padding.step != width:
+            self.padding.step = width
+        if self.padding.value % width:
+            self.padding.value -= self.padding.value % width  # observed: updates once more, aligned
 
     def state(self) -> dict[str, Any]:
         """The controls' values (what a notebook prints for this widget)."""
@@ -166,7 +177,8 @@ class BankExplorer(_StaticFallback, W.VBox):
         what = acc.op + (f".x{len(acc.phases)}" if matrix else f", {acc.width} B per lane")
         ncu = "<br>".join(f"<code>{k}</code> = {v}" for k, v in ncu_numbers(acc).items())
         self.status.value = (f"<b>{acc.wavefronts} wavefront{'s' if acc.wavefronts != 1 else ''}</b> ({what}); "
-                             f"conflict-free would be {acc.ideal}.<br>ncu would report:<br>{ncu}")
+                             f"conflict-free would be {acc.ideal}.<details><summary>what Nsight Compute would "
+                             f"report (chapter 04, section 7)</summary>{ncu}</details>")
         self.figure.value = bank_svg(acc)
 
     def __repr__(self) -> str:

@@ -52,13 +52,14 @@ __device__ inline void sync() {
 }
 
 /// Count one arrival on the barrier at the same place as `bar`, in the shared memory of block `cta` of
-/// this cluster (mapa turns our address into that block's). Release semantics at cluster scope: this
-/// thread's earlier reads of shared memory are done before the other block sees the arrival.
+/// this cluster (mapa turns our address into that block's). `.release.cluster`: this thread's earlier
+/// reads of shared memory are ordered before the arrival as the other block observes it (without the
+/// qualifiers mbarrier.arrive is a release at CTA scope only: PTX ISA, mbarrier.arrive, default .scope).
 __device__ inline void arrive_remote(mbarrier& bar, int cta) {
     asm volatile(
         "{\n .reg .b32 remote;\n"
         " mapa.shared::cluster.u32 remote, %0, %1;\n"
-        " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
+        " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n"
         ::"r"(smem_u32(&bar)), "r"(cta)
         : "memory");
 }

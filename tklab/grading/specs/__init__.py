@@ -11,7 +11,8 @@ exercise fail on CPU (its stub writes nothing, touches no shared memory, issues 
 
 Public API: ``Exercise``, ``Bench``, ``Launch``, ``StaticResult``, the checks (``WritesGlobal``,
 ``UsesSharedMemory``, ``NoSpills``, ``SassHas``, ``Probe``, ``AssignsTo``), ``get(id)``,
-``find(name)``, ``all_ids()``, and input/reference helpers (``matmul_inputs``, ``uniform`` …); bf16 inputs
+``find(name)``, ``all_ids()``, the concept floor ``WgmmaOverlap``, and input/reference helpers
+(``matmul_inputs``, ``uniform`` …); bf16 inputs
 use ``tklab.run.arrays`` (``to_bf16_bits``, ``bf16_to_float32``).
 """
 
@@ -250,9 +251,53 @@ class AssignsTo:
 
 
 @dataclass(frozen=True)
+class WgmmaOverlap:
+    """A concept floor: the schedule keeps two wgmma groups in flight per warpgroup (chapter 10: S_j issued
+    while P·V_{j-1} still runs), which a right answer alone does not show.
+
+    Without a GPU: the emulator's count of wgmma groups in flight per warpgroup (``max_wgmma_groups``)
+    must reach ``min_groups``. On a GPU: the learner's time against the reference solution's, timed in the
+    same run (``reference_ratio`` = reference time / learner time) must reach ``min_reference_ratio``.
+    """
+
+    min_groups: int = 2
+    min_reference_ratio: float | None = None
+    name: str = "S_j / P·V_{j-1} overlap"
+    needs_reference: bool = True
+
+    def judge_emulated(self, facts: dict[str, Any]) -> StaticResult | None:
+        n = facts.get("max_wgmma_groups")
+        if n is None:
+            return None  # this emulator does not count them: nothing to judge
+        if n >= self.min_groups:
+            return StaticResult(self.name, True, f"up to {n} wgmma groups in flight per warpgroup")
+        return StaticResult(self.name, False, f"at most {n} wgmma group in flight per warpgroup: no overlap. Issue "
+                            "S_j = Q K_j^T and O += P V_{j-1} back to back and wait with mma_async_wait<1> for "
+                            "S_j only, so the softmax of block j runs while P V_{j-1} is still on the tensor cores")
+
+    def judge_gpu(self, speed: dict[str, Any]) -> StaticResult | None:
+        ratio = speed.get("reference_ratio")
+        if ratio is None or self.min_reference_ratio is None:
+            return None
+        detail = (f"{ratio:.2f}x the reference solution's speed, timed in the same run (at least "
+                  f"{self.min_reference_ratio:.2f}x expected)")
+        if ratio >= self.min_reference_ratio:
+            return StaticResult(self.name, True, detail)
+        return StaticResult(self.name, False, detail + ": the S_j / P V_{j-1} overlap is missing or serialised "
+                            "(issue both products, then mma_async_wait<1> for S_j only)")
+
+
+@dataclass(frozen=True)
 class Exercise:
     """One exercise. ``cases`` run on the GPU (the first is the main size, the rest are the edge shapes
-    the exercise promises, in ``shapes``); ``sim_cases`` run in numba's CUDA simulator on CPU."""
+    the exercise promises, in ``shapes``); ``sim_cases`` run in numba's CUDA simulator on CPU;
+    ``emu_cases`` run on the CPU emulator (default: the ``cases`` small enough), chosen to exercise the
+    loops (several K-slices, a ring that wraps, several tiles or key blocks, tails) and, where a
+    condition matters, data that makes it matter. Its first case is also the one small case a GPU check
+    emulates for hazards. ``by_output``: ``(rtol, atol, rms)`` for an output whose values are small, where
+    an absolute ``atol`` would pass a wrong answer: a relative-RMS bound, and ``atol`` in units of the
+    expected output's RMS (``tklab.run.arrays.isclose``); other outputs keep ``rtol``/``atol``.
+    ``floors``: what the chapter teaches beyond a right answer (``ConceptFloor``), graded on the run."""
 
     id: str
     title: str
@@ -275,6 +320,13 @@ class Exercise:
     options: tuple[str, ...] = ()
     chapter: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    emu_cases: tuple[Dims, ...] = ()
+    by_output: dict[str, tuple[float, float, float | None]] = field(default_factory=dict)
+    floors: tuple[Any, ...] = ()
+
+    def tolerance(self, output: str) -> tuple[float, float, float | None]:
+        """``(rtol, atol, rms)`` for one output, as ``tklab.run.arrays.isclose`` takes them."""
+        return self.by_output.get(output, (self.rtol, self.atol, None))
     #: What the untouched exercise (the generated stub) fails on without a GPU: (static check, words of its
     #: message). Tests derive their expectations from it, so a new exercise adds no list elsewhere.
     untouched: tuple[str, str] = ()
@@ -437,4 +489,12 @@ def copy_baseline(name: str) -> Callable[[Arrays, Dims], Callable[[], Any]]:
 
 
 def dims_text(d: Dims) -> str:
-    return ", ".join(f"{k}={v}" for k, v in d.items())
+    """A case in words: ``M=64, N=256``; an emulated case's ``tma_order`` as the order its TMA loads landed in."""
+    def one(k: str, v: int) -> str:
+        if k == "tma_order":
+            from ...emulate.exercise import TMA_ORDERS
+
+            return f"TMA loads landing {TMA_ORDERS[v].replace('_', ' ')}"
+        return f"{k}={v}"
+
+    return ", ".join(one(k, v) for k, v in d.items())

@@ -25,6 +25,7 @@ SPEC = Exercise(
     title="Naive matrix multiply in numba.cuda",
     chapter="01",
     untouched=("writes its output", "never assigns to C"),
+    arch="sm_75",  # fp32 only: runs on every GPU the course supports (T4 and newer)
     solution="solutions/ch01_naive_matmul.py",
     kernel="matmul",
     language="numba",

@@ -29,6 +29,7 @@ SPEC = Exercise(
     title="Shared-memory tiling",
     chapter="02",
     untouched=("uses shared memory", "never reads or writes shared memory"),
+    arch="sm_75",  # fp32 only: runs on every GPU the course supports (T4 and newer)
     solution="solutions/ch02_smem_tiling.cu",
     kernel="smem_matmul",
     language="cuda",

@@ -29,6 +29,7 @@ SPEC = Exercise(
     title="Register blocking with float4 loads",
     chapter="03",
     untouched=("float4 global loads", "no 128-bit global loads"),
+    arch="sm_75",  # fp32 only: runs on every GPU the course supports (T4 and newer)
     solution="solutions/ch03_register_blocking.cu",
     kernel="regblock_matmul",
     language="cuda",

@@ -94,6 +94,7 @@ SPEC = Exercise(
     title="A conflict-free transpose: swizzling shared memory",
     chapter="04",
     untouched=("conflict-free tile layout", "one-to-one"),
+    arch="sm_75",  # fp32 only: runs on every GPU the course supports (T4 and newer)
     solution="solutions/ch04_swizzle.cu",
     kernel="transpose",
     language="cuda",

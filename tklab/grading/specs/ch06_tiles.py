@@ -32,6 +32,9 @@ SPEC = Exercise(
     launch=lambda d: Launch(grid=(d["N"] // 128, d["M"] // 128), block=(128,)),
     args=matmul_args,
     cases=({"M": 1024, "N": 1024, "K": 512}, {"M": 128, "N": 128, "K": 32}, {"M": 256, "N": 384, "K": 96}),
+    # Emulated: 2 x 3 blocks with 3 K-steps first (the GPU check's hazard case: the loop and its barriers run),
+    # then one block and one step; 1024 x 1024 x 512 is left to a GPU.
+    emu_cases=({"M": 256, "N": 384, "K": 96}, {"M": 128, "N": 128, "K": 32}),
     shapes="M and N multiples of 128, K a multiple of 32",
     rtol=1e-3,
     atol=1e-3,

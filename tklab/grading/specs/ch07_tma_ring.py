@@ -50,6 +50,10 @@ SPEC = Exercise(
     # 1024²: 256 tiles over the blocks; 100 x 68: ragged tiles (TMA zero-fill, bounded stores); 3000 x 1000:
     # many tiles per block, so the ring wraps and every phase parity is used many times.
     cases=({"M": 1024, "N": 1024}, {"M": 100, "N": 68}, {"M": 1, "N": 4}, {"M": 3000, "N": 1000}),
+    # Emulated: every case (the ring wraps at 3000 x 1000: ~6 tiles per block), the wrapping one first (the
+    # GPU check's hazard case) with the TMA loads landing in reverse order.
+    emu_cases=({"M": 3000, "N": 1000, "tma_order": 1}, {"M": 1024, "N": 1024}, {"M": 100, "N": 68},
+               {"M": 1, "N": 4}, {"M": 3000, "N": 1000}),
     shapes="any M; N a multiple of 4 (TMA needs 16-byte row strides)",
     rtol=0.0,
     atol=0.0,

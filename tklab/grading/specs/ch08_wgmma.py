@@ -74,6 +74,11 @@ SPEC = Exercise(
     args=_args,
     # 1024³; one tile and one K slice; K of 5 slices with 4 stages (the ring wraps once); 3 x 2 tiles.
     cases=({"M": 1024, "N": 1024, "K": 1024}, {"M": 64, "N": 256, "K": 64}, {"M": 192, "N": 512, "K": 320}),
+    # Emulated: 3 x 2 tiles with 5 K-slices through 4 stages (the ring wraps; the accumulate flag and the C
+    # tile's coordinates matter), first with the TMA loads landing in reverse order (the GPU check's hazard
+    # case); one tile and one slice. The 1024^3 case is left to a GPU (6.6 s emulated here).
+    emu_cases=({"M": 192, "N": 512, "K": 320, "tma_order": 1}, {"M": 64, "N": 256, "K": 64},
+               {"M": 192, "N": 512, "K": 320}),
     shapes="M a multiple of 64, N of 256, K of 64",
     rtol=1e-3,
     atol=1e-3,

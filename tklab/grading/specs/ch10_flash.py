@@ -7,11 +7,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...course import attention
-from . import Arrays, Bench, Dims, Exercise, NoSpills, SassHas, StaticResult, WritesGlobal
-from .ch09_flash import CASES, expect_output, inputs, outputs, reference, sdpa_baseline
+from . import Arrays, Bench, Dims, Exercise, NoSpills, SassHas, StaticResult, WgmmaOverlap, WritesGlobal
+from .ch09_flash import CASES, O_TOLERANCE, expect_output, inputs, outputs, reference, sdpa_baseline
 from .ch09_flash import launch as _launch
 
 BUILD = attention.build("hopper", 128)
+#: The overlap floor on a GPU: the learner's kernel at least this fraction of the reference solution's speed,
+#: both timed in the same run. Issue 23 measured the loop without the overlap (mma_async_wait<0> after every
+#: product) at 0.64x cuDNN against the reference's 1.00-1.05x on the H200, i.e. about 0.62x the reference;
+#: 0.85 leaves the reference's own run-to-run noise room. To be re-measured on the H200 (bench/grading_gpu_check.sh).
+OVERLAP_RATIO = 0.85
 
 
 @dataclass(frozen=True)
@@ -54,9 +59,19 @@ SPEC = Exercise(
     launch=lambda d: _launch(d, BUILD),
     args=args,
     cases=CASES,
+    # Emulated: N = 400 causal first (the GPU check's hazard case: 4 query blocks, up to 3 blocks of 176 keys
+    # through 2 stages, so the ring wraps; the diagonal; a tail of 48), with the TMA loads landing in reverse
+    # order, then in the emulator's default order (as late as each mbarrier allows); rising scores over 3 key
+    # blocks (a tail of 48); the small and ragged shapes.
+    emu_cases=({"B": 1, "H": 1, "N": 400, "causal": 1, "tma_order": 1}, {"B": 1, "H": 1, "N": 400, "causal": 1},
+               {"B": 1, "H": 1, "N": 400, "causal": 0, "rising": 1}, {"B": 2, "H": 1, "N": 77, "causal": 0},
+               {"B": 1, "H": 1, "N": 1, "causal": 1}, {"B": 1, "H": 2, "N": 256, "causal": 1},
+               {"B": 1, "H": 2, "N": 1000, "causal": 1}),
+    floors=(WgmmaOverlap(min_groups=2, min_reference_ratio=OVERLAP_RATIO),),
     shapes="any sequence length, causal or not; d = 128; Q, K, V as [batch, heads, seq, d] bf16",
     rtol=2e-2,
     atol=2e-2,
+    by_output={"O": O_TOLERANCE},
     arch="sm_90a",
     options=BUILD.options,
     static=(

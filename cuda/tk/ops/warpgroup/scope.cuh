@@ -47,13 +47,28 @@ __device__ inline void decrease_registers() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
-/// A producer/consumer register split, checked where it is written: Producers warpgroups keeping P
-/// registers each and Consumers warpgroups taking C must fit the SM's 64K-register file, or an
-/// increase waits forever for registers nobody can give back.
+/// Registers per thread a block of `Threads` threads starts with under __launch_bounds__(Threads, 1): the
+/// 65,536-register file shared out, in the allocation unit of 8 per thread, at most 256 (ptxas's 255,
+/// rounded up to the unit). 168 at 384 threads, 128 at 512, 256 at 256.
+template <int Threads>
+inline constexpr int launch_registers = (65536 / Threads) / 8 * 8 < 256 ? (65536 / Threads) / 8 * 8 : 256;
+
+/// A producer/consumer register split, checked where it is written. setmaxnreg does not draw on the SM's
+/// whole register file: it moves registers within the pool the block was given at launch, launch
+/// registers x threads (168 x 384 = 64,512 for one producer and two consumer warpgroups, not 65,536).
+/// Producers warpgroups keeping P registers each and Consumers warpgroups taking C must fit that pool,
+/// or a consumer's increase waits forever for registers nobody can give back: the kernel hangs.
 template <int P, int C, int Consumers, int Producers = 1>
 struct register_split {
-    static_assert((Producers * P + Consumers * C) * THREADS <= 65536,
-                  "register_split: the warpgroups' registers exceed the 65536 of the register file");
+    static constexpr int threads = (Producers + Consumers) * THREADS;
+    static constexpr int pool = launch_registers<threads> * threads;  // what the block owns at launch
+    static constexpr int wanted = (Producers * P + Consumers * C) * THREADS;
+    static_assert(wanted <= pool,
+                  "register_split: the warpgroups ask for more registers than the block owns. setmaxnreg only "
+                  "moves registers inside the block's launch pool (launch registers x threads: 168 x 384 = "
+                  "64,512 for 1 producer + 2 consumers), so (Producers*P + Consumers*C) * 128 must fit it; "
+                  "otherwise a consumer's increase waits forever. Give the producer fewer (24) or the "
+                  "consumers fewer (e.g. 240 -> 232)");
     __device__ static void producer() { decrease_registers<P>(); }
     __device__ static void consumer() { increase_registers<C>(); }
 };
@@ -88,8 +103,9 @@ __device__ inline void sync_group(int g) {
 /// that sync, 128 that arrive. One token goes round: a group cannot pass twice before the next group
 /// took its turn, because passing again needs its own turn back first.
 ///   start(me)            once: the last group hands the first turn to group 0
-///   wait(me) ... pass(me) around the products; the last group skips its very last pass (final=true)
-///                        so that no arrival is left pending when the block exits
+///   wait(me) ... pass(me) around the products
+///   pass_last(me)        instead of the block's very last pass: the last group skips it, so that no
+///                        arrival is left pending when the block exits
 template <int Id, int G>
 struct turns {
     static_assert(G >= 2 && Id >= 1 && Id + G <= 16, "turns: G >= 2 groups, barrier ids Id .. Id+G-1 in 1..15");
@@ -114,6 +130,7 @@ struct turns {
     __device__ static void pass(int me, bool final = false) {
         if (!(final && me == G - 1)) arrive_at((me + 1) % G);
     }
+    __device__ static void pass_last(int me) { pass(me, true); }
 };
 
 }  // namespace tk::warpgroup

@@ -3,3 +3,4 @@
 
 #include "gl.cuh"
 #include "tile_order.cuh"
+#include "tile_scheduler.cuh"

@@ -1,0 +1,331 @@
+// GENERATED from solutions/ch11_flash_bwd.cu by `python -m tklab exercises`: fill in the TODOs.
+// Chapter 11 solution: FlashAttention backward for Hopper -- TMA, wgmma, and the forward's log-sum-exp.
+//
+// The forward kept, for every query row, L = log(sum_j exp(scale * S_ij)). That is all the backward needs
+// to rebuild the probabilities one block at a time, never the N x N matrix:
+//     P  = exp(scale * Q K^T - L)              (recomputed; exp2 with log2(e) folded in)
+//     dP = dO V^T
+//     dS = P o (dP - D),  D = rowsum(dO o O)   (D: one number per query row, from a first small kernel)
+//     dV = P^T dO,   dK = scale * dS^T Q,   dQ = scale * dS K
+// Three kernels, launched in this order (tklab/course/attention_bwd.py):
+//   flash_bwd_prep  D = rowsum(dO o O) per row, and the fp32 dQ accumulator zeroed;
+//   flash_bwd       one block per KV_BLOCK keys of one head: K and V stay in shared memory while the block
+//                   walks over every query block that sees them (all of them; under a causal mask only
+//                   those at or below the diagonal). dK and dV accumulate in registers and are written
+//                   once; dQ of a query block gets a share from every key block, so each block ADDS its
+//                   share into the fp32 accumulator, atomically (many blocks meet on one row);
+//   flash_bwd_dq    dQ = scale * accumulator, rounded to bf16.
+//
+// flash_bwd's roles (warp specialisation, as chapter 10): warpgroup 0 is the PRODUCER -- one thread loads
+// K and V once, then streams (Q, dO) of each query block into a ring of STAGES shared stages with TMA;
+// CONSUMERS warpgroups each own 64 of the block's keys and run, per query block:
+//     S  = Q K^T,  dP = dO V^T            (wgmma, both operands in shared memory, B read K-major)
+//     P, dS in registers                  (rows = this warp's 16 queries; L and D read from global)
+//     P, dS -> shared memory (bf16)       (the transposed products need them with the keys as rows)
+//     dV += P^T dO,  dK += dS^T Q         (wgmma reading A "MN-major": the transpose costs nothing)
+//     dQ share = dS K                     (A = dS from shared memory, B = K read MN-major)
+//     dQ share -> added into the fp32 accumulator, DQ_MODE 0: atomicAdd from registers, 2 per pair;
+//                 DQ_MODE 1: through shared memory, one TMA reduce-add (cp.reduce.async.bulk) per box
+// OVERLAP 1 software-pipelines that loop by one step: the next query block's S and dP groups are issued
+// before this block's P and dS are formed, so the tensor cores work through the exponentials, masks and
+// shared stores (the plain loop leaves them idle there). It costs 64 more fp32 registers per thread (a
+// second S and dP), so d = 64 only: at d = 128, where dK and dV take 128 already, ptxas spills (736 B with
+// NVRTC 13.5; 476 B even with the next S alone ahead). It needs STAGES >= 2 (the next block's stage is
+// held while this one is still read).
+// ORDER G > 0 launches one line of blocks, G (batch, head) pairs after another, and within such a group
+// the key blocks in order 0, 1, ... across its heads. Under a causal mask key block kv walks q_blocks -
+// 2 kv query blocks, so the heaviest blocks start first and the last ones to start are the lightest: the
+// tail where a few SMs finish long blocks while the rest idle shrinks. G heads at a time (not the whole
+// grid) keeps the blocks in flight on a few heads' Q and dO, which L2 then serves many times.
+// The dQ share: with DQ_SPLIT (d = 128, two consumers) consumer c computes columns [64c, 64c + 64) of
+// dQ over ALL the block's keys (both dS tiles times its panel of both K tiles): half the registers and
+// half the additions of each consumer adding 64 x 128 for its own keys (the plain way, d = 64).
+// dQ is summed over key blocks by atomic additions either way, so its last bits depend on the order
+// blocks finish: not bit-for-bit reproducible run to run (dK, dV are: each is written by one block).
+//
+// Layouts: Q, K, V, O, dO, dQ, dK, dV bf16 [batch, heads, seq, HEAD_DIM] (rank-4 TMA maps for the tiles,
+// so any strides with a contiguous last dimension; tiles past the end of a head read zeros and are not
+// written back); L, D fp32 [batch, heads, seq]; the dQ accumulator fp32 [batch, heads, seq, HEAD_DIM],
+// contiguous.
+#include "tk.cuh"
+#include "tk/hopper/tma_reduce.cuh"  // TMA reduce-add with rank-4 coordinates
+#include "tk/types/shared/panel.cuh"  // one 64-column panel of a tile as a tile
+
+using namespace tk;
+
+#ifndef HEAD_DIM
+#define HEAD_DIM 128
+#endif
+#ifndef CONSUMERS
+#define CONSUMERS 2  // consumer warpgroups, 64 keys each
+#endif
+#ifndef STAGES
+#define STAGES 2  // (Q, dO) stages in the ring
+#endif
+#ifndef DQ_MODE
+#define DQ_MODE 0  // 0: atomicAdd from registers; 1: TMA reduce-add from shared memory
+#endif
+#ifndef OVERLAP
+#define OVERLAP 0  // 1: the next query block's S and dP run on the tensor cores during this block's P, dS
+#endif
+#ifndef ORDER
+#define ORDER 0  // 0: grid (key blocks, heads, batch); G > 0: one line of blocks, heaviest first per G heads
+#endif
+static_assert(OVERLAP == 0 || (OVERLAP == 1 && STAGES >= 2 && HEAD_DIM == 64),
+              "OVERLAP=1 holds two query blocks' stages (STAGES >= 2) and a second S, dP (HEAD_DIM 64 only)");
+constexpr bool DQ_SPLIT = CONSUMERS == 2 && HEAD_DIM == 128;
+constexpr int DQ_COLS = DQ_SPLIT ? HEAD_DIM / 2 : HEAD_DIM;  // columns of dQ each consumer adds
+constexpr int BR = 64;                 // query rows per step (one wgmma M)
+constexpr int KV_BLOCK = 64 * CONSUMERS;  // keys per block
+constexpr float LOG2E = 1.4426950408889634f;
+// Named barriers (0 is __syncthreads): both consumers together; each consumer alone (ids 2, 3) around P
+// and dS when they do not share them; each consumer alone (ids 5, 6) before its TMA stores.
+constexpr int CONSUMERS_BARRIER = 1, GUARD_BARRIERS = 2, STORE_BARRIERS = 5;
+// Two consumers need more than the 168 registers a 384-thread block gets evenly (d = 128: dK and dV are 64
+// fp32 registers each, S and dP 32 each, the dQ share 32): the producer gives its registers to them.
+using split = warpgroup::register_split<24, 240, 2>;
+
+using q_tile = st_bf<BR, HEAD_DIM>;   // a query block's Q or dO
+using kv_tile = st_bf<64, HEAD_DIM>;  // one consumer's K or V rows (later its dK, dV on the way out)
+using p_tile = st_bf<BR, 64>;         // one consumer's P or dS: queries x its keys
+using dq_tile = st_fl<BR, DQ_COLS>;   // one consumer's dQ share on its way to TMA (DQ_MODE 1)
+
+struct smem_layout {
+    kv_tile k[CONSUMERS], v[CONSUMERS];
+    q_tile q[STAGES], dout[STAGES];
+    p_tile p[CONSUMERS], ds[CONSUMERS];
+#if DQ_MODE == 1
+    dq_tile dq[CONSUMERS];
+#endif
+    pipeline<STAGES> q_pipe;  // Q and dO of one query block share a stage and its two barriers
+    mbarrier kv_full;
+};
+/// The dynamic shared memory flash_bwd needs (tklab.course.attention_bwd reads it from the module).
+extern "C" __device__ int flash_bwd_shared_bytes = dynamic_shared_bytes<smem_layout>();
+extern "C" __device__ int flash_bwd_kv_block = KV_BLOCK;
+extern "C" __device__ int flash_bwd_threads = (CONSUMERS + 1) * 128;
+
+// ---- 1. the preprocess: D = rowsum(dO o O), and the dQ accumulator zeroed ------------------------------
+/// One warp per query row. o and dout: element strides (batch, head, row); delta fp32 [b, h, seq].
+extern "C" __global__ void flash_bwd_prep(const bf16* o, const bf16* dout, float* delta, float* dq_acc,
+                                          int heads, int seq, long o_sb, long o_sh, long o_sn, long do_sb,
+                                          long do_sh, long do_sn) {
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z;
+    if (row >= seq) return;
+    const int lane = threadIdx.x % 32;
+    const bf16* orow = o + b * o_sb + h * o_sh + row * o_sn;
+    const bf16* drow = dout + b * do_sb + h * do_sh + row * do_sn;
+    const size_t bh_row = (size_t(b) * heads + h) * seq + row;
+    float sum = 0.0f;
+#pragma unroll
+    for (int c = 2 * lane; c < HEAD_DIM; c += 64) {  // a pair of neighbours per lane and step
+        const float2 x = to_float2(*reinterpret_cast<const bf16_2*>(orow + c));
+        const float2 y = to_float2(*reinterpret_cast<const bf16_2*>(drow + c));
+        sum += x.x * y.x + x.y * y.y;
+        *reinterpret_cast<float2*>(dq_acc + bh_row * HEAD_DIM + c) = make_float2(0.0f, 0.0f);
+    }
+    for (int off = 16; off; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == 0) delta[bh_row] = sum;
+}
+
+// ---- 3. the last pass: dQ = scale * accumulator, in bf16 ---------------------------------------------
+/// One thread per pair of elements of one row; dq: element strides (batch, head, row).
+extern "C" __global__ void flash_bwd_dq(const float* dq_acc, bf16* dq, int heads, int seq, long sb, long sh,
+                                        long sn, float scale) {
+    constexpr int PAIRS = HEAD_DIM / 2;
+    const long i = long(blockIdx.x) * blockDim.x + threadIdx.x;  // pair index in this (batch, head)
+    const int h = blockIdx.y, b = blockIdx.z;
+    if (i >= long(seq) * PAIRS) return;
+    const int row = int(i / PAIRS), c = int(i % PAIRS) * 2;
+    const float2 x = *reinterpret_cast<const float2*>(dq_acc + ((size_t(b) * heads + h) * seq + row) * HEAD_DIM + c);
+    *reinterpret_cast<bf16_2*>(dq + b * sb + h * sh + row * sn + c) = from_float2<bf16>(make_float2(scale * x.x, scale * x.y));
+}
+
+// ---- 2. the main kernel ---------------------------------------------------------------------------------
+using row_values = col_vec<rt_fl<16, 64>>;  // one value per query row of a warp's 16 (lane_g layout)
+
+/// A per-row vector (L or D) for this warp's 16 rows row0 .. row0 + 15, times `mul`; rows past the end
+/// of the sequence get `pad` (for L: +inf, so that P = exp2(-inf) = 0 there). Each lane holds rows g and
+/// g + 8 (rv.cuh), so each reads its two values straight from global memory (L2 serves the repeats).
+__device__ inline row_values load_rows(const float* vec, int row0, int seq, float mul, float pad) {
+    row_values out;
+    const int r = row0 + laneid() / 4;
+    out.data[0][0] = r < seq ? vec[r] * mul : pad;
+    out.data[0][1] = r + 8 < seq ? vec[r + 8] * mul : pad;
+    return out;
+}
+
+/// This block's key block, head and batch; every lane of the calling warp calls it. Each role calls it after
+/// its register split: values computed before setmaxnreg and live across it are kept on the stack by ptxas
+/// (d = 128: 40 B of spills for one).
+struct block_coords {
+    int kv, h, b;
+};
+__device__ inline block_coords coords(int heads, int seq) {
+#if ORDER > 0
+    // blockIdx.x through a shuffle (convergent: the compiler may not hoist it, and the arithmetic after it,
+    // out of the role's branch to above the register split; hoisted, it spilled 40 B at d = 128). So all
+    // 32 lanes of the warp call this.
+    const int x = __shfl_sync(0xffffffffu, int(blockIdx.x), 0);
+    const int kv_blocks = (seq + KV_BLOCK - 1) / KV_BLOCK, pairs = gridDim.x / kv_blocks;  // pairs: batch x heads
+    const int group = x / (ORDER * kv_blocks), in_group = x % (ORDER * kv_blocks);
+    const int size = min(ORDER, pairs - group * ORDER);  // the last group may be smaller
+    const int pair = group * ORDER + in_group % size;
+    return {in_group / size, pair % heads, pair / heads};
+#else
+    return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
+flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+          const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
+          const __grid_constant__ CUtensorMap map_dk, const __grid_constant__ CUtensorMap map_dv,
+          const __grid_constant__ CUtensorMap map_dq, const float* lse, const float* delta, float* dq_acc,
+          int heads, int seq, float scale, int causal) {
+    extern __shared__ char smem[];
+    shared_allocator alloc(smem);
+    smem_layout& sm = alloc.take<smem_layout>();
+    const int q_blocks = (seq + BR - 1) / BR;
+
+    if (threadIdx.x == 0) {
+        sm.q_pipe.init(CONSUMERS * warpgroup::WARPS);
+        init_mbarrier(sm.kv_full, 1);
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+
+    if (warpgroup::groupid() == 0) {  // ---- producer: one thread issues every copy ----
+        if constexpr (CONSUMERS == 2) split::producer();
+        const auto [kv, h, b] = coords(heads, seq);
+        const int q_first = causal ? kv * KV_BLOCK / BR : 0;  // earlier query blocks see none of these keys
+        if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
+            arrive_expect_bytes(sm.kv_full, 2 * CONSUMERS * tma::bytes<kv_tile>);
+            for (int w = 0; w < CONSUMERS; ++w) {
+                tma::load_async(sm.k[w], map_k, sm.kv_full, {b, h, kv * CONSUMERS + w, 0});
+                tma::load_async(sm.v[w], map_v, sm.kv_full, {b, h, kv * CONSUMERS + w, 0});
+            }
+            ring_cursor<STAGES> at;
+            for (int i = q_first; i < q_blocks; ++i, at.advance()) {
+                wait(sm.q_pipe.empty[at.stage], at.phase ^ 1);
+                tma::expect(sm.q_pipe.full[at.stage], sm.q[at.stage], sm.dout[at.stage]);
+                tma::load_async(sm.q[at.stage], map_q, sm.q_pipe.full[at.stage], {b, h, i, 0});
+                tma::load_async(sm.dout[at.stage], map_do, sm.q_pipe.full[at.stage], {b, h, i, 0});
+            }
+        }
+        return;
+    }
+
+    // ---- consumers: warpgroup `me` owns keys key0 .. key0 + 63 ----
+    if constexpr (CONSUMERS == 2) split::consumer();
+    const auto [kv, h, b] = coords(heads, seq);
+    const int q_first = causal ? kv * KV_BLOCK / BR : 0;
+    const int me = warpgroup::groupid() - 1, w = warpgroup::warp();
+    const int key0 = kv * KV_BLOCK + me * 64;
+    const float c = scale * LOG2E;  // S scaled and in log2 units: P = exp2(c S - L log2 e)
+    const size_t bh = size_t(b) * heads + h;
+    const bool issuer = warpgroup::threadid() == 0;  // issues this consumer's TMA stores
+    // The barrier guarding P, dS (and K at the end): with DQ_SPLIT each consumer reads the OTHER's dS and
+    // K too, so both consumers meet; else each warpgroup meets alone.
+    auto meet = [me] {
+        if constexpr (DQ_SPLIT) warpgroup::named_barrier<CONSUMERS_BARRIER, CONSUMERS * warpgroup::THREADS>::sync();
+        else warpgroup::sync_group<GUARD_BARRIERS>(me);
+    };
+    rt_fl<16, HEAD_DIM> dk, dv;
+    zero(dk);
+    zero(dv);
+    ring_cursor<STAGES> at;
+    wait(sm.kv_full, 0);
+    rt_fl<16, 64> s, dp;
+#if OVERLAP
+    // The first block's products, issued ahead of the loop. No wgmma sits under a branch: ptxas serializes
+    // every wgmma (C7518) when one may be pending on one path and not on another. Hence the loop runs at
+    // least once (q_first < q_blocks always: block kv holds keys below seq) and exits at its end, and its
+    // last step issues a throwaway S, dP on its own stage rather than none (2 products per key block against
+    // 5 per step: 0.6 % more at n = 4096, about 1.2 % under a causal mask).
+    rt_fl<16, 64> s_next, dp_next;  // the next query block's S and dP, running while this block's P, dS form
+    wait(sm.q_pipe.full[at.stage], at.phase);
+    warpgroup::mm_ABt(s, sm.q[at.stage], sm.k[me]);
+    warpgroup::mm_ABt(dp, sm.dout[at.stage], sm.v[me]);
+    for (int i = q_first;; ++i, at.advance()) {
+#else
+    for (int i = q_first; i < q_blocks; ++i, at.advance()) {
+#endif
+        const int row0 = i * BR + 16 * w;  // this warp's first query row
+#if OVERLAP
+        const bool last = i + 1 == q_blocks;
+        ring_cursor<STAGES> nx = at;  // block i + 1's stage (the last step: its own)
+        if (!last) {
+            nx.advance();
+            wait(sm.q_pipe.full[nx.stage], nx.phase);
+        }
+        warpgroup::mm_ABt(s_next, sm.q[nx.stage], sm.k[me]);  // two more groups, in flight through P, dS
+        warpgroup::mm_ABt(dp_next, sm.dout[nx.stage], sm.v[me]);
+#else
+        wait(sm.q_pipe.full[at.stage], at.phase);
+        warpgroup::mm_ABt(s, sm.q[at.stage], sm.k[me]);      // S  = Q K^T
+        warpgroup::mm_ABt(dp, sm.dout[at.stage], sm.v[me]);  // dP = dO V^T
+#endif
+        const row_values l2 = load_rows(lse + bh * seq, row0, seq, LOG2E, __int_as_float(0x7f800000));
+        const row_values d = load_rows(delta + bh * seq, row0, seq, 1.0f, 0.0f);
+#if OVERLAP
+        warpgroup::mma_async_wait<2>(s, dp);  // this block's S, dP: older than the next block's two groups
+#else
+        warpgroup::mma_async_wait<0>(s, dp);
+#endif
+        rt_fl<16, DQ_COLS> dq;  // this consumer's dQ share
+        if (DQ_MODE == 1 && issuer) tma::store_wait_read<0>();  // the copy engine has read the last share
+
+        // TODO: your code here (about 18 lines).
+        // Goal: goal: from S and dP (already waited), form P and dS for this block, make them readable by
+        //       the tensor cores, and add this block's share to dV, dK and dQ (about 20 lines;
+        //       `tklab.hint("ch11_flash_bwd")` for more)
+        // Stuck? tklab.hint("ch11_flash_bwd") in a notebook, or python -m tklab hint ch11_flash_bwd.
+#if OVERLAP
+        warpgroup::mma_async_wait<0>(dv, dk, dq, s_next, dp_next);  // the next block's S, dP finished too
+        sm.q_pipe.release(at.stage);  // this block's Q, dO: no product reads them any more
+        s = s_next;
+        dp = dp_next;
+#else
+        warpgroup::mma_async_wait<0>(dv, dk, dq);
+        sm.q_pipe.release(at.stage);
+#endif
+#if DQ_MODE == 0
+        float* acc = dq_acc + (bh * seq + row0) * HEAD_DIM + (DQ_SPLIT ? me * DQ_COLS : 0);
+        for_each_pair(dq, [&](const float2& x, rc at_, rc e0, rc) {
+            if (row0 + at_.r + e0.r < seq) {
+                float* p = acc + (at_.r + e0.r) * HEAD_DIM + at_.c + e0.c;
+                atomicAdd(p, x.x);
+                atomicAdd(p + 1, x.y);
+            }
+        });
+#else
+        warpgroup::store(sm.dq[me], dq);
+        fence_proxy_async();
+        warpgroup::sync_group<STORE_BARRIERS>(me);  // this consumer's 4 warps wrote their rows
+        const block_coords at_b = coords(heads, seq);  // recomputed: with ORDER, b and h are not kept live
+        if (issuer) {
+            tma::store_add_async(map_dq, sm.dq[me], {at_b.b, at_b.h, i, DQ_SPLIT ? me : 0});
+            tma::store_commit();
+        }
+#endif
+#if OVERLAP
+        if (last) break;
+#endif
+    }
+
+    // Epilogue: dK = scale dK; both through this consumer's K and V tiles (no wgmma reads them any more),
+    // out with TMA stores that skip rows past the end of the head.
+    mul(dk, dk, scale);
+    meet();  // every warp's last wgmma on k[me], v[me] has completed (with DQ_SPLIT: both consumers')
+    warpgroup::store(sm.k[me], dk);
+    warpgroup::store(sm.v[me], dv);
+    fence_proxy_async();
+    warpgroup::sync_group<STORE_BARRIERS>(me);
+    if (issuer) {
+        tma::store_async(map_dk, sm.k[me], {b, h, kv * CONSUMERS + me, 0});
+        tma::store_async(map_dv, sm.v[me], {b, h, kv * CONSUMERS + me, 0});
+        tma::store_commit();
+        tma::store_wait_read<0>();  // also the last dQ reduce (DQ_MODE 1): shared memory outlives the reads
+    }
+}

@@ -1,0 +1,156 @@
+"""Planted mistakes: the data in ``solutions/mistakes/<exercise>.toml`` applied to the reference solutions,
+and the real check run on the result (``python -m tklab check``), for the planted-mistake suites
+(tests/test_planted_mistakes.py, its GPU twin, bench/emulated_check_times.py).
+
+A mutation is a list of edits; an edit replaces ``find`` (code, never a comment: hint comments change) by
+``replace``, and ``find`` must occur exactly once in the text the edits before it left (in the text after
+``after`` and before the next ``before`` when those are given). An anchor that is gone or ambiguous raises
+``AnchorError`` naming it, so a suite never silently checks the unchanged solution.
+
+Public API: ``Mutation``, ``AnchorError``, ``load(exercise_id)``, ``exercises()``, ``apply(text, mutation)``,
+``mutated_file(mutation, folder)``, ``run_check(path, exercise_id, seed, bench=False)``, ``run_all(jobs)``,
+``Verdict``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+MISTAKES = ROOT / "solutions" / "mistakes"
+
+
+class AnchorError(ValueError):
+    """A mutation's anchor text is not in the solution exactly once."""
+
+
+@dataclass(frozen=True)
+class Mutation:
+    exercise: str
+    name: str
+    description: str
+    benign: bool
+    edits: tuple[dict[str, str], ...]
+    needs: str = ""  # what the emulator must model for the CPU path to see it (documentation)
+    speed: bool = False  # graded on a GPU by a speed floor too: its GPU check times it
+    cpu_misses: str = ""  # why the CPU emulator cannot see this mistake (known gap; the test is a strict xfail)
+
+    @property
+    def id(self) -> str:
+        return f"{self.exercise}:{self.name}"
+
+
+def exercises() -> list[str]:
+    """Exercise ids that have a planted-mistake file."""
+    return sorted(p.stem for p in MISTAKES.glob("*.toml"))
+
+
+def load(exercise_id: str) -> list[Mutation]:
+    """The mistakes, then the benign variants, of one exercise."""
+    data = tomllib.loads((MISTAKES / f"{exercise_id}.toml").read_text())
+    if data.get("exercise") != exercise_id:
+        raise ValueError(f"{exercise_id}.toml names exercise {data.get('exercise')!r}")
+    out = []
+    for kind, benign in (("mistake", False), ("benign", True)):
+        for m in data.get(kind, []):
+            out.append(Mutation(exercise_id, m["name"], m["description"], benign, tuple(m["edit"]),
+                                m.get("needs", ""), bool(m.get("speed", False)), m.get("cpu_misses", "")))
+    names = [m.name for m in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{exercise_id}.toml: duplicate names")
+    return out
+
+
+def apply(text: str, mutation: Mutation) -> str:
+    """The solution's text with the mutation's edits applied, in order (``AnchorError`` if one does not fit)."""
+    for i, e in enumerate(mutation.edits):
+        start = 0
+        if e.get("after"):
+            n = text.count(e["after"])
+            if n != 1:
+                raise AnchorError(f"{mutation.id} edit {i + 1}: 'after' anchor {e['after']!r} occurs {n} times")
+            start = text.index(e["after"]) + len(e["after"])
+        end = len(text)
+        if e.get("before"):  # the region ends at the first ``before`` after ``after`` (e.g. an #else)
+            if e["before"] not in text[start:]:
+                raise AnchorError(f"{mutation.id} edit {i + 1}: 'before' anchor {e['before']!r} not found")
+            end = text.index(e["before"], start)
+        n = text.count(e["find"], start, end)
+        if n != 1:
+            raise AnchorError(f"{mutation.id} edit {i + 1}: {e['find']!r} occurs {n} times (expected once); "
+                              "the solution changed: update solutions/mistakes/")
+        at = text.index(e["find"], start)
+        text = text[:at] + e["replace"] + text[at + len(e["find"]):]
+    return text
+
+
+def solution(exercise_id: str) -> Path:
+    from tklab.grading import specs
+
+    return ROOT / specs.get(exercise_id).solution
+
+
+def mutated_file(mutation: Mutation, folder: Path) -> Path:
+    """The mutated solution, written as ``folder/<mutation name>/<the solution's file name>``."""
+    src = solution(mutation.exercise)
+    out = folder / mutation.name / src.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(apply(src.read_text(), mutation))
+    return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What ``python -m tklab check --json`` said about one file."""
+
+    exit_code: int
+    verdict: str
+    summary: str
+    established: str
+    seconds: float
+    report: dict
+
+    @property
+    def failed(self) -> bool:
+        return self.exit_code == 1 and self.report.get("passed") is False
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and self.report.get("passed") is True
+
+
+def run_check(path: Path, exercise_id: str, seed: int, *, bench: bool = False, timeout: float = 300) -> Verdict:
+    """The real check path, as a learner runs it: ``python -m tklab check FILE --json`` in a fresh process."""
+    import time
+
+    argv = [sys.executable, "-m", "tklab", "check", str(path), "--exercise", exercise_id, "--json",
+            "--seed", str(seed)]
+    if not bench:
+        argv.append("--no-bench")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    t0 = time.perf_counter()
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
+    seconds = time.perf_counter() - t0
+    try:
+        report = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        report = {"verdict": "no report", "summary": (out.stderr or out.stdout)[-2000:]}
+    return Verdict(out.returncode, str(report.get("verdict", "")), str(report.get("summary", "")),
+                   str(report.get("established", "")), seconds, report)
+
+
+def run_all(jobs: Sequence[tuple[Path, str, int]], *, bench: bool = False, workers: int | None = None
+            ) -> list[Verdict]:
+    """``run_check`` over (path, exercise, seed) jobs, ``workers`` at a time (default: one per CPU)."""
+    workers = workers or max(1, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda j: run_check(j[0], j[1], j[2], bench=bench), jobs))

@@ -1,0 +1,416 @@
+"""Chapter 11's attention backward: the float64 reference, the Hopper kernel under CPU emulation on awkward
+shapes, planted mistakes the check must catch (and a benign variant it must pass), and (GPU) the kernel
+against float64 torch autograd.
+
+Emulated runs share one compiled module per head dimension (module-scoped): an emulator compile costs
+~10 s of CPU, a run on these shapes 1-3 s.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tklab.course import attention, attention_bwd
+from tklab.run.arrays import bf16_to_float32, to_bf16_bits
+
+SRC = attention_bwd.KERNEL.read_text()
+
+
+# ---- the reference -------------------------------------------------------------------------------------
+def _loss(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, causal: bool) -> float:
+    return float((attention.naive(q, k, v, causal=causal)[0] * do).sum())
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_reference_gradients_match_finite_differences(causal: bool) -> None:
+    """reference() is the derivative of attention.naive: <dO, O> perturbed entry by entry (float64)."""
+    rng = np.random.default_rng(0)
+    q, k, v, do = (rng.standard_normal((1, 2, 5, 3)) for _ in range(4))
+    g = attention_bwd.reference(q, k, v, do, causal=causal)
+    eps = 1e-6
+    for x, grad in ((q, g.dq), (k, g.dk), (v, g.dv)):
+        num = np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            old = x[idx]
+            x[idx] = old + eps
+            up = _loss(q, k, v, do, causal)
+            x[idx] = old - eps
+            down = _loss(q, k, v, do, causal)
+            x[idx] = old
+            num[idx] = (up - down) / (2 * eps)
+        np.testing.assert_allclose(grad, num, atol=1e-7, rtol=1e-6)
+    np.testing.assert_allclose(g.delta, (g.o * do).sum(-1))
+
+
+def test_grad_errors_tells_right_from_wrong() -> None:
+    ref = np.linspace(-2, 2, 64).reshape(8, 8)
+    assert attention_bwd.grad_errors("dq", ref * (1 + 1e-3), ref).ok()
+    off = ref.copy()
+    off[3, 5] += 1.0
+    e = attention_bwd.grad_errors("dq", off, ref)
+    assert not e.ok() and e.wrong == 1 and e.first_wrong.startswith("dq[3, 5]")
+    nan = ref.copy()
+    nan[0, 0] = np.nan
+    assert not attention_bwd.grad_errors("dq", nan, ref).ok()
+    assert not attention_bwd.grad_errors("dq", ref * 1.03, ref).ok()  # 3 % everywhere: rel catches it
+
+
+def test_build_options_and_shared_memory_model() -> None:
+    cfg = attention_bwd.build(128)
+    assert cfg.threads == 384 and cfg.kv_block == 128 and cfg.shared_bytes <= 227 * 1024
+    with pytest.raises(ValueError, match="head dimension 64 or 128"):
+        attention_bwd.build(96)
+    with pytest.raises(ValueError, match="unknown option"):
+        attention_bwd.build(64, BC=64)
+    assert attention_bwd.flops(1, 1, 128, 64) == 2.5 * attention.flops(1, 1, 128, 64)
+
+
+BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}), (128, {}),
+          (64, {"OVERLAP": 1}), (64, {"OVERLAP": 1, "STAGES": 3}), (128, {"ORDER": 4})]
+
+
+@pytest.mark.parametrize("d,options", BUILDS, ids=[f"d{d}-{o}" for d, o in BUILDS])
+def test_shared_memory_model_equals_the_kernels_export(d: int, options: dict[str, int]) -> None:
+    """The emulator launch uses the Python model; the GPU launch the kernel's own number: they agree.
+    And ptxas serializes no build's wgmma (C75xx warnings) and spills nothing -- the default TMA-reduce
+    build at d = 128 included (it spilled 40 B while q_first was live across setmaxnreg), and the
+    software-pipelined OVERLAP=1 builds, whose next S and dP take 64 more registers."""
+    import tklab
+
+    cfg = attention_bwd.build(d, **options)
+    mod = tklab.compile(SRC, arch="sm_90a", name=attention_bwd.KERNEL.name, options=cfg.options)
+    assert mod.constants["flash_bwd_shared_bytes"] == cfg.shared_bytes
+    assert mod.constants["flash_bwd_kv_block"] == cfg.kv_block
+    assert not [ln for ln in mod.log.splitlines() if "C75" in ln]
+    assert mod["flash_bwd"].spill_bytes == 0
+
+
+def test_overlap_needs_two_stages_and_head_dimension_64() -> None:
+    with pytest.raises(ValueError, match="STAGES >= 2"):
+        attention_bwd.build(64, OVERLAP=1, STAGES=1)
+    with pytest.raises(ValueError, match="head dimension 64"):
+        attention_bwd.build(128, OVERLAP=1)
+    assert "-DOVERLAP=1" in attention_bwd.build(64, OVERLAP=1).options
+
+
+# ---- the kernel on the CPU emulator -------------------------------------------------------------------
+emu = pytest.importorskip("tklab.emulate")
+
+
+def _inputs(d: int, n: int, *, heads: int = 1, q_mult: float = 1.0, seed: int = 0,
+            batch: int = 1) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shape = (batch, heads, n, d)
+    x = {"q": to_bf16_bits((q_mult * rng.standard_normal(shape)).astype(np.float32))}
+    x |= {name: to_bf16_bits(rng.standard_normal(shape).astype(np.float32)) for name in ("k", "v", "do")}
+    return x
+
+
+def _run_emulated(src: str, d: int, x: dict[str, np.ndarray], causal: bool, *, launches: list[Any] | None = None,
+                  **options: int) -> list[Any]:
+    """The three kernels of ``src`` on the emulator; returns the gradient errors against float64 (and
+    appends flash_bwd's LaunchResult to ``launches`` if given)."""
+    f = {name: bf16_to_float32(a).astype(np.float64) for name, a in x.items()}
+    ref = attention_bwd.reference(f["q"], f["k"], f["v"], f["do"], causal=causal)
+    o, lse = to_bf16_bits(ref.o.astype(np.float32)), ref.lse.astype(np.float32)
+    cfg = attention_bwd.build(d, **options)
+    mod = _module(src, cfg)
+    b, h, n, _ = x["q"].shape
+    grads = [np.full((b, h, n, d), 0xFFFF, np.uint16) for _ in range(3)]
+    delta, acc = np.full((b, h, n), np.nan, np.float32), np.full((b, h, n, d), np.nan, np.float32)
+    sc = np.float32(1 / math.sqrt(d))
+    maps = [emu.tensor_map(a, (64, d), dtype="bfloat16") for a in (x["q"], x["k"], x["v"], x["do"], grads[1], grads[2])]
+    maps.append(emu.tensor_map(acc, (64, cfg.dq_cols), dtype="float32"))
+    mod["flash_bwd_prep"]((-(-n // 4), h, b), (128,), (o, x["do"], delta, acc, h, n, h * n * d, n * d, d,
+                                                       h * n * d, n * d, d))
+    res = mod["flash_bwd"](attention_bwd.main_grid(b, h, n, cfg), (cfg.threads,),
+                           (*maps, lse, delta, acc, h, n, sc, int(causal)), shared_mem=cfg.shared_bytes)
+    if launches is not None:
+        launches.append(res)
+    mod["flash_bwd_dq"]((-(-n * d // 2 // 256), h, b), (256,), (acc, grads[0], h, n, h * n * d, n * d, d, sc))
+    return [attention_bwd.grad_errors(name, bf16_to_float32(g), want)
+            for name, g, want in zip(("dq", "dk", "dv"), grads, (ref.dq, ref.dk, ref.dv), strict=True)]
+
+
+_MODULES: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
+def _module(src: str, cfg: attention_bwd.BwdBuild) -> Any:
+    key = (src, cfg.options)
+    if key not in _MODULES:
+        _MODULES[key] = emu.compile(src, arch="sm_90a", name=attention_bwd.KERNEL.name, options=cfg.options)
+    return _MODULES[key]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _drop_modules() -> Any:
+    yield
+    _MODULES.clear()
+
+
+# (d, n, heads, causal, q multiplier): lengths 1, 77, 128 and causal tails; large logits (|scale S| ~ 40)
+CASES = [(64, 1, 1, False, 1.0), (64, 77, 2, True, 1.0), (64, 200, 1, True, 8.0),
+         (128, 128, 1, False, 1.0), (128, 130, 1, True, 1.0), (128, 77, 1, False, 8.0)]
+
+
+@pytest.mark.parametrize("d,n,heads,causal,mult", CASES)
+def test_backward_under_emulation_matches_float64(d: int, n: int, heads: int, causal: bool, mult: float) -> None:
+    errs = _run_emulated(SRC, d, _inputs(d, n, heads=heads, q_mult=mult), causal)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+
+
+@pytest.mark.parametrize("d,n,causal,options", [(64, 77, True, {"CONSUMERS": 1}),
+                                                  (128, 200, True, {"DQ_MODE": 1}),
+                                                  (64, 130, False, {"DQ_MODE": 1})])
+def test_variants_match_float64(d: int, n: int, causal: bool, options: dict[str, int]) -> None:
+    """One consumer warpgroup (no dQ split, no setmaxnreg), and dQ added by TMA reduce-add (split and not)."""
+    errs = _run_emulated(SRC, d, _inputs(d, n), causal, **options)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+
+
+# OVERLAP=1 (d = 64): the next query block's S and dP are issued before this block's P and dS are formed.
+def test_overlap_matches_float64_with_two_more_wgmma_groups_in_flight() -> None:
+    """Correct on a causal tail (n = 77), and pipelined for real: the most wgmma groups a consumer had in
+    flight is the plain loop's (dV, dK, dQ, once S and dP were waited) plus the next block's S and dP -- a
+    wait<0> before this block's P, or the next products issued after it, would leave fewer."""
+    x = _inputs(64, 77)
+    plain: list[Any] = []
+    assert all(e.ok() for e in _run_emulated(SRC, 64, x, True, launches=plain))
+    launches: list[Any] = []
+    errs = _run_emulated(SRC, 64, x, True, launches=launches, OVERLAP=1)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+    assert plain[0].wgmma_max_in_flight == 3 and launches[0].wgmma_max_in_flight == 5
+
+
+@pytest.mark.parametrize("n,causal,dq_mode", [(130, False, 1), (200, True, 0)])
+def test_overlap_with_a_three_stage_ring_matches_float64(n: int, causal: bool, dq_mode: int) -> None:
+    """OVERLAP=1 holds two query blocks' stages, so a third lets the producer load one ahead (STAGES=3);
+    a length that ends just past a block, and a causal tail with dQ added by atomics."""
+    launches: list[Any] = []
+    errs = _run_emulated(SRC, 64, _inputs(64, n), causal, launches=launches, OVERLAP=1, STAGES=3, DQ_MODE=dq_mode)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+    assert launches[0].wgmma_max_in_flight == 5
+
+
+def test_heaviest_first_order_matches_float64_and_covers_every_block() -> None:
+    """ORDER=4: one line of blocks, 4 (batch, head) pairs per group, key blocks in order within a group.
+    2 x 3 pairs make a full group and a short one; n = 200 (2 key blocks, the last partial), causal: a
+    block decoded twice or never leaves dK, dV rows NaN or dQ off (a group size taken as 4 for the short
+    group too reads past the end: tried)."""
+    assert attention_bwd.main_grid(2, 3, 200, attention_bwd.build(64, ORDER=4)) == (12, 1, 1)
+    errs = _run_emulated(SRC, 64, _inputs(64, 200, heads=3, batch=2), True, ORDER=4)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+
+
+# Mistakes a software-pipelined loop invites; the emulator names each as a hazard (d = 64, n = 200, causal).
+OVERLAP_HAZARDS = [
+    ("stage released before the products reading it have finished",
+     "        warpgroup::mma_async_wait<0>(dv, dk, dq, s_next, dp_next);  // the next block's S, dP finished too\n"
+     "        sm.q_pipe.release(at.stage);",
+     "        sm.q_pipe.release(at.stage);\n"
+     "        warpgroup::mma_async_wait<0>(dv, dk, dq, s_next, dp_next);", "hands back"),
+    ("this block's S read while its group may still run", "mma_async_wait<2>(s, dp);",
+     "mma_async_wait<4>(s, dp);", "accumulator register"),
+]
+
+
+@pytest.mark.parametrize("what,old,new,match", OVERLAP_HAZARDS, ids=[h[0] for h in OVERLAP_HAZARDS])
+def test_overlap_planted_ordering_mistake_is_an_async_hazard(what: str, old: str, new: str, match: str) -> None:
+    assert SRC.count(old) == 1, f"the planted mistake {what!r} no longer matches the solution"
+    with pytest.raises(emu.AsyncHazard, match=match):
+        _run_emulated(SRC.replace(old, new), 64, _inputs(64, 200), True, OVERLAP=1)
+
+
+def test_the_python_launch_runs_numpy_inputs_on_the_emulator() -> None:
+    x = _inputs(64, 77, heads=2, seed=3)
+    f = {name: bf16_to_float32(a).astype(np.float64) for name, a in x.items()}
+    ref = attention_bwd.reference(f["q"], f["k"], f["v"], f["do"], causal=False)
+    o, lse = to_bf16_bits(ref.o.astype(np.float32)), ref.lse.astype(np.float32)
+    dq, dk, dv = attention_bwd.flash_bwd(x["q"], x["k"], x["v"], o, lse, x["do"])
+    for name, got, want in (("dq", dq, ref.dq), ("dk", dk, ref.dk), ("dv", dv, ref.dv)):
+        e = attention_bwd.grad_errors(name, bf16_to_float32(got), want)
+        assert e.ok(), str(e)
+    with pytest.raises(ValueError, match="lse must be"):
+        attention_bwd.flash_bwd(x["q"], x["k"], x["v"], o, lse[:, :, :5], x["do"])
+
+
+# ---- planted mistakes: each must fail; a benign variant must pass ----------------------------------------
+# (description, text in the solution, replacement). Run on d = 64, n = 200, causal: two key blocks, so
+# dQ's sum over key blocks and the causal diagonal both matter.
+PLANTED = [
+    ("dS without the D term", "        sub_row(dp, dp, d);\n", ""),
+    ("dV overwritten each query block instead of accumulated", "warpgroup::mma_AtB(dv,", "warpgroup::mm_AtB(dv,"),
+    ("P not masked above the diagonal", "(causal && k > r)", "false"),
+    ("dK missing the softmax scale", "    mul(dk, dk, scale);\n", ""),
+    ("L used in natural-log units inside exp2", "load_rows(lse + bh * seq, row0, seq, LOG2E,",
+     "load_rows(lse + bh * seq, row0, seq, 1.0f,"),
+    ("dQ stored instead of added over key blocks (atomics)",
+     "atomicAdd(p, x.x);\n                atomicAdd(p + 1, x.y);", "p[0] = x.x;\n                p[1] = x.y;"),
+    ("dQ stored instead of added over key blocks (TMA)", "tma::store_add_async(map_dq,", "tma::store_async(map_dq,"),
+]
+
+
+@pytest.mark.parametrize("what,old,new", PLANTED, ids=[p[0] for p in PLANTED])
+def test_planted_mistake_is_caught(what: str, old: str, new: str) -> None:
+    """Each on the build whose code it changes: the atomics are DQ_MODE 0's, the default is DQ_MODE 1."""
+    assert SRC.count(old) == 1, f"the planted mistake {what!r} no longer matches the solution"
+    errs = _run_emulated(SRC.replace(old, new), 64, _inputs(64, 200), True, DQ_MODE=0 if "atomic" in old else 1)
+    assert not all(e.ok() for e in errs), f"{what}: not caught ({'; '.join(map(str, errs))})"
+
+
+RACES = [
+    ("no barrier before P, dS are overwritten", "        meet();\n        warpgroup::store(sm.p[me], s);",
+     "        warpgroup::store(sm.p[me], s);"),
+    ("no barrier between storing dS and the products reading it",
+     "reads them\n        meet();\n", "reads them\n"),
+]
+
+
+@pytest.mark.parametrize("what,old,new", RACES, ids=[r[0] for r in RACES])
+def test_planted_missing_barrier_is_a_shared_memory_race(what: str, old: str, new: str) -> None:
+    """d = 128: the two consumers read each other's dS and K tiles (the dQ split), so a missing barrier is
+    a race between warpgroups, which the emulator reports. (Within one warpgroup, d = 64, it is not caught:
+    the emulator runs a wgmma when all four warps have issued it, which orders their stores before it.)"""
+    assert SRC.count(old) == 1, f"the planted mistake {what!r} no longer matches the solution"
+    # The emulator names a write over tiles a pending wgmma group still reads an AsyncHazard (since it models
+    # wgmma's asynchrony), a plain overlap of two warpgroups' accesses a SharedRace: either is the catch.
+    with pytest.raises((emu.SharedRace, emu.AsyncHazard), match="wgmma"):
+        _run_emulated(SRC.replace(old, new), 128, _inputs(128, 200), True)
+
+
+def test_the_exercise_check_fails_a_planted_mistake_with_its_first_wrong_element(tmp_path: Any) -> None:
+    """Through tklab.check (the learner's path): dS without the D term is a wrong result, on the CPU."""
+    from tklab import gpu, specs
+    from tklab.emulate import exercise as emulated
+    from tklab.grading.check import check
+
+    if gpu.available():
+        pytest.skip("a GPU is here: the check runs there (tests/test_check.py covers it)")
+    spec = specs.get("ch11_flash_bwd")
+    if not emulated.can_run(spec):
+        pytest.skip("no C++ compiler for the emulator")
+    broken = tmp_path / "ch11_flash_bwd.cu"
+    broken.write_text(SRC.replace("        sub_row(dp, dp, d);\n", ""))
+    res = check("ch11_flash_bwd", broken, bench=False)
+    assert res.passed is False and res.run_status == "wrong", res
+    assert res.mismatch["output"] in ("DK", "DQ") and res.mismatch["wrong"] > 0
+
+
+def test_benign_variant_without_the_key_tail_mask_passes() -> None:
+    """Keys past the end arrive from TMA as zeros, so their P is exp(-L), not 0 -- yet no gradient changes:
+    their dV, dK rows are never stored, and their dS multiplies K's zero rows in dQ. Dropping the
+    sequence-end test from the mask (non-causal) is a benign variant the check must not fail."""
+    src = SRC.replace("return k >= seq || (causal && k > r);", "return causal && k > r;")
+    assert src != SRC
+    errs = _run_emulated(src, 64, _inputs(64, 77), False)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+
+
+# ---- the GPU: against float64 torch autograd ------------------------------------------------------------
+def _torch_case(b: int, h: int, n: int, d: int, *, bnhd: bool = False, mult: float = 1.0) -> tuple[Any, ...]:
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(n * 131 + d)
+    shape = (b, n, h, d) if bnhd else (b, h, n, d)
+    q, k, v, do = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(4))
+    q = (q.float() * mult).to(torch.bfloat16)
+    if bnhd:  # [b, n, h, d] in memory, seen as [b, h, n, d]: strided rows
+        q, k, v, do = (x.transpose(1, 2) for x in (q, k, v, do))
+    return q, k, v, do
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n", [1, 77, 128, 1000, 4097])
+def test_backward_on_the_gpu_matches_float64_autograd(n: int, causal: bool, d: int) -> None:
+    _check_gpu(*_torch_case(2, 2, n, d), causal=causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("case", ["bnhd", "large_logits"])
+def test_backward_on_the_gpu_layouts_and_large_logits(case: str) -> None:
+    if case == "bnhd":
+        _check_gpu(*_torch_case(2, 3, 333, 128, bnhd=True), causal=True)
+    else:
+        _check_gpu(*_torch_case(1, 2, 1000, 64, mult=8.0), causal=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("n", [77, 1000])
+def test_backward_on_the_gpu_with_tma_reduce_add_for_dq(n: int, d: int) -> None:
+    _check_gpu(*_torch_case(1, 3, n, d), causal=True, DQ_MODE=1)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
+def test_backward_on_the_gpu_with_overlap(n: int, causal: bool, stages: int) -> None:
+    """OVERLAP=1 (d = 64) on the real asynchrony: the next block's S and dP in flight through P and dS."""
+    _check_gpu(*_torch_case(1, 3, n, 64), causal=causal, OVERLAP=1, STAGES=stages)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("d", [64, 128])
+def test_backward_on_the_gpu_with_heaviest_first_order(d: int) -> None:
+    """ORDER=4: 2 x 3 (batch, head) pairs, a full group of 4 and a short one; a causal tail."""
+    _check_gpu(*_torch_case(2, 3, 1000, d), causal=True, ORDER=4)
+
+
+def _check_gpu(q: Any, k: Any, v: Any, do: Any, *, causal: bool, **options: int) -> None:
+    import torch
+
+    o, lse = attention.flash_fwd(q, k, v, causal=causal)
+    dq, dk, dv = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal, **options)
+    assert dq.stride() == q.stride()
+    qd, kd, vd = (x.detach().double().requires_grad_() for x in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=causal)
+    ref = torch.autograd.grad(out, (qd, kd, vd), do.double())
+    for name, got, want in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, strict=True):
+        e = attention_bwd.grad_errors(name, got.double().cpu().numpy(), want.cpu().numpy())
+        assert e.ok(), str(e)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_autograd_function_gives_the_kernels_gradients_for_any_incoming_layout() -> None:
+    """attention_autograd.attention inside a graph: strided q, k, v (a fused projection's output) and a
+    transposed incoming gradient reach the same gradients as float64 autograd."""
+    import torch
+
+    from tklab.course.attention_autograd import attention as course_attention
+
+    b, n, h, d = 2, 300, 4, 64
+    g = torch.Generator(device="cuda").manual_seed(5)
+    qkv = torch.randn(b, n, 3, h, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+    y = course_attention(q, k, v, causal=True)
+    w = torch.randn(b, n, h * d, device="cuda", generator=g)
+    (y.transpose(1, 2).reshape(b, n, h * d).float() * w).sum().backward()
+    ref_in = qkv.detach().double().requires_grad_()
+    qd, kd, vd = (ref_in[:, :, i].transpose(1, 2) for i in range(3))
+    yd = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=True)
+    (yd.transpose(1, 2).reshape(b, n, h * d) * w.double()).sum().backward()
+    for i, name in enumerate(("dq", "dk", "dv")):
+        e = attention_bwd.grad_errors(name, qkv.grad[:, :, i].double().cpu().numpy(),
+                                      ref_in.grad[:, :, i].cpu().numpy())
+        assert e.ok(), str(e)
+
+
+def test_a_zero_gradient_is_compared_with_an_absolute_floor_not_divided_by_zero() -> None:
+    """One key: dS = P (dP - D) = 0, so dQ and dK are exactly zero; rounding noise must pass, a real
+    error must not (found on the H200: rel 1e24 from a norm of 0 in the denominator)."""
+    zero = np.zeros((2, 3, 1, 64))
+    assert attention_bwd.grad_errors("dq", zero + 3e-6, zero).ok()
+    assert not attention_bwd.grad_errors("dq", zero + 0.05, zero).ok()
+    assert not attention_bwd.grad_errors("dq", zero + np.nan, zero).ok()

@@ -1,0 +1,141 @@
+"""The numbers the chapters' prose quotes, held to what they are computed from (issue 26).
+
+Each test reads a sentence of a stored notebook and the thing it describes — the compiled kernel's SASS, a
+stored output, a recorded measurement — so that when the kernel or the record changes, the text fails here
+instead of drifting. No GPU: everything is compiled for sm_90a and read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@cache
+def _cells(chapter: str) -> dict[str, dict]:
+    path = next((ROOT / "notebooks").glob(f"{chapter}_*.ipynb"))
+    return {c["id"]: c for c in json.loads(path.read_text())["cells"]}
+
+
+def _text(chapter: str, cell: str) -> str:
+    return " ".join("".join(_cells(chapter)[cell]["source"]).split())
+
+
+def _output(chapter: str, cell: str) -> str:
+    return "".join("".join(o.get("text", "")) for o in _cells(chapter)[cell].get("outputs", []))
+
+
+def hmma_per_hgmma(n: int, m: int = 64, k: int = 16) -> int:
+    """HMMA.16816 (16×8×16, chapter 05's warp instruction) doing the multiply-adds of one m×n×k wgmma."""
+    return m * n * k // (16 * 8 * 16)
+
+
+@pytest.fixture(scope="module")
+def flash() -> tuple:
+    from tklab import attention
+
+    build = attention.build("hopper", 128)
+    return build, attention.compiled(build)
+
+
+def test_ch10_hgmma_per_key_block_is_s_then_pv(flash) -> None:
+    """10 · cell 4: 8 HGMMA.64x176x16 for S (d/16) and 11 HGMMA.64x128x16 for P·V (BC/16): 19 in the loop."""
+    from tklab import course
+
+    build, k = flash
+    d, bc = 128, int(dict(o[2:].split("=") for o in build.options)["BC"])
+    loop = course.main_loop(k.sass)
+    assert sum(op.startswith("HGMMA") for op in loop) == d // 16 + bc // 16 == 19
+    shapes = re.findall(r"HGMMA\.(64x\d+x16)", k.sass)  # prologue (block 0 / last P·V) and loop: twice each
+    assert shapes.count(f"64x{bc}x16") == 2 * (d // 16) and shapes.count(f"64x{d}x16") == 2 * (bc // 16)
+    prose = _text("10", "a0bdd3e7")
+    assert f"**{d // 16}** `HGMMA.64x{bc}x16`" in prose and f"**{bc // 16}** `HGMMA.64x{d}x16`" in prose
+    assert f"{d // 16 + bc // 16} `HGMMA` per key block" in prose
+    assert f"{hmma_per_hgmma(bc)} `HMMA.16816`" in prose
+
+
+def test_hmma_per_wgmma_shape() -> None:
+    """One m64nNk16 wgmma does the work of 4·N/8 HMMA.16816: 88 for N = 176, 128 for N = 256."""
+    assert [hmma_per_hgmma(n) for n in (8, 128, 176, 256)] == [4, 64, 88, 128]
+
+
+def test_register_split_fits_the_blocks_pool(flash) -> None:
+    """10 · cell 4 and 08 · cell 13: setmaxnreg moves registers within the block's pool (launch registers ×
+    threads), and both splits use it exactly: 168 × 384 = 64,512 = 128 × (producer + 2 consumers)."""
+    from tklab import gemm
+
+    build, k10 = flash
+    pool10 = k10.registers * 384
+    src10 = build.source.read_text()  # the kernel file, wherever the build finds it
+    prod, cons = map(int, re.search(r"register_split<(\d+), CONSUMERS == 2 \? (\d+)", src10).groups())
+    assert 128 * (prod + 2 * cons) == pool10 == 64_512
+    k8 = gemm.compiled(gemm.STEPS["2_warp_specialised"])
+    threads = gemm.launch_facts(k8.module)["threads"]
+    prod8, cons8 = map(int, re.search(r"register_split<(\d+), (\d+),", (ROOT / "solutions" / "gemm_wgmma.cu")
+                                      .read_text()).groups())
+    assert k8.registers * threads == 128 * (prod8 + 2 * cons8) == 64_512
+    for chapter, cell, (p, c, r) in (("10", "a0bdd3e7", (prod, cons, k10.registers)),
+                                     ("08", "c14", (prod8, cons8, k8.registers))):
+        prose = _text(chapter, cell)
+        assert f"{r} per thread × 384 threads = 64,512" in prose, chapter
+        assert f"128 × ({p} + 2 × {c}) = 64,512" in prose, chapter
+        assert "64K" not in prose, f"{chapter}: the split is checked against the block's pool, not the SM's 64K"
+
+
+def test_ch02_unroll_quoted_is_the_ffma_count_shown() -> None:
+    """02 · cell 15 says how often nvcc unrolled the loop; the count cell's stored output shows it."""
+    m = re.search(r"CUDA C naive_cols\s+\d+ instructions for\s+(\d+) FFMA", _output("02", "c11b"))
+    assert m, "the instruction-count cell no longer prints the CUDA C loop's FFMA"
+    assert f"unrolls the loop {m.group(1)} times" in _text("02", "c11c")
+
+
+def _recorded(key: str) -> dict:
+    return json.loads((ROOT / "bench" / "results" / "recorded.json").read_text())[key]["values"]
+
+
+def test_ch02_numba_ratio_is_the_recorded_one() -> None:
+    """02 · cell 13: the CUDA C kernel's rate and its ratio to chapter 01's, as recorded."""
+    cols, numba = _recorded("ch02.naive_coalesced")["tflops"], _recorded("ch01.naive_numba")["tflops"]
+    prose = _text("02", "c11a")
+    assert f"this kernel's {cols:.2f}" in prose and f"about {cols / numba:.1f} times slower" in prose
+
+
+def test_ch00_vector_add_share_of_a_copy() -> None:
+    """00 · cell 22: the vector add's share of the 4.3 TB/s ceiling and of the copy timed with the sweep."""
+    add, sweep = _recorded("ch00.vector_add"), _recorded("ch00.bytes_in_flight")
+    prose = _text("00", "c22")
+    assert f"reaches {add['of copy bandwidth']:.0%}".replace("%", " %") in prose
+    assert f"({sweep['copy_tbps']:.2f} TB/s) the same kernel reaches {sweep['8B_tbps'] / sweep['copy_tbps']:.0%}" \
+        .replace("%", " %") in prose
+
+
+def test_ch09_flash2_ratio_is_the_three_round_report() -> None:
+    """09 · cell 25: the range over every d = 128 configuration and round of the report it names."""
+    report = "flash_fwd_bench_2026-12-01_e9e13a5"
+    rows = json.loads((ROOT / "bench" / "results" / f"{report}.json").read_text())
+    ratios = []
+    for r in rows:
+        if r["who"] == "ch09 tiles" and r["d"] == 128:
+            flash = next(x for x in rows if x["who"] == "sdpa flash" and
+                         (x["d"], x["n"], x["causal"], x["round"]) == (r["d"], r["n"], r["causal"], r["round"]))
+            ratios.append(r["tflops"] / flash["tflops"])
+    prose = _text("09", "42dde214")
+    assert report in prose and f"{min(ratios):.2f}–{max(ratios):.2f}× FlashAttention-2 at d = 128" in prose
+
+
+def test_ch08_descriptor_section_matches_the_library() -> None:
+    """08 · the descriptor section: SBO = 8 rows × the 128-byte span, swizzle code 1 for 128B, as
+    cuda/tk/hopper/descriptor.cuh encodes them; the stored output is the section's own computation."""
+    lib = (ROOT / "cuda" / "tk" / "hopper" / "descriptor.cuh").read_text()
+    assert "ST::swz::bytes == 128 ? 1" in lib and "8 * span" in lib
+    out = _output("08", "c06e")
+    assert "SBO = 1024 bytes" in out and "swizzle code 1" in out and f"SBO {1024 // 16} " in out
+    prose = _text("08", "c06d")
+    assert "| 32–45 | stride byte offset (SBO) ÷ 16 | 1024 ÷ 16" in prose
+    assert "| 62–63 | swizzle mode | 1 = 128B" in prose

@@ -1,0 +1,83 @@
+"""Planted-mistake suites (issue 23): every typical mistake in ``solutions/mistakes/`` makes the real check
+(``python -m tklab check`` on the mutated solution) FAIL on the CPU emulator, and every benign variant PASSES.
+
+The checks run in parallel (one per CPU) in one module-scoped fixture, so a test reads its verdict; the
+fixture's time is the suite's (see the report for measured wall times). The GPU twin is
+tests/test_planted_mistakes_gpu.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import planted
+import pytest
+
+from tklab import gpu, specs
+from tklab.emulate import exercise as emulated
+
+pytestmark = pytest.mark.skipif(gpu.available() or not emulated.can_run(specs.get("ch05_mma")),
+                                reason="a GPU is here (its twin runs), or no C++ compiler for the emulator")
+
+SEED = 23  # fixed: a CPU run is reproducible; the GPU twin draws three seeds
+ALL = [m for e in planted.exercises() for m in planted.load(e)]
+#: Known gaps of the CPU path, each with its reason: strict, so the day the emulator sees one, the test says so.
+CASES = [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=m.cpu_misses)) if m.cpu_misses else m
+         for m in ALL]
+
+
+def test_every_hopper_exercise_has_ten_mistakes_and_benign_variants() -> None:
+    counts = {e: [m.benign for m in planted.load(e)] for e in planted.exercises()}
+    assert set(counts) == {"ch05_mma", "ch06_tiles", "ch07_tma_ring", "ch08_wgmma", "ch09_flash", "ch10_flash"}
+    for e, kinds in counts.items():
+        need = 10 if e >= "ch07" else 3
+        assert kinds.count(False) >= need, e
+        assert kinds.count(True) >= 1, e
+
+
+def test_every_anchor_is_code_found_exactly_once() -> None:
+    """A mutation whose anchor is gone fails loudly here, and names itself (never a silent no-op)."""
+    for m in ALL:
+        text = planted.solution(m.exercise).read_text()
+        assert planted.apply(text, m) != text, m.id
+    bad = planted.Mutation("ch05_mma", "gone", "", False, ({"find": "no such code", "replace": ""},))
+    with pytest.raises(planted.AnchorError, match="ch05_mma:gone edit 1"):
+        planted.apply("text", bad)
+
+
+@pytest.fixture(scope="module")
+def verdicts(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> dict[str, planted.Verdict | Exception]:
+    """Every selected mutation's check, run in parallel (``-k`` selects, so a subset costs only its own)."""
+    chosen = {item.callspec.params["mutation"].id for item in request.session.items
+              if getattr(item, "callspec", None) is not None and "mutation" in item.callspec.params}
+    folder = Path(tmp_path_factory.mktemp("planted"))
+    out: dict[str, planted.Verdict | Exception] = {}
+    jobs, ids = [], []
+    for m in (m for m in ALL if m.id in chosen):
+        try:
+            jobs.append((planted.mutated_file(m, folder / m.exercise), m.exercise, SEED))
+            ids.append(m.id)
+        except planted.AnchorError as e:
+            out[m.id] = e
+    out.update(zip(ids, planted.run_all(jobs), strict=True))
+    if os.environ.get("TKLAB_PLANTED_REPORT"):  # the table of verdicts, for a report (bench/results/)
+        rows = [{"id": k, "verdict": v.verdict, "summary": v.summary[:300], "seconds": round(v.seconds, 1)}
+                for k, v in out.items() if isinstance(v, planted.Verdict)]
+        Path(os.environ["TKLAB_PLANTED_REPORT"]).write_text(json.dumps(rows, indent=1) + "\n")
+    return out
+
+
+@pytest.mark.parametrize("mutation", CASES, ids=lambda m: m.id)
+def test_planted_mistake_fails_and_benign_variant_passes(mutation: planted.Mutation,
+                                                           verdicts: dict[str, planted.Verdict | Exception]) -> None:
+    v = verdicts[mutation.id]
+    if isinstance(v, Exception):
+        raise v
+    if mutation.benign:
+        assert v.passed, f"{mutation.id} ({mutation.description}) must pass: {v.verdict}: {v.summary}"
+        assert v.established == "cpu-emulation"
+    else:
+        assert v.failed, f"{mutation.id} ({mutation.description}) must fail: {v.verdict}: {v.summary}"

@@ -1,0 +1,128 @@
+"""The rules behind a verdict (issue 23): O's relative-RMS tolerance, the adversarial "rising" attention inputs,
+the emulated cases that exercise the loops, "PASSED on n of m cases", the overlap floor's judgement."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tklab.grading import specs
+from tklab.grading.judge import compare
+from tklab.grading.verdict import CheckResult
+from tklab.run.arrays import bf16_to_float32, isclose, relative_rms
+
+
+def test_relative_rms_tolerance_catches_a_small_uniform_error_an_absolute_one_passes() -> None:
+    rng = np.random.default_rng(0)
+    expected = 0.1 * rng.standard_normal((64, 128))
+    off = expected * 1.05  # every element 5 % off: far outside bf16 rounding, inside an absolute 2e-2
+    assert isclose(off, expected, 2e-2, 2e-2).all()
+    bad = ~isclose(off, expected, *specs.get("ch10_flash").tolerance("O"))
+    assert bad.any() and relative_rms(off, expected) == pytest.approx(0.05)
+    right = expected + 1e-3 * rng.standard_normal(expected.shape)  # ~1 % relative RMS noise: within bounds
+    assert isclose(right, expected, *specs.get("ch10_flash").tolerance("O")).all()
+    nan = right.copy()
+    nan[3, 4] = np.nan  # never written
+    assert not isclose(nan, expected, *specs.get("ch10_flash").tolerance("O"))[3, 4]
+    m = compare("O", off, expected, *specs.get("ch10_flash").tolerance("O"))
+    assert not m["ok"] and m["relative_rms"] == pytest.approx(0.05) and m["rms_bound"] == 1e-2
+    assert specs.get("ch10_flash").tolerance("LSE") == (2e-2, 2e-2, None)
+
+
+@pytest.mark.parametrize("exercise, bc", [("ch09_flash", 64), ("ch10_flash", 176)])
+def test_rising_inputs_raise_every_rows_maximum_in_every_key_block(exercise: str, bc: int) -> None:
+    spec = specs.get(exercise)
+    case = next(d for d in spec.emu_cases if d.get("rising"))
+    assert case in spec.cases and not case["causal"]
+    for seed in range(4):  # by construction, not by luck: any seed
+        x = spec.inputs(np.random.default_rng(seed), case)
+        q, k = (bf16_to_float32(x[n]).astype(np.float64)[0, 0] for n in ("Q", "K"))
+        s = q @ k.T / np.sqrt(q.shape[1])
+        blocks = [s[:, j:j + bc].max(axis=1) for j in range(0, case["N"], bc)]
+        assert len(blocks) >= 3
+        for before, after in zip(blocks, blocks[1:], strict=False):
+            assert (after > before).all()
+
+
+def test_emulated_cases_exercise_the_loops() -> None:
+    from tklab.emulate import exercise as emulated
+
+    ch08 = emulated.cases(specs.get("ch08_wgmma"))
+    assert any(d["K"] // 64 > 4 and d["M"] // 64 > 1 and d["N"] // 256 > 1 for d in ch08)  # ring wraps, tiles
+    ch10 = emulated.cases(specs.get("ch10_flash"))
+    assert any(d["causal"] and -(-d["N"] // 176) > 2 and d["N"] % 176 for d in ch10)  # wraps, diagonal, tail
+    for e in ("ch07_tma_ring", "ch08_wgmma", "ch10_flash"):  # TMA: at least two completion orders
+        assert len({d.get("tma_order", 0) for d in emulated.cases(specs.get(e))}) >= 2, e
+    assert emulated.left_to_gpu(specs.get("ch08_wgmma")) == [{"M": 1024, "N": 1024, "K": 1024}]
+
+
+def test_a_partial_pass_says_how_many_cases_and_that_the_rest_need_a_gpu() -> None:
+    res = CheckResult("ch08_wgmma", "t", "f.cu", compiled=True, passed=True, run_status="ok",
+                      established="cpu-emulation", cases_run=2, cases_total=3)
+    assert res.verdict == "PASSED on 2 of 3 cases; the rest need a GPU"
+    assert res.messages[-1] == res.verdict
+    res.cases_run = res.cases_total = 0
+    assert res.verdict == "PASSED"
+
+
+def test_the_overlap_floor_names_the_overlap() -> None:
+    floor = specs.get("ch10_flash").floors[0]
+    assert floor.judge_emulated({}) is None  # an emulator that does not count: nothing judged
+    assert floor.judge_emulated({"max_wgmma_groups": 2}).ok
+    bad = floor.judge_emulated({"max_wgmma_groups": 1})
+    assert not bad.ok and "overlap" in bad.name and "mma_async_wait<1>" in bad.detail
+    assert floor.judge_gpu({"reference_ratio": 0.62}).ok is False
+    assert floor.judge_gpu({"reference_ratio": 0.97}).ok
+    res = CheckResult("ch10_flash", "t", "f.cu", compiled=True, passed=False, run_status="ok",
+                      established="cpu-emulation", floors=[bad])
+    assert res.summary.startswith("S_j / P·V_{j-1} overlap: at most 1 wgmma group")
+
+
+@pytest.mark.skipif(__import__("tklab").gpu.available(), reason="a real GPU is here (its twin runs the real thing)")
+def test_a_gpu_pass_is_failed_by_the_emulators_hazard_analysis(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The GPU run is stood in (it passes, as a race can by timing luck on the H200); the hazard run beside it
+    is real: the ch08 loop that waits for its wgmma groups once, after the loop, fails, the solution passes,
+    and the report names both pieces of evidence."""
+    import planted
+
+    import tklab.grading.check as chk
+    from tklab.emulate import exercise as emulated
+    from tklab.grading import judge, runner
+    from tklab.grading.verdict import Evidence
+
+    if not emulated.can_run(specs.get("ch08_wgmma")):
+        pytest.skip("no C++ compiler for the emulator")
+    real = runner.run_isolated
+
+    def gpu_stand_in(exercise_id, path, *, mode, **kw):
+        if mode == "gpu":
+            return judge.RunOutcome("ok", "correct", {"cases": [], "device": "Fake GPU"}, evidence=Evidence.GPU)
+        return real(exercise_id, path, mode=mode, **kw)
+
+    monkeypatch.setattr(runner, "run_isolated", gpu_stand_in)
+    monkeypatch.setattr(chk.gpu, "available", lambda: True)
+    monkeypatch.setattr(chk, "default_arch", lambda: "sm_90a")
+    spec = specs.get("ch08_wgmma")
+    good = chk.check("ch08_wgmma", planted.ROOT / spec.solution, bench=False)
+    assert good.passed is True and good.hazards is not None and good.hazards.ok, good
+    assert "Fake GPU" in good.evidence and "hazard analysis" in good.evidence
+    late = next(m for m in planted.load("ch08_wgmma") if m.name == "wait_once_after_the_loop")
+    bad = chk.check("ch08_wgmma", planted.mutated_file(late, tmp_path), bench=False)
+    assert bad.passed is False and bad.run_status == "ok" and not bad.hazards.ok, bad
+    assert bad.summary.startswith("hazard analysis (CPU emulator)")
+
+
+def test_the_reference_solution_reaches_the_child_as_a_compiled_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A concept floor's yardstick on a GPU: the parent compiles the hidden solution and hands the child its
+    compile-cache entry by key; the child rebuilds the kernel from it (no source, no GPU needed to look)."""
+    import tklab.grading.check as chk
+    from tklab.grading import child
+
+    spec = specs.get("ch10_flash")
+    keys: list[str] = []
+    env = chk._reference(spec, "sm_90a", keys)
+    assert env[child.REFERENCE_VARIABLE] == keys[0]
+    monkeypatch.setenv(child.REFERENCE_VARIABLE, keys[0])
+    kernel = child._reference_kernel(spec, "sm_90a")
+    assert kernel is not None and kernel.module.source == "" and len(kernel.module.cubin) > 0
+    assert chk._reference(specs.get("ch08_wgmma"), "sm_90a", []) == {}  # no floor: nothing compiled

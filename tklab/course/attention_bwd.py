@@ -1,0 +1,293 @@
+"""Attention backward (chapter 11): the maths in float64 NumPy, and the Hopper FlashAttention backward
+(``solutions/ch11_flash_bwd.cu``) launched on the GPU or on the CPU emulator.
+
+Why a module apart from ``attention.py``: the backward has its own three kernels, launch geometry and
+reference; it imports the forward's helpers (scale, layout checks) rather than growing that module.
+
+The maths (CPU, NumPy, float64):
+    ``reference(q, k, v, do, causal=, scale=) -> Grads``   dQ, dK, dV (and O, L, D) through the full matrix
+    ``flops(b, h, n, d, causal)``                          2.5x the forward's: five products instead of two
+The kernels, layout [batch, heads, seq, d] (bf16: torch tensors or CuPy uint16 arrays on the GPU; NumPy
+uint16 arrays holding bf16 bits run on the CPU emulator -- correctness only):
+    ``build(head_dim, **options) -> BwdBuild``             the variant and its launch geometry
+    ``flash_bwd(q, k, v, o, lse, do, causal=, scale=) -> (dq, dk, dv)``
+    ``prepare(q, k, v, o, lse, do, dq, dk, dv, ...) -> run()``   GPU: pack once, launch many times
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import attention
+from .attention import SOLUTIONS, _check_inputs, _empty, _is_torch, _layout, _scale
+
+KERNEL = SOLUTIONS / "ch11_flash_bwd.cu"
+LOG2E = attention.LOG2E
+#: Options the kernel understands and the defaults for d = 64 and d = 128. DQ_MODE 1 ran 1.6-2.3x faster than 0
+#: on the H200 (bench/results/flash_bwd_2026-12-01_a2b4b3b.md), so it is the default.
+#: DQ_MODE: how dQ's shares are added over key blocks, 0 atomicAdd from registers, 1 TMA reduce-add.
+#: OVERLAP: 1 issues the next query block's S and dP before this block's P, dS (d = 64 only: at d = 128 the second
+#: S and dP spill); opt-in, not yet timed on the H200.
+#: ORDER: 0 a (key blocks, heads, batch) grid; G > 0 one line of blocks, G (batch, head) pairs at a time, key blocks
+#: in order within them (causal: heaviest first, so the grid's tail is short); opt-in, not yet timed.
+DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0},
+                                       128: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0}}
+_PREP_ROWS = 4  # query rows per block of flash_bwd_prep (one warp each)
+_DQ_THREADS = 256
+
+
+# ---- the maths, on the CPU -------------------------------------------------------------------------
+class Grads(NamedTuple):
+    """The backward's outputs (dq, dk, dv) and the forward quantities it is built from (o, lse, delta)."""
+
+    dq: np.ndarray
+    dk: np.ndarray
+    dv: np.ndarray
+    o: np.ndarray
+    lse: np.ndarray
+    delta: np.ndarray
+
+
+def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, *, causal: bool = False,
+              scale: float | None = None) -> Grads:
+    """The exact gradients in float64 through the full [..., N, N] matrices, written as the kernel forms
+    them (P from L, D = rowsum(dO o O), dS = P (dP - D)), so each quantity can be compared on its own."""
+    q, k, v, do = (np.asarray(x, np.float64) for x in (q, k, v, do))
+    c = _scale(q.shape[-1], scale)
+    o, lse = attention.naive(q, k, v, causal=causal, scale=c)
+    s = q @ np.swapaxes(k, -1, -2) * c
+    p = np.exp(s - lse[..., None])
+    if causal:
+        p = np.where(np.tril(np.ones(s.shape[-2:], bool)), p, 0.0)
+    delta = (do * o).sum(-1)
+    dp = do @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - delta[..., None])
+    return Grads(c * ds @ k, c * np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ do, o, lse, delta)
+
+
+def flops(batch: int, heads: int, seq: int, d: int, causal: bool = False) -> float:
+    """Five products of 2 n^2 d multiply-adds each (S, dP, dV, dK, dQ) against the forward's two: 2.5x
+    ``attention.flops`` (the count the anchors use), halved under a causal mask. S is recomputed, so the
+    backward does 5 products' work where "2x the forward" would count 4."""
+    return 2.5 * attention.flops(batch, heads, seq, d, causal)
+
+
+@dataclass
+class GradErrors:
+    """How far one gradient is from the float64 reference: the tolerance rule of the chapter and tests.
+
+    Two tests, both must hold: ``rel`` = ||got - ref|| / ||ref|| below ``REL_TOL`` (the whole tensor), and
+    no element with |got - ref| > tol (|ref| + rms(ref)) + 1e-3 (``wrong``: one element, relative to itself
+    with a floor at the tensor's typical size). Why that loose per element: the kernel rounds P and dS
+    to bf16 before the products, as every FlashAttention does, and dS = P (dP - D) cancels where the
+    softmax is peaked: under large logits (|scale S| ~ 40) single entries of dQ and dK measured up to 5 %
+    of (|ref| + rms) off on the emulator, while rel stayed near 5e-3.
+    """
+
+    name: str
+    rel: float
+    wrong: int
+    first_wrong: str
+
+    def ok(self) -> bool:
+        return self.wrong == 0 and self.rel < REL_TOL
+
+    def __str__(self) -> str:
+        first = f", first {self.first_wrong}" if self.wrong else ""
+        return f"{self.name}: rel {self.rel:.2e}, {self.wrong} wrong{first}"
+
+
+REL_TOL = 1e-2
+
+
+def grad_errors(name: str, got: np.ndarray, ref: np.ndarray, tol: float = 0.1) -> GradErrors:
+    """Compare one gradient (float, any shape; NaN counts as wrong) with its float64 reference."""
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    rms = float(np.sqrt(np.mean(ref * ref))) if ref.size else 0.0
+    diff = np.abs(got - ref)
+    bad = ~(diff <= tol * (np.abs(ref) + rms) + 1e-3)  # NaN fails too
+    first = ""
+    if bad.any():
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        first = f"{name}{list(idx)} = {got[idx]:.4f}, expected {ref[idx]:.4f}"
+    # relative to the reference's norm, floored by the per-element absolute term (1e-3 per element): a gradient
+    # that is exactly zero (one key: dS = P (dP - D) = 0) is compared with rounding noise, not divided by 0
+    floor = 1e-3 * float(np.sqrt(ref.size))
+    rel = float(np.linalg.norm(np.nan_to_num(got - ref, nan=1e30)) / max(float(np.linalg.norm(ref)), floor, 1e-30))
+    return GradErrors(name, rel, int(bad.sum()), first)
+
+
+# ---- the build ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BwdBuild:
+    """One compiled variant of the backward and the launch geometry that follows from its options."""
+
+    head_dim: int
+    options: tuple[str, ...]
+    consumers: int
+    stages: int
+    dq_mode: int
+    order: int = 0
+
+    @property
+    def threads(self) -> int:
+        return (self.consumers + 1) * 128
+
+    @property
+    def kv_block(self) -> int:
+        """Keys per block of flash_bwd: 64 per consumer warpgroup."""
+        return 64 * self.consumers
+
+    @property
+    def dq_cols(self) -> int:
+        """Columns of dQ each consumer adds per query block: half of d = 128 when two consumers split it."""
+        return self.head_dim // 2 if self.consumers == 2 and self.head_dim == 128 else self.head_dim
+
+    @property
+    def shared_bytes(self) -> int:
+        """flash_bwd's dynamic shared memory, a model of the kernel's ``flash_bwd_shared_bytes`` (the
+        emulator has no PTX to read it from; a GPU test holds the two equal): K, V per consumer, the
+        (Q, dO) ring, P and dS per consumer, the fp32 dQ share per consumer (DQ_MODE 1 only), the
+        barriers, and 1024 bytes of alignment slack."""
+        tile, p_tile = 64 * self.head_dim * 2, 64 * 64 * 2
+        body = 2 * self.consumers * tile + 2 * self.stages * tile + 2 * self.consumers * p_tile
+        body += self.consumers * 64 * self.dq_cols * 4 if self.dq_mode == 1 else 0
+        body += 2 * self.stages * 8 + 8
+        return 1024 + -(-body // 1024) * 1024
+
+
+def build(head_dim: int = 128, **options: int) -> BwdBuild:
+    """The backward for ``head_dim`` with ``options`` (CONSUMERS: 1-2 warpgroups of 64 keys; STAGES)."""
+    if head_dim not in DEFAULTS:
+        raise ValueError(f"the attention backward handles head dimension 64 or 128, got {head_dim}")
+    unknown = set(options) - set(DEFAULTS[head_dim])
+    if unknown:
+        raise ValueError(f"unknown option(s) {sorted(unknown)}; the backward takes {sorted(DEFAULTS[head_dim])}")
+    opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items()}
+    if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1):
+        raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0 or 1; got {opts}")
+    if opts["OVERLAP"] not in (0, 1) or (opts["OVERLAP"] and (opts["STAGES"] < 2 or head_dim != 64)):
+        raise ValueError(f"OVERLAP must be 0 or 1, and OVERLAP=1 needs STAGES >= 2 (it holds the next query block's "
+                         f"stage while this one is read) and head dimension 64 (at 128 its second S and dP do not "
+                         f"fit in registers: ptxas spills); got head dimension {head_dim}, {opts}")
+    if opts["ORDER"] < 0:
+        raise ValueError(f"ORDER must be 0 (a 3-D grid) or a number of (batch, head) pairs per group; got {opts}")
+    flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
+    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"], opts["ORDER"])
+    if b.shared_bytes > 227 * 1024:
+        raise ValueError(f"{opts} needs {b.shared_bytes} B of shared memory, more than a block can have")
+    return b
+
+
+@functools.cache
+def compiled(b: BwdBuild, target: str = "gpu") -> Any:
+    """The module (three kernels) for a build, once per process: ``target="cpu"`` for the emulator."""
+    import tklab
+
+    return tklab.compile(KERNEL.read_text(), arch="sm_90a", name=KERNEL.name, options=b.options, target=target)
+
+
+# ---- launching -----------------------------------------------------------------------------------------
+def main_grid(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int]:
+    """flash_bwd's grid: (key blocks, heads, batch), or with ORDER one line of all those blocks."""
+    kv = -(-n // cfg.kv_block)
+    return (kv * h * b, 1, 1) if cfg.order else (kv, h, b)
+
+
+def _grids(b: int, h: int, n: int, cfg: BwdBuild) -> dict[str, tuple[int, int, int]]:
+    pairs = n * cfg.head_dim // 2
+    return {"prep": (-(-n // _PREP_ROWS), h, b), "main": main_grid(b, h, n, cfg),
+            "dq": (-(-pairs // _DQ_THREADS), h, b)}
+
+
+def _strides(x: Any) -> tuple[int, int, int]:
+    sb, sh, sn, _ = _layout(x)[1]
+    return sb, sh, sn
+
+
+class _Launches:
+    """The three launches of one backward, their arguments packed once."""
+
+    def __init__(self, q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dq: Any, dk: Any, dv: Any, *,
+                 causal: bool, scale: float | None, cpu: bool, stream: Any = None, **options: int):
+        b, h, n, d = _check_inputs(q, k, v, "hopper")
+        for name, x in (("o", o), ("do", do), ("dq", dq), ("dk", dk), ("dv", dv)):
+            shape, strides, dtype = _layout(x)
+            if shape != (b, h, n, d) or dtype not in ("bfloat16", "uint16") or strides[-1] != 1:
+                raise ValueError(f"{name} must be bf16 {(b, h, n, d)} with a contiguous last dimension; got "
+                                 f"{dtype} {shape} strides {strides}")
+        if _layout(lse)[0] != (b, h, n) or _layout(lse)[2] != "float32" or _layout(lse)[1] != (h * n, n, 1):
+            raise ValueError(f"lse must be the forward's contiguous float32 {(b, h, n)}; got {_layout(lse)[:1]}")
+        cfg = build(d, **options)
+        sc = np.float32(_scale(d, scale))
+        if cpu:
+            import tklab.emulate as emu
+
+            def tmap(x: Any, rows: int, cols: int = d, dtype: str = "bfloat16") -> Any:
+                return emu.tensor_map(x, (rows, cols), dtype=dtype)
+
+            self.delta = np.zeros((b, h, n), np.float32)
+            self.dq_acc = np.zeros((b, h, n, d), np.float32)
+        else:
+            from ..run import tma
+
+            dt = None if _is_torch(q) else "bfloat16"
+
+            def tmap(x: Any, rows: int, cols: int = d, dtype: str | None = dt) -> Any:
+                return tma.tensor_map(x, (rows, cols), dtype=dtype)
+
+            self.delta = _empty(q, (b, h, n), "float32")
+            self.dq_acc = _empty(q, (b, h, n, d), "float32")
+        mod = compiled(cfg, "cpu" if cpu else "gpu")
+        smem = cfg.shared_bytes if cpu else mod.constants["flash_bwd_shared_bytes"]
+        grids = _grids(b, h, n, cfg)
+        maps = [tmap(x, 64) for x in (q, k, v, do, dk, dv)] + [tmap(self.dq_acc, 64, cfg.dq_cols, "float32")]
+        self.steps = [
+            (mod["flash_bwd_prep"], grids["prep"], (32 * _PREP_ROWS,),
+             (o, do, self.delta, self.dq_acc, h, n, *_strides(o), *_strides(do)), 0),
+            (mod["flash_bwd"], grids["main"], (cfg.threads,),
+             (*maps, lse, self.delta, self.dq_acc, h, n, sc, int(causal)), smem),
+            (mod["flash_bwd_dq"], grids["dq"], (_DQ_THREADS,), (self.dq_acc, dq, h, n, *_strides(dq), sc), 0),
+        ]
+        self.cpu, self.stream, self.cfg = cpu, stream, cfg
+        self.prepared = None if cpu else [k.prepare(g, t, a, shared_mem=s, stream=stream)
+                                          for k, g, t, a, s in self.steps]
+
+    def __call__(self) -> None:
+        if self.prepared is not None:
+            for run in self.prepared:
+                run()
+            return
+        for kernel, grid, threads, args, smem in self.steps:
+            kernel(grid, threads, args, shared_mem=smem)
+
+
+def prepare(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dq: Any, dk: Any, dv: Any, *,
+            causal: bool = False, scale: float | None = None, stream: Any = None, **options: int) -> Any:
+    """GPU: check the inputs, build the variant, its tensor maps and scratch (D, the fp32 dQ accumulator)
+    once; returns ``run()`` that launches the three kernels (writes dq, dk, dv)."""
+    return _Launches(q, k, v, o, lse, do, dq, dk, dv, causal=causal, scale=scale, cpu=False, stream=stream,
+                     **options)
+
+
+def flash_bwd(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, *, causal: bool = False,
+              scale: float | None = None, **options: int) -> tuple[Any, Any, Any]:
+    """dQ, dK, dV of O = softmax(Q K^T scale) V given dO, from the forward's O and log-sum-exp L.
+
+    ``o`` and ``lse`` are what ``attention.flash_fwd`` returned for (q, k, v). NumPy uint16 arrays (bf16
+    bits, C-contiguous) run on the CPU emulator; torch tensors / CuPy arrays on the GPU. Returns bf16
+    (dq, dk, dv) shaped like q (torch: with q's strides).
+    """
+    cpu = isinstance(q, np.ndarray)
+    b, h, n, d = _check_inputs(q, k, v, "hopper")
+    if cpu:
+        dq, dk, dv = (np.full((b, h, n, d), 0xFFFF, np.uint16) for _ in range(3))  # NaN until written
+    else:
+        strides = _layout(q)[1] if _is_torch(q) else None
+        dq, dk, dv = (_empty(q, (b, h, n, d), "bfloat16", strides) for _ in range(3))
+    _Launches(q, k, v, o, lse, do, dq, dk, dv, causal=causal, scale=scale, cpu=cpu, **options)()
+    return dq, dk, dv
