@@ -330,6 +330,9 @@ class Exercise:
     #: What the untouched exercise (the generated stub) fails on without a GPU: (static check, words of its
     #: message). Tests derive their expectations from it, so a new exercise adds no list elsewhere.
     untouched: tuple[str, str] = ()
+    #: A design exercise (issue 25): the learner writes something the chapter explained but never showed.
+    #: A chapter prefix ("ch07") names the chapter's own exercise, not its design exercise.
+    design: bool = False
 
     @property
     def filename(self) -> str:
@@ -382,7 +385,10 @@ def _drills() -> dict[str, Exercise]:
 def all_ids() -> list[str]:
     """Ids of every exercise and drill, in chapter order (a chapter's exercises before its drills)."""
     drills = _drills()
-    return sorted([*_module_ids(), *drills], key=lambda i: (i[:4], i in drills, i))
+    def design(i: str) -> bool:  # a chapter's design exercise after its own exercise
+        return i not in drills and importlib.import_module(f"{__name__}.{i}").SPEC.design
+
+    return sorted([*_module_ids(), *drills], key=lambda i: (i[:4], i in drills, design(i), i))
 
 
 def get(exercise_id: str) -> Exercise:
@@ -410,7 +416,7 @@ def find(name: str) -> Exercise:
         return get(stem)
     matches = [i for i in ids if i.startswith(stem)] or [i for i in ids if stem.startswith(i)]
     drills = _drills()
-    main = [i for i in matches if i not in drills]
+    main = [i for i in matches if i not in drills and not get(i).design]
     if len(matches) == 1 or len(main) == 1:
         return get(matches[0] if len(matches) == 1 else main[0])
     hint = f"it could be {', '.join(matches)}" if matches else f"exercises: {', '.join(ids)}"
