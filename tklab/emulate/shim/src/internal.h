@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <stdexcept>  // std::runtime_error (GCC 13 no longer brings it in through other headers)
 #include <deque>
 #include <functional>
 #include <mutex>
