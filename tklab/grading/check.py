@@ -352,7 +352,7 @@ def _gpu_floors(res: CheckResult, spec: Exercise) -> None:
 
 def _hazards(res: CheckResult, spec: Exercise, file: Path, source: str, shown: str, seed: int | None,
              hide: Sequence[str | os.PathLike[str]]) -> None:
-    """The emulator's hazard analysis of one small case, beside a GPU run: a race, a stage released while a
+    """The emulator's hazard analysis of a small case (under each TMA order the exercise uses), beside a GPU run: a race, a stage released while a
     product still reads it, a box read before it landed … fail the check even where the GPU's timing hid them."""
     from ..emulate import exercise as emulated
     from .runner import run_isolated
@@ -368,7 +368,7 @@ def _hazards(res: CheckResult, spec: Exercise, file: Path, source: str, shown: s
     parts = emulated.prepare(spec)  # the emulator's own runtime; the learner's module is built in the sandbox
     out = run_isolated(spec.id, file, mode="hazards", timeout=120.0, seed=seed, source=source, hide=hide,
                        emulator_parts=parts)
-    where = dims_text(cases[0])
+    where = "; ".join(dims_text(c) for c in cases)
     if out.status == "ok":
         res.hazards = StaticResult(name, True, f"no race or asynchronous hazard at {where}")
         for floor in spec.floors:
@@ -378,7 +378,8 @@ def _hazards(res: CheckResult, spec: Exercise, file: Path, source: str, shown: s
     elif out.status == "wrong":
         bad = next(c for c in out.result["cases"] if not c["ok"])
         m = next(o for o in bad["outputs"] if not o["ok"])
-        res.hazards = StaticResult(name, False, f"right on the GPU, but wrong at {where} when the emulator lets "
+        res.hazards = StaticResult(name, False, f"right on the GPU, but wrong at {dims_text(bad['dims'])} when the "
+                                   "emulator lets "
                                    f"asynchronous copies and products finish in another order ({m.get('wrong', '?')} "
                                    f"elements of {m['output']} wrong): the code relies on timing")
     else:
