@@ -352,8 +352,9 @@ def _gpu_floors(res: CheckResult, spec: Exercise) -> None:
 
 def _hazards(res: CheckResult, spec: Exercise, file: Path, source: str, shown: str, seed: int | None,
              hide: Sequence[str | os.PathLike[str]]) -> None:
-    """The emulator's hazard analysis of a small case (under each TMA order the exercise uses), beside a GPU run: a race, a stage released while a
-    product still reads it, a box read before it landed … fail the check even where the GPU's timing hid them."""
+    """The emulator's hazard analysis of a small case (and of another TMA order), beside a GPU run: a race, a
+    stage released while a product still reads it, a box read before it landed … fail the check even where the
+    GPU's timing hid them."""
     from ..emulate import exercise as emulated
     from .runner import run_isolated
     from .specs import dims_text
