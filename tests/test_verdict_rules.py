@@ -128,3 +128,54 @@ def test_the_reference_solution_reaches_the_child_as_a_compiled_module(monkeypat
     kernel = child._reference_kernel(spec, "sm_90a")
     assert kernel is not None and kernel.module.source == "" and len(kernel.module.cubin) > 0
     assert chk._reference(specs.get("ch08_wgmma"), "sm_90a", []) == {}  # no floor: nothing compiled
+
+
+def test_the_report_says_where_the_code_ran_in_plain_words() -> None:
+    """The sandbox's jargon (uids, namespaces, rlimits) stays in ``.isolation`` and --json; the report says
+    what it means for the learner (issue 31)."""
+    from tklab.grading.verdict import CheckResult
+
+    detail = ("bubblewrap sandbox (read-only filesystem except a fresh folder, no network, own PID namespace), as "
+              "nobody (uid 65534); limits: 60 s wall clock")
+    res = CheckResult("ch02_smem_tiling", "Shared-memory tiling", "x.cu", compiled=True, passed=True,
+                      run_status="ok", isolation=detail)
+    text = repr(res)
+    assert "where it ran: in a sandbox" in text and "uid" not in text and "namespace" not in text
+    assert res.to_dict()["isolation"] == detail
+    res.isolation = "separate process (fresh folder, clean environment, own session), as root (uid 0)"
+    assert "crash or a hang cannot take your notebook down" in repr(res) and "uid" not in repr(res)
+
+
+def test_the_mismatch_grid_scrolls_instead_of_wrapping_inside_numbers() -> None:
+    """JupyterLab wraps <pre> text: the report's grid of numbers must keep its lines whole (issue 31)."""
+    from tklab.grading.verdict import CheckResult
+
+    res = CheckResult("ch02_smem_tiling", "Shared-memory tiling", "x.cu", compiled=True, passed=False,
+                      run_status="wrong", run_message="wrong result",
+                      mismatch={"output": "C", "index": [0, 1], "got": 1.25, "expected": 0.5, "wrong": 3, "total": 4,
+                                "window": {"origin": [0, 0], "matrix": True, "got": [[1.0, 1.25], [0.0, 1.0]],
+                                           "expected": [[1.0, 0.5], [0.0, 1.0]],
+                                           "bad": [[False, True], [False, False]]}})
+    page = res._repr_html_()
+    assert "<pre style='white-space:pre;overflow-x:auto" in page and "1.25*" in page
+
+
+def test_an_uncoalesced_ch01_order_passes_with_a_remark_where_only_the_simulator_runs(tmp_path) -> None:
+    """``row, col = cuda.grid(2)`` computes the right C (square shapes) but no warp access coalesces: the
+    simulator cannot time it, so the report says it in words (issue 31); the coalesced order gets no remark."""
+    import planted
+
+    from tklab.grading.specs.ch01_naive_matmul import uncoalesced_order
+
+    right = (planted.ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
+    swapped = right.replace("col, row = cuda.grid(2)", "row, col = cuda.grid(2)")
+    assert swapped != right
+    assert uncoalesced_order(right) is None
+    remark = uncoalesced_order(swapped)
+    assert remark and "coalesce" in remark and "C[row, col]" in remark
+    assert uncoalesced_order(swapped.replace("C[row, col]", "C[col, row]")) is None  # x on C's columns again
+    from tklab.grading.check import check
+
+    f = tmp_path / "ch01_naive_matmul.py"
+    f.write_text(swapped)
+    assert any("none coalesce" in n for n in check("ch01", f, run=False).notes)

@@ -152,6 +152,7 @@ def _static_numba(spec: Exercise, source: str, shown: str, res: CheckResult) -> 
     ctx = StaticContext(spec=spec, source=source, program=shown)
     for chk in spec.static:
         res.static.append(chk.run(ctx))
+    res.notes += [r for r in (remark(source) for remark in spec.remarks) if r]
 
 
 def _fill_run(res: CheckResult, outcome: Any) -> None:

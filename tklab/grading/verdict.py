@@ -202,7 +202,7 @@ class CheckResult:
             if self.evidence and self.passed is not None:
                 rows.append(Row(dot, "evidence", self.evidence))
             if self.isolation:
-                rows.append(Row(dot, "isolation", self.isolation))
+                rows.append(Row(dot, "where it ran", _isolation_in_words(self.isolation)))
         rows += [Row(dot, "note", n) for n in self.notes]
         if self.hint:
             rows.append(Row(dot, "hint", self.hint))
@@ -232,7 +232,9 @@ class CheckResult:
         body = "".join(
             f"<tr><td>{r.mark}</td><td style='text-align:left'>{html.escape(r.label)}</td>"
             f"<td style='text-align:left'>{html.escape(r.detail)}"
-            + (f"<pre>{html.escape(chr(10).join(r.block))}</pre>" if r.block else "") + "</td></tr>"
+            # the yours | expected grid scrolls sideways instead of wrapping inside a number (JupyterLab wraps <pre>)
+            + (f"<pre style='white-space:pre;overflow-x:auto;max-width:100%'>{html.escape(chr(10).join(r.block))}"
+               "</pre>" if r.block else "") + "</td></tr>"
             for r in self.rows())
         reason = ((f" ({html.escape(self.caveat)})" if self.caveat else "") if self.passed
                   else ": " + html.escape(self.summary))
@@ -246,6 +248,15 @@ class CheckResult:
                  checked=self.checked,
                  unchecked=self.unchecked)
         return d
+
+
+def _isolation_in_words(isolation: str) -> str:
+    """The sandbox in a learner's words; the grader's detail stays in ``CheckResult.isolation`` (and --json)."""
+    if isolation.startswith("bubblewrap"):
+        return ("in a sandbox: your code could not touch your files, the network or the checker "
+                "(details: the result's .isolation)")
+    return ("in a separate process, so a crash or a hang cannot take your notebook down (details: the "
+            "result's .isolation)")
 
 
 def _fmt(x: float) -> str:

@@ -333,6 +333,9 @@ class Exercise:
     #: A design exercise (issue 25): the learner writes something the chapter explained but never showed.
     #: A chapter prefix ("ch07") names the chapter's own exercise, not its design exercise.
     design: bool = False
+    #: advice a run on the CPU cannot measure (e.g. an uncoalesced access order): functions of the source
+    #: returning a sentence or None; shown as notes, never a condition of passing
+    remarks: tuple[Callable[[str], str | None], ...] = ()
 
     @property
     def filename(self) -> str:

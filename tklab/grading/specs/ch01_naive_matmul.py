@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from . import (
     AssignsTo,
     Bench,
@@ -14,6 +16,21 @@ from . import (
     matmul_outputs,
     matmul_reference,
 )
+
+
+def uncoalesced_order(source: str) -> str | None:
+    """``row, col = cuda.grid(2)`` then ``C[row, col]``: x (the fast index of a warp) walks down a column of
+    C and B, so a warp's 32 accesses hit 32 rows: uncoalesced. The simulator cannot time that; say it."""
+    m = re.search(r"\b(\w+)\s*,\s*(\w+)\s*=\s*cuda\.grid\(\s*2\s*\)", source)
+    if m is None:
+        return None
+    x, y = m.groups()
+    if re.search(rf"\bC\[\s*{re.escape(x)}\s*,\s*{re.escape(y)}\s*\]", source) is None:
+        return None
+    return (f"speed: `{x}, {y} = cuda.grid(2)` gives {x} the x index, which neighbouring threads of a warp "
+            f"differ in, and C[{x}, {y}] puts it on the rows: a warp's 32 writes (and its reads of B) land in 32 "
+            "different rows, so none coalesce. Right, but slow on a GPU: chapter 01, section 3, says which index "
+            "follows x, and chapter 02 measures both orders")
 
 
 def _launch(d: Dims) -> Launch:
@@ -40,6 +57,7 @@ SPEC = Exercise(
     sim_cases=({"M": 5, "N": 7, "K": 3}, {"M": 17, "N": 18, "K": 4}),
     shapes="any M, N, K",
     static=(AssignsTo("C"),),
+    remarks=(uncoalesced_order,),
     bench=Bench(dims={"M": 2048, "N": 2048, "K": 2048}, baseline=cupy_matmul,
                 baseline_name="cuBLAS fp32 (cupy.matmul)", output="C", target=0.02, flops=matmul_flops,
                 measured=(0.0269, 0.027)),  # H200: 78f7203 (bench/results/exercises_2026-11-29_78f7203.json), d0cbc8f
