@@ -81,7 +81,7 @@ NB_NO_NVRTC ?= notebooks/01_naive_matmul.ipynb notebooks/layout_playground.ipynb
 
 test: install chromium sandbox-tool
 	$(PY) -m ruff check tklab tests bench
-	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q tests
+	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q --durations=20 tests
 	@if $(PY) -c "from tklab.build import toolchain; raise SystemExit(toolchain.nvrtc_available())"; then \
 		echo "No NVRTC here (macOS?): executing only the notebooks that compile nothing for the GPU ($(NB_NO_NVRTC));"; \
 		echo "the others open with their stored outputs, and their compile/SASS cells say that they need NVRTC."; \
