@@ -225,7 +225,9 @@ def test_the_report_names_the_isolation_level(tmp_path, level):
     res = check(_plant(tmp_path, ""), timeout=30)
     assert res.passed is True
     assert res.isolation.startswith("bubblewrap sandbox" if level == "bubblewrap" else "separate process")
-    assert "isolation: " in repr(res) and "s wall clock" in res.isolation
+    assert "s wall clock" in res.isolation  # the detail, for graders (and --json) ...
+    said = "where it ran: in a sandbox" if level == "bubblewrap" else "where it ran: in a separate process"
+    assert said in repr(res) and "wall clock" not in repr(res)  # ... the report says it in the learner's words
 
 
 def test_without_bubblewrap_the_report_says_what_is_not_fenced_off(monkeypatch):
