@@ -623,6 +623,19 @@ void ptx::bulk_wait(int n, bool) {
 }
 
 void flush_thread(Block& b, Thread& t) {
+    // A TMA store reads its source until cp.async.bulk.wait_group.read returns in the thread that issued it; bulk
+    // groups belong to that thread, so once it exits nobody can wait for them, and the block's shared memory may
+    // be handed to the next block while the copy engine still reads it.
+    const TmaOp* pending = !t.bulk_open.empty() ? &t.bulk_open.front()
+                           : !t.bulk_groups.empty() && !t.bulk_groups.front().empty() ? &t.bulk_groups.front().front()
+                                                                                       : nullptr;
+    if (pending)
+        fail_json(error_json("async", "asynchronous hazard in " + block_desc(b) + ": " + thread_desc(b, t.id) +
+                                          " exits while the TMA store it issued" + pc_mark(pending->pc) +
+                                          " may still read " + smem_desc(b, pending->smem) +
+                                          ": wait with cp.async.bulk.wait_group.read 0 (tma::store_wait_read<0>) "
+                                          "before the thread exits, or the block's shared memory can be reused "
+                                          "under the copy"));
     for (auto& g : t.cp_groups)
         for (const Copy& c : g) complete_copy(b, t.id, clock_of(b, t.id), t.pc, c);
     for (const Copy& c : t.cp_open) complete_copy(b, t.id, clock_of(b, t.id), t.pc, c);
