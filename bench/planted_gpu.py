@@ -1,6 +1,6 @@
 """Every planted mistake and benign variant (solutions/mistakes/) checked on the GPU, three seeds per mistake.
 
-    python bench/planted_gpu.py [--workers 14] [--seeds 1 2 3] [--only ch10_flash ...] [--timed]
+    python bench/planted_gpu.py [--workers 14] [--seeds 1 2 3] [--only ch10_flash ...] [--timed | --speed-only]
 
 The same runs as ``tests/test_planted_mistakes_gpu.py`` (the real ``python -m tklab check`` in a fresh process
 per file, the GPU run with the emulator's hazard analysis beside it), printed as each verdict arrives, so a
@@ -13,6 +13,7 @@ ratio that the concept floor reads. Exit status 1 when a mistake passed or a ben
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import sys
@@ -33,9 +34,15 @@ def main() -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--only", nargs="*", help="exercise ids (default: every suite)")
     p.add_argument("--timed", action="store_true", help="also the timed mistakes, one at a time")
+    p.add_argument("--speed-only", action="store_true",
+                   help="only the timed mistakes and the benign variants, every one timed against the reference "
+                        "(what a concept floor's ratio is chosen from)")
     args = p.parse_args()
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / "planted-gpu"
     mutations = [m for e in planted.exercises() if not args.only or e in args.only for m in planted.load(e)]
+    if args.speed_only:
+        args.timed = True
+        mutations = [m if m.speed else dataclasses.replace(m, speed=True) for m in mutations if m.speed or m.benign]
     jobs = [(m, s) for m in mutations if args.timed or not m.speed
             for s in (args.seeds[:1] if m.benign else args.seeds)]
     rows: list[str] = []
