@@ -139,3 +139,39 @@ def test_ch08_descriptor_section_matches_the_library() -> None:
     prose = _text("08", "c06d")
     assert "| 32–45 | stride byte offset (SBO) ÷ 16 | 1024 ÷ 16" in prose
     assert "| 62–63 | swizzle mode | 1 = 128B" in prose
+
+
+def _sources(chapter: str) -> dict[str, str]:
+    return {cid: " ".join("".join(c["source"]).split()) for cid, c in _cells(chapter).items()}
+
+
+def test_ch10_quotes_the_default_key_block_from_its_one_home() -> None:
+    """Issue 27 item 5: chapter 10's default key block (``attention.DEFAULTS``, BC at d = 128) is quoted only
+    in these places, each held to DEFAULTS here; the code cells read it from DEFAULTS; no other cell's
+    source names the number, so a change of the default fails here instead of leaving stale prose."""
+    from tklab.course.attention import DEFAULTS
+
+    d128, d64 = DEFAULTS["hopper"][128], DEFAULTS["hopper"][64]
+    bc = d128["BC"]
+    schedule = {0: "plain", 1: "overlap", 2: "ping-pong"}
+    held = {
+        "5ccf21b3": [f"`wgmma` 64×{bc}×16"],
+        "a0bdd3e7": [f"`HGMMA.64x{bc}x16` is one", f"(64·{bc}·16 multiply-adds", f"**8** `HGMMA.64x{bc}x16`",
+                     f"(64 × {bc} scores", f"the block's {bc} keys: {bc}/16"],
+        "6b51a3a7": [f"widens the key block from 128 to {bc}",
+                     f"default is {schedule[d128['SCHEDULE']]} at d = 128 and {schedule[d64['SCHEDULE']]} at d = 64"],
+        # the recorded step of the default configuration: its record key names the width it was measured with
+        "d7662f86": [f'("ch10.pingpong_bc{bc}", "hopper", {{"SCHEDULE": {d128["SCHEDULE"]}, "BC": {bc}}}, '
+                     f'"+ {bc}-key blocks (the default)")'],
+        "4db82bb5": [f'"ch10.pingpong_bc{bc}"'],
+    }
+    sources = _sources("10")
+    for cell, quotes in held.items():
+        for quote in quotes:
+            assert quote in sources[cell], f"10 · cell {cell} no longer says {quote!r} (DEFAULTS: BC={bc})"
+    for cell, text in sources.items():
+        for quote in held.get(cell, []):
+            text = text.replace(quote, "")
+        assert not re.search(rf"(?<![\d.]){bc}(?![\d.])", text), \
+            f"10 · cell {cell} quotes {bc} by hand: read attention.DEFAULTS, or hold the quote in this test"
+    assert "attention.DEFAULTS" in sources["0d27f2a6"] and "attention.DEFAULTS" in sources["229a2421"]
