@@ -204,10 +204,10 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 #endif
     const int row0 = q_block * BR + me * 64 + 16 * warpgroup::warp();  // this warp's first query row
     const float c = scale * 1.4426950408889634f;                      // scale * log2(e)
-    softmax_state st;
-    fill(st.m, neg_inf);
-    zero(st.l);
-    zero(st.o);
+    softmax_state rows;  // this warp's 16 query rows
+    fill(rows.m, neg_inf);
+    zero(rows.l);
+    zero(rows.o);
 #if PERSISTENT
     ring_cursor<STAGES> at_k{int(carried >> 2), carried >> 1 & 1}, at_v = at_k;
 #else
@@ -218,14 +218,14 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 #if SCHEDULE == 0
     for (int j = 0; j < kv_blocks; ++j, at_k.advance(), at_v.advance()) {
         wait(sm.k_pipe.full[at_k.stage], at_k.phase);
-        warpgroup::mm_ABt(st.s, sm.q[me], sm.k[at_k.stage]);  // S = Q K_j^T
-        warpgroup::mma_async_wait<0>(st.s);
+        warpgroup::mm_ABt(rows.s, sm.q[me], sm.k[at_k.stage]);  // S = Q K_j^T
+        warpgroup::mma_async_wait<0>(rows.s);
         sm.k_pipe.release(at_k.stage);
-        st.exponentiate(j, row0, seq, c, causal);
-        st.rescale_and_round();
+        rows.exponentiate(j, row0, seq, c, causal);
+        rows.rescale_and_round();
         wait(sm.v_pipe.full[at_v.stage], at_v.phase);
-        warpgroup::mma_AB(st.o, st.p, sm.v[at_v.stage]);  // O += P V_j
-        warpgroup::mma_async_wait<0>(st.o, st.p);
+        warpgroup::mma_AB(rows.o, rows.p, sm.v[at_v.stage]);  // O += P V_j
+        warpgroup::mma_async_wait<0>(rows.o, rows.p);
         sm.v_pipe.release(at_v.stage);
     }
 #else
@@ -233,12 +233,14 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     if (pingpong) turn::start(me);
     // Block 0: S_0 alone.
     wait(sm.k_pipe.full[at_k.stage], at_k.phase);
-    in_turn<pingpong>(me, [&] { warpgroup::mm_ABt(st.s, sm.q[me], sm.k[at_k.stage]); });
-    warpgroup::mma_async_wait<0>(st.s);
+    in_turn<pingpong>(me, [&] {
+        warpgroup::mm_ABt(rows.s, sm.q[me], sm.k[at_k.stage]);
+    });
+    warpgroup::mma_async_wait<0>(rows.s);
     sm.k_pipe.release(at_k.stage);
     at_k.advance();
-    st.exponentiate(0, row0, seq, c, causal);
-    st.rescale_and_round();
+    rows.exponentiate(0, row0, seq, c, causal);
+    rows.rescale_and_round();
     // Blocks 1 ..: issue S_j and O += P_{j-1} V_{j-1} back to back, exponentiate S_j under the second.
     for (int j = 1; j < kv_blocks; ++j, at_k.advance(), at_v.advance()) {
         // TODO: your code here (about 12 lines).
@@ -249,16 +251,18 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     }
     // The last block's P V.
     wait(sm.v_pipe.full[at_v.stage], at_v.phase);
-    in_turn<pingpong>(me, [&] { warpgroup::mma_AB(st.o, st.p, sm.v[at_v.stage]); }, after::last);
-    warpgroup::mma_async_wait<0>(st.o);
+    in_turn<pingpong>(me, [&] {
+        warpgroup::mma_AB(rows.o, rows.p, sm.v[at_v.stage]);
+    }, after::last);
+    warpgroup::mma_async_wait<0>(rows.o);
     sm.v_pipe.release(at_v.stage);
 #endif
 
     // Epilogue: O / l through this consumer's Q tile (stmatrix), out with one TMA store that skips rows
     // past the end of the head; L = ln(sum) + scaled max, one lane per row (-inf for a row no key reached).
-    map(st.a, st.l, [](float l) { return l == 0.0f ? 0.0f : fast::rcp(l); });  // a row no key reached: O = 0
-    mul_row(st.o, st.o, st.a);
-    warpgroup::store(sm.q[me], st.o);
+    map(rows.a, rows.l, [](float l) { return l == 0.0f ? 0.0f : fast::rcp(l); });  // a row no key reached: O = 0
+    mul_row(rows.o, rows.o, rows.a);
+    warpgroup::store(sm.q[me], rows.o);
     fence_proxy_async();  // our ordinary shared stores, then the copy engine reads them
     warpgroup::sync_group<epilogue_barriers>(me);  // this consumer's 128 threads only
     if (warpgroup::threadid() == 0) {
@@ -266,7 +270,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         tma::store_commit();
     }
     col_vec<rt_fl<16, BC>> row_lse;  // ln(sum of e^(scaled score)) = (log2(l) + c m) ln 2
-    map(row_lse, st.l, st.m, [c](float l, float mx) { return (fast::log2(l) + c * mx) * 0.69314718055994531f; });
+    map(row_lse, rows.l, rows.m, [c](float l, float mx) { return (fast::log2(l) + c * mx) * 0.69314718055994531f; });
     store(lse + (size_t(b) * heads + h) * seq + row0, row_lse, seq - row0);
     if (warpgroup::threadid() == 0) tma::store_wait_read<0>();
 #if PERSISTENT

@@ -119,37 +119,37 @@ flash_fwd_gqa(const __grid_constant__ CUtensorMap map_q, const __grid_constant__
     const int me = warpgroup::groupid() - 1;
     const int row0 = q_block * BR + me * 64 + 16 * warpgroup::warp();  // this warp's first query row
     const float c = scale * 1.4426950408889634f;                      // scale * log2(e)
-    softmax_state st;
-    fill(st.m, neg_inf);
-    zero(st.l);
-    zero(st.o);
+    softmax_state rows;  // this warp's 16 query rows
+    fill(rows.m, neg_inf);
+    zero(rows.l);
+    zero(rows.o);
     ring_cursor<STAGES> at_k, at_v;
     wait(sm.q_full, 0);
 
     for (int j = 0; j < kv_blocks; ++j, at_k.advance(), at_v.advance()) {
         wait(sm.k_pipe.full[at_k.stage], at_k.phase);
-        warpgroup::mm_ABt(st.s, sm.q[me], sm.k[at_k.stage]);  // S = Q K_j^T
-        warpgroup::mma_async_wait<0>(st.s);
+        warpgroup::mm_ABt(rows.s, sm.q[me], sm.k[at_k.stage]);  // S = Q K_j^T
+        warpgroup::mma_async_wait<0>(rows.s);
         sm.k_pipe.release(at_k.stage);
-        st.exponentiate(j, row0, seq, c, causal);
-        st.rescale_and_round();
+        rows.exponentiate(j, row0, seq, c, causal);
+        rows.rescale_and_round();
         wait(sm.v_pipe.full[at_v.stage], at_v.phase);
-        warpgroup::mma_AB(st.o, st.p, sm.v[at_v.stage]);  // O += P V_j
-        warpgroup::mma_async_wait<0>(st.o, st.p);
+        warpgroup::mma_AB(rows.o, rows.p, sm.v[at_v.stage]);  // O += P V_j
+        warpgroup::mma_async_wait<0>(rows.o, rows.p);
         sm.v_pipe.release(at_v.stage);
     }
 
     // Epilogue: O / l through this consumer's Q tile (stmatrix), out with one TMA store that skips rows
     // past the end of the head; L = ln(sum) + scaled max, one lane per row.
-    div_row(st.o, st.o, st.l);
-    warpgroup::store(sm.q[me], st.o);
+    div_row(rows.o, rows.o, rows.l);
+    warpgroup::store(sm.q[me], rows.o);
     fence_proxy_async();  // our ordinary shared stores, then the copy engine reads them
     warpgroup::sync_group<8>(me);
     if (warpgroup::threadid() == 0) {
         tma::store_async(map_o, sm.q[me], {b, h, q_block * CONSUMERS + me, 0});
         tma::store_commit();
     }
-    map(st.l, st.l, st.m, [c](float l, float mx) { return (fast::log2(l) + c * mx) * 0.69314718055994531f; });
-    store(lse + (size_t(b) * heads + h) * seq + row0, st.l, seq - row0);
+    map(rows.l, rows.l, rows.m, [c](float l, float mx) { return (fast::log2(l) + c * mx) * 0.69314718055994531f; });
+    store(lse + (size_t(b) * heads + h) * seq + row0, rows.l, seq - row0);
     if (warpgroup::threadid() == 0) tma::store_wait_read<0>();
 }

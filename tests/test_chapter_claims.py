@@ -107,12 +107,49 @@ def test_ch02_numba_ratio_is_the_recorded_one() -> None:
 
 
 def test_ch00_vector_add_share_of_a_copy() -> None:
-    """00 · cell 22: the vector add's share of the 4.3 TB/s ceiling and of the copy timed with the sweep."""
+    """00 · cell 22: the vector add's rate against the copy ceiling and against the copy timed with the sweep;
+    where the record's own share was taken against another ceiling, the prose says which."""
+    from tklab.run.ceilings import H200_COPY_TBPS
+
     add, sweep = _recorded("ch00.vector_add"), _recorded("ch00.bytes_in_flight")
     prose = _text("00", "c22")
-    assert f"reaches {add['of copy bandwidth']:.0%}".replace("%", " %") in prose
+    tbps = add["gbps"] / 1000
+    assert f"moved {tbps:.2f} TB/s: {tbps / H200_COPY_TBPS:.0%} of the {H200_COPY_TBPS:.2f} TB/s copy ceiling" \
+        .replace("%", " %") in prose
+    if abs(add["of copy bandwidth"] - tbps / H200_COPY_TBPS) > 0.005:
+        assert f"the record's {add['of copy bandwidth']:.3f} was computed against" in prose
     assert f"({sweep['copy_tbps']:.2f} TB/s) the same kernel reaches {sweep['8B_tbps'] / sweep['copy_tbps']:.0%}" \
         .replace("%", " %") in prose
+
+
+def test_one_copy_ceiling_the_recorded_one() -> None:
+    """Issue 26: one HBM bandwidth for the H200, the copy chapter 00's ceilings cell recorded (``tklab.ceilings``
+    holds it, with its source); code cells read it from there, and every sentence that quotes the copy
+    ceiling quotes that value (a same-run copy, or a range of copies, is a measurement and says so)."""
+    from tklab.run.ceilings import KNOWN
+
+    ceiling = KNOWN["H200"].copy_tbps
+    assert ceiling == round(_recorded("ch00.ceilings")["copy_tbps"], 2)
+    assert "ch00.ceilings" in KNOWN["H200"].source["copy_tbps"]
+    number = r"(\d+(?:\.\d+)?)"
+    quotes = [rf"{number} TB/s (?:copy|device-to-device)", rf"copy(?: ceiling)?,? (?:of |at )?{number} TB/s",
+              rf"copy \({number} TB/s\)", rf"measured (?:at )?(?:about )?{number} TB/s"]
+    outputs = rf"of a copy \({number} TB/s\)|the {number} TB/s copy"
+    seen = []
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for cell in _cells(path.name[:2]).values():
+            where = f"{path.name} · cell {cell['id']}"
+            src = " ".join("".join(cell["source"]).split())
+            assert not re.search(r"\b\d\.\d+e12\b", src), f"{where}: a bandwidth by hand: read tklab.ceilings"
+            found = [m for q in quotes for m in re.finditer(q, src)]
+            for o in cell.get("outputs", []):
+                text = "".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+                found += list(re.finditer(outputs, text))
+            for m in found:
+                assert float(next(g for g in m.groups() if g)) == ceiling, \
+                    f"{where}: {m.group(0)!r} is not the copy ceiling, {ceiling} TB/s"
+            seen += [where] * len(found)
+    assert len(set(seen)) >= 10, seen  # the chapters' quotes and stored profiles: the patterns still find them
 
 
 def test_ch09_flash2_ratio_is_the_three_round_report() -> None:
@@ -139,3 +176,39 @@ def test_ch08_descriptor_section_matches_the_library() -> None:
     prose = _text("08", "c06d")
     assert "| 32–45 | stride byte offset (SBO) ÷ 16 | 1024 ÷ 16" in prose
     assert "| 62–63 | swizzle mode | 1 = 128B" in prose
+
+
+def _sources(chapter: str) -> dict[str, str]:
+    return {cid: " ".join("".join(c["source"]).split()) for cid, c in _cells(chapter).items()}
+
+
+def test_ch10_quotes_the_default_key_block_from_its_one_home() -> None:
+    """Issue 27 item 5: chapter 10's default key block (``attention.DEFAULTS``, BC at d = 128) is quoted only
+    in these places, each held to DEFAULTS here; the code cells read it from DEFAULTS; no other cell's
+    source names the number, so a change of the default fails here instead of leaving stale prose."""
+    from tklab.course.attention import DEFAULTS
+
+    d128, d64 = DEFAULTS["hopper"][128], DEFAULTS["hopper"][64]
+    bc = d128["BC"]
+    schedule = {0: "plain", 1: "overlap", 2: "ping-pong"}
+    held = {
+        "5ccf21b3": [f"`wgmma` 64×{bc}×16"],
+        "a0bdd3e7": [f"`HGMMA.64x{bc}x16` is one", f"(64·{bc}·16 multiply-adds", f"**8** `HGMMA.64x{bc}x16`",
+                     f"(64 × {bc} scores", f"the block's {bc} keys: {bc}/16"],
+        "6b51a3a7": [f"widens the key block from 128 to {bc}",
+                     f"default is {schedule[d128['SCHEDULE']]} at d = 128 and {schedule[d64['SCHEDULE']]} at d = 64"],
+        # the recorded step of the default configuration: its record key names the width it was measured with
+        "d7662f86": [f'("ch10.pingpong_bc{bc}", "hopper", {{"SCHEDULE": {d128["SCHEDULE"]}, "BC": {bc}}}, '
+                     f'"+ {bc}-key blocks (the default)")'],
+        "4db82bb5": [f'"ch10.pingpong_bc{bc}"'],
+    }
+    sources = _sources("10")
+    for cell, quotes in held.items():
+        for quote in quotes:
+            assert quote in sources[cell], f"10 · cell {cell} no longer says {quote!r} (DEFAULTS: BC={bc})"
+    for cell, text in sources.items():
+        for quote in held.get(cell, []):
+            text = text.replace(quote, "")
+        assert not re.search(rf"(?<![\d.]){bc}(?![\d.])", text), \
+            f"10 · cell {cell} quotes {bc} by hand: read attention.DEFAULTS, or hold the quote in this test"
+    assert "attention.DEFAULTS" in sources["0d27f2a6"] and "attention.DEFAULTS" in sources["229a2421"]

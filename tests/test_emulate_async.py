@@ -321,19 +321,30 @@ def test_ch10_plain_schedule_has_one_group_in_flight() -> None:
     assert err < 2e-2 and res.wgmma_max_in_flight == 1
 
 
-LOOP_K_WAIT = "        warpgroup::mma_async_wait<1>(st.s);  // S_j is done; P V may still run\n"
+LOOP_K_WAIT = "        warpgroup::mma_async_wait<1>(rows.s);  // S_j is done; P V may still run\n"
 LOOP_K_RELEASE = "        sm.k_pipe.release(at_k.stage);\n"
-LOOP_V_WAIT = "        warpgroup::mma_async_wait<0>(st.o, st.p);\n"
-LOOP_V_RELEASE = "        sm.v_pipe.release(at_v.stage);\n        st.rescale_and_round();\n"
+LOOP_V_WAIT = "        warpgroup::mma_async_wait<0>(rows.o, rows.p);\n"
+LOOP_V_RELEASE = "        sm.v_pipe.release(at_v.stage);\n        rows.rescale_and_round();\n"
+
+
+def _issued_at(src: str, call: str) -> list[int]:
+    """The lines a report may name for ``call``: its own, and the ``in_turn(...)`` call whose lambda holds it
+    (the kernel's outermost frame, which the emulator names)."""
+    lines = src.splitlines()
+    out = []
+    for i in _lines(src, call):
+        out.append(i)
+        out += [j for j in (i - 1, i - 2) if "in_turn<" in lines[j - 1]][:1]
+    return out
 
 
 def test_ch10_without_the_v_stage_wait_reads_a_box_in_flight() -> None:
-    turn = "        if (pingpong) turn::wait(me);\n        warpgroup::mm_ABt"
+    turn = "        in_turn<pingpong>(me, [&] {\n            warpgroup::mm_ABt"
     src = _planted(FLASH, "        wait(sm.v_pipe.full[at_v.stage], at_v.phase);\n" + turn, turn)
     with pytest.raises(emu.AsyncHazard) as e:
         _flash(src)
     msg = str(e.value)
-    assert any(f"read it at ch10_flash.cu:{i} " in msg for i in _lines(src, "mma_AB(st.o, st.p, sm.v[at_v"))
+    assert any(f"read it at ch10_flash.cu:{i} " in msg for i in _issued_at(src, "mma_AB(rows.o, rows.p, sm.v[at_v"))
     assert f"TMA load that thread (0) issued at ch10_flash.cu:{_line(src, 'map_v, sm.v_pipe.full')}" in msg
 
 
@@ -343,7 +354,7 @@ def test_ch10_releasing_k_before_its_group_is_waited_for_is_reported() -> None:
         _flash(src)
     msg = str(e.value)
     release = src[:src.index(LOOP_K_RELEASE + LOOP_K_WAIT)].count("\n") + 1
-    issues = _lines(src, "warpgroup::mm_ABt(st.s, sm.q[me]")
+    issues = _issued_at(src, "warpgroup::mm_ABt(rows.s, sm.q[me]")
     assert "(mbarrier arrive on " in msg and f"ch10_flash.cu:{release} " in msg
     assert any(f"wgmma group that its warpgroup issued at ch10_flash.cu:{i} " in msg for i in issues)
     assert f", which the TMA load at ch10_flash.cu:{_line(src, 'map_k, sm.k_pipe.full')} " in msg  # K's stage
@@ -351,7 +362,7 @@ def test_ch10_releasing_k_before_its_group_is_waited_for_is_reported() -> None:
 
 def test_ch10_releasing_v_before_its_group_is_waited_for_is_reported() -> None:
     src = _planted(FLASH, LOOP_V_WAIT + LOOP_V_RELEASE,
-                   "        sm.v_pipe.release(at_v.stage);\n" + LOOP_V_WAIT + "        st.rescale_and_round();\n")
+                   "        sm.v_pipe.release(at_v.stage);\n" + LOOP_V_WAIT + "        rows.rescale_and_round();\n")
     with pytest.raises(emu.AsyncHazard, match=r"hands back .* while the wgmma group that its warpgroup issued at "
                        r"ch10_flash\.cu:\d+ .*may still read it"):
         _flash(src)

@@ -12,6 +12,7 @@ import pytest
 
 from tklab.profile import ProfileResult, parse
 from tklab.profile.result import BOUND_PCT, M, read_here
+from tklab.run.ceilings import H200_COPY_TBPS
 
 HANDMADE = Path(__file__).parent / "data" / "ncu" / "handmade"
 N = 4096
@@ -75,7 +76,7 @@ def test_tensor_bound_gemm_with_op_specific_metric_and_sampled_stalls() -> None:
     assert r.stall_unit == "samples"
     reasons = [s.reason for s in r.stalls]
     assert "barrier_not_issued" not in reasons and reasons[0] == "wait"
-    assert r.peak_tflops == 708.0 and r.copy_tbps == 4.3
+    assert r.peak_tflops == 708.0 and r.copy_tbps == H200_COPY_TBPS
     assert "of the bf16 tensor ceiling (708)" in dict(r.rows())["compute"]
 
 

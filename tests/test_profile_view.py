@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tklab.profile import ProfileResult, parse
+from tklab.run.ceilings import H200_COPY_TBPS
 from tklab.widgets import profile_view
 from tklab.widgets.profile_view import DARK, LIGHT, profile_svg, roofline_axes, roofline_range
 
@@ -43,12 +44,12 @@ def test_roofline_point_and_ceilings_are_the_results_numbers() -> None:
     assert float(point["data-tflops"]) == pytest.approx(r.tflops, rel=1e-3)
     roofs = {m["data-kind"]: m for m in _marks(svg, "line", "roof")}
     assert float(roofs["fp32_simt"]["data-tflops"]) == 51 and float(roofs["bf16_tensor"]["data-tflops"]) == 708
-    assert float(roofs["dram"]["data-tbps"]) == 4.3
+    assert float(roofs["dram"]["data-tbps"]) == H200_COPY_TBPS
     assert roofs["fp32_simt"]["stroke"] == DARK and roofs["bf16_tensor"]["stroke"] == LIGHT  # read against fp32
     # The point sits below the FP32 roof (8.8 < 51): a larger y in SVG coordinates.
     assert float(point["cy"]) > float(roofs["fp32_simt"]["y1"])
     # The roofs meet the bandwidth slope at the ridge point, x = peak / bandwidth.
-    assert float(roofs["fp32_simt"]["x1"]) == pytest.approx(_x_of(svg, r, 51 / 4.3), abs=0.11)
+    assert float(roofs["fp32_simt"]["x1"]) == pytest.approx(_x_of(svg, r, 51 / H200_COPY_TBPS), abs=0.11)
 
 
 def _x_of(svg: str, r: ProfileResult, x: float) -> float:

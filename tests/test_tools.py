@@ -148,8 +148,8 @@ def test_bench_without_gpu_says_so(monkeypatch):
 
 def test_ceilings_fractions():
     h200 = ceilings.for_device("NVIDIA H200")
-    assert h200.bf16_tensor_tflops == 708.0 and h200.copy_tbps == 4.3
-    f = h200.fraction(tflops=354.0, tbps=2.15)
+    assert h200.bf16_tensor_tflops == 708.0 and h200.copy_tbps == ceilings.H200_COPY_TBPS
+    f = h200.fraction(tflops=354.0, tbps=ceilings.H200_COPY_TBPS / 2)
     assert f == {"of bf16_tensor peak": 0.5, "of copy bandwidth": 0.5}
     assert h200.fraction(tflops=25.5, kind="fp32_simt") == {"of fp32_simt peak": 0.5}
 

@@ -492,7 +492,7 @@ class ProfileResult:
         else:
             out.append(("compute", "— (pass flops= for a rate)"))
         if self.dram_bytes is not None:
-            vs = f" = {_share(self.dram_tbps / self.copy_tbps)} of a copy ({self.copy_tbps:.2g} TB/s)" \
+            vs = f" = {_share(self.dram_tbps / self.copy_tbps)} of a copy ({self.copy_tbps:.3g} TB/s)" \
                 if self.dram_tbps is not None and self.copy_tbps else ""
             rate = f", {self.dram_tbps:.3g} TB/s{vs}" if self.dram_tbps is not None else ""
             out.append(("DRAM", f"{_si(self.get(M.dram_read), 'B')} read + {_si(self.get(M.dram_write), 'B')} "

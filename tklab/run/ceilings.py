@@ -2,15 +2,17 @@
 
 Two kinds of number live here, and each says which it is:
 - ``measured``: read on a real card with a library (cuBLAS, a device-to-device copy) — what a kernel
-  can realistically reach. H200 figures: measured 2026-11-29 on the project's lent H200 (driver
-  580.159.04, CUDA 13.0, torch 2.11; see ``shared/anchors.md`` and ``bench/results/``).
+  can realistically reach. H200 figures: the project's lent H200 (driver 580.159.04, CUDA 13.0, torch
+  2.11): cuBLAS measured 2026-11-29 (``shared/anchors.md``); the copy is chapter 00's ceilings cell as
+  recorded in ``bench/results/recorded.json`` (key ``ch00.ceilings``), the one bandwidth every chapter
+  quotes (``tests/test_chapter_claims.py`` holds this value to that record and the prose to this value).
 - ``datasheet``: the vendor's peak — a bound nothing reaches.
 
 For an unknown GPU, ``for_device(name, measure_copy=...)`` asks the caller to measure copy bandwidth
 once (``tklab.bench`` does, with a CuPy copy) and keeps it in the tklab cache folder; compute ceilings
 are then unknown (None) rather than guessed. This module measures nothing itself: it is data.
 
-Public API: ``Ceilings``, ``KNOWN``, ``DATASHEET``, ``for_device(name=None, measure_copy=None)``.
+Public API: ``Ceilings``, ``KNOWN``, ``DATASHEET``, ``H200_COPY_TBPS``, ``for_device(name=None, measure_copy=None)``.
 """
 
 from __future__ import annotations
@@ -45,16 +47,20 @@ class Ceilings:
         return out
 
 
-_MEASURED_H200 = "measured on the lent H200, 2026-11-29 (cuBLAS / torch copy; shared/anchors.md)"
+_MEASURED_H200 = "measured on the lent H200, 2026-11-29 (cuBLAS; shared/anchors.md)"
+#: A 1 GiB cupy device-to-device copy (bytes read + written), timed by chapter 00's ceilings cell on the lent
+#: H200: bench/results/recorded.json, key ch00.ceilings (copy_tbps 4.237, 2026-12-01, commit dbbee88).
+H200_COPY_TBPS = 4.24
+_COPY_H200 = "1 GiB device-to-device copy on the lent H200, 2026-12-01 (recorded.json: ch00.ceilings, dbbee88)"
 
 KNOWN: dict[str, Ceilings] = {
-    "H200": Ceilings("NVIDIA H200", 708.0, 51.0, 4.3,
+    "H200": Ceilings("NVIDIA H200", 708.0, 51.0, H200_COPY_TBPS,
                      {"bf16_tensor_tflops": "cuBLAS 4096³ " + _MEASURED_H200,
                       "fp32_simt_tflops": "cuBLAS fp32 without TF32, 4096³ " + _MEASURED_H200,
-                      "copy_tbps": _MEASURED_H200}),
+                      "copy_tbps": _COPY_H200}),
     # H100 SXM: the same SMs and clocks as the H200, less bandwidth (3.35 TB/s datasheet). The compute
     # ceilings are the H200 measurements (same chip); copy scaled by the datasheet bandwidth ratio.
-    "H100": Ceilings("NVIDIA H100", 708.0, 51.0, 4.3 * 3.35 / 4.8,
+    "H100": Ceilings("NVIDIA H100", 708.0, 51.0, H200_COPY_TBPS * 3.35 / 4.8,
                      {"bf16_tensor_tflops": "H200 measurement (same SMs)",
                       "fp32_simt_tflops": "H200 measurement (same SMs)",
                       "copy_tbps": "H200 measurement × datasheet bandwidth ratio 3.35/4.8"}),

@@ -122,7 +122,7 @@ def _roofline(r: Any, left: float) -> list[str]:
         body.append(f'<line class="roof" data-kind="dram" data-tbps="{_fmt(bw)}" x1="{px(xa):.1f}" '
                     f'y1="{py(bw * xa):.1f}" x2="{px(xb):.1f}" y2="{py(bw * xb):.1f}" stroke="{DARK}" '
                     'stroke-width="2"/>')
-        body.append(_text(px(xa) + 4, py(bw * xa) - 6, f"copy {bw:.2g} TB/s", size=8, fill=DARK))
+        body.append(_text(px(xa) + 4, py(bw * xa) - 6, f"copy {bw:.3g} TB/s", size=8, fill=DARK))
     if x and y:
         body.append(f'<circle class="kernel-point" data-intensity="{_fmt(x)}" data-tflops="{_fmt(y)}" '
                     f'cx="{px(x):.1f}" cy="{py(y):.1f}" r="5" fill="#d1495b" stroke="#fff">'

@@ -87,8 +87,9 @@ SPEC = Exercise(
         WritesGlobal(),
         UsesSharedMemory(),
         SassHas(r"UTMALDG(\..*)?", "TMA loads (UTMALDG)", "keep the given fetch() calls", name="TMA loads"),
-        SassHas(r"HGMMA(\..*)?", "wgmma instructions (HGMMA)", "multiply the stage with warpgroup::mma_AB(acc, "
-                "s.a, s.b, k > 0): 4 HGMMA per 64-deep slice", min_count=4, name="tensor cores used (wgmma)"),
+        SassHas(r"HGMMA(\..*)?", "wgmma instructions (HGMMA)", "multiply each stage on the tensor cores, the "
+                "first slice overwriting the accumulator (section 2): 4 HGMMA per 64-deep stage", min_count=4,
+                name="tensor cores used (wgmma)"),
         NoSerializedWgmma(),
         NoSpills(),
     ),

@@ -79,10 +79,13 @@ SPEC = Exercise(
     options=BUILD.options,
     static=(
         WritesGlobal(),
+        # The hints state the goal, never the calls (they are the exercise's answer; the hint ladder has them).
         SassHas(r"HGMMA(\..*)?", "warpgroup tensor-core instructions (HGMMA)",
-                "issue S = Q K^T with warpgroup::mm_ABt and O += P V with warpgroup::mma_AB", min_count=24,
-                name="wgmma used"),
-        SassHas(r"MUFU\.EX2", "fast exponentials (MUFU.EX2)", "call st.exponentiate for every key block",
+                "every step of the key loop puts both of its products on the tensor cores, block j's scores "
+                "and the previous block's P V (the prologue issues S_0 alone, the last step P V alone)",
+                min_count=24, name="wgmma used"),
+        SassHas(r"MUFU\.EX2", "fast exponentials (MUFU.EX2)",
+                "every step of the key loop computes block j's softmax, as the prologue does for block 0",
                 min_count=64, name="exponentials"),
         NoSerializedWgmma(),
         NoSpills(),
