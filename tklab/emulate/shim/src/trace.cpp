@@ -149,8 +149,9 @@ std::string pc_text(uintptr_t pc) {
     // The innermost kernel-module frame's offset, then (from a call chain taken once) its callers: Python names
     // the first in the learner's file.
     const std::string m = pc_mark(pc_chain(pc));
-    if (m.size() > 9) return m.substr(7, m.size() - 9);
-    return plain_text(pc);
+    const std::string own = plain_text(pc);
+    if (m.size() > 9) return own + "|" + m.substr(7, m.size() - 9);
+    return own;
 }
 
 std::unordered_map<uintptr_t, std::string> g_pc_text;  // filled at first sight of a pc, under a fiber
