@@ -19,11 +19,13 @@ def _res(**kw: object) -> CheckResult:
 
 
 def test_why_is_taken_for_a_slow_run_or_on_request() -> None:
-    slow = _res(speed={"ratio": 0.5, "target": 0.8})
-    fast = _res(speed={"ratio": 0.9, "target": 0.8})
-    floor = _res(floors=[StaticResult("overlap", False, "one group in flight")])
+    slow = _res(speed={"ratio": 0.5, "target": 0.8}, established="gpu")
+    fast = _res(speed={"ratio": 0.9, "target": 0.8}, established="gpu")
+    floor = _res(floors=[StaticResult("overlap", False, "one group in flight")], established="gpu")
     assert report.wanted(slow, None) and report.wanted(floor, None)
     assert not report.wanted(fast, None) and report.wanted(fast, True)
+    emulated = _res(floors=[StaticResult("overlap", False, "one group in flight")], established="cpu-emulation")
+    assert not report.wanted(emulated, None) and report.wanted(emulated, True)  # untimed: on request only
     assert not report.wanted(slow, False)
     assert not report.wanted(_res(run_status="wrong"), True)  # a wrong result's report is about the result
 

@@ -444,7 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         target, path = (args.exercise, args.target) if args.exercise else (args.target, None)
         res = check(target, path, run=not args.no_run and None, bench=not args.no_bench,
-                    timeout=args.timeout, seed=args.seed, hide=args.hide, trace=True if args.trace else None)
+                    timeout=args.timeout, seed=args.seed, hide=args.hide,
+                    trace=True if args.trace else False if args.json else None)
     except KeyError as e:
         print(f"error: {e.args[0]}", file=sys.stderr)
         return EXIT_USAGE

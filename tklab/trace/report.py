@@ -1,8 +1,9 @@
 """The check report's "why" section: the worst three lines of the learner's kernel, from a trace.
 
-``tklab.check`` asks for it when a run was too slow (a speed target not met, or a concept floor failed on
-the GPU) and, on request (``check(..., trace=True)``, ``python -m tklab check --trace``), after any run that
-passed. The trace runs in the sandboxed child like every run of learner code (``tklab.trace.exercise``); a trace
+``tklab.check`` asks for it when a run on the GPU was too slow (a speed target not met, or a concept floor
+failed) and, on request (``check(..., trace=True)``, ``python -m tklab check --trace``), after any right run.
+``python -m tklab check --json`` (what ``grade`` and ``nbgrade`` run) takes none unless ``--trace`` is given.
+The trace runs in the sandboxed child like every run of learner code (``tklab.trace.exercise``); a trace
 that cannot be taken adds a note and never changes the verdict.
 
 Public API: ``wanted(res, trace)``, ``add_why(res, spec, file, source, *, seed, hide)``.
@@ -20,10 +21,11 @@ NOTHING = ("the emulator's trace found no bank conflict, uncoalesced access or w
 
 
 def too_slow(res: Any) -> bool:
-    """A run that was right but did not meet its speed target or a concept floor."""
+    """A run on a GPU that was right but did not meet its speed target or a concept floor (under emulation
+    nothing is timed: there a trace is taken only on request)."""
     s = res.speed or {}
     under = s.get("ratio") is not None and s.get("target") is not None and s["ratio"] < s["target"]
-    return res.run_status == "ok" and (under or any(not f.ok for f in res.floors))
+    return res.run_status == "ok" and res.established == "gpu" and (under or any(not f.ok for f in res.floors))
 
 
 def wanted(res: Any, trace: bool | None) -> bool:
