@@ -6,7 +6,8 @@ For chapter 04's transpose, chapter 07's TMA ring and chapter 10's FlashAttentio
 emulated case, the one ``tklab.trace(exercise)`` traces), the median seconds of: the emulated launch with trace
 mode off; the same launch traced (``tklab.trace.collect``); the analysis (``tklab.trace.analyze``, addr2line
 included). With ``--base REF`` the launch with trace mode off is also timed on REF's tree (extracted with
-``git archive``, the same machine and load): what the hooks cost when off. The build is not timed (warm cache).
+``git archive``): what the hooks cost when off. The two trees are measured in alternating rounds (one process
+per tree and round), so a change of the machine's load hits both. The build is not timed (warm cache).
 Writes ``trace_times_<date>_<commit>.md`` into ``--out`` and prints it.
 """
 
@@ -97,18 +98,32 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = ap.parse_args()
     cache = os.environ.get("TKLAB_CACHE_DIR") or tempfile.mkdtemp(prefix="tklab-trace-times-")
-    rows = _measure(ROOT, args.repeat, True, cache)
-    base: dict[str, float] = {}
-    if args.base:
-        with tempfile.TemporaryDirectory(prefix="tklab-base-") as tmp:
+    import statistics
+
+    rounds: list[list[dict]] = []
+    base_rounds: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="tklab-base-") as tmp:
+        if args.base:
             archive = subprocess.run(["git", "archive", args.base], cwd=ROOT, capture_output=True, check=True).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-            base = {r["exercise"]: r["off_s"] for r in _measure(Path(tmp), args.repeat, False, cache + "-base")}
+        for _ in range(args.repeat):
+            rounds.append(_measure(ROOT, 1, True, cache))
+            if args.base:
+                base_rounds.append({r["exercise"]: r["off_s"] for r in _measure(Path(tmp), 1, False, cache + "-base")})
+    rows = []
+    for i, first in enumerate(rounds[0]):
+        row = dict(first)
+        for key in ("off_s", "on_s", "analyze_s"):
+            row[key] = statistics.median(r[i][key] for r in rounds)
+        rows.append(row)
+    base = {name: statistics.median(b[name] for b in base_rounds) for name in base_rounds[0]} if base_rounds else {}
+    load = os.getloadavg()
     commit, date = _commit(), dt.date.today().isoformat()
     cpus = os.cpu_count()
     lines = [f"# Tracing times ({date}, commit {commit})", "",
              f"`python bench/trace_times.py --repeat {args.repeat}" + (f" --base {args.base}`" if args.base else "`") +
-             f" on this machine ({cpus} CPUs, shared with other work; one emulator worker), median of {args.repeat}.",
+             f" on this machine ({cpus} CPUs, shared with other work, load average {load[0]:.1f} at the end; one "
+             f"emulator worker), median of {args.repeat} alternating rounds.",
              "Each exercise's first emulated case (what `tklab.trace(exercise)` traces), its solution; "
              "build not timed.",
              "", "| exercise | case | grid x block | launch, trace off (s) | traced launch (s) | analysis (s) | "
