@@ -1,10 +1,11 @@
 """The trace's shared-memory counts against Nsight Compute's, recorded on the H200 (bench/results/), and live.
 
-Compared (``tklab.trace.ncu``): instructions exactly (the trace's launch is smaller: times ``scale``), wavefronts
-per instruction to the whole wavefront and at most 10 % below ncu's reading. Kernels: chapter 04's naive, padded and
-swizzled transposes, chapter 05's mma.sync + ldmatrix GEMM. Not compared: kernels whose shared loads nvcc merges
-into wider ones (chapter 02/03's matmuls: the emulator executes the source's accesses as the host compiler
-emits them, so their instruction counts differ from the GPU's)."""
+Compared (``tklab.trace.ncu``): instructions exactly (the trace's launch is smaller: times ``scale``),
+wavefronts per instruction to the whole wavefront, ncu's reading at most 20 % above the trace's and never
+below. Kernels: chapter 04's naive, padded and swizzled transposes, chapter 05's mma.sync + ldmatrix GEMM.
+Not compared: kernels whose shared loads nvcc merges into wider ones (chapter 02/03's matmuls: the emulator
+executes the source's accesses as the host compiler emits them, so their instruction counts differ from the
+GPU's)."""
 
 from __future__ import annotations
 
@@ -110,9 +111,14 @@ def test_live_ncu_equals_the_trace(notebook_transposes: dict[str, Trace]) -> Non
     n = 1024
     x = cp.random.default_rng(1).standard_normal((n, n), dtype=cp.float32)
     out = cp.empty_like(x)
+    from tklab.profile import ProfileUnavailable
+
     for name, tr in notebook_transposes.items():
-        r = tklab.profile(mod[name].prepare((n // 32, n // 32), (32, 8), (x, out, n, n)),
-                          metrics=list(ncu.INSTR.values()) + list(ncu.WAVES.values()))
+        try:
+            r = tklab.profile(mod[name].prepare((n // 32, n // 32), (32, 8), (x, out, n, n)),
+                              metrics=list(ncu.INSTR.values()) + list(ncu.WAVES.values()))
+        except ProfileUnavailable as e:
+            pytest.skip(f"ncu unavailable: {e}")
         if not hasattr(r, "metrics"):
             pytest.skip(f"ncu unavailable: {r}")
         assert ncu.compare(tr, r.metrics, (n / 64) ** 2) == [], name

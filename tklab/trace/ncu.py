@@ -6,8 +6,8 @@ together in ``..._op_ld``; ``st``; ``ldsm``: ldmatrix instructions):
 
 - instructions: the trace's warp-wide executions x ``scale`` (the recorded launch's size over the traced one)
   equal ncu's ``smsp__inst_executed_op_shared_ld/st`` and ``..._op_ldsm`` exactly;
-- wavefronts per instruction: ncu's reading rounds to the trace's, and is at most ``SLACK`` above it. In a whole
-  kernel ncu counts 0.02-9 % more shared wavefronts than the bank model gives (recorded on the H200:
+- wavefronts per instruction: ncu's reading rounds to the trace's, and is at most ``SLACK`` (20 %) above it, never
+  below. In a whole kernel ncu counts 0.02-9.3 % more shared wavefronts than the bank model gives (recorded on the H200:
   ``bench/results/profiles.json``, ``ncu_chapters_h200.json``); the bank model's one-instruction probes
   (``bench/results/banks_h200.json``) read exact, so the excess is what else the L1 data pipe served meanwhile.
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from .model import Trace
 
-SLACK = 0.10
+SLACK = 0.20  # recorded: up to 9.3 % (chapter 04's padded transpose, 4096^2); a live run at another size may differ
 INSTR = {"ld": "smsp__inst_executed_op_shared_ld.sum", "st": "smsp__inst_executed_op_shared_st.sum",
          "ldsm": "smsp__inst_executed_op_ldsm.sum"}
 WAVES = {"ld": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
