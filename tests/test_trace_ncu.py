@@ -4,8 +4,8 @@ Compared (``tklab.trace.ncu``): instructions exactly (the trace's launch is smal
 wavefronts per instruction to the whole wavefront, ncu's reading at most 20 % above the trace's and never
 below. Kernels: chapter 04's naive, padded and swizzled transposes, chapter 05's mma.sync + ldmatrix GEMM.
 Not compared: kernels whose shared loads nvcc merges into wider ones (chapter 02/03's matmuls: the emulator
-executes the source's accesses as the host compiler emits them, so their instruction counts differ from the
-GPU's)."""
+executes the source's accesses as the host compiler emits them; measured for chapter 02's solution at 64^3: the
+trace counts 16384 shared load instructions, the 4096^3 profile scaled down 10240, while the 512 stores agree)."""
 
 from __future__ import annotations
 
