@@ -11,7 +11,11 @@ together in ``..._op_ld``; ``st``; ``ldsm``: ldmatrix instructions):
   ``bench/results/profiles.json``, ``ncu_chapters_h200.json``); the bank model's one-instruction probes
   (``bench/results/banks_h200.json``) read exact, so the excess is what else the L1 data pipe served meanwhile.
 
-Public API: ``predicted(trace)``, ``compare(trace, metrics, scale)``, ``SLACK``.
+Global accesses (``REQUESTS``, ``SECTORS``; no recorded profile has them yet, so only the live GPU test compares
+them): requests exactly after scaling, 32-byte sectors per request by the same rule as wavefronts.
+
+Public API: ``predicted(trace)``, ``compare(trace, metrics, scale)``, ``SLACK``, ``INSTR``, ``WAVES``, ``REQUESTS``,
+``SECTORS``.
 """
 
 from __future__ import annotations
@@ -25,12 +29,21 @@ INSTR = {"ld": "smsp__inst_executed_op_shared_ld.sum", "st": "smsp__inst_execute
          "ldsm": "smsp__inst_executed_op_ldsm.sum"}
 WAVES = {"ld": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
          "st": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"}
+#: Global accesses (none recorded yet in bench/results/: compared live only): requests and 32-byte sectors.
+REQUESTS = {"ld": "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+            "st": "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"}
+SECTORS = {"ld": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+           "st": "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"}
 
 
 def predicted(trace: Trace) -> dict[str, int]:
     """The trace's totals under ncu's metric names (wavefronts of ldmatrix count with loads, of stmatrix with
     stores, as ncu counts them; ldmatrix is not a shared ld instruction for ncu)."""
-    out = dict.fromkeys([*INSTR.values(), *WAVES.values()], 0)
+    out = dict.fromkeys([*INSTR.values(), *WAVES.values(), *REQUESTS.values(), *SECTORS.values()], 0)
+    for g in trace.globals_:
+        if g.op in REQUESTS:
+            out[REQUESTS[g.op]] += g.requests
+            out[SECTORS[g.op]] += g.sectors
     for s in trace.shared:
         kind = "ld" if s.op in ("ld", "ldmatrix") else "st" if s.op in ("st", "stmatrix") else None
         if kind is None:
@@ -59,4 +72,14 @@ def compare(trace: Trace, metrics: dict[str, Any], scale: float) -> list[str]:
         per_ncu = float(metrics[name]) / instrs
         if round(per_ncu) != round(per_trace) or not 0 <= per_ncu - per_trace <= SLACK * per_trace:
             bad.append(f"{name} per instruction: trace {per_trace:.4g}, ncu {per_ncu:.4g}")
+    for kind, name in REQUESTS.items():  # global: requests exactly, sectors per request as wavefronts above
+        if name not in metrics or SECTORS[kind] not in metrics:
+            continue
+        if mine[name] * scale != float(metrics[name]):
+            bad.append(f"{name}: trace {mine[name]} x {scale:g} = {mine[name] * scale:g}, ncu {metrics[name]:g}")
+        elif mine[name]:
+            per_trace = mine[SECTORS[kind]] / mine[name]
+            per_ncu = float(metrics[SECTORS[kind]]) / float(metrics[name])
+            if round(per_ncu) != round(per_trace) or not 0 <= per_ncu - per_trace <= SLACK * per_trace:
+                bad.append(f"{SECTORS[kind]} per request: trace {per_trace:.4g}, ncu {per_ncu:.4g}")
     return bad
