@@ -40,12 +40,12 @@ def _line(src: str, needle: str) -> int:
     return next(i for i, ln in enumerate(src.splitlines(), 1) if needle in ln)
 
 
-def _transpose(src: str) -> Trace:
+def _transpose(src: str, **kw: int) -> Trace:
     m = n = 64
     a = np.arange(m * n, dtype=np.float32).reshape(m, n)
     out = np.zeros((n, m), np.float32)
     tr = tklab.trace(src, kernel="transpose", grid=(2, 2), block=(32, 8), args=(a, out, m, n),
-                     name="ch04_swizzle.cu")
+                     name="ch04_swizzle.cu", **kw)
     assert np.array_equal(out, a.T)  # the traced launch still computes
     return tr
 
@@ -92,6 +92,8 @@ def test_padded_transpose_shows_none() -> None:
     assert second.iterations == 4 and dict(second.per_iteration) == {"ld.shared": 1.0, "st.global": 1.0}
     text = view.text(tr)
     assert "no bank conflict" in text and re.search(r"loop at line \d+ \(4 iterations per warp\)", text)
+    one = _transpose(ch04("return r * (TILE + 1) + c;"), blocks=1)  # sampling: the first block only
+    assert one.blocks_traced == 1 and sum(s.executions for s in one.shared) == 256 // 4
 
 
 def test_bad_input_is_named() -> None:
