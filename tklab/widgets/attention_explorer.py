@@ -11,7 +11,7 @@ from typing import Any
 import ipywidgets as W
 
 from ..models import schedules
-from .attention_view import block_choices, block_map_svg, timeline_svg
+from .attention_draw import block_choices, block_map_svg, timeline_svg
 from .explorers import _StaticFallback
 
 

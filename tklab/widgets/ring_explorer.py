@@ -1,5 +1,5 @@
-"""The pipeline-timeline explorer (ipywidgets 8): sliders for the ring model of pipeline.py; the timeline
-and the stage sweep, beside measured numbers, redraw on every change. All drawing is in pipeline.py, so
+"""The pipeline-timeline explorer (ipywidgets 8): sliders for the ring model of ring.py; the timeline
+and the stage sweep, beside measured numbers, redraw on every change. All drawing is in ring.py, so
 every state reachable here is reachable (and tested) in plain Python.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 import ipywidgets as W
 
 from .explorers import _StaticFallback
-from .pipeline import simulate, sweep, sweep_svg, timeline_svg
+from .ring import simulate, sweep, sweep_svg, timeline_svg
 
 SWEEP_STAGES = (1, 2, 3, 4, 6, 8)
 
