@@ -170,3 +170,43 @@ def test_every_drawing_fits_its_text_and_an_empty_trace_says_what_is_missing() -
     assert "no global load or store ran" in traced.view(empty, "02")[0]
     assert "no waits, TMA or wgmma events" in traced.view(empty, "07")[0]
     assert "no wgmma was issued" in traced.view(empty, "10")[0]
+
+
+def test_the_notebook_cell_says_when_the_exercise_is_still_the_stub(tmp_path: Path, monkeypatch) -> None:
+    from tklab.grading import exercises as ex
+
+    def no_trace(_exercise: str) -> Trace:
+        raise AssertionError("an untouched stub must not be traced")
+
+    monkeypatch.setattr(traced, "_run_trace", no_trace)
+    for name in ("ch04_swizzle.cu", "ch07_tma_ring.cu"):
+        (tmp_path / name).write_text((ex.EXERCISES / name).read_text())  # the stub, as generated
+    out = traced.yours("ch04_swizzle", exercises_dir=tmp_path)
+    assert out.state == "stub" and "still the unfinished stub" in out.message and out.svgs == []
+    ring = traced.yours("ch07_tma_ring", exercises_dir=tmp_path)
+    assert ring.state == "stub" and "the model alone" in ring.message and "a ring of 2 stages" in ring.svgs[0]
+    missing = traced.yours("ch02_smem_tiling", exercises_dir=tmp_path)
+    assert missing.state == "missing" and "ch02_smem_tiling.cu is missing" in missing.message
+    assert traced.yours("ch99_nothing", exercises_dir=tmp_path).state == "missing"
+
+
+def test_the_notebook_cell_draws_a_changed_file_and_says_why_a_trace_failed(tmp_path: Path, monkeypatch) -> None:
+    from tklab.grading import exercises as ex
+
+    stub = (ex.EXERCISES / "ch04_swizzle.cu").read_text()
+    text = stub.replace("return 0;  // a placeholder", "return r * 33 + c;  //")
+    (tmp_path / "ch04_swizzle.cu").write_text(text)
+    monkeypatch.setattr(traced, "_run_trace", lambda _e: _transpose(0))
+    out = traced.yours("ch04_swizzle", exercises_dir=tmp_path)
+    assert out.state == "traced" and out.trace is not None
+    assert "line 34" in out.message and "32 wavefronts per request, conflict-free would be 1" in out.message
+    assert len(out.svgs) == 2
+
+    def broken(_e: str) -> Trace:
+        raise RuntimeError("exercises/ch04_swizzle.cu:12: error: expected ';'\nmore detail")
+
+    monkeypatch.setattr(traced, "_run_trace", broken)
+    failed = traced.yours("ch04_swizzle", exercises_dir=tmp_path)
+    assert failed.state == "failed" and failed.message.endswith("error: expected ';'")
+    before = traced.yours("ch04_swizzle", trace=_transpose(1).to_json())  # a trace taken before: no tracing
+    assert before.state == "traced" and "src='data:image/png;base64," in before._repr_html_()
