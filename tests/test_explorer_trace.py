@@ -210,3 +210,23 @@ def test_the_notebook_cell_draws_a_changed_file_and_says_why_a_trace_failed(tmp_
     assert failed.state == "failed" and failed.message.endswith("error: expected ';'")
     before = traced.yours("ch04_swizzle", trace=_transpose(1).to_json())  # a trace taken before: no tracing
     assert before.state == "traced" and "src='data:image/png;base64," in before._repr_html_()
+
+
+def test_the_explorers_take_a_trace() -> None:
+    from tklab.widgets import attention_view, bank_explorer, pipeline_explorer
+
+    ex = bank_explorer(trace=_transpose(0).to_json())
+    assert ex.state()["pattern"] == ex.TRACED and ex.visible() == ["pattern", "traced"]
+    assert ex.access is not None and ex.access.wavefronts == 32 and "line 34" in ex.status.value
+    ex.traced.value = 1  # the next worst: the row write
+    assert ex.access.wavefronts == 1 and "line 30" in ex.status.value
+    ex.pattern.value = "stride"  # the model's patterns are still there
+    assert ex.access.wavefronts == 1 and "traced" not in ex.visible()
+    assert ex.TRACED not in bank_explorer().pattern.options  # no trace: no such pattern
+
+    ring = pipeline_explorer(trace=_ring(3))
+    assert ring.state()["stages"] == 3 and ring.figure.value.startswith(traced.warps_svg(_ring(3)))
+    ring.stages.value = 1
+    assert ring.figure.value.startswith(traced.warps_svg(_ring(3)))  # the trace stays; the model redraws
+    sched = attention_view.schedule_explorer(trace=_wgmma(False))
+    assert sched.figure.value.startswith(traced.schedule_svg(_wgmma(False))) and sched.figure.value.count("<svg") == 4

@@ -26,7 +26,8 @@ def blocks_explorer(**initial: Any) -> Any:
 
 
 def schedule_explorer(**initial: Any) -> Any:
-    """Sliders for the softmax/product time ratio, the stagger and the latency; the three schedules."""
+    """Sliders for the softmax/product time ratio, the stagger and the latency; the three schedules (and, with
+    ``trace=``, a traced kernel's own warpgroup schedule above them)."""
     from .attention_explorer import ScheduleExplorer
 
     return ScheduleExplorer(**initial)

@@ -18,9 +18,11 @@ __all__ = ["COLORS", "Tile", "Timeline", "phase_table", "pipeline_explorer", "si
 
 def pipeline_explorer(stages: int = 2, latency: float = 1.5, consume: float = 0.3, transfer: float = 1.0,
                       issue: float = 0.05, *, tiles: int = 12, measured: dict[int, float] | None = None,
-                      ceiling: float | None = None, stage_bytes: int = 16384) -> object:
-    """Sliders for the model's parameters; the timeline and the stage sweep (beside ``measured``) redraw."""
+                      ceiling: float | None = None, stage_bytes: int = 16384, trace: object = None) -> object:
+    """Sliders for the model's parameters; the timeline and the stage sweep (beside ``measured``) redraw.
+    ``trace`` (a ``tklab.trace`` of a ring, or its JSON) draws that kernel's warps above the model, which opens
+    on the trace's stage count."""
     from .ring_explorer import PipelineExplorer  # ipywidgets only when asked for
 
     return PipelineExplorer(stages, latency, consume, transfer, issue, tiles=tiles, measured=measured,
-                            ceiling=ceiling, stage_bytes=stage_bytes)
+                            ceiling=ceiling, stage_bytes=stage_bytes, trace=trace)

@@ -56,7 +56,8 @@ def load(t: Trace | str | Path | dict) -> Trace:
     raise TypeError(f"a trace is a tklab Trace, its JSON or a path to it, not {type(t).__name__}")
 
 
-def _where(line: int, text: str, limit: int = 48) -> str:
+def where(line: int, text: str, limit: int = 48) -> str:
+    """How every drawing names an instruction of the learner's file: "line N: its text", shortened."""
     s = text if len(text) <= limit else text[: limit - 1] + "…"
     return f"line {line}: {s}" if line else f"(not your file) {s}"
 
@@ -77,7 +78,7 @@ def _matrices(instr: SharedInstr) -> int:
 def shared_access(instr: SharedInstr, sample: int = 0) -> banks.Access:
     """One recorded execution of ``instr`` (its worst by default) through the bank model."""
     if not instr.samples:
-        raise ValueError(f"{_where(instr.line, instr.text)}: the trace kept no lane addresses for it")
+        raise ValueError(f"{where(instr.line, instr.text)}: the trace kept no lane addresses for it")
     offs = instr.samples[sample].offsets
     if instr.op in ("ldmatrix", "stmatrix"):
         return banks.analyze_matrix(offs, _matrices(instr), store=instr.op == "stmatrix")
@@ -117,7 +118,7 @@ def shared_table_svg(trace: Trace, *, shown: int = 8) -> str:
     instrs = worst_shared(trace)
     if not instrs:
         return _note_svg(f"{trace.kernel}: no shared-memory instruction ran (nothing for the banks to show)")
-    rows = [(_where(s.line, s.text), s.per_request, s.ideal / s.executions if s.executions else 0.0,
+    rows = [(where(s.line, s.text), s.per_request, s.ideal / s.executions if s.executions else 0.0,
              f"{s.per_request:.3g} wavefronts/request ({s.ways}-way), {s.ptx}") for s in instrs[:shown]]
     attrs = [f'data-line="{s.line}" data-ptx="{escape(s.ptx)}" data-wavefronts="{s.wavefronts}" '
              f'data-ideal="{s.ideal}" data-executions="{s.executions}" data-ways="{s.ways}"' for s in instrs[:shown]]
@@ -131,7 +132,7 @@ def banks_svg(trace: Trace, *, which: int = 0) -> str:
     if not instrs:
         return _note_svg(f"{trace.kernel}: no shared-memory instruction ran (nothing for the banks to show)")
     s = instrs[which]
-    return bank_svg(shared_access(s), title=f"{_where(s.line, s.text, 60)}: one warp's {s.ptx}")
+    return bank_svg(shared_access(s), title=f"{where(s.line, s.text, 60)}: one warp's {s.ptx}")
 
 
 # ---- chapter 02: sectors -------------------------------------------------------------------------------------
@@ -155,7 +156,7 @@ def global_table_svg(trace: Trace, *, shown: int = 8) -> str:
     instrs = worst_global(trace)
     if not instrs:
         return _note_svg(f"{trace.kernel}: no global load or store ran (no sectors to show)")
-    rows = [(_where(g.line, g.text), g.sectors_per_request, g.ideal_sectors_per_request,
+    rows = [(where(g.line, g.text), g.sectors_per_request, g.ideal_sectors_per_request,
              f"{g.sectors_per_request:.3g} sectors/request (coalesced: {g.ideal_sectors_per_request:g}), "
              f"{g.op} {g.width} B") for g in instrs[:shown]]
     attrs = [f'data-line="{g.line}" data-op="{g.op}" data-requests="{g.requests}" data-sectors="{g.sectors}"'
@@ -176,7 +177,7 @@ def _lanes_sectors_svg(g: GlobalInstr) -> str:
     cell, left, top = 22, 60, 44
     sec = sector_map(g)
     n = max((s for s in sec if s is not None), default=-1) + 1
-    body = [_text(12, 16, f"{_where(g.line, g.text, 70)} — one warp's request touches {n} sector"
+    body = [_text(12, 16, f"{where(g.line, g.text, 70)} — one warp's request touches {n} sector"
                   f"{'s' if n != 1 else ''}", anchor="start", size=12, weight="bold"),
             _text(left - 6, top - 6, "lane", anchor="end", size=8, fill="#666"),
             _text(left - 6, top + cell * 0.68, "sector", anchor="end", size=8, fill="#666")]
@@ -532,11 +533,11 @@ def _summary(t: Trace, chapter: str) -> str:
     head = f"{t.kernel}, traced on the CPU ({t.blocks_traced or 'all'} block{'s' if t.blocks_traced != 1 else ''})"
     if kind == "banks" and t.shared:
         s = worst_shared(t)[0]
-        return (f"{head}: worst shared-memory access {_where(s.line, s.text)}, {s.per_request:.3g} wavefronts "
+        return (f"{head}: worst shared-memory access {where(s.line, s.text)}, {s.per_request:.3g} wavefronts "
                 f"per request, conflict-free would be {s.ideal / max(s.executions, 1):.3g}.")
     if kind == "sectors" and t.globals_:
         g = worst_global(t)[0]
-        return (f"{head}: worst global access {_where(g.line, g.text)}, {g.sectors_per_request:.3g} sectors per "
+        return (f"{head}: worst global access {where(g.line, g.text)}, {g.sectors_per_request:.3g} sectors per "
                 f"request, coalesced would be {g.ideal_sectors_per_request:g}.")
     if kind == "ring" and t.events:
         shares = wait_share(t)
