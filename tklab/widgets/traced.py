@@ -453,7 +453,8 @@ class Yours:
         return f"<div>{out}</div>"
 
     def __repr__(self) -> str:
-        return f"{self.message} [{len(self.svgs)} drawing{'s' if len(self.svgs) != 1 else ''}]"
+        n = len(self.svgs)
+        return self.message + (f" [{n} drawing{'s' if n != 1 else ''}]" if n else "")
 
 
 def _exercise_file(exercise: str, exercises_dir: Path | None) -> tuple[Path, Path]:
