@@ -26,6 +26,7 @@ from .grading.check import check  # eager, like bench: tklab.check stays the fun
 from .grading.hints import hint  # tklab.hint("ch10_flash"): the exercise's next hint
 from .profile import profile  # eager, like bench: tklab.profile stays the function (package: tklab/profile/)
 from .run.bench import BenchResult, bench  # eager: binds tklab.bench to the function, not the submodule
+from .trace import trace  # eager, like profile: tklab.trace stays the function (package: tklab/trace/)
 
 __version__ = "0.1.0"
 
@@ -45,7 +46,7 @@ _LAZY_NAMES = {"LaunchError": ("run.launch", "LaunchError"), "ProfileResult": ("
                "ProfileUnavailable": ("profile", "ProfileUnavailable")}
 
 __all__ = ["BenchResult", "CompileError", "Kernel", "Module", "compile", "bench", "check", "hint", "LaunchError",
-           "ProfileResult", "ProfileUnavailable", "profile", "load_ipython_extension"]
+           "ProfileResult", "ProfileUnavailable", "profile", "trace", "load_ipython_extension"]
 
 
 def __getattr__(name: str) -> Any:

@@ -213,6 +213,7 @@ def runtime_library(cc: Compiler | None = None) -> Path:
             lib = Path(tmp) / out.name
             _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-shared", "-w", f"-Wl,-soname,{out.name}",
                   "-o", str(lib), str(SHIM / "src" / "runtime.cpp"), str(SHIM / "src" / "ptx.cpp"),
+                  str(SHIM / "src" / "trace.cpp"),
                   "-lpthread", "-ldl"],
                  "building the emulator runtime", "the emulator runtime")
             _publish(lib, out)

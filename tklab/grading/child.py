@@ -429,6 +429,22 @@ def _hazard_cases(spec: Any) -> list[dict[str, int]]:
 register_mode(Mode("hazards", Evidence.CPU_EMULATION, ("cuda",), False, _hazard_cases, _child_emulated))
 
 
+def _traced_cases(spec: Any) -> list[dict[str, int]]:
+    from ..trace import exercise
+
+    return exercise.cases(spec)
+
+
+def _child_traced(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
+    from ..trace import exercise
+
+    exercise.child(spec, path, chan, _run_cases)
+
+
+# tklab.trace(exercise_id): the first emulated case with the emulator's trace on; asked for by name only.
+register_mode(Mode("trace", Evidence.CPU_EMULATION, ("cuda",), False, _traced_cases, _child_traced))
+
+
 def _child_drill(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
     from . import drills
 

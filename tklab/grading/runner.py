@@ -126,7 +126,8 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
     seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
     inputs = draw_inputs(spec, cases, seed)
     budget = (1 << 20) + sum(int(np.prod(shape)) * np.dtype(dt).itemsize + 4096
-                             for dims in cases for shape, dt in spec.outputs(dims).values())
+                             for dims in cases for shape, dt in spec.outputs(dims).values()) + \
+        ((4 << 20) if m.name == "trace" else 0)  # the trace frame (tklab.trace)
     workdir = Path(tempfile.mkdtemp(prefix="tklab-run-"))
     try:
         name = path.name if path.name.isprintable() and "/" not in path.name else spec.filename
@@ -141,7 +142,7 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
         for sub in ("tmp", "cache"):
             (workdir / sub).mkdir()
         _warm_cache(cache_keys, workdir / "cache")
-        if m.name == "emu":
+        if m.name in ("emu", "trace"):
             if emulator_parts is None:
                 from ..emulate import exercise as emulated
 

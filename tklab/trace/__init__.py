@@ -1,4 +1,12 @@
-"""The learner's own kernel as the CPU emulator saw it (issue 29): data model, analysis, source view.
+"""The learner's own kernel as the CPU emulator saw it (issue 29): ``tklab.trace(...)``.
 
-``tklab.trace(...)`` lives in :mod:`tklab.trace.run`; the data in :mod:`tklab.trace.model`.
+Modules: ``model`` (the data: ``Trace`` and its parts, JSON), ``collect`` (the emulator's trace mode, one launch),
+``analyze`` (bank wavefronts through ``tklab.models.banks``, sectors, timeline, loop mix), ``view`` (the source view,
+text and HTML, and the check report's "why" lines), ``exercise`` (an exercise traced in the sandboxed child),
+``run`` (``trace``).
 """
+
+from .model import Trace
+from .run import TraceUnavailable, trace
+
+__all__ = ["Trace", "TraceUnavailable", "trace"]

@@ -244,6 +244,26 @@ void flush_thread(Block& b, Thread& t);
 void accumulator_touch(Block& b, uintptr_t a, size_t n, bool write, uintptr_t pc);  // reports if a is pending
 bool land_all(Block& b);  // lands every in-flight TMA load (the scheduler, when nothing else can move)
 
+// trace.cpp (tklab.trace): every hook is called as `if (g_trace_on) trace_...(...)`
+extern bool g_trace_on;
+extern thread_local bool t_trace_skip;  // an access the runtime makes for a PTX instruction it traced itself
+void trace_launch_begin(Launch& L);
+void trace_launch_end(Launch& L);
+void trace_block_begin(Block& b, long linear);
+void trace_block_end(Block& b);
+void trace_access(Block& b, int t, uintptr_t a, size_t n, bool write, bool atomic, uintptr_t pc);
+void trace_matrix(Block& b, int first, int num, const uint64_t* rows, bool store, uintptr_t pc);
+void trace_op(Block& b, int t, const char* kind, uintptr_t pc, int warps);
+void trace_barrier_arrive(Block& b, int t);
+void trace_barrier_release(Block& b, int id, const std::vector<int>& waiters, const std::vector<int>& arrivers);
+void trace_mbar_arrive(Block& b, uint32_t bar);
+void trace_mbar_phase(Block& b, uint32_t bar, uint32_t completed);
+void trace_mbar_wait(Block& b, uint32_t bar, uint64_t token);
+void trace_tma_issue(Block& b, uint32_t bar, uint32_t smem);
+void trace_wgmma_instr(Block& b, int first, int n);
+void trace_wgmma_commit(Block& b, int t, bool closes, uint32_t seq);
+void trace_wgmma_retire(Block& b, int first, uint32_t seq, uintptr_t pc);
+
 }  // namespace tkemu
 
 #define TKEMU_ENTER() \

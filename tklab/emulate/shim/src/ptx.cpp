@@ -45,6 +45,7 @@ void ptx::mma(int m, int n, int k, int dtype, int atype, int btype, int ctype, u
         not_emulated("mma.sync", "only f32 and f16 accumulators are emulated");
     MmaData data{a, b, c, d};
     Block* blk = t_block;
+    if (g_trace_on && blk->cur->id % 32 == 0) trace_op(*blk, blk->cur->id, "mma", blk->cur->pc, 1);
     if (((blk->cur->id / 32) + 1) * 32 > blk->n)
         fail("invalid", "mma.sync needs a whole warp of 32 threads; this block has %d threads", blk->n);
     collective(32, 10, "mma.sync", 0xffffffffu, &data, [=](Block&, Rendezvous& rv) {
@@ -115,6 +116,11 @@ void ptx::ldmatrix(int num, bool trans, uint64_t* const* d, uint64_t addr) {
     collective(32, 11, what, 0xffffffffu, &data, [=](Block& b, Rendezvous& rv) {
         const int first = (b.cur->id / 32) * 32;
         check_rows(b, rv, num, what);
+        if (g_trace_on) {
+            uint64_t rows[32];
+            for (int l = 0; l < 8 * num; ++l) rows[l] = static_cast<MatData*>(rv.data[l])->addr;
+            trace_matrix(b, first, num, rows, false, b.threads[first].pc);
+        }
         for (int l = 0; l < 8 * num; ++l) {
             const int t = first + l;
             shadow_access(b, t, clock_of(b, t), uint32_t(static_cast<MatData*>(rv.data[l])->addr), 16, false,
@@ -149,6 +155,11 @@ void ptx::stmatrix(int num, bool trans, uint64_t addr, const uint64_t* s) {
     collective(32, 12, what, 0xffffffffu, &data, [=](Block& b, Rendezvous& rv) {
         const int first = (b.cur->id / 32) * 32;
         check_rows(b, rv, num, what);
+        if (g_trace_on) {
+            uint64_t rows[32];
+            for (int l = 0; l < 8 * num; ++l) rows[l] = static_cast<MatData*>(rv.data[l])->addr;
+            trace_matrix(b, first, num, rows, true, b.threads[first].pc);
+        }
         for (int l = 0; l < 8 * num; ++l) {
             const int t = first + l;
             shadow_access(b, t, clock_of(b, t), uint32_t(static_cast<MatData*>(rv.data[l])->addr), 16, true,
@@ -251,6 +262,7 @@ static void mbar_progress(Block& b, uint32_t addr, MBar& m) {
             if (!b.landed[m.queued[k]]) tma_land(b, m.queued[k]);
     if (m.pending == 0 && m.tx == 0) {
         m.phase++;
+        if (g_trace_on) trace_mbar_phase(b, addr, m.phase);
         m.pending = m.expected;
         m.vc_done = m.vc_phase;
         m.vc_phase.clear();
@@ -370,6 +382,7 @@ uint64_t ptx::mbar_arrive(uint64_t addr, uint32_t count, uint32_t tx, bool expec
     vc_tick(b, b.cur->id);
     if (expect_tx) m.tx += tx;
     m.pending -= count;
+    if (g_trace_on) trace_mbar_arrive(b, uint32_t(addr));
     const uint64_t state = m.phase;
     mbar_progress(b, uint32_t(addr), m);
     b.epoch++;
@@ -391,6 +404,7 @@ bool ptx::mbar_wait(uint64_t addr, uint64_t token, bool parity, bool try_wait) {
     bool done = complete();
     if (!done && m.pending == 0 && force_land(b, m)) done = complete();
     if (done) {
+        if (g_trace_on) trace_mbar_wait(b, uint32_t(addr), token);
         vc_acquire(b, b.cur->id, m.vc_done);
         b.cur->waited_bar = uint32_t(addr);
         return true;
@@ -585,6 +599,7 @@ void ptx::tma_load(int dims, uint64_t dst, uint64_t map, const int32_t* coords, 
     b.inflight.push_back(op);
     b.landed.push_back(0);
     m.queued.push_back(idx);
+    if (g_trace_on) trace_tma_issue(b, uint32_t(bar), op.smem);
     mbar_progress(b, uint32_t(bar), m);
     b.epoch++;
 }
@@ -697,6 +712,7 @@ void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, void
     collective(128, 20, "wgmma.mma_async", 0xffffffffu, &data, [](Block& b, Rendezvous& rv) {
         const auto* x0 = static_cast<WgData*>(rv.data[0]);
         const int n = x0->n, first = (b.cur->id / 128) * 128;
+        if (g_trace_on) trace_wgmma_instr(b, first, n);
         for (int t = 1; t < 128; ++t) {
             const auto* x = static_cast<WgData*>(rv.data[t]);
             if (x->n != n || x->b_desc != x0->b_desc || (!x0->a_regs && x->a_desc != x0->a_desc) ||
@@ -825,6 +841,10 @@ void ptx::wgmma_commit() {
     Block& b = *t_block;
     Thread& t = *b.cur;
     WgState& ws = b.wgs[t.id / 128];
+    if (g_trace_on) {
+        TKEMU_ENTER();
+        trace_wgmma_commit(b, t.id, t.wgmma_commits == ws.commits, ws.open.seq);
+    }
     if (t.wgmma_commits++ == ws.commits) {  // the warpgroup's first thread to commit closes the group
         ws.committed.push_back(std::move(ws.open));
         ws.open = WgGroup();
@@ -840,6 +860,7 @@ void ptx::wgmma_commit() {
 /// The group is done: its accumulators get their values; its operands are free. Its reads are recorded now
 /// (as the warpgroup's first thread's, at the wait): a write that is not ordered after this wait races with them.
 static void wgmma_retire(Block& b, WgState& ws, const WgGroup& g, int first, uintptr_t wait_pc) {
+    if (g_trace_on) trace_wgmma_retire(b, first, g.seq, wait_pc);
     for (const AccSlot& a : g.acc) {
         auto it = ws.pending.find(a.ptr);
         if (it == ws.pending.end() || it->second.first != g.seq) continue;  // a later group owns it now
@@ -950,10 +971,14 @@ uint64_t ptx::ld(int space, uint64_t addr, int bytes) {
     if (space == 2) {
         char* p = static_cast<char*>(smem_ptr(addr, uint32_t(bytes), "ld.shared"));
         shadow_access(b, b.cur->id, clock_of(b, b.cur->id), uint32_t(addr), uint32_t(bytes), false, b.cur->pc, "ld.shared");
+        if (g_trace_on) trace_access(b, b.cur->id, uintptr_t(p), size_t(bytes), false, false, b.cur->pc);
         std::memcpy(&v, p, size_t(bytes));
         return v;
     }
+    if (g_trace_on) trace_access(b, b.cur->id, uintptr_t(addr), size_t(bytes), false, false, b.cur->pc);
+    t_trace_skip = true;
     mem_check(reinterpret_cast<void*>(addr), size_t(bytes), false);
+    t_trace_skip = false;
     std::memcpy(&v, reinterpret_cast<const void*>(addr), size_t(bytes));
     return v;
 }
@@ -964,10 +989,14 @@ void ptx::st(int space, uint64_t addr, int bytes, uint64_t value) {
     if (space == 2) {
         char* p = static_cast<char*>(smem_ptr(addr, uint32_t(bytes), "st.shared"));
         shadow_access(b, b.cur->id, clock_of(b, b.cur->id), uint32_t(addr), uint32_t(bytes), true, b.cur->pc, "st.shared");
+        if (g_trace_on) trace_access(b, b.cur->id, uintptr_t(p), size_t(bytes), true, false, b.cur->pc);
         std::memcpy(p, &value, size_t(bytes));
         return;
     }
+    if (g_trace_on) trace_access(b, b.cur->id, uintptr_t(addr), size_t(bytes), true, false, b.cur->pc);
+    t_trace_skip = true;
     mem_check(reinterpret_cast<void*>(addr), size_t(bytes), true);
+    t_trace_skip = false;
     std::memcpy(reinterpret_cast<void*>(addr), &value, size_t(bytes));
 }
 

@@ -295,6 +295,7 @@ void vc_sync_group(Block& b, const std::vector<int>& members) {
 
 // ---- barriers ---------------------------------------------------------------------------------------------
 static void release_barrier(Block& b, NamedBarrier& nb) {
+    if (g_trace_on) trace_barrier_release(b, int(&nb - b.bars), nb.waiters, nb.arrivers);
     std::vector<int> members = nb.waiters;
     members.insert(members.end(), nb.arrivers.begin(), nb.arrivers.end());
     int count = 0, all = 1, any = 0;  // __syncthreads_count / _and / _or over this generation
@@ -344,6 +345,7 @@ static void barrier_arrive(unsigned id, int count, bool wait) {
              nb.expected);
     }
     nb.arrived++;
+    if (g_trace_on) trace_barrier_arrive(*b, t->id);
     (wait ? nb.waiters : nb.arrivers).push_back(t->id);
     if (barrier_complete(*b, nb)) {
         release_barrier(*b, nb);
@@ -709,8 +711,10 @@ static inline void on_access(void* p, size_t n, bool write, uintptr_t pc, bool a
         }
         if (b->race && !atomic)  // atomics never race with each other
             shadow_access(*b, b->cur->id, clock_of(*b, b->cur->id), uint32_t(s), uint32_t(n), write, pc, "");
+        if (g_trace_on && !t_trace_skip) trace_access(*b, b->cur->id, a, n, write, atomic, pc);
     } else if (g_lo && a - g_lo < SLOTS * SLOT_BYTES) {
         global_check(a, n, write, pc, "");
+        if (g_trace_on && !t_trace_skip) trace_access(*b, b->cur->id, a, n, write, atomic, pc);
     }
     if ((++b->cur->accesses & 0xfff) == 0) {  // let spin-waiting threads make way, and watch the clock
         b->cur->pc = pc;
@@ -1104,7 +1108,9 @@ static void worker(Launch* L, int slot) {
         if (i >= total || L->failed.load()) break;
         const uint3 bid = {unsigned(i % L->grid.x), unsigned((i / L->grid.x) % L->grid.y),
                            unsigned(i / (long(L->grid.x) * L->grid.y))};
+        if (g_trace_on) trace_block_begin(*b, i);
         run_block(*b, bid);
+        if (g_trace_on) trace_block_end(*b);
         if (b->aborted) break;
     }
     {
@@ -1174,6 +1180,7 @@ int tkemu_launch(void (*entry)(void* const*), void* const* args, unsigned gx, un
     L.tma_order = (flags >> 2) & 3;
     L.deadline = time_limit > 0 ? now() + time_limit : 0;
     g_launch = &L;
+    if (g_trace_on) trace_launch_begin(L);
     {
         std::lock_guard<std::mutex> lock(g_chain_mu);
         g_chains.clear();
@@ -1235,6 +1242,7 @@ int tkemu_launch(void (*entry)(void* const*), void* const* args, unsigned gx, un
     sigaction(WATCHDOG_SIGNAL, &g_old_alarm, nullptr);
     sigaction(SIGSEGV, &g_old_segv, nullptr);
     sigaction(SIGBUS, &g_old_bus, nullptr);
+    if (g_trace_on) trace_launch_end(L);
     g_last_error = L.error;
     g_last_warnings = "[" + L.warnings + "]";
     g_last_stats = "{\"wgmma_max_in_flight\": " + std::to_string(L.max_wgmma_groups.load()) + "}";

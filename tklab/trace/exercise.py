@@ -1,0 +1,84 @@
+"""An exercise traced in the sandboxed child (the runner's mode "trace"), and what the parent does with it.
+
+The child compiles the learner's file for the emulator, runs the exercise's first emulated case with tracing
+on (its outputs still go back, so the run is also checked), resolves code addresses to lines itself (the module
+lives only in the child's folder), analyses, and sends the ``Trace`` as one JSON "trace" frame. The parent
+only parses that JSON (``parse``): data, never code.
+
+Public API: ``ENV``, ``MAX_BYTES``, ``learner_file(spec)``, ``cases(spec)``, ``child(spec, path, chan, run_cases)``,
+``parse(payload, ...)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .model import Trace
+
+ENV = "TKLAB_TRACE_OPTIONS"  # the parent's Options, as JSON, for the child
+MAX_BYTES = 4 << 20  # a trace frame larger than this is refused by the parent
+
+
+def learner_file(spec: Any) -> Path:
+    from ..grading.check import EXERCISES
+
+    return EXERCISES / spec.exercise_file
+
+
+def cases(spec: Any) -> list[dict[str, int]]:
+    """The first case the emulator runs for this exercise (traced), or none."""
+    from ..emulate import exercise
+
+    return exercise.runnable_cases(spec)[:1]
+
+
+def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> None:
+    """Runs in the sandboxed child only (see the module docstring)."""
+    import numpy as np
+
+    from .. import emulate
+    from ..build import includes
+    from ..build import toolchain as cuda_toolchain
+    from ..emulate import exercise as emulated
+    from .analyze import analyze, resolve
+    from .collect import Options, collect
+
+    chan.send("device", name=emulated.LABEL)
+    source = path.read_text()
+    includes.refuse_outside(source, path.name, own_dir=path.parent,
+                            allowed=[cuda_toolchain.tile_library_dir()], search=[path.parent])
+    mod = emulate.compile(source, arch=emulated.ARCH, name=path.name, options=spec.options)
+    kernel = mod[spec.kernel]
+    opts = Options(**{**json.loads(os.environ.get(ENV, "{}") or "{}"), "max_events": 20_000})
+
+    def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
+        shape = spec.launch(dims)
+        with emulated._cpu_tensor_maps():
+            args = spec.args(arrays, dims)
+        raw = collect(kernel, shape.grid, shape.block, args, shared_mem=shape.shared_mem, options=opts,
+                      time_limit=emulated.TIME_LIMIT, **emulated._order(kernel, dims))
+        where = resolve(raw, Path(mod.built.path), path.name)
+        grid = tuple(shape.grid) + (1,) * (3 - len(tuple(shape.grid)))
+        block = tuple(shape.block) + (1,) * (3 - len(tuple(shape.block)))
+        tr = analyze(raw, kernel=spec.kernel, source=source, source_name=path.name, grid=grid, block=block,
+                     where=where)
+        chan.send("trace", tr.to_json().encode())
+
+    run_cases(spec, chan, np, launch)
+
+
+def parse(payload: Any, spec: Any, source: str, name: str) -> Trace:
+    """The parent's side: the child's JSON → ``Trace`` (refused if it is not one)."""
+    if isinstance(payload, (bytes, bytearray)):
+        if len(payload) > MAX_BYTES:
+            raise ValueError(f"the trace of {spec.id} is larger than {MAX_BYTES} bytes; not read")
+        payload = payload.decode("utf-8", "replace")
+    tr = payload if isinstance(payload, Trace) else Trace.from_json(payload if isinstance(payload, str)
+                                                                     else json.dumps(payload))
+    if tr.source_name != name or tuple(tr.source_lines) != tuple(source.splitlines()):
+        raise ValueError(f"the trace of {spec.id} does not describe the file that was sent; not read")
+    return tr
