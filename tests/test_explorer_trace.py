@@ -114,6 +114,8 @@ def test_a_one_stage_ring_waits_on_every_tile_and_three_stages_overlap() -> None
     assert len(waits(one)) == 6  # the consumer waits on every tile
     assert len(waits(three)) < 6
     assert traced.wait_share(one)[1] > 0.7 > traced.wait_share(three)[1]
+    twice = Trace("ring", "x.cu", (1, 1, 1), (160, 1, 1), events=one.events + one.events)  # recorded per lane
+    assert traced.wait_share(twice) == traced.wait_share(one) and len(waits(twice)) == 6
     svg = traced.warps_svg(one)
     assert "warp 0 (producer)" in svg and "warp 1 (consumer)" in svg
     assert len([m for m in _cells(svg, "mark") if m["data-kind"] == "tma_issue"]) == 6
@@ -175,7 +177,7 @@ def test_every_drawing_fits_its_text_and_an_empty_trace_says_what_is_missing() -
 def test_the_notebook_cell_says_when_the_exercise_is_still_the_stub(tmp_path: Path, monkeypatch) -> None:
     from tklab.grading import exercises as ex
 
-    def no_trace(_exercise: str) -> Trace:
+    def no_trace(_exercise: str, _path: Path) -> Trace:
         raise AssertionError("an untouched stub must not be traced")
 
     monkeypatch.setattr(traced, "_run_trace", no_trace)
@@ -196,13 +198,13 @@ def test_the_notebook_cell_draws_a_changed_file_and_says_why_a_trace_failed(tmp_
     stub = (ex.EXERCISES / "ch04_swizzle.cu").read_text()
     text = stub.replace("return 0;  // a placeholder", "return r * 33 + c;  //")
     (tmp_path / "ch04_swizzle.cu").write_text(text)
-    monkeypatch.setattr(traced, "_run_trace", lambda _e: _transpose(0))
+    monkeypatch.setattr(traced, "_run_trace", lambda _e, _p: _transpose(0))
     out = traced.yours("ch04_swizzle", exercises_dir=tmp_path)
     assert out.state == "traced" and out.trace is not None
     assert "line 34" in out.message and "32 wavefronts per request, conflict-free would be 1" in out.message
     assert len(out.svgs) == 2
 
-    def broken(_e: str) -> Trace:
+    def broken(_e: str, _p: Path) -> Trace:
         raise RuntimeError("exercises/ch04_swizzle.cu:12: error: expected ';'\nmore detail")
 
     monkeypatch.setattr(traced, "_run_trace", broken)
@@ -230,3 +232,33 @@ def test_the_explorers_take_a_trace() -> None:
     assert ring.figure.value.startswith(traced.warps_svg(_ring(3)))  # the trace stays; the model redraws
     sched = attention_view.schedule_explorer(trace=_wgmma(False))
     assert sched.figure.value.startswith(traced.schedule_svg(_wgmma(False))) and sched.figure.value.count("<svg") == 4
+
+
+RECORDED = Path(__file__).resolve().parent / "data" / "traces"  # real traces (see its README)
+
+
+def test_recorded_transposes_naive_32_way_and_the_solution_conflict_free() -> None:
+    naive, solved = traced.load(RECORDED / "ch04_naive.json"), traced.load(RECORDED / "ch04_solution.json")
+    worst = traced.worst_shared(naive)[0]
+    assert worst.op == "ld" and worst.per_request == 32.0 and worst.ways == 32
+    assert len({c["data-wave"] for c in _cells(traced.banks_svg(naive), "cell")}) == 32
+    assert all(s.conflicts == 0 for s in solved.shared)
+    assert "no bank conflicts" in traced._summary(solved, "04") and "32 wavefronts per request" in \
+        traced._summary(naive, "04")
+
+
+def test_recorded_ring_tiled_matmul_and_flash_attention_are_drawn() -> None:
+    ring = traced.load(RECORDED / "ch07_tma_ring.json")
+    svg = traced.warps_svg(ring)
+    assert "warp 0 (producer)" in svg and "warp 4 (consumer)" in svg
+    assert traced.ring_stages(ring) >= 2 and all(0 <= v <= 1 for v in traced.wait_share(ring).values())
+    tiled = traced.load(RECORDED / "ch02_smem_tiling.json")
+    assert "every global load and store is coalesced" in traced._summary(tiled, "02")
+    flash = traced.load(RECORDED / "ch10_flash.json")
+    spans = traced.wgmma_spans(flash)
+    assert sorted({s.group for s in spans}) == [1, 2]  # the two consumer warpgroups (warpgroup 0 produces)
+    assert all(s.end > s.start for s in spans) and len(spans) == 2 * len([s for s in spans if s.group == 1])
+    assert traced._overlap(spans) > 0.5  # the overlapped schedule keeps both warpgroups' products in flight
+    for svg in [*traced.view(ring, "07"), *traced.view(tiled, "02"), *traced.view(flash, "10"),
+                traced.warps_svg(flash), *traced.view(RECORDED / "ch04_naive.json", "04")]:
+        assert outside(svg) == [], outside(svg)

@@ -14,7 +14,7 @@ A trace's clock counts each warp's instructions (``tklab.trace.model``): it orde
 not time, so the model's timeline (µs or time units) is drawn separately, never on the trace's axis.
 
 Public API: ``load(trace_or_json_or_path) -> Trace``, ``worst_shared``, ``shared_access``, ``shared_table_svg``,
-``banks_svg``, ``worst_global``, ``sector_map``, ``global_table_svg``, ``sectors_svg``, ``warps_svg``,
+``banks_svg``, ``worst_global``, ``sector_map``, ``global_table_svg``, ``sectors_svg``, ``warps_svg``, ``events``,
 ``wait_share``, ``ring_stages``, ``ring_model_svg``, ``wgmma_spans``, ``schedule_svg``, ``schedule_model_svg``,
 ``view(trace, chapter) -> list[str]``, ``yours(exercise, *, trace=None) -> Yours`` (the notebooks' "your
 kernel, traced" output; the learner's kernel runs only where ``tklab.trace`` runs it, in its sandboxed child).
@@ -132,7 +132,8 @@ def banks_svg(trace: Trace, *, which: int = 0) -> str:
     if not instrs:
         return _note_svg(f"{trace.kernel}: no shared-memory instruction ran (nothing for the banks to show)")
     s = instrs[which]
-    return bank_svg(shared_access(s), title=f"{where(s.line, s.text, 60)}: one warp's {s.ptx}")
+    tail = f": one warp's {s.ptx}"
+    return bank_svg(shared_access(s), title=where(s.line, s.text, max(16, 82 - len(tail))) + tail)
 
 
 # ---- chapter 02: sectors -------------------------------------------------------------------------------------
@@ -177,8 +178,8 @@ def _lanes_sectors_svg(g: GlobalInstr) -> str:
     cell, left, top = 22, 60, 44
     sec = sector_map(g)
     n = max((s for s in sec if s is not None), default=-1) + 1
-    body = [_text(12, 16, f"{where(g.line, g.text, 70)} — one warp's request touches {n} sector"
-                  f"{'s' if n != 1 else ''}", anchor="start", size=12, weight="bold"),
+    title = f"{where(g.line, g.text, 44)}: one warp's request touches {n} sector{'s' if n != 1 else ''}"
+    body = [_text(12, 16, title, anchor="start", size=12, weight="bold"),
             _text(left - 6, top - 6, "lane", anchor="end", size=8, fill="#666"),
             _text(left - 6, top + cell * 0.68, "sector", anchor="end", size=8, fill="#666")]
     for lane in range(LANES):
@@ -190,10 +191,11 @@ def _lanes_sectors_svg(g: GlobalInstr) -> str:
                     f'y="{top}" width="{cell}" height="{cell}" fill="{fill}" stroke="#fff"/>')
         if s is not None:
             body.append(_text(x + cell / 2, top + cell * 0.68, str(s), size=9))
-    body.append(_text(12, top + cell + 20, f"a warp asking for {LANES} x {g.width} B in a row touches "
-                      f"{g.ideal_sectors_per_request:g} sectors; the same colour = the same 32-byte sector",
-                      anchor="start", size=9, fill="#555"))
-    return _svg(int(left + LANES * cell + 10), top + cell + 28, body)
+    foot = (f"a warp asking for {LANES} x {g.width} B in a row touches {g.ideal_sectors_per_request:g} sectors "
+            "(one more if the row starts mid-sector); the same colour = the same 32-byte sector")
+    body.append(_text(12, top + cell + 20, foot, anchor="start", size=9, fill="#555"))
+    width = max(left + LANES * cell + 10, 24 + text_width(title, 12), 24 + text_width(foot, 9))
+    return _svg(int(width), top + cell + 28, body)
 
 
 # ---- chapters 07 and 10: timelines ---------------------------------------------------------------------------
@@ -220,21 +222,30 @@ def _axis(body: list[str], left: float, y: float, t0: int, t1: int, px: float) -
         t += step
 
 
+def events(trace: Trace, block: int = 0, warp: int | None = None) -> list[Event]:
+    """The block's (or one warp's) events in time order, each once (a trace may record a warp's event per lane)."""
+    return sorted({e for e in trace.events if e.block == block and (warp is None or e.warp == warp)},
+                  key=lambda e: (e.warp, e.t, e.kind, e.end or 0, e.id or 0))
+
+
 def wait_share(trace: Trace, block: int = 0) -> dict[int, float]:
     """Per warp of ``block``: the share of its traced span spent in barrier and mbarrier waits."""
     out: dict[int, float] = {}
     for w in sorted({e.warp for e in trace.events if e.block == block}):
-        evs = trace.timeline(block, w)
+        evs = events(trace, block, w)
         t0 = min(e.t for e in evs)
         t1 = max(e.end if e.end is not None else e.t for e in evs)
-        waited = sum(e.duration for e in evs if e.kind in WAIT_COLORS)
+        waited, reach = 0, t0  # the union of the waits (a warp's recorded waits may overlap)
+        for a, b in sorted((e.t, e.end) for e in evs if e.kind in WAIT_COLORS and e.end is not None):
+            waited += max(0, b - max(a, reach))
+            reach = max(reach, b)
         out[w] = waited / (t1 - t0) if t1 > t0 else 0.0
     return out
 
 
 def warps_svg(trace: Trace, *, block: int = 0, width: int = 760) -> str:
     """One row per warp of ``block``: waits as bars, TMA and wgmma issues/completions as ticks."""
-    evs = [e for e in trace.events if e.block == block]
+    evs = events(trace, block)
     if not evs:
         return _note_svg(f"{trace.kernel}: no waits, TMA or wgmma events in block {block}")
     evs, cut = _window(evs)
@@ -288,7 +299,7 @@ def warps_svg(trace: Trace, *, block: int = 0, width: int = 760) -> str:
 
 
 def _role(trace: Trace, block: int, warp: int) -> str:
-    kinds = {e.kind for e in trace.timeline(block, warp)}
+    kinds = {e.kind for e in events(trace, block, warp)}
     if "tma_issue" in kinds:
         return "producer"
     if "wgmma_issue" in kinds:
@@ -326,24 +337,29 @@ class WgmmaSpan:
 def wgmma_spans(trace: Trace, block: int = 0) -> list[WgmmaSpan]:
     """Per warpgroup (read from its lowest warp with wgmma events), each group from issue to retirement.
 
-    Issues and retirements pair by group id when the trace gives one, else in order (groups retire in order)."""
+    A warpgroup's groups retire in the order they were committed, so retirements pair with issues first in,
+    first out. Where a trace records one issue per wgmma instruction (more issues than retirements),
+    consecutive issues with the same group id, no retirement between them, are one group."""
     by_wg: dict[int, list[Event]] = defaultdict(list)
-    for e in sorted((e for e in trace.events if e.block == block and e.kind.startswith("wgmma")),
-                    key=lambda e: (e.warp, e.t)):
+    for e in (e for e in events(trace, block) if e.kind.startswith("wgmma")):
         by_wg[e.warp // 4].append(e)
     spans: list[WgmmaSpan] = []
     for wg, evs in sorted(by_wg.items()):
         warp = min(e.warp for e in evs)
         evs = [e for e in evs if e.warp == warp]
-        open_: list[Event] = []  # first issue of each group not yet retired, in order
+        merge = sum(e.kind == "wgmma_issue" for e in evs) != sum(e.kind == "wgmma_retire" for e in evs)
+        open_: list[Event] = []  # first issue of each group not yet retired, oldest first
+        last: Event | None = None
         for e in evs:
             if e.kind == "wgmma_issue":
-                if not any(o.id == e.id and e.id is not None for o in open_):
+                same = merge and last is not None and last.kind == "wgmma_issue" and e.id is not None \
+                    and last.id == e.id
+                if not same:
                     open_.append(e)
             elif open_:
-                match = next((o for o in open_ if e.id is not None and o.id == e.id), open_[0])
-                open_.remove(match)
-                spans.append(WgmmaSpan(wg, match.id, match.t, e.t, match.line))
+                first = open_.pop(0)
+                spans.append(WgmmaSpan(wg, e.id if e.id is not None else first.id, first.t, e.t, first.line))
+            last = e
     return sorted(spans, key=lambda s: (s.group, s.start))
 
 
@@ -484,16 +500,11 @@ def _model_only(chapter: str, stages: int) -> list[str]:
     return []
 
 
-def _run_trace(exercise: str) -> Trace:
-    """``tklab.trace(exercise)``: the learner's kernel in the sandboxed child, its trace back as data."""
-    import importlib
+def _run_trace(exercise: str, path: Path) -> Trace:
+    """``tklab.trace(exercise, path=...)``: the learner's kernel in the sandboxed child, its trace back as data."""
+    from ..trace import trace
 
-    mod = importlib.import_module("tklab.trace")
-    fn = getattr(mod, "trace", None)
-    if not callable(fn):
-        run = importlib.import_module("tklab.trace.run")
-        fn = run.trace
-    return load(fn(exercise))
+    return load(trace(exercise, path=path))
 
 
 def yours(exercise: str, *, chapter: str | None = None, trace: Trace | str | Path | None = None,
@@ -520,7 +531,7 @@ def yours(exercise: str, *, chapter: str | None = None, trace: Trace | str | Pat
                      + (" Below, the model alone." if _model_only(chapter, stages) else ""),
                      _model_only(chapter, stages), state="stub")
     try:
-        t = _run_trace(exercise)
+        t = _run_trace(exercise, path)
     except Exception as e:  # noqa: BLE001 -- the notebook shows why in a sentence instead of a traceback
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return Yours(exercise, f"could not trace exercises/{path.name}: {first}", _model_only(chapter, stages),
@@ -534,10 +545,15 @@ def _summary(t: Trace, chapter: str) -> str:
     head = f"{t.kernel}, traced on the CPU ({t.blocks_traced or 'all'} block{'s' if t.blocks_traced != 1 else ''})"
     if kind == "banks" and t.shared:
         s = worst_shared(t)[0]
+        if not s.conflicts:
+            return f"{head}: no bank conflicts in its {len(t.shared)} shared-memory instructions."
         return (f"{head}: worst shared-memory access {where(s.line, s.text)}, {s.per_request:.3g} wavefronts "
                 f"per request, conflict-free would be {s.ideal / max(s.executions, 1):.3g}.")
     if kind == "sectors" and t.globals_:
         g = worst_global(t)[0]
+        if g.sectors_per_request <= g.ideal_sectors_per_request:
+            return (f"{head}: every global load and store is coalesced (at most {g.sectors_per_request:.3g} sectors "
+                    f"per request; a warp's 32 x {g.width} B in a row take {g.ideal_sectors_per_request:g}).")
         return (f"{head}: worst global access {where(g.line, g.text)}, {g.sectors_per_request:.3g} sectors per "
                 f"request, coalesced would be {g.ideal_sectors_per_request:g}.")
     if kind == "ring" and t.events:
