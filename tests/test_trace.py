@@ -101,3 +101,81 @@ def test_bad_input_is_named() -> None:
         tklab.trace(CH04)
     with pytest.raises(FileNotFoundError):
         tklab.trace("missing.cu")
+
+
+RING = (ROOT / "solutions" / "ch07_tma_ring.cu").read_text()
+LATENCY = 600  # the trace's logical TMA latency (tklab.trace's default tma_latency)
+
+
+def _ring(stages: int) -> Trace:
+    from tklab import emulate
+
+    m, n, rows = 128, 64, 16  # 8 tiles of 16 x 64 floats, one block: 1 producer warp + 4 consumer warps
+    a = np.arange(m * n, dtype=np.float32).reshape(m, n)
+    out = np.zeros_like(a)
+    tr = tklab.trace(RING, kernel="ring_copy", grid=(1,), block=(160,),
+                     args=(emulate.tensor_map(a, (rows, 64), swizzle=0), out, m, n),
+                     shared_mem=stages * rows * 256 + 1024, options=(f"-DSTAGES={stages}", f"-DROWS={rows}"),
+                     name="ch07_tma_ring.cu", tma_latency=LATENCY)
+    assert np.array_equal(out, a)
+    return tr
+
+
+def _in_flight(tr: Trace) -> int:
+    """The most TMA loads issued and not yet complete at once (the timeline's issue/complete instants)."""
+    marks = sorted([(e.t, 1) for e in tr.events if e.kind == "tma_issue"] +
+                   [(e.t, -1) for e in tr.events if e.kind == "tma_complete"], key=lambda x: (x[0], x[1]))
+    most = now = 0
+    for _t, d in marks:
+        now += d
+        most = max(most, now)
+    return most
+
+
+def _consumer_waits(tr: Trace) -> dict[int, list[int]]:
+    full = _line("\n".join(tr.source_lines), "wait(pipe.full[at.stage], at.phase);")
+    out: dict[int, list[int]] = {}
+    for e in tr.events:
+        if e.kind == "mbarrier_wait" and e.line == full:
+            out.setdefault(e.warp, []).append(e.duration)
+    return out
+
+
+def test_one_stage_ring_consumers_wait_on_every_tile() -> None:
+    tr = _ring(1)
+    waits = _consumer_waits(tr)
+    assert sorted(waits) == [1, 2, 3, 4]  # the four consumer warps, each its own timeline
+    for warp, ds in waits.items():
+        assert len(ds) == 8 and all(d >= LATENCY * 0.9 for d in ds), (warp, ds)  # every tile: a whole load
+    assert _in_flight(tr) == 1
+
+
+def test_three_stage_ring_overlaps() -> None:
+    one, three = _ring(1), _ring(3)
+    assert _in_flight(three) == 3  # three loads in flight at once
+    for warp, ds in _consumer_waits(three).items():
+        long_waits = [d for d in ds if d >= LATENCY / 2]
+        assert len(ds) == 8 and len(long_waits) <= 3, (warp, ds)  # only when the ring runs dry
+    total = {n: sum(sum(ds) for ds in _consumer_waits(t).values()) for n, t in ((1, one), (3, three))}
+    assert total[3] < total[1] / 2
+
+
+def test_ch10_trace_draws_each_warpgroups_wgmma_schedule() -> None:
+    """chapter 10's kernel (the solution, through the sandboxed child): each consumer warpgroup issues
+    wgmma groups and retires them at its waits; S_j and P.V_{j-1} overlap, so two groups are in flight."""
+    tr = tklab.trace("ch10_flash", path=ROOT / "solutions" / "ch10_flash.cu")
+    per_wg: dict[int, list] = {}
+    for e in tr.events:
+        if e.block == 0 and e.kind in ("wgmma_issue", "wgmma_retire"):
+            per_wg.setdefault(e.warp // 4, []).append(e)
+    assert len(per_wg) >= 2  # two consumer warpgroups, each with its own schedule
+    for wg, evs in per_wg.items():
+        first_warp = [e for e in evs if e.warp == 4 * wg]
+        kinds = [e.kind for e in sorted(first_warp, key=lambda e: (e.t, e.kind != "wgmma_retire"))]
+        assert "wgmma_issue" in kinds and "wgmma_retire" in kinds
+        depth = most = 0
+        for k in kinds:
+            depth += 1 if k == "wgmma_issue" else -1
+            most = max(most, depth)
+        assert most == 2, (wg, kinds[:12])
+    assert any(m.per_iteration and dict(m.per_iteration).get("wgmma", 0) > 0 for m in tr.loops)

@@ -109,8 +109,9 @@ def loops_of(source_lines: Sequence[str]) -> list[tuple[int, int]]:
 
 
 def _mix(entries: list[tuple[int, str, float]], source_lines: Sequence[str]) -> tuple[LoopMix, ...]:
-    """entries: (line, kind, executions per warp). Iterations of a loop: the fewest executions per warp of an
-    instruction directly in its body (one that runs once per iteration); counts per iteration include inner loops."""
+    """entries: (line, kind, executions per warp that ran it). Iterations of a loop: the fewest executions per
+    warp of an instruction directly in its body (one that runs once per iteration); counts per iteration include
+    inner loops."""
     loops = loops_of(source_lines)
     out = []
     for first, last in loops:
@@ -175,17 +176,17 @@ def analyze(raw: dict[str, Any], *, kernel: str, source: str, source_name: str, 
                 sum(r[0].wavefronts * r[1] for r in rated), sum(r[0].ideal * r[1] for r in rated), ways, colliding,
                 tuple(Sample(tuple(a.offsets), c, a.wavefronts, blk, w) for a, c, blk, w in rated[:_MAX_SAMPLES])))
             kind = op if op in ("ldmatrix", "stmatrix") else f"{op}.shared"
-            mix.append((line, kind, shared[-1].executions / warps))
+            mix.append((line, kind, shared[-1].executions / max(1, int(ins.get("warps", 0)) or warps)))
         else:
             rated_g = sorted(((sectors(offs, width), c, blk, w, offs) for c, blk, w, offs in pats),
                              key=lambda r: (-r[0], -r[1]))
             globals_.append(GlobalInstr(
                 line, _text(lines, line), op, width, sum(r[1] for r in rated_g), sum(r[0] * r[1] for r in rated_g),
                 tuple(Sample(tuple(o), c, s, blk, w) for s, c, blk, w, o in rated_g[:_MAX_SAMPLES])))
-            mix.append((line, f"{op}.global", globals_[-1].requests / warps))
-    for chain, kind, n in raw.get("ops", []):
+            mix.append((line, f"{op}.global", globals_[-1].requests / max(1, int(ins.get("warps", 0)) or warps)))
+    for chain, kind, n, ran in raw.get("ops", []):
         if kind not in ("ldmatrix", "stmatrix"):  # already counted with their accesses
-            mix.append((where.get(chain, 0), kind, int(n) / warps))
+            mix.append((where.get(chain, 0), kind, int(n) / max(1, int(ran))))
     events = tuple(Event(int(b), int(w), int(t), kind, int(end) if kind.endswith("wait") else None,
                          int(i), where.get(pc, 0))
                    for b, w, t, kind, end, i, pc in raw.get("events", []))

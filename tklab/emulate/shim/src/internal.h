@@ -261,7 +261,7 @@ void trace_mbar_phase(Block& b, uint32_t bar, uint32_t completed);
 void trace_mbar_wait(Block& b, uint32_t bar, uint64_t token);
 void trace_tma_issue(Block& b, uint32_t bar, uint32_t smem);
 void trace_wgmma_instr(Block& b, int first, int n);
-void trace_wgmma_commit(Block& b, int t, bool closes, uint32_t seq);
+void trace_wgmma_commit(Block& b, int t, int k, uint32_t seq);  // k: the thread's commits so far
 void trace_wgmma_retire(Block& b, int first, uint32_t seq, uintptr_t pc);
 
 }  // namespace tkemu

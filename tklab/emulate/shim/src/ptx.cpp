@@ -843,7 +843,7 @@ void ptx::wgmma_commit() {
     WgState& ws = b.wgs[t.id / 128];
     if (g_trace_on) {
         TKEMU_ENTER();
-        trace_wgmma_commit(b, t.id, t.wgmma_commits == ws.commits, ws.open.seq);
+        trace_wgmma_commit(b, t.id, t.wgmma_commits, ws.open.seq);
     }
     if (t.wgmma_commits++ == ws.commits) {  // the warpgroup's first thread to commit closes the group
         ws.committed.push_back(std::move(ws.open));

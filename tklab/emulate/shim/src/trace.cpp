@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
+#include <tuple>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -65,6 +67,7 @@ struct Instr {
     std::string op;  // ld, st, atom, ldmatrix, stmatrix
     int width = 0;   // bytes per lane; for ldmatrix/stmatrix the number of matrices
     uint64_t lane_execs = 0;
+    uint64_t warps = 0;  // warps (of all traced blocks) that executed it
     std::unordered_map<std::vector<int64_t>, PatInfo, VecHash> pats;
 };
 
@@ -80,6 +83,7 @@ struct WgTrace {
     std::unordered_map<uint32_t, uint64_t> done;  // group seq -> when the tensor cores finish it
     uint64_t last_done = 0;
     uint64_t open_cost = 0;
+    std::vector<uint32_t> seq_of;  // the warpgroup's k-th commit -> the seq of the group it closed
 };
 
 struct MbTrace {
@@ -96,13 +100,19 @@ struct BlockTrace {
     std::unordered_map<uint64_t, std::pair<std::string, int>> kinds;  // (pc, warp) -> (op, width); shared in hi bit
     std::unordered_map<uint32_t, MbTrace> mbars;
     std::vector<WgTrace> wgs;
-    std::vector<int> last_event;  // per warp: index of its latest event (for merging lanes' copies)
+    // Lanes of one warp doing the same thing make one event: a thread's n-th (kind, id) joins its warp's n-th.
+    std::map<std::tuple<int, int, int64_t>, uint32_t> nth;            // (thread, kind, id) -> events so far
+    std::map<std::tuple<int, int, int64_t, uint32_t>, size_t> merged;  // (warp, kind, id, n) -> index in g_events
+    std::set<std::tuple<uintptr_t, std::string, int>> op_warps;       // (pc, kind, warp) that ran an op
+    std::map<std::pair<int, uint32_t>, uint32_t> wait_n;               // (thread, mbarrier) -> its waits so far
+    std::set<std::tuple<int, uint32_t, uint32_t>> wait_seen;           // (warp, mbarrier, n) counted
 };
 
 Config g_cfg;
 std::mutex g_mu;
 std::map<uintptr_t, Instr> g_instrs;  // key: pc (shared and global never share a pc)
 std::map<std::pair<uintptr_t, std::string>, uint64_t> g_ops;  // (pc, kind) -> warp executions
+std::map<std::pair<uintptr_t, std::string>, uint64_t> g_op_warps;  // (pc, kind) -> warps (of all blocks) that ran it
 std::vector<Ev> g_events;
 int g_blocks_traced = 0;
 bool g_events_full = false;
@@ -120,19 +130,19 @@ uint64_t& clk(Block& b, int t) {
 
 void event(Block& b, int t, int kind, uint64_t start, uint64_t end, int64_t id, uintptr_t pc) {
     if (!t_tr.events) return;
+    (void)b;
     const int warp = t / 32;
-    int& last = t_tr.last_event[size_t(warp)];
-    if (last >= 0) {  // another lane of the same warp doing the same thing: one event for the warp
-        Ev& e = g_events[size_t(last)];
-        if (e.kind == kind && e.id == id && e.thread != t && start <= e.end && e.t <= std::max(end, start)) {
-            e.end = std::max(e.end, end);
-            return;
-        }
+    const uint32_t n = t_tr.nth[{t, kind, id}]++;
+    auto it = t_tr.merged.find({warp, kind, id, n});
+    if (it != t_tr.merged.end()) {  // another lane of the warp: the warp's event spans both
+        Ev& e = g_events[it->second];
+        e.t = std::max(e.t, start);  // the warp is there when its last lane is
+        e.end = std::max(e.end, end);
+        return;
     }
     if (int(g_events.size()) >= g_cfg.max_events) { g_events_full = true; return; }
-    (void)b;
+    t_tr.merged[{warp, kind, id, n}] = g_events.size();
     g_events.push_back({t_tr.linear, warp, kind, start, end, id, pc, t});
-    last = int(g_events.size()) - 1;
 }
 
 std::string plain_text(uintptr_t pc) {
@@ -186,6 +196,7 @@ void trace_launch_begin(Launch& L) {
     std::lock_guard<std::mutex> lock(g_mu);
     g_instrs.clear();
     g_ops.clear();
+    g_op_warps.clear();
     g_events.clear();
     g_pc_text.clear();
     g_blocks_traced = 0;
@@ -204,7 +215,6 @@ void trace_block_begin(Block& b, long linear) {
     tr.clk.assign(size_t(n), 0);
     tr.arrived.assign(size_t(n), 0);
     tr.wgs.assign(size_t((n + 127) / 128), WgTrace());
-    tr.last_event.assign(size_t((n + 31) / 32), -1);
 }
 
 void trace_block_end(Block& b) {
@@ -213,6 +223,7 @@ void trace_block_end(Block& b) {
     if (!tr.on) return;
     std::lock_guard<std::mutex> lock(g_mu);
     g_blocks_traced++;
+    for (const auto& [pc, kind, warp] : tr.op_warps) g_op_warps[{pc, kind}]++;
     for (auto& [gk, gs] : tr.groups) {
         const bool shared = gk & SHARED_BIT;
         const uint64_t k = gk & ~SHARED_BIT;
@@ -223,6 +234,7 @@ void trace_block_end(Block& b) {
         ins.shared = shared;
         ins.op = kind.first;
         ins.width = kind.second;
+        ins.warps++;
         for (const Group& g : gs) {
             if (!g.mask) continue;
             int64_t lo = INT64_MAX;
@@ -267,6 +279,7 @@ void trace_op(Block& b, int t, const char* kind, uintptr_t pc, int warps) {
     std::lock_guard<std::mutex> lock(g_mu);
     note_pc(pc);
     g_ops[{pc, kind}] += uint64_t(warps);
+    for (int w = 0; w < warps; ++w) t_tr.op_warps.insert({pc, kind, t / 32 + w});
 }
 
 void trace_tick(Block& b, int t) {
@@ -319,7 +332,11 @@ void trace_mbar_wait(Block& b, uint32_t bar, uint64_t token) {
     std::lock_guard<std::mutex> lock(g_mu);
     note_pc(b.cur->pc);
     event(b, t, EV_MBAR, start, clk(b, t), int64_t(bar), b.cur->pc);
-    g_ops[{b.cur->pc, "mbarrier_wait"}] += t % 32 == 0 ? 1 : 0;
+    const uint32_t n = t_tr.wait_n[{t, bar}]++;
+    if (t_tr.wait_seen.insert({t / 32, bar, n}).second) {  // the warp's n-th wait on it: count it once
+        g_ops[{b.cur->pc, "mbarrier_wait"}] += 1;
+        t_tr.op_warps.insert({b.cur->pc, "mbarrier_wait", t / 32});
+    }
 }
 
 void trace_tma_issue(Block& b, uint32_t bar, uint32_t smem) {
@@ -333,6 +350,7 @@ void trace_tma_issue(Block& b, uint32_t bar, uint32_t smem) {
     event(b, t, EV_TMA_ISSUE, at, at, int64_t(smem), b.cur->pc);
     event(b, t, EV_TMA_DONE, at + g_cfg.tma_latency, at + g_cfg.tma_latency, int64_t(smem), b.cur->pc);
     g_ops[{b.cur->pc, "tma"}] += 1;
+    t_tr.op_warps.insert({b.cur->pc, "tma", t / 32});
 }
 
 void trace_wgmma_instr(Block& b, int first, int n) {
@@ -342,10 +360,13 @@ void trace_wgmma_instr(Block& b, int first, int n) {
     trace_op(b, first, "wgmma", b.threads[size_t(first)].pc, 4);
 }
 
-void trace_wgmma_commit(Block& b, int t, bool closes, uint32_t seq) {
+void trace_wgmma_commit(Block& b, int t, int k, uint32_t seq) {
     if (!t_tr.on) return;
     WgTrace& w = t_tr.wgs[size_t(t / 128)];
     const uint64_t at = ++clk(b, t);
+    const bool closes = k >= int(w.seq_of.size());
+    if (closes) w.seq_of.push_back(seq);
+    else seq = w.seq_of[size_t(k)];
     if (closes) {
         const uint64_t start = std::max(at, w.last_done);
         w.last_done = start + w.open_cost;
@@ -385,6 +406,7 @@ void trace_launch_end(Launch& L) {
         first = false;
         o += "{\"pc\":\"" + g_pc_text[pc] + "\",\"shared\":" + (ins.shared ? "true" : "false") + ",\"op\":\"" + ins.op +
              "\",\"width\":" + std::to_string(ins.width) + ",\"lane_execs\":" + std::to_string(ins.lane_execs) +
+             ",\"warps\":" + std::to_string(ins.warps) +
              ",\"pats\":[";
         bool pf = true;
         for (const auto& [pat, info] : ins.pats) {
@@ -404,7 +426,8 @@ void trace_launch_end(Launch& L) {
     for (const auto& [k, n] : g_ops) {
         o += first ? "" : ",";
         first = false;
-        o += "[\"" + g_pc_text[k.first] + "\",\"" + k.second + "\"," + std::to_string(n) + "]";
+        o += "[\"" + g_pc_text[k.first] + "\",\"" + k.second + "\"," + std::to_string(n) + "," +
+             std::to_string(g_op_warps[k]) + "]";
     }
     o += "],\"events\":[";
     static const char* names[] = {"barrier_wait", "mbarrier_wait", "tma_issue", "tma_complete", "wgmma_issue",
