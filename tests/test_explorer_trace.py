@@ -120,8 +120,16 @@ def test_a_one_stage_ring_waits_on_every_tile_and_three_stages_overlap() -> None
     assert "warp 0 (producer)" in svg and "warp 1 (consumer)" in svg
     assert len([m for m in _cells(svg, "mark") if m["data-kind"] == "tma_issue"]) == 6
     model = traced.view(three, "07")[1]
-    assert model.count('class="use"') == 12  # the model's timeline, drawn for the trace's 3 stages
-    assert "a ring of 3 stages" in model
+    assert model.count('class="use"') == 6  # the model's timeline for the trace's 3 stages and 6 tiles, in steps
+    assert "a ring of 3 stages (steps)" in model and "latency L = 40, read C = 10" in model
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_the_ring_model_fitted_to_a_trace_gives_its_period(stages: int) -> None:
+    fit = traced.ring_fit(_ring(stages, tiles=12))
+    assert fit is not None and (fit.stages, fit.latency, fit.consume, fit.tiles) == (stages, 40, 10, 12)
+    assert fit.traced_period == pytest.approx(fit.model_period)  # the toy protocol is the model's max-plus system
+    assert traced.ring_fit(Trace("k", "x.cu", (1, 1, 1), (32, 1, 1))) is None
 
 
 def _wgmma(overlap: bool) -> Trace:
@@ -252,6 +260,9 @@ def test_recorded_ring_tiled_matmul_and_flash_attention_are_drawn() -> None:
     svg = traced.warps_svg(ring)
     assert "warp 0 (producer)" in svg and "warp 4 (consumer)" in svg
     assert traced.ring_stages(ring) >= 2 and all(0 <= v <= 1 for v in traced.wait_share(ring).values())
+    fit = traced.ring_fit(ring)
+    assert fit is not None and fit.traced_period is not None
+    assert abs(fit.model_period / fit.traced_period - 1) < 0.05  # the model, fitted, predicts the traced ring
     tiled = traced.load(RECORDED / "ch02_smem_tiling.json")
     assert "every global load and store is coalesced" in traced._summary(tiled, "02")
     flash = traced.load(RECORDED / "ch10_flash.json")

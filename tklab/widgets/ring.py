@@ -161,8 +161,9 @@ def _ticks(span: float) -> float:
     return step
 
 
-def timeline_svg(tl: Timeline, *, width: int = 760, title: str | None = None) -> str:
-    """Producer, one row per stage, consumer; time across. See the module docstring for the marks."""
+def timeline_svg(tl: Timeline, *, width: int = 760, title: str | None = None, unit: str = "µs") -> str:
+    """Producer, one row per stage, consumer; time across. See the module docstring for the marks. ``unit``
+    names the time unit of the model's numbers (a trace's clock counts steps, not µs)."""
     left, top, row = 92, 50 if title is None else 66, 22
     rows = tl.stages + 2
     span = tl.total or 1.0
@@ -170,18 +171,18 @@ def timeline_svg(tl: Timeline, *, width: int = 760, title: str | None = None) ->
     body: list[str] = []
     if title:
         body.append(_text(left, 16, title, weight="bold", size=12))
-    summary = f"{tl.stages} stage{'s' if tl.stages > 1 else ''}: a tile every {tl.period:.3g} µs ({tl.limiter})"
+    summary = f"{tl.stages} stage{'s' if tl.stages > 1 else ''}: a tile every {tl.period:.3g} {unit} ({tl.limiter})"
     body.append(_text(left, top - 26, summary, size=11))
     body.append(_text(left, top - 12, f"latency L = {tl.latency:g}, read C = {tl.consume:g}, transfer T = "
-                      f"{tl.transfer:g}, issue P = {tl.issue_cost:g} (µs)", size=9, fill="#555"))
+                      f"{tl.transfer:g}, issue P = {tl.issue_cost:g} ({unit})", size=9, fill="#555"))
 
     def x(t: float) -> float:
         return left + t * scale
 
     def mark(cls: str, t: Tile, y: float, t0: float, t1: float, h: float = row - 4) -> str:
         w = max(x(t1) - x(t0), 1.0)
-        tip = (f"tile {t.i}, stage {t.stage}, lap {t.lap}: {cls} {t0:.3g}-{t1:.3g} µs; consumer waits full[{t.stage}] "
-               f"parity {t.full_parity}, producer waited empty[{t.stage}] parity {t.empty_parity}")
+        tip = (f"tile {t.i}, stage {t.stage}, lap {t.lap}: {cls} {t0:.3g}-{t1:.3g} {unit}; consumer waits "
+               f"full[{t.stage}] parity {t.full_parity}, producer waited empty[{t.stage}] parity {t.empty_parity}")
         return (f'<rect class="{cls}" data-item="{t.i}" data-stage="{t.stage}" data-lap="{t.lap}" '
                 f'data-parity="{t.full_parity}" data-start="{t0:.6g}" data-end="{t1:.6g}" x="{x(t0):.1f}" '
                 f'y="{y:.1f}" width="{w:.1f}" height="{h:.1f}" fill="{COLORS[cls]}" stroke="#fff">'
@@ -209,7 +210,7 @@ def timeline_svg(tl: Timeline, *, width: int = 760, title: str | None = None) ->
     while k * step <= span + 1e-9:
         body.append(_text(x(k * step), axis_y + 10, f"{k * step:g}", anchor="middle", size=8, fill="#666"))
         k += 1
-    body.append(_text(width - 16, axis_y + 22, "time (µs)", anchor="end", size=8, fill="#666"))
+    body.append(_text(width - 16, axis_y + 22, f"time ({unit})", anchor="end", size=8, fill="#666"))
     legend = [("load", "being filled (TMA in flight)"), ("full", "full, waiting for the consumer"),
               ("use", "being read; then released"), ("issue", "producer issues")]
     lx = left

@@ -15,7 +15,8 @@ not time, so the model's timeline (µs or time units) is drawn separately, never
 
 Public API: ``load(trace_or_json_or_path) -> Trace``, ``worst_shared``, ``shared_access``, ``shared_table_svg``,
 ``banks_svg``, ``worst_global``, ``sector_map``, ``global_table_svg``, ``sectors_svg``, ``warps_svg``, ``events``,
-``wait_share``, ``ring_stages``, ``ring_model_svg``, ``wgmma_spans``, ``schedule_svg``, ``schedule_model_svg``,
+``wait_share``, ``ring_stages``, ``ring_fit``, ``ring_model_svg``, ``ring_view``, ``wgmma_spans``, ``schedule_svg``,
+``schedule_model_svg``,
 ``view(trace, chapter) -> list[str]``, ``yours(exercise, *, trace=None) -> Yours`` (the notebooks' "your
 kernel, traced" output; the learner's kernel runs only where ``tklab.trace`` runs it, in its sandboxed child).
 """
@@ -257,7 +258,7 @@ def warps_svg(trace: Trace, *, block: int = 0, width: int = 760) -> str:
     top, row_h = 34, 20
     px = (width - left - 20) / max(t1 - t0, 1)
     shares = wait_share(trace, block)
-    body = [_text(12, 16, f"{trace.kernel}, block {block}: what each warp waited for (trace clock: instructions)",
+    body = [_text(12, 16, f"{trace.kernel}, block {block}: what each warp waited for (trace clock, in steps)",
                   anchor="start", size=12, weight="bold")]
     for r, (w, name) in enumerate(zip(warps, names, strict=True)):
         y = top + r * row_h
@@ -314,13 +315,76 @@ def ring_stages(trace: Trace) -> int:
     return len({e.id for e in trace.events if e.kind == "tma_issue" and e.id is not None})
 
 
+def _median(xs: list[float]) -> float | None:
+    xs = sorted(xs)
+    return None if not xs else (xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2)
+
+
+@dataclass(frozen=True)
+class RingFit:
+    """The ring model's parameters read off a trace (in the trace's steps), and the period each gives."""
+
+    stages: int
+    latency: float    # L: a TMA load's issue to its completion
+    consume: float    # C: a consumer's work between getting a full stage and waiting for the next
+    issue: float      # P: the producer's steps between two loads it did not have to wait for
+    tiles: int        # tiles block 0's producer loaded
+    traced_period: float | None  # steps per tile of the first consumer, a lap (S tiles) at a time, median
+    model_period: float          # the model's steady state for these numbers: max(C, P, (L + C) / S)
+
+
+def ring_fit(trace: Trace, block: int = 0) -> RingFit | None:
+    """The ring model fitted to ``block``'s events (None: no TMA loads, or no consumer waits, to fit)."""
+    from .ring import steady_period
+
+    evs = events(trace, block)
+    issues = [e for e in evs if e.kind == "tma_issue"]
+    done: dict[int | None, list[int]] = defaultdict(list)
+    for e in (e for e in evs if e.kind == "tma_complete"):
+        done[e.id].append(e.t)
+    landed = [done[e.id].pop(0) - e.t for e in sorted(issues, key=lambda e: e.t) if done.get(e.id)]
+    producers = {e.warp for e in issues}
+    gaps: list[float] = []
+    first_ends: list[int] = []
+    for w in sorted({e.warp for e in evs if e.kind == "mbarrier_wait"} - producers):
+        waits = [e for e in events(trace, block, w) if e.kind == "mbarrier_wait" and e.end is not None]
+        gaps += [b.t - a.end for a, b in zip(waits, waits[1:], strict=False) if a.end is not None]
+        if not first_ends:
+            first_ends = [e.end for e in waits if e.end is not None]
+    unblocked = [b.t - a.t for a, b in zip(issues, issues[1:], strict=False)
+                 if not any(e.kind in WAIT_COLORS and e.warp == a.warp and a.t < e.t < b.t and e.duration > 0
+                            for e in evs)]
+    latency, consume = _median(landed), _median(gaps)
+    if not issues or latency is None or consume is None:
+        return None
+    stages = max(1, ring_stages(trace))
+    issue = _median(unblocked) or 1.0
+    # a lap at a time (tile i against tile i - S): the first tiles' ramp, with the ring filling, does not count
+    laps = [(b - a) / stages for a, b in zip(first_ends, first_ends[stages:], strict=False)]
+    period = _median(laps) if laps else ((first_ends[-1] - first_ends[0]) / (len(first_ends) - 1)
+                                         if len(first_ends) > 1 else None)
+    return RingFit(stages, float(latency), float(consume), float(issue), len(issues), period,
+                   steady_period(stages, latency, consume, 0.0, issue))
+
+
 def ring_model_svg(stages: int, *, latency: float = 1.5, consume: float = 0.3, transfer: float = 1.0,
-                   issue: float = 0.05, tiles: int = 12) -> str:
-    """Chapter 07's ring model for ``stages`` (the explorer's defaults; µs, not the trace's clock)."""
+                   issue: float = 0.05, tiles: int = 12, unit: str = "µs") -> str:
+    """Chapter 07's ring model for ``stages`` (the explorer's defaults in µs, or a trace's fit in steps)."""
     from .ring import simulate, timeline_svg
 
-    return timeline_svg(simulate(max(1, stages), latency, consume, transfer, issue, tiles=tiles),
-                        title=f"the model: a ring of {max(1, stages)} stage{'s' if stages > 1 else ''} (µs)")
+    s = max(1, stages)
+    return timeline_svg(simulate(s, latency, consume, transfer, issue, tiles=tiles), unit=unit,
+                        title=f"the model: a ring of {s} stage{'s' if s > 1 else ''} ({unit})")
+
+
+def ring_view(trace: Trace) -> list[str]:
+    """The traced warps, then the ring model: with the numbers read off the trace where they can be (same
+    clock, so the two timelines compare), else with the explorer's defaults."""
+    fit = ring_fit(trace)
+    if fit is None:
+        return [warps_svg(trace), ring_model_svg(ring_stages(trace))]
+    return [warps_svg(trace), ring_model_svg(fit.stages, latency=fit.latency, consume=fit.consume, transfer=0.0,
+                                             issue=fit.issue, tiles=max(fit.tiles, 2), unit="steps")]
 
 
 @dataclass(frozen=True)
@@ -432,7 +496,7 @@ def view(trace: Trace | str | Path | dict, chapter: str) -> list[str]:
     if kind == "banks":
         return [shared_table_svg(t), banks_svg(t)] if t.shared else [shared_table_svg(t)]
     if kind == "ring":
-        return [warps_svg(t), ring_model_svg(ring_stages(t))]
+        return ring_view(t)
     if kind == "schedule":
         return [schedule_svg(t), schedule_model_svg(str(t.extra.get("schedule", "overlap")))]
     raise ValueError(f"no trace view for chapter {chapter!r}: one of {sorted(CHAPTERS)} or {sorted(CHAPTERS.values())}")
@@ -558,8 +622,13 @@ def _summary(t: Trace, chapter: str) -> str:
                 f"request, coalesced would be {g.ideal_sectors_per_request:g}.")
     if kind == "ring" and t.events:
         shares = wait_share(t)
-        return (f"{head}: a ring of {ring_stages(t)} stage{'s' if ring_stages(t) != 1 else ''}; the warps wait "
+        said = (f"{head}: a ring of {ring_stages(t)} stage{'s' if ring_stages(t) != 1 else ''}; the warps wait "
                 + ", ".join(f"warp {w} {v:.0%}" for w, v in shares.items()) + " of their time.")
+        fit = ring_fit(t)
+        if fit is not None and fit.traced_period is not None:
+            said += (f" Fitted (L = {fit.latency:g}, C = {fit.consume:g}, P = {fit.issue:g} steps), the model gives a "
+                     f"tile every {fit.model_period:.3g} steps; the trace took {fit.traced_period:.3g}.")
+        return said
     if kind == "schedule" and t.events:
         spans = wgmma_spans(t)
         return (f"{head}: {len(spans)} wgmma groups over {len({s.group for s in spans})} warpgroups; products of "
