@@ -5,6 +5,7 @@ turns. The numbers drawn are the bank model's, read back from the drawings' data
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -211,6 +212,12 @@ def test_the_notebook_cell_draws_a_changed_file_and_says_why_a_trace_failed(tmp_
     assert out.state == "traced" and out.trace is not None
     assert "line 34" in out.message and "32 wavefronts per request, conflict-free would be 1" in out.message
     assert len(out.svgs) == 2
+
+    (tmp_path / "ch10_flash.cu").write_text("// changed\n" + (ex.EXERCISES / "ch10_flash.cu").read_text())
+    monkeypatch.setattr(traced, "_run_trace", lambda _e, _p: dataclasses.replace(_wgmma(True), extra={}))
+    flash = traced.yours("ch10_flash", exercises_dir=tmp_path)  # its model: the schedule the exercise builds
+    assert flash.trace is not None and flash.trace.extra["schedule"] == "ping-pong"  # -DSCHEDULE=2
+    assert flash.svgs[1].count("ping-pong: tensor cores busy") == 1
 
     def broken(_e: str, _p: Path) -> Trace:
         raise RuntimeError("exercises/ch04_swizzle.cu:12: error: expected ';'\nmore detail")

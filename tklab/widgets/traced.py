@@ -595,12 +595,25 @@ def yours(exercise: str, *, chapter: str | None = None, trace: Trace | str | Pat
                      + (" Below, the model alone." if _model_only(chapter, stages) else ""),
                      _model_only(chapter, stages), state="stub")
     try:
-        t = _run_trace(exercise, path)
+        t = _with_schedule(_run_trace(exercise, path), exercise)
     except Exception as e:  # noqa: BLE001 -- the notebook shows why in a sentence instead of a traceback
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return Yours(exercise, f"could not trace exercises/{path.name}: {first}", _model_only(chapter, stages),
                      state="failed")
     return Yours(exercise, _summary(t, chapter), view(t, chapter), t)
+
+
+def _with_schedule(t: Trace, exercise: str) -> Trace:
+    """The schedule the exercise is built with (``-DSCHEDULE=0/1/2``: plain, overlap, ping-pong), for its model."""
+    import dataclasses
+
+    from ..grading import specs
+    from ..models import schedules
+
+    for o in specs.get(exercise).options:
+        if o.startswith("-DSCHEDULE=") and o[11:].isdigit() and int(o[11:]) < len(schedules.SCHEDULES):
+            return dataclasses.replace(t, extra={**t.extra, "schedule": schedules.SCHEDULES[int(o[11:])]})
+    return t
 
 
 def _summary(t: Trace, chapter: str) -> str:
