@@ -190,12 +190,13 @@ def test_the_notebook_cell_says_when_the_exercise_is_still_the_stub(tmp_path: Pa
         raise AssertionError("an untouched stub must not be traced")
 
     monkeypatch.setattr(traced, "_run_trace", no_trace)
-    for name in ("ch04_swizzle.cu", "ch07_tma_ring.cu"):
+    for name in ("ch04_swizzle.cu", "ch07_tma_ring.cu", "ch10_flash.cu"):
         (tmp_path / name).write_text((ex.EXERCISES / name).read_text())  # the stub, as generated
     out = traced.yours("ch04_swizzle", exercises_dir=tmp_path)
     assert out.state == "stub" and "still the unfinished stub" in out.message and out.svgs == []
     ring = traced.yours("ch07_tma_ring", exercises_dir=tmp_path)
     assert ring.state == "stub" and "the model alone" in ring.message and "a ring of 2 stages" in ring.svgs[0]
+    assert "ping-pong: tensor cores busy" in traced.yours("ch10_flash", exercises_dir=tmp_path).svgs[0]
     missing = traced.yours("ch02_smem_tiling", exercises_dir=tmp_path)
     assert missing.state == "missing" and "ch02_smem_tiling.cu is missing" in missing.message
     assert traced.yours("ch99_nothing", exercises_dir=tmp_path).state == "missing"

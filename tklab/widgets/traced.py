@@ -555,12 +555,12 @@ def is_stub(path: Path, solution: Path) -> bool:
     return path.read_text() == ex.render(solution.read_text(), shown, solution.suffix)
 
 
-def _model_only(chapter: str, stages: int) -> list[str]:
+def _model_only(exercise: str, chapter: str, stages: int) -> list[str]:
     kind = CHAPTERS.get(chapter, chapter)
     if kind == "ring":
         return [ring_model_svg(stages)]
     if kind == "schedule":
-        return [schedule_model_svg()]
+        return [schedule_model_svg(_schedule_of(exercise))]
     return []
 
 
@@ -588,32 +588,40 @@ def yours(exercise: str, *, chapter: str | None = None, trace: Trace | str | Pat
         return Yours(exercise, str(e), [], state="missing")
     if not path.is_file():
         return Yours(exercise, f"exercises/{path.name} is missing: python -m tklab exercises puts it back "
-                     "(your other files are kept)", _model_only(chapter, stages), state="missing")
+                     "(your other files are kept)", _model_only(exercise, chapter, stages), state="missing")
     if is_stub(path, solution):
         return Yours(exercise, f"exercises/{path.name} is still the unfinished stub (its TODOs are empty), so there "
                      "is no kernel of yours to trace yet: fill it in, then run this cell again."
-                     + (" Below, the model alone." if _model_only(chapter, stages) else ""),
-                     _model_only(chapter, stages), state="stub")
+                     + (" Below, the model alone." if _model_only(exercise, chapter, stages) else ""),
+                     _model_only(exercise, chapter, stages), state="stub")
     try:
         t = _with_schedule(_run_trace(exercise, path), exercise)
     except Exception as e:  # noqa: BLE001 -- the notebook shows why in a sentence instead of a traceback
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return Yours(exercise, f"could not trace exercises/{path.name}: {first}", _model_only(chapter, stages),
-                     state="failed")
+        return Yours(exercise, f"could not trace exercises/{path.name}: {first}",
+                     _model_only(exercise, chapter, stages), state="failed")
     return Yours(exercise, _summary(t, chapter), view(t, chapter), t)
 
 
-def _with_schedule(t: Trace, exercise: str) -> Trace:
-    """The schedule the exercise is built with (``-DSCHEDULE=0/1/2``: plain, overlap, ping-pong), for its model."""
-    import dataclasses
-
+def _schedule_of(exercise: str) -> str:
+    """The schedule the exercise is built with (``-DSCHEDULE=0/1/2``: plain, overlap, ping-pong); else overlap."""
     from ..grading import specs
     from ..models import schedules
 
-    for o in specs.get(exercise).options:
+    try:
+        options = specs.get(exercise).options
+    except (KeyError, ValueError):
+        return "overlap"
+    for o in options:
         if o.startswith("-DSCHEDULE=") and o[11:].isdigit() and int(o[11:]) < len(schedules.SCHEDULES):
-            return dataclasses.replace(t, extra={**t.extra, "schedule": schedules.SCHEDULES[int(o[11:])]})
-    return t
+            return schedules.SCHEDULES[int(o[11:])]
+    return "overlap"
+
+
+def _with_schedule(t: Trace, exercise: str) -> Trace:
+    import dataclasses
+
+    return dataclasses.replace(t, extra={**t.extra, "schedule": _schedule_of(exercise)})
 
 
 def _summary(t: Trace, chapter: str) -> str:
