@@ -221,7 +221,8 @@ def _tell(stage: str) -> None:
 
 def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None = None, *,
           run: bool | None = None, bench: bool = True, timeout: float | None = None,
-          seed: int | None = None, hide: Sequence[str | os.PathLike[str]] = ()) -> CheckResult:
+          seed: int | None = None, hide: Sequence[str | os.PathLike[str]] = (),
+          trace: bool | None = None) -> CheckResult:
     """Check a learner's exercise file (see the module docstring); never raises for the learner's bugs.
 
     ``exercise``: an id (``"ch02_smem_tiling"``), a unique prefix (``"ch02"``) or a path to a file named
@@ -231,6 +232,8 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     the run's sandbox hides from the code (the solutions are always hidden). ``seed``: the random inputs'
     seed; default fresh each time, or ``$TKLAB_CHECK_SEED`` where set (``make notebooks`` sets it, so a
     re-executed chapter stores the same check output instead of new random values; grading never reads it).
+    ``trace``: the report's "why" (the emulator's trace, worst lines): None for a run that was too slow, True
+    also after a pass, False never (``tklab.trace.report``).
     """
     if seed is None and os.environ.get(SEED_VARIABLE, "").strip():
         try:
@@ -315,6 +318,12 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         res.passed = res.run_status == "ok" and res.judged_ok
     else:
         res.passed = None
+    if spec.language == "cuda" and res.static_ok:
+        from ..trace import report
+
+        if report.wanted(res, trace):
+            _tell(f"tracing {shown} on the CPU emulator")
+            report.add_why(res, spec, file, source, seed=seed, hide=hide)
     if spec.language == "python":
         from . import drills
 
@@ -422,6 +431,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="seed for the random inputs (default: fresh)")
     ap.add_argument("--hide", action="append", default=[], help="a folder the run may not see (repeatable)")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--trace", action="store_true",
+                    help="add the emulator's trace of your kernel: its worst lines (bank conflicts, sectors, waits)")
     ap.add_argument("--stages", action="store_true", help=argparse.SUPPRESS)  # for grade: progress on stderr
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
     global _progress
@@ -433,7 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         target, path = (args.exercise, args.target) if args.exercise else (args.target, None)
         res = check(target, path, run=not args.no_run and None, bench=not args.no_bench,
-                    timeout=args.timeout, seed=args.seed, hide=args.hide)
+                    timeout=args.timeout, seed=args.seed, hide=args.hide,
+                    trace=True if args.trace else False if args.json else None)
     except KeyError as e:
         print(f"error: {e.args[0]}", file=sys.stderr)
         return EXIT_USAGE

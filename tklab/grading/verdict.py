@@ -69,6 +69,7 @@ class CheckResult:
     hazards: StaticResult | None = None  # a GPU check's second opinion: the emulator's hazard analysis
     hint: str = ""  # on FAILED: the exercise's level-1 hint (tklab.grading.hints), the concept without the line
     caveat: str = ""  # what a PASSED rests on when not everything ran here (e.g. "on the CPU emulator; ...")
+    why: list[str] = field(default_factory=list)  # the trace's worst lines (tklab.trace.report), when one was taken
 
     # ---- numbers ----
     @property
@@ -199,6 +200,8 @@ class CheckResult:
             rows += [Row(ok if f.ok else bad, f.name, f.detail) for f in self.floors]
             if self.speed:
                 rows.append(_speed_row(self.speed))
+            if self.why:
+                rows.append(Row("·", "why (the emulator's trace, worst lines first)", "", list(self.why)))
             if self.evidence and self.passed is not None:
                 rows.append(Row(dot, "evidence", self.evidence))
             if self.isolation:

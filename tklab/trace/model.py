@@ -39,7 +39,8 @@ GLOBAL_OPS = ("ld", "st", "atom")
 class Sample:
     """One warp-wide execution of an instruction: each lane's byte address, and how often this pattern recurred.
 
-    Shared addresses are offsets in the block's shared window; global ones are device addresses. ``count``
+    Shared addresses are offsets in the block's shared window; global ones are byte offsets from the warp's
+    lowest address rounded down to 128 bytes (what sectors depend on). ``count``
     executions had the same pattern up to a shift of every address by one amount that changes no count
     (whole words for shared, whole 32-byte sectors for global), so a trace stays small yet exact.
     """

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 
 from .model import Trace
 
+#: Waits shorter than this on average (logical steps: about one memory instruction each) are not counted as a
+#: cost: threads of a block reach a barrier a few instructions apart without anything being slow.
+MIN_WAIT = 32
+
 
 @dataclass
 class LineNote:
@@ -61,7 +65,8 @@ def line_notes(trace: Trace) -> list[LineNote]:
     for (line, kind), ds in waits.items():
         n = note(line, trace.source_lines[line - 1].strip() if 0 < line <= len(trace.source_lines) else "")
         waited = [d for d in ds if d > 0]
-        n.excess += sum(ds) / max(1, len(trace.warps()))
+        if sum(ds) >= MIN_WAIT * len(ds):  # shorter: lanes a few instructions apart, not a stall
+            n.excess += sum(ds) / max(1, len(trace.warps()))
         name = {"barrier_wait": "barrier", "mbarrier_wait": "mbarrier wait"}.get(kind, kind)
         n.notes.append(f"{name}: waited {len(waited)} of {len(ds)} times, "
                        f"{sum(ds) / max(1, len(ds)):.0f} steps on average")
