@@ -227,7 +227,9 @@ def test_the_notebook_cell_draws_a_changed_file_and_says_why_a_trace_failed(tmp_
     failed = traced.yours("ch04_swizzle", exercises_dir=tmp_path)
     assert failed.state == "failed" and failed.message.endswith("error: expected ';'")
     before = traced.yours("ch04_swizzle", trace=_transpose(1).to_json())  # a trace taken before: no tracing
-    assert before.state == "traced" and "src='data:image/png;base64," in before._repr_html_()
+    html = before._repr_html_()
+    assert before.state == "traced" and "src='data:image/png;base64," in html
+    assert "<table class='tk-trace'>" in html and "<td>34</td>" in html  # the source view, under the pictures
 
 
 def test_the_explorers_take_a_trace() -> None:

@@ -38,6 +38,7 @@ WAIT_COLORS = {"barrier_wait": "#9aa5b1", "mbarrier_wait": "#e07b39"}
 MARK_COLORS = {"tma_issue": "#3b6ea8", "tma_complete": "#59a14f", "wgmma_issue": "#7b3fa8",
                "wgmma_retire": "#b07aa1"}
 CHAPTERS = {"02": "sectors", "04": "banks", "07": "ring", "10": "schedule"}
+SOURCE_LINES = 12  # lines of the source view a notebook cell shows under the pictures
 MAX_MARKS = 900  # marks one timeline draws before it shows a window of the run (the PNG stays quick)
 
 
@@ -530,6 +531,11 @@ class Yours:
             png, (w, _h) = stacked_png(self.svgs)
             out += (f"<img alt='{escape(self.exercise)}, traced, beside the model' width='{w:g}' "
                     f"src='data:image/png;base64,{base64.b64encode(png).decode()}'/>")
+        if self.trace is not None:  # every line of the learner's file the trace saw, the costliest first
+            from ..trace import view as source_view
+
+            out += (f"<details><summary>your lines, costliest first</summary>"
+                    f"{source_view.html(self.trace, limit=SOURCE_LINES)}</details>")
         return f"<div>{out}</div>"
 
     def __repr__(self) -> str:
@@ -572,7 +578,7 @@ def _run_trace(exercise: str, path: Path) -> Trace:
 
 
 def yours(exercise: str, *, chapter: str | None = None, trace: Trace | str | Path | None = None,
-          exercises_dir: Path | None = None, stages: int = 2) -> Yours:
+          exercises_dir: Path | None = None, stages: int = 2, quiet: bool = False) -> Yours:
     """Trace the learner's ``exercises/<exercise>`` and draw it beside the chapter's model.
 
     An untouched exercise (still the generated stub) is not traced: the output says so and shows the model.
@@ -594,6 +600,8 @@ def yours(exercise: str, *, chapter: str | None = None, trace: Trace | str | Pat
                      "is no kernel of yours to trace yet: fill it in, then run this cell again."
                      + (" Below, the model alone." if _model_only(exercise, chapter, stages) else ""),
                      _model_only(exercise, chapter, stages), state="stub")
+    if not quiet:  # tracing takes a while (a file's first trace builds it for the emulator): say what runs
+        print(f"tracing exercises/{path.name} on the CPU emulator ...", flush=True)
     try:
         t = _with_schedule(_run_trace(exercise, path), exercise)
     except Exception as e:  # noqa: BLE001 -- the notebook shows why in a sentence instead of a traceback
