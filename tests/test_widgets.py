@@ -263,9 +263,8 @@ def _extremes(ex, names: list[str]):
 
 def test_every_explorer_fits_its_text_at_its_extreme_settings() -> None:
     """Issue 31.2: nothing of a drawing (title, legend, footer, cells) falls outside it, at any setting."""
-    from tklab.widgets import attention_view
+    from tklab.widgets import attention_view, pipeline_explorer  # a function (its module is ring_explorer)
     from tklab.widgets.draw import outside
-    from tklab.widgets.pipeline import pipeline_explorer  # (tklab.widgets.pipeline_explorer is also a module's name)
 
     explorers = [
         (attention_view.blocks_explorer(seq=1000, block_rows=128, block_keys=64, causal=True),

@@ -3,15 +3,21 @@ behind them.
 
 Public API::
 
-    bank_explorer(*, fn=None, **controls) -> BankExplorer     # ipywidgets; .access, .offsets, .error
+    bank_explorer(*, fn=None, trace=None, **controls) -> BankExplorer  # ipywidgets; .access, .offsets, .error
     layout_explorer(name, operand, *, lane=-1, swizzle=None) -> LayoutExplorer
     bank_svg(access, *, title=None) -> str                      # tklab.models.banks.Access → SVG
     layout_svg(fragment, *, lane=None, swizzle=None, max_cols=64) -> str
     bank_pattern(pattern, *, width, stride, group, cols, padding, swizzle, column, expression, fn) -> offsets
     ncu_numbers(access) -> {metric: value}                      # what Nsight Compute would report
-    pipeline_explorer(stages, latency, consume, transfer, issue, *, measured=None) -> PipelineExplorer
+    pipeline_explorer(stages, latency, consume, transfer, issue, *, measured=None, trace=None) -> PipelineExplorer
     timeline_svg(simulate(stages, latency, consume, ...)) -> str    # a TMA ring over time (pipeline.py)
     picture(svg, text) -> Picture                               # a drawing as a notebook output (PNG)
+    traced.view(trace, chapter) -> [svg, ...]                   # a learner's trace beside the model (traced.py)
+    traced.yours(exercise)                                      # the notebooks' "your kernel, traced" cell
+
+``trace=`` (a ``tklab.trace(...)`` result or its JSON) puts the learner's own kernel into an explorer: its
+shared-memory instructions into the bank explorer, its warps above the ring model, its warpgroups' wgmma
+groups above the schedules (``attention_view.schedule_explorer(trace=...)``).
 
 The drawing functions need no widget state: ``picture(bank_svg(banks.analyze(offs, 16)))`` shows one as a PNG,
 which JupyterLab draws even in a notebook nobody has trusted yet (SVG it does not).

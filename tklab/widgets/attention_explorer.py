@@ -11,7 +11,7 @@ from typing import Any
 import ipywidgets as W
 
 from ..models import schedules
-from .attention_view import block_choices, block_map_svg, timeline_svg
+from .attention_draw import block_choices, block_map_svg, timeline_svg
 from .explorers import _StaticFallback
 
 
@@ -46,7 +46,11 @@ class ScheduleExplorer(_StaticFallback, W.VBox):
     """The softmax's time relative to a product, the stagger and the latency (all in units of one product's
     time); the three schedules of ``tklab.models.schedules`` on one time scale."""
 
-    def __init__(self, softmax: float = 1.0, stagger: float = 0.0, latency: float = 0.25):
+    def __init__(self, softmax: float = 1.0, stagger: float = 0.0, latency: float = 0.25, trace: Any = None):
+        from . import traced
+
+        self.trace = traced.load(trace) if trace is not None else None
+        self.traced_svg = traced.schedule_svg(self.trace) if self.trace is not None else ""  # above the models
         style, lay = {"description_width": "initial"}, W.Layout(width="330px")
         self.softmax = W.FloatSlider(value=softmax, min=0.25, max=3.0, step=0.25, style=style, layout=lay,
                                      description="softmax (× a product's time)")
@@ -67,7 +71,7 @@ class ScheduleExplorer(_StaticFallback, W.VBox):
         s = self.state()
         tls = [schedules.simulate(name, blocks=5, **s) for name in schedules.SCHEDULES]
         scale = 600 / max(t.end for t in tls)
-        self.figure.value = "".join(timeline_svg(t, scale=scale) for t in tls)
+        self.figure.value = self.traced_svg + "".join(timeline_svg(t, scale=scale) for t in tls)
 
     def __repr__(self) -> str:
         return f"ScheduleExplorer({self.state()})"

@@ -71,15 +71,25 @@ class _StaticFallback:
 class BankExplorer(_StaticFallback, W.VBox):
     """Pick a pattern; see 32 banks x wavefronts coloured by lane, and what ncu would count."""
 
-    def __init__(self, *, fn: Callable[[int], int | None] | None = None, **initial: Any):
+    TRACED = "your kernel (traced)"
+
+    def __init__(self, *, fn: Callable[[int], int | None] | None = None, trace: Any = None, **initial: Any):
+        from . import traced
+
         self.fn = fn
+        self.trace = traced.load(trace) if trace is not None else None
+        self._traced = traced.worst_shared(self.trace) if self.trace is not None else []
         style = {"description_width": "130px"}
         def lay() -> W.Layout:
             return W.Layout(width="350px")
 
-        self.pattern = W.Dropdown(options=[p for p in PATTERNS if p != "function" or fn is not None],
-                                  value="function" if fn is not None else "stride", description="pattern",
+        options = [p for p in PATTERNS if p != "function" or fn is not None] + ([self.TRACED] if self._traced else [])
+        self.pattern = W.Dropdown(options=options, value=self.TRACED if self._traced else
+                                  "function" if fn is not None else "stride", description="pattern",
                                   style=style, layout=lay())
+        self.traced = W.Dropdown(options=[(f"{traced.where(t.line, t.text, 40)} ({t.ptx})", i)
+                                          for i, t in enumerate(self._traced)] or [("(no trace)", -1)],
+                                 description="instruction", style=style, layout=W.Layout(width="700px"))
         self.instruction = W.Dropdown(options=INSTRUCTIONS, value=INSTRUCTIONS[0], description="instruction",
                                       style=style, layout=lay())
         self.width = W.Dropdown(options=list(banks.WIDTHS), value=4, description="bytes per lane", style=style,
@@ -102,7 +112,7 @@ class BankExplorer(_StaticFallback, W.VBox):
         self.offsets: list[int | None] = []
         self.error: str | None = None
         controls = [self.pattern, self.instruction, self.width, self.store, self.stride, self.group, self.cols,
-                    self.padding, self.column, self.swizzle, self.expression]
+                    self.padding, self.column, self.swizzle, self.expression] + ([self.traced] if self._traced else [])
         for name, value in initial.items():
             if not hasattr(self, name) or not isinstance(getattr(self, name), W.ValueWidget):
                 raise ValueError(f"bank_explorer has no control {name!r}")
@@ -111,7 +121,8 @@ class BankExplorer(_StaticFallback, W.VBox):
             c.observe(self._changed, names="value")
         self.controls = controls
         self._fit_padding()
-        super().__init__([W.HBox([W.VBox(controls[:5]), W.VBox(controls[5:])]), self.status, self.figure])
+        super().__init__([W.HBox([W.VBox(controls[:5]), W.VBox(controls[5:11])]), *controls[11:], self.status,
+                          self.figure])
         self.update()
 
     #: The controls each pattern reads (the others are hidden: moving them would change nothing).
@@ -122,11 +133,14 @@ class BankExplorer(_StaticFallback, W.VBox):
         "tile column walk": ("width", "cols", "padding", "column"),
         "expression": ("width", "expression"),
         "function": ("width",),
+        TRACED: ("traced",),  # the trace fixes the instruction, its width and each lane's address
     }
     ALWAYS = ("pattern", "instruction", "store", "swizzle")
 
     def visible(self) -> list[str]:
         """Names of the controls shown for the current pattern and instruction."""
+        if self.pattern.value == self.TRACED:
+            return ["pattern", "traced"]
         uses = set(self.USES[self.pattern.value]) | set(self.ALWAYS)
         if self.instruction.value != INSTRUCTIONS[0]:
             uses.discard("width")  # ldmatrix/stmatrix rows are 16 bytes, whatever the control says
@@ -147,8 +161,9 @@ class BankExplorer(_StaticFallback, W.VBox):
 
     def state(self) -> dict[str, Any]:
         """The controls' values (what a notebook prints for this widget)."""
-        return {k: getattr(self, k).value for k in ("pattern", "instruction", "width", "store", "stride", "group",
-                                                    "cols", "padding", "column", "swizzle", "expression")}
+        names = ("pattern", "instruction", "width", "store", "stride", "group", "cols", "padding", "column",
+                 "swizzle", "expression") + (("traced",) if self._traced else ())
+        return {k: getattr(self, k).value for k in names}
 
     def update(self) -> None:
         """Recompute offsets → schedule → picture; a bad pattern shows its error instead of raising."""
@@ -156,6 +171,9 @@ class BankExplorer(_StaticFallback, W.VBox):
         for name in self.state():
             getattr(self, name).layout.display = None if name in shown else "none"
         s = self.state()
+        if s["pattern"] == self.TRACED:
+            self._show_traced(self._traced[s["traced"]])
+            return
         matrix = s["instruction"] != INSTRUCTIONS[0]
         try:
             self.offsets = bank_pattern(
@@ -180,6 +198,21 @@ class BankExplorer(_StaticFallback, W.VBox):
                              f"conflict-free would be {acc.ideal}.<details><summary>what Nsight Compute would "
                              f"report (chapter 04, section 7)</summary>{ncu}</details>")
         self.figure.value = bank_svg(acc)
+
+    def _show_traced(self, instr: Any) -> None:
+        """One instruction of the learner's trace: its worst recorded execution through the bank model."""
+        from . import traced
+
+        self.access = traced.shared_access(instr)
+        self.offsets, self.error = list(self.access.offsets), None
+        acc = self.access
+        ncu = "<br>".join(f"<code>{k}</code> = {v}" for k, v in ncu_numbers(acc).items())
+        self.status.value = (f"<b>{escape(traced.where(instr.line, instr.text, 70))}</b>: {instr.per_request:.3g} "
+                             f"wavefronts per request over {instr.executions} executions (conflict-free: "
+                             f"{instr.ideal / max(instr.executions, 1):.3g}); below, its worst execution: "
+                             f"<b>{acc.wavefronts}</b>.<details><summary>what Nsight Compute would report for "
+                             f"that one execution</summary>{ncu}</details>")
+        self.figure.value = bank_svg(acc, title=f"{traced.where(instr.line, instr.text, 60)}: {instr.ptx}")
 
     def __repr__(self) -> str:
         got = f"{self.access.wavefronts} wavefronts" if self.access else f"error: {self.error}"
@@ -288,10 +321,12 @@ class LayoutExplorer(_StaticFallback, W.VBox):
         return f"LayoutExplorer({self.state()})" + (f" error: {self.error}" if self.error else "")
 
 
-def bank_explorer(*, fn: Callable[[int], int | None] | None = None, **initial: Any) -> BankExplorer:
-    """The bank-conflict explorer. ``fn(lane) -> byte offset | None`` adds your own pattern; keyword
-    arguments set controls (``width=16, pattern="tile column walk", swizzle="128B"``)."""
-    return BankExplorer(fn=fn, **initial)
+def bank_explorer(*, fn: Callable[[int], int | None] | None = None, trace: Any = None,
+                  **initial: Any) -> BankExplorer:
+    """The bank-conflict explorer. ``fn(lane) -> byte offset | None`` adds your own pattern; ``trace`` (a
+    ``tklab.trace`` result or its JSON) adds your kernel's shared-memory instructions, worst first, and opens
+    on the worst; keyword arguments set controls (``width=16, pattern="tile column walk", swizzle="128B"``)."""
+    return BankExplorer(fn=fn, trace=trace, **initial)
 
 
 def layout_explorer(name: str = "mma.m16n8k16", operand: str | None = "A", *, lane: int = -1,

@@ -6,7 +6,8 @@ Three panels, left to right:
 - **roofline** (log-log): FLOP per DRAM byte across, TFLOP/s up; the copy-bandwidth slope and the compute
   ceilings of this GPU (the one the kernel is read against solid, the other dashed); the kernel is a dot.
 - **units busy**: tensor pipe, FMA pipe, shared memory, DRAM, L2 as % busy, with the line at which
-  ``tklab.profile`` calls a unit the limiter; the limiting unit is drawn dark.
+  ``tklab.profile`` calls a unit the limiter (the result's ``bound_pct``: this module imports nothing from
+  ``tklab.profile``, which imports it); the limiting unit is drawn dark.
 - **warps wait on**: the stall reasons, largest first, as shares of stall cycles.
 
 Marks carry ``data-*`` attributes (``kernel-point``: ``data-intensity``, ``data-tflops``; ``roof``:
@@ -162,14 +163,12 @@ def _bars(title: str, left: float, width: float, items: list[tuple[str, float, s
 
 
 def _busy(r: Any, left: float) -> list[str]:
-    from ..profile.result import BOUND_PCT
-
     busy = r.units_busy()
     lim = r.limiter.kind
     names = {"tensor pipe": "tensor", "FMA pipe": "fma", "shared memory": "shared", "DRAM": "dram", "L2": "l2"}
     items = [(u, v, DARK if names[u] == lim else LIGHT, f'data-unit="{escape(u)}" data-pct="{v:.2f}"')
              for u, v in busy.items()]
-    return _bars("units busy", left, BUSY_W, items, "busy", BOUND_PCT)
+    return _bars("units busy", left, BUSY_W, items, "busy", r.bound_pct)
 
 
 def _stalls(r: Any, left: float, shown: int = 6) -> list[str]:

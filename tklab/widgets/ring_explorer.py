@@ -1,5 +1,5 @@
-"""The pipeline-timeline explorer (ipywidgets 8): sliders for the ring model of pipeline.py; the timeline
-and the stage sweep, beside measured numbers, redraw on every change. All drawing is in pipeline.py, so
+"""The pipeline-timeline explorer (ipywidgets 8): sliders for the ring model of ring.py; the timeline
+and the stage sweep, beside measured numbers, redraw on every change. All drawing is in ring.py, so
 every state reachable here is reachable (and tested) in plain Python.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 import ipywidgets as W
 
 from .explorers import _StaticFallback
-from .pipeline import simulate, sweep, sweep_svg, timeline_svg
+from .ring import simulate, sweep, sweep_svg, timeline_svg
 
 SWEEP_STAGES = (1, 2, 3, 4, 6, 8)
 
@@ -20,7 +20,14 @@ class PipelineExplorer(_StaticFallback, W.VBox):
 
     def __init__(self, stages: int, latency: float, consume: float, transfer: float, issue: float, *,
                  tiles: int = 12, measured: dict[int, float] | None = None, ceiling: float | None = None,
-                 stage_bytes: int = 16384):
+                 stage_bytes: int = 16384, trace: Any = None):
+        from . import traced
+
+        self.trace = traced.load(trace) if trace is not None else None
+        # the learner's own ring, drawn once above the model (which opens on the trace's stage count)
+        self.traced_svg = traced.warps_svg(self.trace) if self.trace is not None else ""
+        if self.trace is not None and traced.ring_stages(self.trace):
+            stages = min(8, traced.ring_stages(self.trace))
         style = {"description_width": "150px"}
         lay = W.Layout(width="420px")
 
@@ -61,7 +68,7 @@ class PipelineExplorer(_StaticFallback, W.VBox):
                                                self.stage_bytes)[s["stages"]]
         self.status.value = (f"<b>{s['stages']} stage{'s' if s['stages'] > 1 else ''}</b>: one tile every "
                              f"{tl.period:.3g} µs per SM ({tl.limiter}) = {gbps:.0f} GB/s over 132 SMs")
-        self.figure.value = timeline_svg(tl) + sweep_svg(model, self.measured, ceiling=self.ceiling)
+        self.figure.value = self.traced_svg + timeline_svg(tl) + sweep_svg(model, self.measured, ceiling=self.ceiling)
 
     def __repr__(self) -> str:
         return f"PipelineExplorer({self.state()})" + (f" error: {self.error}" if self.error else "")
