@@ -1,4 +1,4 @@
-"""A class on a real JupyterHub: two students log in, get the workbook in their homes, run a chapter.
+"""A class on a real JupyterHub: students log in, get the workbook in their homes, run a chapter, check at once.
 
 JupyterHub from PyPI with its proxy (configurable-http-proxy, from the npm registry, installed here into
 ``.cache/hub-test/``), the DummyAuthenticator (one shared password) and the local-process spawner that
@@ -13,7 +13,15 @@ two servers on one machine), and saves the executed notebook in their home. Ever
 an error, the cells nbval checks must print what the stored notebook shows, and the plots must come
 back as PNG. Then alice edits her exercise, the instructor changes the workbook upstream (the same lines
 of the same exercise, and a new file), alice's server restarts and pulls again: her edit is kept, the
-new file arrives. Last, the servers stop and the hub shuts down with nothing left running.
+new file arrives.
+
+Then a class checks at once (issue 24): alice and bob (their servers still up) and carol and dan (started
+now) put four kinds of chapter 01 file in their own homes through their servers (the solution, a typical
+slip, the untouched stub, a hostile file reading a classmate's answer) and run ``python -m tklab check``
+in their kernels at the same moment, while the instructor grades the collected class. Every verdict must
+be the one its file deserves, every file unchanged, nothing of one student in another's output, hint state
+or server, and the grade sheet must have every row. Last, the servers stop side by side and the hub shuts
+down with nothing left running.
 
 Needs node/npm and network access to the npm registry the first time (CI has both). Without them the
 test is skipped, unless ``TKLAB_HUB_TEST=required`` (set by ``make test`` and ``make hub-test``).
