@@ -295,12 +295,8 @@ def ch10_variant(tmp_path_factory):
     return path
 
 
-def _check_with_rounds(monkeypatch, path, learner_ms, reference_ms, learner_status="ok"):
-    """``check`` of ch10 on a stand-in Hopper GPU, every sandboxed run replaced by a recorder that returns the
-    given times; the hazard analysis (emulator) is not what is tested here."""
-    import tklab.grading.check as chk
-
-    specs.all_ids()  # every spec imported before the stand-in GPU (their builds ask the real one)
+def _recorder(monkeypatch, learner_ms, reference_ms, learner_status="ok"):
+    """Every sandboxed run replaced by a recorder that returns the given times: (calls, the learner's run)."""
     calls: list[dict] = []
     rounds = iter(reference_ms)
 
@@ -316,10 +312,34 @@ def _check_with_rounds(monkeypatch, path, learner_ms, reference_ms, learner_stat
                                 evidence=verdict.Evidence.GPU)
 
     monkeypatch.setattr(runner, "run_isolated", fake_run)
+    return calls, lambda: fake_run("ch10_flash", "mine.cu", mode="gpu")
+
+
+def _check_with_rounds(monkeypatch, path, learner_ms, reference_ms):
+    """``check`` of ch10 on a stand-in Hopper GPU with the recorder; the hazard analysis (emulator) is not what
+    is tested here."""
+    import tklab.grading.check as chk
+
+    specs.all_ids()  # every spec imported before the stand-in GPU (their builds ask the real one)
+    calls, _ = _recorder(monkeypatch, learner_ms, reference_ms)
     monkeypatch.setattr(chk.gpu, "available", lambda: True)
     monkeypatch.setattr(chk.gpu, "arch", lambda: "sm_90a")
     monkeypatch.setattr(chk, "_hazards", lambda *a, **k: None)
     return chk.check("ch10_flash", path, seed=None), calls
+
+
+def _rounds(monkeypatch, learner_ms, reference_ms, learner_status="ok"):
+    """The rounds alone (``_with_reference_rounds``, then the floors), on the recorder: (result, calls)."""
+    import tklab.grading.check as chk
+
+    calls, learner_run = _recorder(monkeypatch, learner_ms, reference_ms, learner_status)
+    spec = specs.get("ch10_flash")
+    res = verdict.CheckResult(spec.id, spec.title, "mine.cu", compiled=True, arch="sm_90a")
+    out = chk._with_reference_rounds(learner_run, res, spec, {child.REFERENCE_VARIABLE: "k"}, ["k"], 7, 60.0, ())
+    chk._fill_run(res, out)
+    if out.status == "ok":
+        chk._gpu_floors(res, spec)
+    return res, calls
 
 
 @pytest.mark.nvrtc
@@ -339,25 +359,22 @@ def test_the_learners_run_never_gets_the_reference_and_the_parent_computes_the_r
     assert floor.ok and "0.92x" in floor.detail
 
 
-@pytest.mark.nvrtc
 @pytest.mark.parametrize("rounds, learner_ms, ok, words", [
     ([1.0, 1.02], 1.6, False, "0.63x"),                      # serialised: the floor fails on the parent's ratio
     ([1.0, 1.4], 1.0, True, "ratio is uncertain"),           # a busy GPU between the rounds: said in a note
     ([None, 1.0], 1.0, True, "one round of the reference"),  # one round failed: the other carries it
     ([None, None], 1.0, None, "could not be timed"),         # no yardstick: the floor is not judged on speed
 ])
-def test_reference_rounds_that_disagree_or_fail_are_reported(monkeypatch, ch10_variant, rounds, learner_ms, ok,
-                                                             words):
-    res, _ = _check_with_rounds(monkeypatch, ch10_variant, learner_ms=learner_ms, reference_ms=rounds)
+def test_reference_rounds_that_disagree_or_fail_are_reported(monkeypatch, rounds, learner_ms, ok, words):
+    res, calls = _rounds(monkeypatch, learner_ms, rounds)
+    assert [c["mode"] for c in calls] == ["reference", "gpu", "reference"]
     floor = next((f for f in res.floors if "overlap" in f.name), None)
     assert (floor.ok if floor else None) is ok
     assert words in (floor.detail if floor and not ok else "") + " ".join(res.notes), (res.notes, floor)
 
 
-@pytest.mark.nvrtc
-def test_a_failed_learner_run_costs_one_reference_round_only(monkeypatch, ch10_variant):
-    res, calls = _check_with_rounds(monkeypatch, ch10_variant, learner_ms=1.0, reference_ms=[1.0],
-                                    learner_status="error")
+def test_a_failed_learner_run_costs_one_reference_round_only(monkeypatch):
+    res, calls = _rounds(monkeypatch, 1.0, [1.0], learner_status="error")
     assert [c["mode"] for c in calls] == ["reference", "gpu"] and "reference_ratio" not in (res.speed or {})
 
 
