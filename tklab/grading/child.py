@@ -17,7 +17,9 @@ same buffers, so remembered results earn no speed.
 
 Modes (``MODES``) say how a run happens here and what a correct result establishes (``Evidence``):
 ``gpu`` (this machine's GPU), ``sim`` (numba exercises in numba's CUDA simulator) and ``emu`` (CUDA C++ on
-the CPU emulator, ``tklab.emulate``). Another way to run an exercise is one more ``Mode`` given to
+the CPU emulator, ``tklab.emulate``); ``hazards`` and ``reference`` are asked for by name (the emulator's
+second opinion beside a GPU run; the reference solution timed for a concept floor, in a child that holds
+nothing of the learner's). Another way to run an exercise is one more ``Mode`` given to
 ``register_mode``: the parent's side (inputs, reference, comparison, sandbox) stays as it is.
 
 Usage (the parent builds this line): ``python -m tklab.grading.child --exercise ID --file NAME --mode MODE
