@@ -22,7 +22,8 @@ What a check does, in order:
 5. on a GPU, for CUDA exercises from chapter 05 on, also runs the CPU emulator's hazard analysis on one
    small case (a race the GPU's timing hid fails the check), and grades the chapter's concept floors
    (``spec.floors``: chapter 10's S_j / P·V overlap, by the emulator's count of wgmma groups in flight and
-   by the speed against the reference solution timed in the same run). The report's "evidence" row says
+   by the speed against the reference solution, timed on the same inputs in a sandboxed child of its own
+   before and after the learner's run: ``_with_reference_rounds``). The report's "evidence" row says
    which of these established the verdict.
 
 The result is a ``CheckResult``: ``passed`` is True, False, or None when nothing could say no but
