@@ -257,6 +257,8 @@ def test_the_reference_child_times_the_solution_on_the_learners_benchmark_inputs
         child._run_cuda(spec, ROOT / spec.solution, chan, True)
 
     def reference_child(kernel, chan):
+        monkeypatch.setenv(child.REFERENCE_VARIABLE, "k")
+        monkeypatch.setattr(importlib.import_module("tklab.build.cache"), "load", lambda key: {"key": key})
         monkeypatch.setattr(child, "_reference_kernel", lambda s, arch: kernel)
         child._child_reference(spec, Path("x.cu"), chan, True)
 
@@ -393,3 +395,20 @@ def test_on_the_gpu_the_solution_meets_its_own_overlap_floor_in_separate_rounds(
     assert OVERLAP_RATIO <= s["reference_ratio"] <= 1 / OVERLAP_RATIO, s  # the same kernel: within the floor's slack
     floor = next(f for f in res.floors if "overlap" in f.name)
     assert floor.ok and "the reference solution" in floor.detail, floor
+
+
+@pytest.mark.nvrtc
+def test_the_reference_child_gets_its_module_through_the_real_sandbox_and_nothing_else(tmp_path):
+    """Mode ``reference`` through ``run_isolated`` (the real sandbox, no GPU here): with the key and the cache
+    entry handed over it gets as far as asking for the GPU; without them it says the module is missing."""
+    import tklab.grading.check as chk
+
+    spec = specs.get("ch10_flash")
+    keys: list[str] = []
+    env = chk._reference(spec, "sm_90a", keys)
+    kw = {"mode": "reference", "bench": True, "seed": 3, "arch": "sm_90a", "source": "// nothing\n", "timeout": 60}
+    handed = runner.run_isolated(spec.id, tmp_path / "ch10_flash.cu", env=env, cache_keys=keys, **kw)
+    missing = runner.run_isolated(spec.id, tmp_path / "ch10_flash.cu", env=env, **kw)
+    assert "not handed over" in missing.result["speed"]["error"], missing.result
+    assert "not handed over" not in handed.result["speed"]["error"], handed.result
+    assert "GPU" in handed.result["speed"]["error"], handed.result  # the next step: there is none here

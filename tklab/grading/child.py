@@ -283,11 +283,14 @@ def _child_reference(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> No
     """Mode ``reference``: the reference solution's module (from the compile-cache entry the parent handed
     over), timed by ``_bench`` on the benchmark inputs the learner's run gets (same seed), with the same
     rotation and checks. Nothing of the learner's is in this run's folder or environment."""
+    from ..build import cache
+
     _bind_timer()
     _stage("loading the reference solution")
-    kernel = _reference_kernel(spec, gpu.arch())
-    if kernel is None:
+    key = os.environ.get(REFERENCE_VARIABLE, "")
+    if not key or cache.load(key) is None:  # (asked before the GPU: a wiring fault is named as such anywhere)
         raise RuntimeError("the reference solution's compiled module was not handed over")
+    kernel = _reference_kernel(spec, gpu.arch())
     chan.send("device", name=gpu.name())
 
     def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
