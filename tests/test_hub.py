@@ -378,8 +378,8 @@ CH01 = "tklab/exercises/ch01_naive_matmul.py"
 SOLUTION = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
 #: A typical slip: the dot product stops one term short.
 SHORT = SOLUTION.replace("for k in range(A.shape[1]):", "for k in range(A.shape[1] - 1):")
-#: The red-team suite's pipe forgery (test_redteam_isolation.PIPE_FORGERY), aimed at a classmate: read alice's
-#: answer and write it into the result pipe at import, then leave.
+#: The red-team suite's pipe forgery (test_redteam_isolation.PIPE_FORGERY) with a classmate's file: read alice's
+#: answer, write the right outputs into the result pipe at import, then leave.
 HOSTILE = '''import os
 import numpy as np
 STOLEN = open("{classmate}").read()
