@@ -412,3 +412,35 @@ def test_the_reference_child_gets_its_module_through_the_real_sandbox_and_nothin
     assert "not handed over" in missing.result["speed"]["error"], missing.result
     assert "not handed over" not in handed.result["speed"]["error"], handed.result
     assert "GPU" in handed.result["speed"]["error"], handed.result  # the next step: there is none here
+
+
+def test_the_shared_compile_cache_is_hidden_from_the_learners_run(tmp_path, monkeypatch):
+    """The reference's module (and every solution the chapters compiled) lives in the shared compile cache: a
+    learner's run in bubblewrap must not see it, even where every user may read it (here under /var/tmp)."""
+    import tempfile
+
+    from tklab.grading import sandbox
+
+    if sandbox.isolation().level != "bubblewrap":
+        pytest.skip(f"no bubblewrap here: {sandbox.isolation().describe()}")
+    try:
+        shared = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="tklab-shared-cache-"))
+    except OSError as e:
+        pytest.skip(f"no /var/tmp to put a shared cache in: {e}")
+    try:
+        entry = shared / "ab" / "ab-reference"
+        entry.mkdir(parents=True)
+        (entry / "cubin").write_bytes(b"the reference solution")
+        for p in (shared, shared / "ab", entry):
+            p.chmod(0o755)
+        (entry / "cubin").chmod(0o644)
+        monkeypatch.setenv("TKLAB_CACHE_DIR", str(shared))
+        learner = tmp_path / "ch01_naive_matmul.py"  # the runner takes any file: no hygiene check on this path
+        learner.write_text(f"import os\nprint('SEES', os.path.exists({str(entry / 'cubin')!r}))\n"
+                           + (ROOT / "solutions" / "ch01_naive_matmul.py").read_text())
+        out = runner.run_isolated("ch01_naive_matmul", learner, mode="sim", timeout=60)
+        assert out.status == "ok" and "SEES False" in out.output, (out.message, out.output[-500:])
+    finally:
+        import shutil
+
+        shutil.rmtree(shared, ignore_errors=True)

@@ -150,7 +150,11 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
         cpus = os.cpu_count() or 1
         limits = limits_for(Limits(wall_seconds=timeout, memory=None if m.needs_gpu else 4 << 30,
                                    cpu_seconds=int(timeout * cpus) + 30))
-        box = Sandbox(workdir, gpu=m.needs_gpu, hide=[_SOLUTIONS, *hide], limits=limits)
+        # hidden: the solutions, and the shared compile cache (their compiled forms: a concept floor's reference
+        # module, the chapters' builds); the child compiles into its own folder's cache
+        from ..build import cache
+
+        box = Sandbox(workdir, gpu=m.needs_gpu, hide=[_SOLUTIONS, cache.cache_dir(), *hide], limits=limits)
         box.hand_over()
         read_fd, write_fd = os.pipe()
         key = secrets.token_hex(16)
