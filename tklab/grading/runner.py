@@ -107,9 +107,10 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
 
     ``source``: the file's text as the caller read it (written into the run's folder instead of the raw
     bytes). ``env``: extra environment variables for the child (its environment is otherwise clean).
-    ``hide``: folders the sandbox hides (the solutions and the shared compile cache always). ``cache_keys``: compile-cache entries to
-    hand to the child. ``arch``: the GPU's arch, if the caller knows it. ``emulator_parts``: the emulator's
-    trusted parts for mode "emu" (default: ``tklab.emulate.exercise.prepare``).
+    ``hide``: folders the sandbox hides (the solutions and the shared compile cache always).
+    ``cache_keys``: compile-cache entries to hand to the child. ``arch``: the GPU's arch, if the caller knows
+    it. ``emulator_parts``: the emulator's trusted parts for mode "emu" (default:
+    ``tklab.emulate.exercise.prepare``).
     """
     from . import specs
     from .sandbox import Limits, Sandbox, limits_for
