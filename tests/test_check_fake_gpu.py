@@ -225,3 +225,222 @@ def test_a_kernel_that_remembers_its_buffers_gets_no_speed(fake_device):
     assert out.status == "ok"
     s = out.result["speed"]
     assert "ratio" not in s and "compute its result on every call" in s["error"], s  # poisoned by the skip
+
+
+# ---- a concept floor's yardstick: the reference solution timed in a child of its own ------------------
+
+def _frames_of(spec, body, run_child, seed=1234):
+    """Run one child function on the fake device; (frames bytes, arrays the kernel saw at the bench size)."""
+    seen: list[np.ndarray] = []
+
+    def recording(a, *rest):
+        if a.shape[0] == BENCH["M"]:
+            seen.append(a.copy())
+        body(a, *rest)
+
+    kernel = _Kernel(recording)
+    cases = list(spec.cases)
+    inputs = judge.draw_inputs(spec, cases, seed)
+    sent = bytearray()
+    chan = channel.ChildIO(sent.extend, cases, lambda i: {k: v.copy() for k, v in inputs[i].items()}, seed)
+    run_child(kernel, chan)
+    return bytes(sent), seen
+
+
+def test_the_reference_child_times_the_solution_on_the_learners_benchmark_inputs(fake_device, monkeypatch):
+    """Mode ``reference`` runs no cases and nothing of the learner's: it loads the module the parent handed
+    over and times it with the learner's own benchmark procedure, on the same inputs (same seed)."""
+    spec = _spec()
+
+    def learner_child(kernel, chan):
+        fake_device["kernel"] = kernel
+        child._run_cuda(spec, ROOT / spec.solution, chan, True)
+
+    def reference_child(kernel, chan):
+        monkeypatch.setenv(child.REFERENCE_VARIABLE, "k")
+        monkeypatch.setattr(importlib.import_module("tklab.build.cache"), "load", lambda key: {"key": key})
+        monkeypatch.setattr(child, "_reference_kernel", lambda s, arch: kernel)
+        child._child_reference(spec, Path("x.cu"), chan, True)
+
+    _, learner_saw = _frames_of(spec, _right, learner_child)
+    times = iter([1.6, 0.5])  # the reference's time, then the library's
+
+    def fake_bench(fn, **kw):
+        fn()
+        ms = next(times)
+        return BenchResult(name="fake", ms=ms, ms_min=ms, ms_max=ms, ms_q1=ms, ms_q3=ms, reps=1)
+
+    monkeypatch.setattr(importlib.import_module("tklab.run.bench"), "bench", fake_bench)
+    monkeypatch.setattr(child, "_TIMER", None)
+    ref, ref_saw = _frames_of(spec, _right, reference_child)
+    out = judge.judge(spec, child.MODES["reference"], [], [], ref)
+    assert out.status == "ok" and out.result["speed"]["ms"] == 1.6 and out.result["speed"]["baseline_ms"] == 0.5
+    assert not [h for h, _ in channel.read_frames(ref) if h["type"] in ("output", "launched")]  # no cases run
+    assert len(ref_saw) == len(learner_saw) > 0  # the same benchmark inputs, call for call
+    assert all(np.array_equal(a, b) for a, b in zip(ref_saw, learner_saw, strict=True))
+    assert "reference_ms" not in judge.speed_entry(spec, {"ms": 2.0, "baseline_ms": 1.0, "reference_ms": 0.1})
+    assert child.choose_mode(spec, True).name == "gpu"  # never chosen for a learner's run
+
+
+def test_the_reference_child_without_its_module_says_so(fake_device, monkeypatch):
+    monkeypatch.delenv(child.REFERENCE_VARIABLE, raising=False)
+    with pytest.raises(RuntimeError, match="not handed over"):
+        child._child_reference(_spec(), Path("x.cu"), channel.ChildIO(lambda b: None, [], lambda i: {}, 1), True)
+
+
+@pytest.fixture(scope="module")
+def ch10_variant(tmp_path_factory):
+    """A benign variant of chapter 10's solution (a comment added): the learner's module key differs from the
+    reference's, so the test can tell which child got which."""
+    path = tmp_path_factory.mktemp("ch10") / "ch10_flash.cu"
+    path.write_text((ROOT / "solutions" / "ch10_flash.cu").read_text() + "\n// my version\n")
+    return path
+
+
+def _recorder(monkeypatch, learner_ms, reference_ms, learner_status="ok"):
+    """Every sandboxed run replaced by a recorder that returns the given times: (calls, the learner's run)."""
+    calls: list[dict] = []
+    rounds = iter(reference_ms)
+
+    def fake_run(exercise_id, file, *, mode, **kw):
+        calls.append({"mode": mode, "file": Path(file), **kw})
+        if mode == "reference":
+            ms = next(rounds)
+            speed = {"ms": ms, "baseline_ms": 1.0} if ms else {"error": "the GPU fell off"}
+            return judge.RunOutcome("ok", "correct", {"cases": [], "speed": speed}, evidence=verdict.Evidence.GPU)
+        speed = judge.speed_entry(specs.get(exercise_id), {"ms": learner_ms, "baseline_ms": 1.0})
+        return judge.RunOutcome(learner_status, "x", {"cases": [], "device": "Fake GPU",
+                                                      "speed": speed if learner_status == "ok" else None},
+                                evidence=verdict.Evidence.GPU)
+
+    monkeypatch.setattr(runner, "run_isolated", fake_run)
+    return calls, lambda: fake_run("ch10_flash", "mine.cu", mode="gpu")
+
+
+def _check_with_rounds(monkeypatch, path, learner_ms, reference_ms):
+    """``check`` of ch10 on a stand-in Hopper GPU with the recorder; the hazard analysis (emulator) is not what
+    is tested here."""
+    import tklab.grading.check as chk
+
+    specs.all_ids()  # every spec imported before the stand-in GPU (their builds ask the real one)
+    calls, _ = _recorder(monkeypatch, learner_ms, reference_ms)
+    monkeypatch.setattr(chk.gpu, "available", lambda: True)
+    monkeypatch.setattr(chk.gpu, "arch", lambda: "sm_90a")
+    monkeypatch.setattr(chk, "_hazards", lambda *a, **k: None)
+    return chk.check("ch10_flash", path, seed=None), calls
+
+
+def _rounds(monkeypatch, learner_ms, reference_ms, learner_status="ok"):
+    """The rounds alone (``_with_reference_rounds``, then the floors), on the recorder: (result, calls)."""
+    import tklab.grading.check as chk
+
+    calls, learner_run = _recorder(monkeypatch, learner_ms, reference_ms, learner_status)
+    spec = specs.get("ch10_flash")
+    res = verdict.CheckResult(spec.id, spec.title, "mine.cu", compiled=True, arch="sm_90a")
+    out = chk._with_reference_rounds(learner_run, res, spec, {child.REFERENCE_VARIABLE: "k"}, ["k"], 7, 60.0, ())
+    chk._fill_run(res, out)
+    if out.status == "ok":
+        chk._gpu_floors(res, spec)
+    return res, calls
+
+
+@pytest.mark.nvrtc
+def test_the_learners_run_never_gets_the_reference_and_the_parent_computes_the_ratio(monkeypatch, ch10_variant):
+    res, calls = _check_with_rounds(monkeypatch, ch10_variant, learner_ms=1.0, reference_ms=[0.9, 0.94])
+    assert [c["mode"] for c in calls] == ["reference", "gpu", "reference"]  # the learner's run between two rounds
+    ref, mine = calls[0], calls[1]
+    assert child.REFERENCE_VARIABLE not in (mine.get("env") or {})  # the learner's child: no reference...
+    reference_key = ref["env"][child.REFERENCE_VARIABLE]
+    assert ref["cache_keys"] == [reference_key] and reference_key not in mine["cache_keys"]  # ...and no module
+    assert len(mine["cache_keys"]) == 1  # its own module only
+    assert "my version" not in ref["source"] and ref["file"].resolve() != ch10_variant.resolve()  # nothing of theirs
+    assert ref["seed"] == mine["seed"] == calls[2]["seed"] is not None  # the same benchmark inputs
+    s = res.speed
+    assert s["reference_rounds_ms"] == [0.9, 0.94] and s["reference_ratio"] == pytest.approx(0.92)
+    floor = next(f for f in res.floors if "overlap" in f.name)
+    assert floor.ok and "0.92x" in floor.detail
+
+
+@pytest.mark.parametrize("rounds, learner_ms, ok, words", [
+    ([1.0, 1.02], 1.6, False, "0.63x"),                      # serialised: the floor fails on the parent's ratio
+    ([1.0, 1.4], 1.0, True, "ratio is uncertain"),           # a busy GPU between the rounds: said in a note
+    ([None, 1.0], 1.0, True, "one round of the reference"),  # one round failed: the other carries it
+    ([None, None], 1.0, None, "could not be timed"),         # no yardstick: the floor is not judged on speed
+])
+def test_reference_rounds_that_disagree_or_fail_are_reported(monkeypatch, rounds, learner_ms, ok, words):
+    res, calls = _rounds(monkeypatch, learner_ms, rounds)
+    assert [c["mode"] for c in calls] == ["reference", "gpu", "reference"]
+    floor = next((f for f in res.floors if "overlap" in f.name), None)
+    assert (floor.ok if floor else None) is ok
+    assert words in (floor.detail if floor and not ok else "") + " ".join(res.notes), (res.notes, floor)
+
+
+def test_a_failed_learner_run_costs_one_reference_round_only(monkeypatch):
+    res, calls = _rounds(monkeypatch, 1.0, [1.0], learner_status="error")
+    assert [c["mode"] for c in calls] == ["reference", "gpu"] and "reference_ratio" not in (res.speed or {})
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_on_the_gpu_the_solution_meets_its_own_overlap_floor_in_separate_rounds(ch10_variant):
+    """The real thing (``make gpu-check``): chapter 10's solution (a comment added, so its module is its own)
+    against the reference solution timed in two rounds of its own child: about 1x, and the floor holds."""
+    from tklab.grading.check import check
+    from tklab.grading.specs.ch10_flash import OVERLAP_RATIO
+
+    res = check("ch10_flash", ch10_variant)
+    assert res.passed is True, res
+    s = res.speed
+    assert len(s["reference_rounds_ms"]) == 2 and all(r > 0 for r in s["reference_rounds_ms"]), s
+    assert OVERLAP_RATIO <= s["reference_ratio"] <= 1 / OVERLAP_RATIO, s  # the same kernel: within the floor's slack
+    floor = next(f for f in res.floors if "overlap" in f.name)
+    assert floor.ok and "the reference solution" in floor.detail, floor
+
+
+@pytest.mark.nvrtc
+def test_the_reference_child_gets_its_module_through_the_real_sandbox_and_nothing_else(tmp_path):
+    """Mode ``reference`` through ``run_isolated`` (the real sandbox, no GPU here): with the key and the cache
+    entry handed over it gets as far as asking for the GPU; without them it says the module is missing."""
+    import tklab.grading.check as chk
+
+    spec = specs.get("ch10_flash")
+    keys: list[str] = []
+    env = chk._reference(spec, "sm_90a", keys)
+    kw = {"mode": "reference", "bench": True, "seed": 3, "arch": "sm_90a", "source": "// nothing\n", "timeout": 60}
+    handed = runner.run_isolated(spec.id, tmp_path / "ch10_flash.cu", env=env, cache_keys=keys, **kw)
+    missing = runner.run_isolated(spec.id, tmp_path / "ch10_flash.cu", env=env, **kw)
+    assert "not handed over" in missing.result["speed"]["error"], missing.result
+    assert "not handed over" not in handed.result["speed"]["error"], handed.result
+    assert "GPU" in handed.result["speed"]["error"], handed.result  # the next step: there is none here
+
+
+def test_the_shared_compile_cache_is_hidden_from_the_learners_run(tmp_path, monkeypatch):
+    """The reference's module (and every solution the chapters compiled) lives in the shared compile cache: a
+    learner's run in bubblewrap must not see it, even where every user may read it (here under /var/tmp)."""
+    import tempfile
+
+    from tklab.grading import sandbox
+
+    if sandbox.isolation().level != "bubblewrap":
+        pytest.skip(f"no bubblewrap here: {sandbox.isolation().describe()}")
+    try:
+        shared = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="tklab-shared-cache-"))
+    except OSError as e:
+        pytest.skip(f"no /var/tmp to put a shared cache in: {e}")
+    try:
+        entry = shared / "ab" / "ab-reference"
+        entry.mkdir(parents=True)
+        (entry / "cubin").write_bytes(b"the reference solution")
+        for p in (shared, shared / "ab", entry):
+            p.chmod(0o755)
+        (entry / "cubin").chmod(0o644)
+        monkeypatch.setenv("TKLAB_CACHE_DIR", str(shared))
+        learner = tmp_path / "ch01_naive_matmul.py"  # the runner takes any file: no hygiene check on this path
+        learner.write_text(f"import os\nprint('SEES', os.path.exists({str(entry / 'cubin')!r}))\n"
+                           + (ROOT / "solutions" / "ch01_naive_matmul.py").read_text())
+        out = runner.run_isolated("ch01_naive_matmul", learner, mode="sim", timeout=60)
+        assert out.status == "ok" and "SEES False" in out.output, (out.message, out.output[-500:])
+    finally:
+        import shutil
+
+        shutil.rmtree(shared, ignore_errors=True)

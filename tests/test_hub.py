@@ -1,4 +1,4 @@
-"""A class on a real JupyterHub: two students log in, get the workbook in their homes, run a chapter.
+"""A class on a real JupyterHub: students log in, get the workbook in their homes, run a chapter, check at once.
 
 JupyterHub from PyPI with its proxy (configurable-http-proxy, from the npm registry, installed here into
 ``.cache/hub-test/``), the DummyAuthenticator (one shared password) and the local-process spawner that
@@ -13,7 +13,15 @@ two servers on one machine), and saves the executed notebook in their home. Ever
 an error, the cells nbval checks must print what the stored notebook shows, and the plots must come
 back as PNG. Then alice edits her exercise, the instructor changes the workbook upstream (the same lines
 of the same exercise, and a new file), alice's server restarts and pulls again: her edit is kept, the
-new file arrives. Last, the servers stop and the hub shuts down with nothing left running.
+new file arrives.
+
+Then a class checks at once (issue 24): alice and bob (their servers still up) and carol and dan (started
+now) put four kinds of chapter 01 file in their own homes through their servers (the solution, a typical
+slip, the untouched stub, a hostile file reading a classmate's answer) and run ``python -m tklab check``
+in their kernels at the same moment, while the instructor grades the collected class. Every verdict must
+be the one its file deserves, every file unchanged, nothing of one student in another's output, hint state
+or server, and the grade sheet must have every row. Last, the servers stop side by side and the hub shuts
+down with nothing left running.
 
 Needs node/npm and network access to the npm registry the first time (CI has both). Without them the
 test is skipped, unless ``TKLAB_HUB_TEST=required`` (set by ``make test`` and ``make hub-test``).
@@ -40,6 +48,8 @@ CACHE = Path(os.environ.get("TKLAB_HUB_TEST_CACHE", ROOT / ".cache" / "hub-test"
 CHAPTER = "tklab/notebooks/00_the_machine.ipynb"
 EXERCISE = "tklab/exercises/ch02_smem_tiling.cu"
 STUDENTS = ("alice", "bob")
+#: The class that checks its exercise at the same time (test_a_class_checks_at_once): each in their own home.
+CLASS = (*STUDENTS, "carol", "dan")
 PASSWORD = "classroom-test"
 SERVICE_TOKEN = "classroom-test-service-token-0123456789"
 
@@ -158,7 +168,7 @@ class Hub:
         self.url = f"http://127.0.0.1:{self.port}"
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
         config = HUB_CONFIG.format(port=self.port, hub_port=hub_port, api_port=api_port, proxy=proxy, tmp=tmp,
-                                   password=PASSWORD, students=set(STUDENTS), python=sys.executable, path=path,
+                                   password=PASSWORD, students=set(CLASS), python=sys.executable, path=path,
                                    args=["--ServerApp.allow_root=True"] if os.geteuid() == 0 else [],
                                    upstream=str(upstream), token=SERVICE_TOKEN,
                                    cache=os.environ.get("TKLAB_CACHE_DIR", str(tmp / "tklab-cache")))
@@ -223,6 +233,14 @@ class Hub:
         r = self.api("DELETE", f"users/{name}/server")
         assert r.status_code in (202, 204), r.text
         self._wait(lambda: self.server(name) is None, 120, f"{name}'s server to stop")
+
+    def stop_servers(self, *names: str) -> None:
+        """Stop the servers side by side (the hub stops them in parallel), then wait until each is gone."""
+        for name in names:
+            r = self.api("DELETE", f"users/{name}/server")
+            assert r.status_code in (202, 204), r.text
+        for name in names:
+            self._wait(lambda n=name: self.server(n) is None, 120, f"{name}'s server to stop")
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -351,9 +369,135 @@ def test_two_students_on_one_hub(hub):
     bob_home = hub.tmp / "home" / "bob" / "tklab"
     assert not (bob_home / "notebooks" / "ERRATA.md").exists()  # bob pulls when his server next starts
 
-    for s in STUDENTS:
-        hub.stop_server(s)
-    assert all(hub.server(s) is None for s in STUDENTS)
+    # (both servers stay up: the class test below checks through them, then stops every server)
+
+
+# ---- a class checking at once (issue 24, item 7) ----------------------------------------------------------
+
+CH01 = "tklab/exercises/ch01_naive_matmul.py"
+SOLUTION = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
+#: A typical slip: the dot product stops one term short.
+SHORT = SOLUTION.replace("for k in range(A.shape[1]):", "for k in range(A.shape[1] - 1):")
+#: The red-team suite's pipe forgery (test_redteam_isolation.PIPE_FORGERY) with a classmate's file: read alice's
+#: answer, write the right outputs into the result pipe at import, then leave.
+HOSTILE = '''import os
+import numpy as np
+STOLEN = open("{classmate}").read()
+A = np.load("case-0-A.npy"); B = np.load("case-0-B.npy")
+for fd in range(3, 64):
+    try:
+        np.save(f"/proc/self/fd/{{fd}}", A @ B)
+    except Exception:
+        pass
+os._exit(0)
+'''
+
+
+def _check_in_kernel(hub: Hub, name: str) -> dict[str, Any]:
+    """The student's kernel runs ``python -m tklab check`` on their exercise, as a learner types it (the
+    workbook's Python first on PATH); the check's JSON verdict and exit status come back."""
+    import json
+
+    from jupyter_rest import ServerClient
+
+    client = ServerClient(f"{hub.url}/user/{name}/", hub.token_for(name))
+    session, kernel_id = client.start_session("tklab/notebooks/01_naive_matmul.ipynb")
+    kernel = client.kernel(kernel_id)
+    try:
+        outputs, status = kernel.run(
+            "import json, subprocess\n"
+            "p = subprocess.run(['python', '-m', 'tklab', 'check', '../exercises/ch01_naive_matmul.py', '--json'],\n"
+            "                   capture_output=True, text=True)\n"
+            "print('@@check', json.dumps({'rc': p.returncode, 'out': p.stdout, 'err': p.stderr[-2000:]}))")
+    finally:
+        kernel.close()
+        client.end_session(session)
+    line = next((ln for ln in _outputs_text(outputs).splitlines() if ln.startswith("@@check ")), None)
+    assert status == "ok" and line, (name, status, _outputs_text(outputs)[-2000:])
+    got = json.loads(line[len("@@check "):])
+    try:
+        got["result"] = json.loads(got["out"].strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise AssertionError(f"{name}: no JSON verdict: {got}") from None
+    return got
+
+
+def test_a_class_checks_at_once(hub):
+    """Four students, four states of the same exercise (right, a typical mistake, the untouched stub, a hostile
+    file), check at the same moment through their own servers, while the instructor grades the class; every
+    verdict is right, every file is as its student left it, nothing crosses between them, and the grade sheet
+    has every row. (alice's and bob's servers are still up from the test above; carol and dan join.)"""
+    import csv
+    import hashlib
+    import json
+
+    import requests
+    from jupyter_rest import ServerClient
+
+    from tklab.grading import sandbox
+
+    right, wrong, stub, hostile = CLASS
+    homes = {s: hub.tmp / "home" / s / "tklab" for s in CLASS}
+    mine = {s: homes[s] / "exercises" / "ch01_naive_matmul.py" for s in CLASS}
+    hub.start(*[s for s in CLASS if not (hub.server(s) or {}).get("ready")])
+    clients = {s: ServerClient(f"{hub.url}/user/{s}/", hub.token_for(s)) for s in CLASS}
+    files = {right: SOLUTION, wrong: SHORT, hostile: HOSTILE.format(classmate=mine[right])}
+    assert SHORT != SOLUTION
+    for s, text in files.items():  # each edits their exercise through their own server; the stub stays as it came
+        clients[s].save(CH01, {"type": "file", "format": "text", "content": text})
+    assert mine[stub].read_text() == (ROOT / "exercises" / "ch01_naive_matmul.py").read_text()
+    before = {s: hashlib.sha256(mine[s].read_bytes()).hexdigest() for s in CLASS}
+
+    # the instructor collects the class (every exercises/ folder) and grades it while the students check
+    klass = hub.tmp / "class"
+    for s in CLASS:
+        shutil.copytree(homes[s] / "exercises", klass / s)
+    sheet = hub.tmp / "grades.csv"
+    grading = subprocess.Popen([sys.executable, "-m", "tklab", "grade", "--class", str(klass), "--exercises", "ch01",
+                                "--out", str(sheet), "--no-bench",
+                                *(["--allow-unsandboxed"] if sandbox.grading_problem() else [])],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        with concurrent.futures.ThreadPoolExecutor(len(CLASS)) as pool:
+            checks = dict(zip(CLASS, pool.map(lambda s: _check_in_kernel(hub, s), CLASS), strict=True))
+        _, err = grading.communicate(timeout=300)
+    finally:
+        if grading.poll() is None:
+            grading.kill()
+    (hub.tmp / "checks.json").write_text(json.dumps(checks, indent=1))  # what each student saw, for a failure
+
+    r = {s: c["result"] for s, c in checks.items()}
+    assert (checks[right]["rc"], r[right]["passed"], r[right]["established"]) == (0, True, "simulator"), r[right]
+    assert (checks[wrong]["rc"], r[wrong]["passed"], r[wrong]["run_status"]) == (1, False, "wrong"), r[wrong]
+    assert r[wrong]["mismatch"]["index"] == [0, 0], r[wrong]  # wrong from the first element on
+    assert (checks[stub]["rc"], r[stub]["passed"], r[stub]["compiled"]) == (1, False, True), r[stub]
+    assert "never assigns to C" in " ".join(c["detail"] for c in r[stub]["static"]), r[stub]
+    assert (checks[hostile]["rc"], r[hostile]["passed"], r[hostile]["compiled"]) == (1, False, False), r[hostile]
+    assert "refused before running" in r[hostile]["compile_error"], r[hostile]
+    for s in CLASS:  # each report is about the student's own file, which is as they left it
+        assert (homes[s] / "notebooks" / r[s]["path"]).resolve() == mine[s].resolve(), (s, r[s]["path"])
+        assert hashlib.sha256(mine[s].read_bytes()).hexdigest() == before[s], f"{s}'s file changed during the checks"
+    assert "col, row = cuda.grid(2)" not in checks[hostile]["out"] + checks[hostile]["err"]  # nothing of alice's
+    # hint state: a failed check of one's own copy unlocks a hint there, and only there
+    failed = {s: json.loads(p.read_text()).get("ch01_naive_matmul", {}).get("failed", 0) if p.is_file() else 0
+              for s in CLASS for p in [homes[s] / "exercises" / ".hints.json"]}
+    assert failed == {right: 0, wrong: 1, stub: 1, hostile: 0}, failed
+    # one student's token opens nobody else's server
+    assert clients[hostile].get("api/status").status_code == 200
+    assert requests.get(f"{hub.url}/user/{right}/api/contents/{CH01}", headers=clients[hostile].headers,
+                        timeout=60).status_code in (403, 404)
+
+    # the sheet: one row per student, as their checks said
+    assert grading.returncode == 0, err[-2000:]
+    rows = {row["student"]: row for row in csv.DictReader(sheet.open())}
+    assert sorted(rows) == sorted(CLASS), rows
+    assert {s: rows[s]["correct"] for s in CLASS} == {right: "yes", wrong: "no", stub: "no", hostile: "no"}, rows
+    assert rows[hostile]["compiled"] == "no" and {rows[s]["exercise"] for s in CLASS} == {"ch01_naive_matmul"}
+    assert rows[right]["established"] == "simulator" and rows[right]["isolation"], rows[right]
+
+    hub.stop_servers(*CLASS)
+    assert all(hub.server(s) is None for s in CLASS)
 
 
 def test_the_hub_leaves_nothing_running(hub):

@@ -22,7 +22,8 @@ What a check does, in order:
 5. on a GPU, for CUDA exercises from chapter 05 on, also runs the CPU emulator's hazard analysis on one
    small case (a race the GPU's timing hid fails the check), and grades the chapter's concept floors
    (``spec.floors``: chapter 10's S_j / P·V overlap, by the emulator's count of wgmma groups in flight and
-   by the speed against the reference solution timed in the same run). The report's "evidence" row says
+   by the speed against the reference solution, timed on the same inputs in a sandboxed child of its own
+   before and after the learner's run: ``_with_reference_rounds``). The report's "evidence" row says
    which of these established the verdict.
 
 The result is a ``CheckResult``: ``passed`` is True, False, or None when nothing could say no but
@@ -286,11 +287,22 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         # (under emulation the child also compiles the learner's module: that is inside the limit now)
         limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else
                                                      120.0 if mode.name == "emu" else 60.0)
-        env = _reference(spec, res.arch, module_keys) if mode.name == "gpu" and bench else {}
-        _tell(f"running {shown} ({mode.name})")
-        outcome = run_isolated(spec.id, file, mode=mode.name, timeout=limit, bench=bench and mode.can_bench,
-                               seed=seed, source=source, hide=hide, cache_keys=module_keys,
-                               arch=res.arch or None, emulator_parts=emulator_parts, env=env)
+        reference_keys: list[str] = []
+        reference_env = _reference(spec, res.arch, reference_keys) if mode.name == "gpu" and bench else {}
+        if reference_env and seed is None:  # the reference's rounds time the same inputs as the learner's run
+            seed = int.from_bytes(os.urandom(4), "little")
+
+        def learner_run() -> Any:
+            _tell(f"running {shown} ({mode.name})")
+            return run_isolated(spec.id, file, mode=mode.name, timeout=limit, bench=bench and mode.can_bench,
+                                seed=seed, source=source, hide=hide, cache_keys=module_keys,
+                                arch=res.arch or None, emulator_parts=emulator_parts)
+
+        if reference_env:
+            outcome = _with_reference_rounds(learner_run, res, spec, reference_env, reference_keys, seed, limit,
+                                             hide)
+        else:
+            outcome = learner_run()
         _fill_run(res, outcome)
         if outcome.status in ("ok", "wrong"):
             res.established = outcome.evidence.value
@@ -339,7 +351,8 @@ HAZARDS_FROM_CHAPTER = 5
 
 def _reference(spec: Exercise, arch: str, module_keys: list[str]) -> dict[str, str]:
     """Where a concept floor compares with the reference solution's time: compile the solution here (the
-    sandbox hides it) and hand its cache entry to the child. Returns the child's extra environment."""
+    sandbox hides it); its cache key goes into ``module_keys``, for the reference's own child (never the
+    learner's). Returns that child's extra environment."""
     if not any(getattr(f, "needs_reference", False) for f in spec.floors):
         return {}
     from .. import compile as tk_compile
@@ -351,6 +364,65 @@ def _reference(spec: Exercise, arch: str, module_keys: list[str]) -> dict[str, s
     mod = tk_compile(solution.read_text(), arch=arch, name=solution.name, options=spec.options)
     module_keys.append(mod.key)
     return {REFERENCE_VARIABLE: mod.key}
+
+
+#: Reference timings of one check further apart than this (relative) make its ratio uncertain: said in a note.
+REFERENCE_SPREAD = 0.10
+
+
+def _with_reference_rounds(learner_run: Any, res: CheckResult, spec: Exercise, env: dict[str, str],
+                           keys: list[str], seed: int | None, limit: float,
+                           hide: Sequence[str | os.PathLike[str]]) -> Any:
+    """The learner's run between two rounds of the reference solution's timing, each in a child of its own.
+
+    Why not in the learner's child: that child runs the learner's code, which could then read, time or
+    slow down the reference (its module would be in the child's cache). Here the reference's child has
+    nothing of the learner's (no file, no module, separate process tree), the learner's child has nothing
+    of the reference's, and the ratio is computed in this process from the times both sent back. The same
+    seed gives both the same benchmark inputs; a round before and a round after the learner's run (same GPU,
+    minutes apart at most) average out a clock or temperature drift across the three processes. The second
+    round runs only when the learner's run was timed. Returns the learner's ``RunOutcome``, its speed entry
+    completed with ``reference_ms``, ``reference_rounds_ms`` and ``reference_ratio``."""
+    from .runner import run_isolated
+
+    solution = ROOT / spec.solution
+
+    def reference_round(n: int) -> tuple[float | None, str]:
+        _tell(f"timing the reference solution (round {n})")
+        out = run_isolated(spec.id, solution, mode="reference", timeout=limit, bench=True, seed=seed,
+                           source="// the reference solution: its module comes from the compile cache\n",
+                           hide=hide, cache_keys=keys, arch=res.arch or None, env=env)
+        speed = (out.result or {}).get("speed") or {}
+        if out.status == "ok" and speed.get("ms"):
+            return float(speed["ms"]), ""
+        return None, str(speed.get("error") or out.message or out.status)[:300]
+
+    rounds: list[float] = []
+    problems: list[str] = []
+    ms, why = reference_round(1)
+    rounds += [ms] if ms is not None else []
+    problems += [why] if why else []
+    outcome = learner_run()
+    speed = (outcome.result or {}).get("speed") or {}
+    if outcome.status != "ok" or not speed.get("ms") or speed.get("error"):
+        return outcome
+    ms, why = reference_round(2)
+    rounds += [ms] if ms is not None else []
+    problems += [why] if why else []
+    if not rounds:
+        res.notes.append(f"the reference solution could not be timed ({problems[0]}): the "
+                         "concept floors that compare with it were not judged on speed")
+        return outcome
+    reference_ms = sum(rounds) / len(rounds)
+    speed.update(reference_ms=reference_ms, reference_rounds_ms=rounds, reference_ratio=reference_ms / speed["ms"])
+    if len(rounds) > 1 and (max(rounds) - min(rounds)) > REFERENCE_SPREAD * min(rounds):
+        res.notes.append("the reference solution's two timings differ by more than "
+                         f"{REFERENCE_SPREAD:.0%} ({', '.join(f'{r:.3f}' for r in rounds)} ms): the GPU was busy "
+                         "or changing clocks, so its ratio is uncertain; check again")
+    elif problems:
+        res.notes.append(f"one round of the reference solution's timing failed ({problems[0]}); the ratio "
+                         "rests on the other")
+    return outcome
 
 
 def _gpu_floors(res: CheckResult, spec: Exercise) -> None:

@@ -17,7 +17,9 @@ same buffers, so remembered results earn no speed.
 
 Modes (``MODES``) say how a run happens here and what a correct result establishes (``Evidence``):
 ``gpu`` (this machine's GPU), ``sim`` (numba exercises in numba's CUDA simulator) and ``emu`` (CUDA C++ on
-the CPU emulator, ``tklab.emulate``). Another way to run an exercise is one more ``Mode`` given to
+the CPU emulator, ``tklab.emulate``); ``hazards`` and ``reference`` are asked for by name (the emulator's
+second opinion beside a GPU run; the reference solution timed for a concept floor, in a child that holds
+nothing of the learner's). Another way to run an exercise is one more ``Mode`` given to
 ``register_mode``: the parent's side (inputs, reference, comparison, sandbox) stays as it is.
 
 Usage (the parent builds this line): ``python -m tklab.grading.child --exercise ID --file NAME --mode MODE
@@ -131,10 +133,10 @@ def _bind_timer() -> None:
 
 
 def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int]], None],
-           prepare: Callable[[dict[str, Any], dict[str, int]], Callable[[], Any]] | None = None,
-           reference: Callable[[dict[str, Any], dict[str, int]], Callable[[], Any]] | None = None) -> dict[str, Any]:
-    """Learner vs library (and, for a concept floor, the reference solution) at the benchmark size, same
-    process, same GPU, back to back; speed that cannot be faked by remembering results.
+           prepare: Callable[[dict[str, Any], dict[str, int]], Callable[[], Any]] | None = None) -> dict[str, Any]:
+    """A kernel vs the library at the benchmark size, same process, same GPU, back to back; speed that
+    cannot be faked by remembering results. (The reference solution, where a concept floor compares with
+    it, is timed by this same function in a child of its own: mode ``reference``.)
 
     The timed calls rotate through ``ROTATE`` input sets of their own (fresh random numbers, separate
     buffers), with outputs poisoned before timing and every set's output verified after it: a kernel that
@@ -225,16 +227,12 @@ def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int
     if probe_ms > PROBE_FACTOR * mine.ms + _PROBE_SLACK_MS:
         return {"error": f"the kernel took {probe_ms:.3f} ms on fresh inputs but {mine.ms:.3f} ms in the timed "
                          "loop: it skips work on inputs it has seen, so its speed is not reported"}
-    out = {"ms": mine.ms, "baseline_ms": lib.ms, "device": gpu.name(), "fresh_ms": probe_ms}
-    if reference is not None:  # the reference solution, same inputs, same run: for a concept floor's ratio
-        _stage("benchmark: timing the reference solution")
-        out["reference_ms"] = timer(reference(sets[0], dims), flops=mine.flops, bytes=mine.bytes, name="reference",
-                                    ceilings=False, progress=False, target_ms=150.0).ms
-    return out
+    return {"ms": mine.ms, "baseline_ms": lib.ms, "device": gpu.name(), "fresh_ms": probe_ms}
 
 
-#: Names the compile-cache entry of the exercise's reference solution, handed to the child by the parent
-#: (the sandbox hides solutions/): timed beside the learner's kernel where a concept floor compares them.
+#: Names the compile-cache entry of the exercise's reference solution, handed by the parent to a child of
+#: mode ``reference`` only (the sandbox hides solutions/; the learner's child never gets it): that child
+#: times the reference on the learner's benchmark inputs, in rounds before and after the learner's run.
 REFERENCE_VARIABLE = "TKLAB_REFERENCE_MODULE"
 
 
@@ -277,15 +275,33 @@ def _run_cuda(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
         launch(arrays, dims)
         gpu.synchronize()
 
-    ref = _reference_kernel(spec, arch) if do_bench else None
-
-    def prepare_reference(arrays: dict[str, Any], dims: dict[str, int]) -> Callable[[], Any]:
-        shape = spec.launch(dims)
-        return ref.prepare(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
-
     if _run_cases(spec, chan, cp, launch_sync) and do_bench and spec.bench is not None:
-        chan.send("speed", **_bench(spec, chan.bench_seed, launch, prepare,
-                                    prepare_reference if ref is not None else None))
+        chan.send("speed", **_bench(spec, chan.bench_seed, launch, prepare))
+
+
+def _child_reference(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
+    """Mode ``reference``: the reference solution's module (from the compile-cache entry the parent handed
+    over), timed by ``_bench`` on the benchmark inputs the learner's run gets (same seed), with the same
+    rotation and checks. Nothing of the learner's is in this run's folder or environment."""
+    from ..build import cache
+
+    _bind_timer()
+    _stage("loading the reference solution")
+    key = os.environ.get(REFERENCE_VARIABLE, "")
+    if not key or cache.load(key) is None:  # (asked before the GPU: a wiring fault is named as such anywhere)
+        raise RuntimeError("the reference solution's compiled module was not handed over")
+    kernel = _reference_kernel(spec, gpu.arch())
+    chan.send("device", name=gpu.name())
+
+    def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
+        shape = spec.launch(dims)
+        kernel(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
+
+    def prepare(arrays: dict[str, Any], dims: dict[str, int]) -> Callable[[], Any]:
+        shape = spec.launch(dims)
+        return kernel.prepare(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
+
+    chan.send("speed", **_bench(spec, chan.bench_seed, launch, prepare))
 
 
 def _import_file(path: Path, name: str) -> Any:
@@ -399,6 +415,11 @@ register_mode(Mode("gpu", Evidence.GPU, ("cuda", "numba"), True, lambda s: s.cas
 register_mode(Mode("sim", Evidence.SIMULATOR, ("numba",), False, lambda s: s.sim_cases, _child_sim,
                    env=(("NUMBA_ENABLE_CUDASIM", "1"),),
                    note="ran in numba's CUDA simulator on tiny shapes; speed is measured on a GPU only"))
+
+
+# A concept floor's yardstick on a GPU: the reference solution timed in a child of its own (no cases: never
+# chosen by choose_mode; tklab.grading.check asks for it by name, around the learner's run).
+register_mode(Mode("reference", Evidence.GPU, ("cuda",), True, lambda s: (), _child_reference, can_bench=True))
 
 
 def _emulated_cases(spec: Any) -> list[dict[str, int]]:

@@ -107,9 +107,10 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
 
     ``source``: the file's text as the caller read it (written into the run's folder instead of the raw
     bytes). ``env``: extra environment variables for the child (its environment is otherwise clean).
-    ``hide``: folders the sandbox hides (the solutions always). ``cache_keys``: compile-cache entries to
-    hand to the child. ``arch``: the GPU's arch, if the caller knows it. ``emulator_parts``: the emulator's
-    trusted parts for mode "emu" (default: ``tklab.emulate.exercise.prepare``).
+    ``hide``: folders the sandbox hides (the solutions and the shared compile cache always).
+    ``cache_keys``: compile-cache entries to hand to the child. ``arch``: the GPU's arch, if the caller knows
+    it. ``emulator_parts``: the emulator's trusted parts for mode "emu" (default:
+    ``tklab.emulate.exercise.prepare``).
     """
     from . import specs
     from .sandbox import Limits, Sandbox, limits_for
@@ -151,7 +152,11 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
         cpus = os.cpu_count() or 1
         limits = limits_for(Limits(wall_seconds=timeout, memory=None if m.needs_gpu else 4 << 30,
                                    cpu_seconds=int(timeout * cpus) + 30))
-        box = Sandbox(workdir, gpu=m.needs_gpu, hide=[_SOLUTIONS, *hide], limits=limits)
+        # hidden: the solutions, and the shared compile cache (their compiled forms: a concept floor's reference
+        # module, the chapters' builds); the child compiles into its own folder's cache
+        from ..build import cache
+
+        box = Sandbox(workdir, gpu=m.needs_gpu, hide=[_SOLUTIONS, cache.cache_dir(), *hide], limits=limits)
         box.hand_over()
         read_fd, write_fd = os.pipe()
         key = secrets.token_hex(16)

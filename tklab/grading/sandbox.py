@@ -494,7 +494,12 @@ class Sandbox:
         out = [exe, "--ro-bind", "/", "/", *_bwrap_overlays(), "--proc", "/proc"]
         out += ["--dev-bind", "/dev", "/dev"] if self.gpu else ["--dev", "/dev"]
         out += ["--tmpfs", "/tmp"]
+        made: set[Path] = set()
         for b in binds:
+            for d in reversed(b.parents):  # the folders on the way, passable by the run's user (bwrap: 0700)
+                if tmp in d.parents and d not in made:
+                    made.add(d)
+                    out += ["--perms", "0755", "--dir", str(d)]
             out += ["--ro-bind", str(b), str(b)]
         as_other = _run_user()[0] is not None or _drop_inside() is not None
         for h in self.hide:

@@ -257,7 +257,8 @@ class WgmmaOverlap:
 
     Without a GPU: the emulator's count of wgmma groups in flight per warpgroup (``max_wgmma_groups``)
     must reach ``min_groups``. On a GPU: the learner's time against the reference solution's, timed in the
-    same run (``reference_ratio`` = reference time / learner time) must reach ``min_reference_ratio``.
+    same check in a child of its own (``reference_ratio`` = reference time / learner time, computed by the
+    checking process: ``check._with_reference_rounds``) must reach ``min_reference_ratio``.
     """
 
     min_groups: int = 2
@@ -279,8 +280,8 @@ class WgmmaOverlap:
         ratio = speed.get("reference_ratio")
         if ratio is None or self.min_reference_ratio is None:
             return None
-        detail = (f"{ratio:.2f}x the reference solution's speed, timed in the same run (at least "
-                  f"{self.min_reference_ratio:.2f}x expected)")
+        detail = (f"{ratio:.2f}x the reference solution's speed, timed in the same check, before and after "
+                  f"yours (at least {self.min_reference_ratio:.2f}x expected)")
         if ratio >= self.min_reference_ratio:
             return StaticResult(self.name, True, detail)
         return StaticResult(self.name, False, detail + ": the S_j / P V_{j-1} overlap is missing or serialised "
