@@ -12,13 +12,13 @@ from .ch09_flash import CASES, O_TOLERANCE, expect_output, inputs, outputs, refe
 from .ch09_flash import launch as _launch
 
 BUILD = attention.build("hopper", 128)
-#: The speed floor on a GPU: the learner's kernel at least this fraction of the reference solution's speed, both
-#: timed in the same check (B=2, H=16, N=8192; the reference in a child of its own, before and after).
+#: The speed floor on a GPU: the learner's kernel at least this fraction of the reference solution's speed,
+#: both timed in the same check (B=2, H=16, N=8192; the reference in a child of its own, before and after).
 #: Measured on the H200 (66f9ba1, bench/results/planted_mistakes_gpu_2026-12-01_66f9ba1_speed.md): the loop
-#: without the S_j / P·V_{j-1} overlap ran 1.00x the reference and the plain schedule 0.95x -- with two consumer warpgroups taking turns, the ping-pong hides what
-#: the in-warpgroup overlap would, so no ratio can grade the overlap. It is graded by the emulator's count of wgmma
-#: groups in flight (WgmmaOverlap.min_groups), which runs beside every GPU check; this ratio only catches a kernel
-#: grossly slower than the reference.
+#: without the S_j / P·V_{j-1} overlap ran 1.00x the reference and the plain schedule 0.95x -- with two
+#: consumer warpgroups taking turns, the ping-pong hides what the in-warpgroup overlap would, so no ratio can
+#: grade the overlap. It is graded by the emulator's count of wgmma groups in flight (WgmmaOverlap.min_groups),
+#: which runs beside every GPU check; this ratio only catches a kernel grossly slower than the reference.
 OVERLAP_RATIO = 0.85
 
 
