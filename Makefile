@@ -65,8 +65,8 @@ sandbox-tool:
 browser-test: install chromium sandbox-tool
 	TKLAB_BROWSER_TEST=required $(PY) -m pytest -q -p no:cacheprovider tests/test_browser.py
 
-# A class on a real JupyterHub (tests/test_hub.py): two students log in, get the workbook pulled into their
-# homes, run chapter 00 through their servers' REST and kernel APIs. configurable-http-proxy comes from npm
+# A class on a real JupyterHub (tests/test_hub.py): students log in, get the workbook pulled into their
+# homes, run chapter 00 through their servers' REST and kernel APIs, and four of them check at the same time. configurable-http-proxy comes from npm
 # (node and npm needed) into .cache/hub-test/.
 hub-test: install
 	TKLAB_HUB_TEST=required $(PY) -m pytest -q -p no:cacheprovider tests/test_hub.py

@@ -129,10 +129,26 @@ def autograded(course: dict) -> dict:
     import io
     from contextlib import redirect_stdout
 
+    from tklab.grading.sandbox import grading_problem
+
     out = io.StringIO()
+    unsandboxed = ["--allow-unsandboxed"] if grading_problem() else []  # a test machine without bubblewrap
     with redirect_stdout(out):
-        status = nbgrade.main(["autograde", EX, "--course", str(course["course"]), "--timeout", "30"])
+        status = nbgrade.main(["autograde", EX, "--course", str(course["course"]), "--timeout", "30", *unsandboxed])
     return {"status": status, "out": out.getvalue()}
+
+
+def test_autograde_refuses_where_learner_code_could_reach_the_grader(course, monkeypatch, capsys):
+    """As `grade` does: without a sandbox (or as root with no user to drop to) nothing is run or scored."""
+    from tklab.grading import sandbox
+
+    monkeypatch.setattr(sandbox, "grading_problem", lambda gpu=False: "no bubblewrap here (test)")
+    called = []
+    monkeypatch.setattr(nbgrade, "autograde", lambda *a, **k: called.append(a) or 0)
+    assert nbgrade.main(["autograde", EX, "--course", str(course["course"])]) == 2
+    assert "refusing to grade: no bubblewrap here (test)" in capsys.readouterr().err and not called
+    assert nbgrade.main(["autograde", EX, "--course", str(course["course"]), "--allow-unsandboxed"]) == 0
+    assert len(called) == 1
 
 
 def test_the_assignment_is_the_exercise_with_one_autograded_cell_per_check(course):

@@ -465,6 +465,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "CourseDirectory.db_url (default: sqlite:///<course>/gradebook.db, nbgrader's own default)")
     g.add_argument("--bench", action="store_true", help="time against the library even without a speed cell "
                    "(an assignment with a speed cell is always timed; timing needs a GPU)")
+    g.add_argument("--allow-unsandboxed", action="store_true",
+                   help="grade even where learner code could reach the grader (no bubblewrap, or root with no user "
+                        "to drop to), as `python -m tklab grade --allow-unsandboxed`; for a trusted class or a test")
     args, extra = ap.parse_known_args(list(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "assignments":
@@ -479,6 +482,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"next: cd {args.course} && nbgrader generate_assignment <exercise id>; grade with "
                   "`python -m tklab nbgrade autograde <exercise id>`")
             return 0
+        from .sandbox import grading_problem
+
+        problem = grading_problem()
+        if problem and not args.allow_unsandboxed:
+            raise NbgradeError(f"refusing to grade: {problem}. --allow-unsandboxed grades anyway")
         return autograde(args.course, args.assignment, students=args.student, timeout=args.timeout,
                          bench=args.bench, extra=extra, db_url=args.db)
     except (NbgradeError, KeyError) as e:
