@@ -31,7 +31,8 @@ LOG2E = attention.LOG2E
 #: on the H200 (bench/results/flash_bwd_2026-12-01_a2b4b3b.md), so it is the default.
 #: DQ_MODE: how dQ's shares are added over key blocks, 0 atomicAdd from registers, 1 TMA reduce-add.
 #: OVERLAP: 1 issues the next query block's S and dP before this block's P, dS (d = 64 only: at d = 128 the second
-#: S and dP spill); opt-in, not yet timed on the H200.
+#: S and dP spill); opt-in, not yet timed on the H200. 2 issues the next S once this block's dQ share left its
+#: registers (no second S: d = 128 too), so the tensor cores work through the dQ hand-off.
 #: ORDER: 0 a (key blocks, heads, batch) grid; G > 0 one line of blocks, G (batch, head) pairs at a time, key blocks
 #: in order within them (causal: heaviest first, so the grid's tail is short); opt-in, not yet timed.
 DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0},
@@ -170,10 +171,12 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items()}
     if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1):
         raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0 or 1; got {opts}")
-    if opts["OVERLAP"] not in (0, 1) or (opts["OVERLAP"] and (opts["STAGES"] < 2 or head_dim != 64)):
-        raise ValueError(f"OVERLAP must be 0 or 1, and OVERLAP=1 needs STAGES >= 2 (it holds the next query block's "
-                         f"stage while this one is read) and head dimension 64 (at 128 its second S and dP do not "
-                         f"fit in registers: ptxas spills); got head dimension {head_dim}, {opts}")
+    if opts["OVERLAP"] not in (0, 1, 2) or (opts["OVERLAP"] and opts["STAGES"] < 2) or (
+            opts["OVERLAP"] == 1 and head_dim != 64):
+        raise ValueError(f"OVERLAP must be 0, 1 or 2, and OVERLAP 1 or 2 needs STAGES >= 2 (it holds the next query "
+                         f"block's stage while this one is read); OVERLAP=1 needs head dimension 64 (at 128 its "
+                         f"second S and dP do not fit in registers: ptxas spills; OVERLAP=2 does); got head "
+                         f"dimension {head_dim}, {opts}")
     if opts["ORDER"] < 0:
         raise ValueError(f"ORDER must be 0 (a 3-D grid) or a number of (batch, head) pairs per group; got {opts}")
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
