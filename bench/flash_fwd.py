@@ -69,6 +69,9 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch10 persistent longest-first uniform": ("hopper", {"PERSISTENT": 2, "UNIFORM": 1}, (64, 128)),
     # PERSISTENT=3: a block per item in a flat grid, a causal run's costliest first (the GPU deals them)
     "ch10 flat longest-first": ("hopper", {"PERSISTENT": 3}, (64, 128)),
+    # causal at d=128 with square 128 x 128 blocks (less of the diagonal block masked away than with BC=176)
+    "ch10 flat longest-first BC=128": ("hopper", {"PERSISTENT": 3, "BC": 128}, (128,)),
+    "ch10 persistent longest-first BC=128": ("hopper", {"PERSISTENT": 2, "BC": 128}, (128,)),
 }
 #: What a plain run (and `make gpu-check`) measures: each chapter's kernel and chapter 10's progression.
 COURSE = ["ch09 tiles", "ch10 plain", "ch10 overlap", "ch10 ping-pong", "ch10 ping-pong BC=176", "ch10 persistent"]
