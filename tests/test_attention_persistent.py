@@ -63,7 +63,7 @@ def _close(o: np.ndarray, lse: np.ndarray, ref_o: np.ndarray, ref_lse: np.ndarra
     (128, 1, 2, 200, True, 3, "delayed", 1, 1),  # with UNIFORM=1 (the consumer index from __shfl_sync)
     (128, 2, 2, 200, True, 3, "reversed", 0, 2),
     (128, 2, 2, 200, True, 0, "delayed", 0, 3),  # PERSISTENT=3: a flat grid of the 8 items, longest first
-    (64, 2, 3, 200, False, 0, "in_order", 0, 3),  # ... and of a non-causal run's, the 3-D grid's order
+    (128, 1, 3, 150, False, 0, "in_order", 0, 3),  # ... and a non-causal run's in the 3-D grid's order
 ])
 def test_persistent_blocks_walk_many_items_and_match_float64(d, b, h, n, causal, sms, order, uniform, persistent):
     _close(*_run(d, b, h, n, causal, sms, order, persistent=persistent, UNIFORM=uniform))
@@ -179,7 +179,7 @@ def test_the_option_is_checked_and_sizes_the_grid():
 
 
 @pytest.mark.parametrize("d,uniform,persistent", [(64, 0, 1), (128, 0, 1), (64, 1, 1), (128, 1, 1), (128, 0, 2),
-                                                   (128, 0, 3), (64, 0, 3)])
+                                                   (128, 0, 3)])
 def test_the_persistent_defaults_compile_for_sm90a_without_spills(d, uniform, persistent):
     cfg = attention.build("hopper", d, PERSISTENT=persistent, UNIFORM=uniform)
     k = attention.compiled(cfg, "sm_90a")  # refuses spills
