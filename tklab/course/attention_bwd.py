@@ -31,10 +31,12 @@ LOG2E = attention.LOG2E
 #: on the H200 (bench/results/flash_bwd_2026-12-01_a2b4b3b.md), so it is the default.
 #: DQ_MODE: how dQ's shares are added over key blocks, 0 atomicAdd from registers, 1 TMA reduce-add.
 #: OVERLAP: 1 issues the next query block's S and dP before this block's P, dS (d = 64 only: at d = 128 the second
-#: S and dP spill); opt-in, not yet timed on the H200. 2 issues the next S once this block's dQ share left its
-#: registers (no second S: d = 128 too), so the tensor cores work through the dQ hand-off.
+#: S and dP spill); opt-in: SLOWER on the H200 (d = 64, N = 8192: 0.72-0.80x cuDNN against the default's 0.79-0.87x,
+#: bench/flash_bwd.py at main d90e31a, 2026-12-01). 2 issues the next S once this block's dQ share left its
+#: registers (no second S: d = 128 too), so the tensor cores work through the dQ hand-off; not yet timed.
 #: ORDER: 0 a (key blocks, heads, batch) grid; G > 0 one line of blocks, G (batch, head) pairs at a time, key blocks
-#: in order within them (causal: heaviest first, so the grid's tail is short); opt-in, not yet timed.
+#: in order within them (causal: heaviest first, so the grid's tail is short); opt-in: SLOWER in the same run (ORDER=4:
+#: 0.66-0.88x cuDNN against 0.79-0.89x, causal or not, d = 64 and 128).
 DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0},
                                        128: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0}}
 _PREP_ROWS = 4  # query rows per block of flash_bwd_prep (one warp each)
