@@ -16,8 +16,8 @@
 // a list of work items (tk::tile_scheduler: heaviest query blocks first), and one TMA ring streams K and V
 // for all of them, so the next item's first tiles load while this one's epilogue runs. PERSISTENT=2 orders
 // a causal run's items by cost over every head and deals them in a snake (tk::longest_first), so no block
-// is left with a heavy tail. PERSISTENT=3 keeps a block per item but in a flat grid, a causal run's items
-// in that same order: the GPU hands blocks to SMs as they free up, which deals them longest first.
+// is left with a heavy tail. PERSISTENT=3 is the same code on a grid of a block per item (each walks one):
+// a causal run's items in that order, and the GPU hands blocks to SMs as they free up, longest first.
 // UNIFORM=1 tells the compiler that a consumer's index is the same in all its lanes (__shfl_sync from lane
 // 0), so its Q tile's address and the wgmma descriptors live in uniform registers, computed once, instead
 // of being rebuilt in ordinary registers and moved over (R2UR) before every wgmma of S = Q K^T.
@@ -36,8 +36,6 @@ using namespace tk;
 #if !defined(PERSISTENT) || !defined(UNIFORM)
 #error "compile through tklab.attention.build(...), which also passes -DPERSISTENT and -DUNIFORM"
 #endif
-// PERSISTENT 1 and 2: one block per SM walking a list of items; 0 and 3: a block per item.
-#define PERSISTENT_GRID (PERSISTENT == 1 || PERSISTENT == 2)
 static_assert(SCHEDULE == 0 || CONSUMERS >= 2, "SCHEDULE 1 and 2 take turns between consumer warpgroups: "
               "they need CONSUMERS >= 2 (one consumer: SCHEDULE=0)");
 constexpr int BR = 64 * CONSUMERS;
@@ -55,7 +53,7 @@ struct smem_layout {
     kv_tile k[STAGES], v[STAGES];
     pipeline<STAGES> k_pipe, v_pipe;
     mbarrier q_full;
-#if PERSISTENT_GRID
+#if PERSISTENT
     mbarrier q_empty;  // every consumer warp is done with this item: its output left the Q tiles
     work_item item;    // the item whose Q tiles q_full announces (q_block < 0: no more)
 #endif
@@ -119,18 +117,8 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
     smem_layout& sm = alloc.take<smem_layout>();
-#if !PERSISTENT_GRID
-#if PERSISTENT == 3
-    // A flat grid: block i is item i, under a causal mask of tk::longest_first's list (costliest first over
-    // every head); else the 3-D grid's order (a head's query blocks together, heaviest first).
-    const int q_blocks_per_head = (seq + BR - 1) / BR, i = blockIdx.x;
-    const work_item item = causal ? longest_first{q_blocks_per_head, heads, batch}(i)
-                                  : work_item{i / q_blocks_per_head / heads, i / q_blocks_per_head % heads,
-                                              q_blocks_per_head - 1 - i % q_blocks_per_head};
-    const int q_block = item.q_block, h = item.h, b = item.b;
-#else
+#if !PERSISTENT
     const int q_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;  // heaviest first
-#endif
     const int kv_blocks = causal ? min((q_block + 1) * BR + BC - 1, seq + BC - 1) / BC : (seq + BC - 1) / BC;
 #else
     const tile_scheduler work{(seq + BR - 1) / BR, heads, batch, tile_scheduler::section_for(seq, HEAD_DIM)};
@@ -143,7 +131,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         sm.k_pipe.init(CONSUMERS * warpgroup::WARPS);
         sm.v_pipe.init(CONSUMERS * warpgroup::WARPS);
         init_mbarrier(sm.q_full, 1);
-#if PERSISTENT_GRID
+#if PERSISTENT
         init_mbarrier(sm.q_empty, CONSUMERS * warpgroup::WARPS);
 #endif
         fence_mbarrier_init();
@@ -152,7 +140,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
     if (warpgroup::groupid() == 0) {  // ---- producer: one thread issues every copy ----
         split::producer();
-#if !PERSISTENT_GRID
+#if !PERSISTENT
         if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
             arrive_expect_bytes(sm.q_full, CONSUMERS * tma::bytes<q_tile>);
             for (int w = 0; w < CONSUMERS; ++w) tma::load_async(sm.q[w], map_q, sm.q_full, {b, h, q_block * CONSUMERS + w, 0});
@@ -170,8 +158,8 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
             ring_cursor<STAGES> at;  // one ring for every item: its stages and phases carry on
             int t = 0;  // this block's item number
-            // PERSISTENT=2 under a causal mask: every item ranked by cost and dealt in a snake (tk::longest_first)
-            const bool by_cost = PERSISTENT == 2 && causal;
+            // PERSISTENT 2 and 3 under a causal mask: every item ranked by cost, dealt in a snake (tk::longest_first)
+            const bool by_cost = PERSISTENT >= 2 && causal;
             const longest_first ranked{work.q_blocks, heads, batch};
             for (int i = blockIdx.x; i < work.count();
                  ++t, i = by_cost ? longest_first::dealt(t, blockIdx.x, gridDim.x) : i + gridDim.x) {
@@ -208,7 +196,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 #else
     const int me = warpgroup::groupid() - 1;
 #endif
-#if PERSISTENT_GRID
+#if PERSISTENT
     // The item is read from shared memory where the code below uses it (references, not registers: the
     // main loop has none to spare), as the producer published it with its Q tiles.
     // What carries from item to item, packed in one register: the ring's stage (bits 2..) and phase (bit 1),
@@ -226,7 +214,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     fill(st.m, neg_inf);
     zero(st.l);
     zero(st.o);
-#if PERSISTENT_GRID
+#if PERSISTENT
     ring_cursor<STAGES> at_k{int(carried >> 2), carried >> 1 & 1}, at_v = at_k;
 #else
     ring_cursor<STAGES> at_k, at_v;
@@ -296,7 +284,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     map(row_lse, st.l, st.m, [c](float l, float mx) { return (fast::log2(l) + c * mx) * 0.69314718055994531f; });
     store(lse + (size_t(b) * heads + h) * seq + row0, row_lse, seq - row0);
     if (warpgroup::threadid() == 0) tma::store_wait_read<0>();
-#if PERSISTENT_GRID
+#if PERSISTENT
     __syncwarp();  // (lane 0 of warp 0 waited for the store to read O out of the Q tile)
     if (laneid() == 0) arrive(sm.q_empty);
     carried = uint32_t(at_k.stage) << 2 | at_k.phase << 1 | (carried & 1);

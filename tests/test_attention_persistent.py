@@ -32,8 +32,7 @@ def _run(d: int, b: int, h: int, n: int, causal: bool, sms: int, order: str = "d
     """(o, lse, reference o, reference lse) of the persistent kernel on ``sms`` blocks, emulated."""
     cfg = attention.build("hopper", d, PERSISTENT=persistent, **options)
     grid = attention.launch_grid(cfg, b, h, n, sms)
-    items = -(-n // cfg.block_rows) * h * b
-    assert grid == ((items if persistent == 3 else min(sms, items)), 1, 1)
+    assert grid == (min(sms, -(-n // cfg.block_rows) * h * b), 1, 1)
     rng = np.random.default_rng(n + 7 * b + 3 * h + int(causal))
     q, k, v = (to_bf16_bits(rng.standard_normal((b, h, n, d)).astype(np.float32)) for _ in range(3))
     o, lse = np.full((b, h, n, d), 0xFFFF, np.uint16), np.full((b, h, n), np.nan, np.float32)
@@ -55,15 +54,15 @@ def _close(o: np.ndarray, lse: np.ndarray, ref_o: np.ndarray, ref_lse: np.ndarra
 # d=128 is the ping-pong default (2 consumers, BC=176), d=64 the 3-consumer overlap default; 150 and 200 rows
 # end inside a query block and a key block; 2 x 2 heads x 2 query blocks = 8 items on 3 blocks (or 2 x 3 on 2).
 # PERSISTENT=2 (causal items ranked by cost, dealt in a snake): 8 items on 3 blocks end in a partial odd round.
-# PERSISTENT=3 is not persistent (a block per item, a flat grid): its "sms" is unused.
+# PERSISTENT=3 is 2's code on a grid of a block per item (each walks one): 2 on as many "SMs" as items.
 @pytest.mark.parametrize("d,b,h,n,causal,sms,order,uniform,persistent", [
     (128, 2, 2, 200, True, 3, "delayed", 0, 1),
     (128, 1, 3, 150, False, 2, "reversed", 0, 1),
     (64, 2, 1, 200, True, 2, "in_order", 0, 1),
     (128, 1, 2, 200, True, 3, "delayed", 1, 1),  # with UNIFORM=1 (the consumer index from __shfl_sync)
     (128, 2, 2, 200, True, 3, "reversed", 0, 2),
-    (128, 2, 2, 200, True, 0, "delayed", 0, 3),  # PERSISTENT=3: a flat grid of the 8 items, longest first
-    (128, 1, 3, 150, False, 0, "in_order", 0, 3),  # ... and a non-causal run's in the 3-D grid's order
+    (128, 2, 2, 200, True, 8, "delayed", 0, 2),  # PERSISTENT=3's grid (2's code): a block per item, 8 of them
+    (128, 1, 3, 150, False, 6, "in_order", 0, 2),  # ... and a non-causal run's (the sections' order)
 ])
 def test_persistent_blocks_walk_many_items_and_match_float64(d, b, h, n, causal, sms, order, uniform, persistent):
     _close(*_run(d, b, h, n, causal, sms, order, persistent=persistent, UNIFORM=uniform))
@@ -167,11 +166,13 @@ def test_longest_first_deals_a_causal_grid_evenly(orders):
 def test_the_option_is_checked_and_sizes_the_grid():
     with pytest.raises(ConfigError, match="PERSISTENT must be 0"):
         attention.build("hopper", 128, PERSISTENT=4)
-    assert attention.launch_grid(attention.build("hopper", 128, PERSISTENT=3), 4, 16, 8192, 132) == (4096, 1, 1)
     assert attention.build("hopper", 128, PERSISTENT=2).shared_bytes == attention.build(
         "hopper", 128, PERSISTENT=1).shared_bytes
     cfg = attention.build("hopper", 128, PERSISTENT=1)
     assert attention.launch_grid(cfg, 4, 16, 8192, 132) == (132, 1, 1)
+    flat = attention.build("hopper", 128, PERSISTENT=3)
+    assert attention.launch_grid(flat, 4, 16, 8192, 132) == (4096, 1, 1)  # a block per item, whatever the SMs
+    assert attention.launch_grid(flat, 2, 2, 200, 3) == attention.launch_grid(cfg, 2, 2, 200, 8) == (8, 1, 1)
     assert attention.launch_grid(cfg, 1, 1, 200, 132) == (2, 1, 1)  # never more blocks than items
     assert attention.launch_grid(attention.build("hopper", 128), 4, 16, 8192, 132) == (64, 16, 4)
     with pytest.raises(ValueError, match="at least one block"):

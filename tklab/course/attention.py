@@ -236,8 +236,8 @@ def build(kernel: str = "hopper", head_dim: int = 128, **options: int) -> Build:
         if opts["PERSISTENT"] not in (0, 1, 2, 3):
             raise ConfigError(f"PERSISTENT must be 0 (a block per query block, head and batch), 1 (a block per "
                               f"SM walking a list of them), 2 (1, with a causal run's items ranked by cost over "
-                              f"every head and dealt in a snake) or 3 (a flat grid of a block per item, a causal "
-                              f"run's in that order); got {opts['PERSISTENT']}")
+                              f"every head and dealt in a snake) or 3 (2's code on a grid of a block per item: the GPU "
+                              f"deals them); got {opts['PERSISTENT']}")
         if opts["UNIFORM"] not in (0, 1):
             raise ConfigError(f"UNIFORM must be 0 or 1 (the consumer index in uniform registers), "
                               f"got {opts['UNIFORM']}")
@@ -246,8 +246,7 @@ def build(kernel: str = "hopper", head_dim: int = 128, **options: int) -> Build:
                               "warpgroups take turns, so it needs at least 2 of them (CONSUMERS >= 2); with one "
                               "consumer use SCHEDULE=0")
         tiles = cons * 64 * head_dim * bf16 + 2 * stages * bc * head_dim * bf16
-        # two pipelines' full/empty, q_full (and q_empty when persistent: PERSISTENT 1 or 2)
-        barriers = 2 * stages * 2 * 8 + 8 + 8 * (opts["PERSISTENT"] in (1, 2))
+        barriers = 2 * stages * 2 * 8 + 8 + 8 * bool(opts["PERSISTENT"])  # two pipelines' full/empty, q_full (q_empty)
         threads, rows, smem = (cons + 1) * 128, 64 * cons, _round_up(tiles + barriers, _TILE_ALIGN) + 1024
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
     b = Build(kernel, head_dim, flags, threads, rows, smem)
@@ -334,9 +333,9 @@ def _kernel_scale(d: int, scale: float | None) -> float:
 
 
 def launch_grid(cfg: Build, batch: int, heads: int, seq: int, sms: int | None = None) -> tuple[int, int, int]:
-    """The grid a build launches with: (query blocks, heads, batch) blocks, under PERSISTENT=3 the same
-    blocks in one line, or under PERSISTENT=1 or 2 one block per SM (``sms``; the GPU's count when None),
-    never more than there are (query block, head) items."""
+    """The grid a build launches with: (query blocks, heads, batch) blocks, under PERSISTENT=3 one block per
+    (query block, head, batch) item in one line, or under PERSISTENT=1 or 2 one block per SM (``sms``; the
+    GPU's count when None), never more than there are (query block, head) items."""
     blocks = (seq + cfg.block_rows - 1) // cfg.block_rows
     if cfg.kernel != "hopper" or not cfg.option("PERSISTENT"):
         return (blocks, heads, batch)
