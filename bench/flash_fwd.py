@@ -58,6 +58,9 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch10 ping-pong BC=192": ("hopper", {"SCHEDULE": 2, "BC": 192}, (128,)),
     "ch10 ping-pong 2x192": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 192}, (64,)),
     "ch10 ping-pong 2x128": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 128}, (64,)),
+    # short sequences at d=64: 128-row query blocks (N = 1024 is 8 of them; 192-row blocks leave a third of
+    # the last one empty), and the next item's loads under this one's epilogue
+    "ch10 persistent 2x128": ("hopper", {"PERSISTENT": 1, "SCHEDULE": 2, "CONSUMERS": 2, "BC": 128}, (64,)),
     "ch10 defaults": ("hopper", {}, (64, 128)),  # attention.DEFAULTS as they stand (the baseline of each option)
     # the defaults (d=128: ping-pong BC=176; d=64: overlap, 3 consumers) on a grid of one block per SM
     "ch10 persistent": ("hopper", {"PERSISTENT": 1}, (64, 128)),
