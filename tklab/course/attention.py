@@ -17,7 +17,8 @@ The kernels (GPU; torch tensors, or CuPy arrays holding bf16 bits as uint16), la
     ``prepare(q, k, v, o, lse, ...) -> run()``     pack once, launch many times (benchmarks)
     ``launch_grid(build, b, h, n, sms=)``         its grid: a block per (query block, head, batch), or under
                                                   PERSISTENT=1 or 2 one per SM walking them (tk::tile_scheduler;
-                                                  2: causal items by cost, tk::longest_first)
+                                                  2: causal items by cost, tk::longest_first), 3: 2's order on
+                                                  a line of a block per item
     ``reference(q, k, v, causal=, scale=)``       (o, lse) in float64 with torch, on the GPU
     ``errors(o, lse, q, k, v, ...)``              relative errors and the first wrong element
     ``sdpa(q, k, v, causal=, backend=)``          PyTorch's attention pinned to one backend (the baselines)
