@@ -75,6 +75,9 @@ using namespace tk;
 #ifndef ORDER
 #define ORDER 0  // 0: grid (key blocks, heads, batch); G > 0: one line of blocks, heaviest first per G heads
 #endif
+#ifndef UNIFORM
+#define UNIFORM 0  // 1: the consumer index from a shuffle, so the wgmma descriptors live in uniform registers
+#endif
 static_assert(OVERLAP == 0 || (OVERLAP == 1 && STAGES >= 2 && HEAD_DIM == 64) || (OVERLAP == 2 && STAGES >= 2),
               "OVERLAP=1 holds two query blocks' stages (STAGES >= 2) and a second S, dP (HEAD_DIM 64 only); "
               "OVERLAP=2 holds two stages (STAGES >= 2)");
@@ -225,7 +228,14 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     if constexpr (CONSUMERS == 2) split::consumer();
     const auto [kv, h, b] = coords(heads, seq);
     const int q_first = causal ? kv * KV_BLOCK / BR : 0;
+#if UNIFORM
+    // The same in every lane (lane 0's, by a shuffle), so the compiler keeps the addresses of k[me], v[me],
+    // p[me], ds[me] and their wgmma descriptors in uniform registers instead of rebuilding them in ordinary
+    // ones and moving them over (R2UR) before each of the step's 32 wgmma (chapter 10's UNIFORM=1).
+    const int me = __shfl_sync(0xffffffffu, warpgroup::groupid() - 1, 0), w = warpgroup::warp();
+#else
     const int me = warpgroup::groupid() - 1, w = warpgroup::warp();
+#endif
     const int key0 = kv * KV_BLOCK + me * 64;
     const float c = scale * LOG2E;  // S scaled and in log2 units: P = exp2(c S - L log2 e)
     const size_t bh = size_t(b) * heads + h;
