@@ -76,7 +76,10 @@ using namespace tk;
 #define ORDER 0  // 0: grid (key blocks, heads, batch); G > 0: one line of blocks, heaviest first per G heads
 #endif
 #ifndef UNIFORM
-#define UNIFORM 0  // 1: the consumer index from a shuffle, so the wgmma descriptors live in uniform registers
+// 1: the consumer index from a shuffle, so the wgmma descriptors live in uniform registers. Measured on the
+// H200 (bench/results/flash_bwd_2026-12-01_41a7189.md): d = 128 0.93-0.95x cuDNN against 0.86-0.90x without,
+// d = 64 0.70-0.71x against 0.81-0.83x. So on at d = 128 only.
+#define UNIFORM (HEAD_DIM == 128)
 #endif
 static_assert(OVERLAP == 0 || (OVERLAP == 1 && STAGES >= 2 && HEAD_DIM == 64) || (OVERLAP == 2 && STAGES >= 2),
               "OVERLAP=1 holds two query blocks' stages (STAGES >= 2) and a second S, dP (HEAD_DIM 64 only); "

@@ -71,7 +71,7 @@ def test_build_options_and_shared_memory_model() -> None:
 
 BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}), (128, {}),
           (64, {"OVERLAP": 1}), (64, {"OVERLAP": 1, "STAGES": 3}), (128, {"ORDER": 4}), (128, {"OVERLAP": 2}),
-          (128, {"UNIFORM": 1, "OVERLAP": 2})]
+          (64, {"UNIFORM": 1, "OVERLAP": 2}), (128, {"UNIFORM": 0})]
 
 
 @pytest.mark.parametrize("d,options", BUILDS, ids=[f"d{d}-{o}" for d, o in BUILDS])
@@ -90,20 +90,24 @@ def test_shared_memory_model_equals_the_kernels_export(d: int, options: dict[str
     assert mod["flash_bwd"].spill_bytes == 0
 
 
-def test_uniform_is_opt_in_and_leaves_no_r2ur_in_the_loop() -> None:
-    """UNIFORM=1 (the consumer index from a shuffle): the default build's options do not name it; with it the
-    main loop has no R2UR (ordinary -> uniform register moves) and is shorter. Computed 2026-12-01 with NVRTC
-    13.5, sm_90a, d = 128: 119 R2UR in the default's 887-instruction loop, none in 778."""
+def test_uniform_is_the_kernels_default_at_d128_and_leaves_no_r2ur_in_the_loop() -> None:
+    """UNIFORM (the consumer index from a shuffle) defaults in the kernel: on at d = 128, off at d = 64 (as
+    measured), so a default build's options do not name it. With it the main loop has no R2UR (ordinary ->
+    uniform register moves) and is shorter. Computed 2026-12-01 with NVRTC 13.5, sm_90a, d = 128: 119 R2UR in
+    the 887-instruction loop without it, none in 778."""
     import tklab
     from tklab.build.sass import main_loop
 
-    assert not [f for f in attention_bwd.build(128).options if "UNIFORM" in f]
-    assert attention_bwd.build(128, UNIFORM=0).options == attention_bwd.build(128).options
+    for d in (64, 128):
+        assert not [f for f in attention_bwd.build(d).options if "UNIFORM" in f]
+    assert attention_bwd.build(128, UNIFORM=1).options == attention_bwd.build(128).options
+    assert "-DUNIFORM=0" in attention_bwd.build(128, UNIFORM=0).options
+    assert "-DUNIFORM=1" in attention_bwd.build(64, UNIFORM=1).options
     with pytest.raises(ValueError, match="UNIFORM must be 0 or 1"):
         attention_bwd.build(128, UNIFORM=2)
     loops = [main_loop(tklab.compile(SRC, arch="sm_90a", name=attention_bwd.KERNEL.name,
-                                     options=attention_bwd.build(128, UNIFORM=u).options)["flash_bwd"].sass)
-             for u in (0, 1)]
+                                     options=attention_bwd.build(128, **u).options)["flash_bwd"].sass)
+             for u in ({"UNIFORM": 0}, {})]
     assert [op for op in loops[0] if op.startswith("R2UR")]
     assert "HGMMA" in " ".join(loops[1]) and not [op for op in loops[1] if op.startswith("R2UR")]
     assert len(loops[1]) < len(loops[0])
@@ -191,10 +195,10 @@ def test_backward_under_emulation_matches_float64(d: int, n: int, heads: int, ca
 @pytest.mark.parametrize("d,n,causal,options", [(64, 77, True, {"CONSUMERS": 1}),
                                                   (128, 200, True, {"DQ_MODE": 1}),
                                                   (64, 130, False, {"DQ_MODE": 1}),
-                                                  (128, 130, True, {"UNIFORM": 1})])
+                                                  (128, 130, True, {"UNIFORM": 0})])
 def test_variants_match_float64(d: int, n: int, causal: bool, options: dict[str, int]) -> None:
     """One consumer warpgroup (no dQ split, no setmaxnreg), dQ added by TMA reduce-add (split and not), and
-    the consumer index from a shuffle (UNIFORM=1)."""
+    at d = 128 the consumer index without the shuffle (UNIFORM=0; the default builds take it from one)."""
     errs = _run_emulated(SRC, d, _inputs(d, n), causal, **options)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
@@ -406,12 +410,13 @@ def test_backward_on_the_gpu_with_overlap(n: int, causal: bool, stages: int) -> 
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-@pytest.mark.parametrize("options", [{"OVERLAP": 2}, {"UNIFORM": 1}, {"UNIFORM": 1, "OVERLAP": 2}],
-                         ids=["next_s_early", "uniform", "uniform_next_s_early"])
+@pytest.mark.parametrize("options", [{"OVERLAP": 2}, {"UNIFORM": 1}, {"UNIFORM": 0}],
+                         ids=["next_s_early", "uniform", "not_uniform"])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
 def test_backward_on_the_gpu_with_opt_in_options(n: int, causal: bool, d: int, options: dict[str, int]) -> None:
-    """OVERLAP=2 on the real asynchrony (the next block's S in flight through the dQ hand-off), UNIFORM=1."""
+    """OVERLAP=2 on the real asynchrony (the next block's S in flight through the dQ hand-off); UNIFORM 1 and 0
+    at both head dimensions (each is one of them's default)."""
     _check_gpu(*_torch_case(1, 3, n, d), causal=causal, **options)
 
 

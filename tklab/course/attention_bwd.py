@@ -33,17 +33,20 @@ LOG2E = attention.LOG2E
 #: OVERLAP: 1 issues the next query block's S and dP before this block's P, dS (d = 64 only: at d = 128 the second
 #: S and dP spill); opt-in: SLOWER on the H200 (d = 64, N = 8192: 0.72-0.80x cuDNN against the default's 0.79-0.87x,
 #: bench/flash_bwd.py at main d90e31a, 2026-12-01). 2 issues the next S once this block's dQ share left its
-#: registers (no second S: d = 128 too), so the tensor cores work through the dQ hand-off; not yet timed.
+#: registers (no second S: d = 128 too), so the tensor cores work through the dQ hand-off: no faster on the H200
+#: (41a7189, N = 8192: d = 128 0.86-0.90x cuDNN as the default; d = 64 0.80-0.82x against 0.81-0.83x).
 #: ORDER: 0 a (key blocks, heads, batch) grid; G > 0 one line of blocks, G (batch, head) pairs at a time, key blocks
 #: in order within them (causal: heaviest first, so the grid's tail is short); opt-in: SLOWER in the same run (ORDER=4:
 #: 0.66-0.88x cuDNN against 0.79-0.89x, causal or not, d = 64 and 128).
 DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0},
                                        128: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0}}
-#: Opt-in options not (yet) among the defaults, with the value the kernel takes without them; a build passes one
-#: only when set to another value, so the default build's options stay as chapter 11 shows them.
+#: Options whose default lives with the kernel (the value it takes without the flag, per head dimension); a build
+#: passes one only when set to another value, so the default build's options stay as chapter 11 prints them.
 #: UNIFORM: 1 takes the consumer index from a shuffle (warp-uniform): the wgmma descriptors live in uniform
-#: registers (d = 128: no R2UR left in the loop, 887 -> 778 instructions, NVRTC 13.5, sm_90a); not yet timed.
-OPT_IN: dict[str, int] = {"UNIFORM": 0}
+#: registers (d = 128: no R2UR left in the loop, 887 -> 778 instructions, NVRTC 13.5, sm_90a). On the H200
+#: (bench/results/flash_bwd_2026-12-01_41a7189.md, N = 8192): d = 128 0.93-0.95x cuDNN against 0.86-0.90x
+#: without it; d = 64 0.70-0.71x against 0.81-0.83x. Hence on at d = 128 only.
+OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1}}
 _PREP_ROWS = 4  # query rows per block of flash_bwd_prep (one warp each)
 _DQ_THREADS = 256
 
@@ -176,7 +179,7 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if unknown:
         raise ValueError(f"unknown option(s) {sorted(unknown)}; the backward takes "
                          f"{sorted([*DEFAULTS[head_dim], *OPT_IN])}")
-    opt_in = {k: int(v) for k, v in options.items() if k in OPT_IN and int(v) != OPT_IN[k]}
+    opt_in = {k: int(v) for k, v in options.items() if k in OPT_IN and int(v) != OPT_IN[k][head_dim]}
     if any(v not in (0, 1) for v in opt_in.values()):
         raise ValueError(f"UNIFORM must be 0 or 1; got {opt_in}")
     opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items() if k not in OPT_IN} | opt_in
