@@ -16,9 +16,10 @@
 // PERSISTENT=1 launches one block per SM instead of one per (query block, head, batch): each block walks
 // a list of work items (tk::tile_scheduler: heaviest query blocks first), and one TMA ring streams K and V
 // for all of them, so the next item's first tiles load while this one's epilogue runs. PERSISTENT=2 orders
-// a causal run's items by cost over every head and deals them in a snake (tk::longest_first), so no block
-// is left with a heavy tail. PERSISTENT=3 is the same code on a grid of a block per item (each walks one):
-// a causal run's items in that order, and the GPU hands blocks to SMs as they free up, longest first.
+// a causal run's items by cost over every head and deals them in a snake (tk::longest_first): balanced, but
+// slower on the H200 than the default grid (L2 serves fewer of K and V's reads: the items in flight belong
+// to every head). PERSISTENT=3 is PERSISTENT=1's code and order (heads in L2-sized sections, heaviest first)
+// on a grid of a block per item, each walking one: the GPU hands blocks to SMs as they free up.
 // UNIFORM=1 tells the compiler that a consumer's index is the same in all its lanes (__shfl_sync from lane
 // 0), so its Q tile's address and the wgmma descriptors live in uniform registers, computed once, instead
 // of being rebuilt in ordinary registers and moved over (R2UR) before every wgmma of S = Q K^T.
@@ -159,8 +160,8 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
             ring_cursor<STAGES> at;  // one ring for every item: its stages and phases carry on
             int t = 0;  // this block's item number
-            // PERSISTENT 2 and 3 under a causal mask: every item ranked by cost, dealt in a snake (tk::longest_first)
-            const bool by_cost = PERSISTENT >= 2 && causal;
+            // PERSISTENT=2 under a causal mask: every item ranked by cost and dealt in a snake (tk::longest_first)
+            const bool by_cost = PERSISTENT == 2 && causal;
             const longest_first ranked{work.q_blocks, heads, batch};
             for (int i = blockIdx.x; i < work.count();
                  ++t, i = by_cost ? longest_first::dealt(t, blockIdx.x, gridDim.x) : i + gridDim.x) {

@@ -54,15 +54,15 @@ def _close(o: np.ndarray, lse: np.ndarray, ref_o: np.ndarray, ref_lse: np.ndarra
 # d=128 is the ping-pong default (2 consumers, BC=176), d=64 the 3-consumer overlap default; 150 and 200 rows
 # end inside a query block and a key block; 2 x 2 heads x 2 query blocks = 8 items on 3 blocks (or 2 x 3 on 2).
 # PERSISTENT=2 (causal items ranked by cost, dealt in a snake): 8 items on 3 blocks end in a partial odd round.
-# PERSISTENT=3 is 2's code on a grid of a block per item (each walks one): 2 on as many "SMs" as items.
+# PERSISTENT=3 is 1's code on a grid of a block per item (each walks one): 1 on as many "SMs" as items.
 @pytest.mark.parametrize("d,b,h,n,causal,sms,order,uniform,persistent", [
     (128, 2, 2, 200, True, 3, "delayed", 0, 1),
     (128, 1, 3, 150, False, 2, "reversed", 0, 1),
     (64, 2, 1, 200, True, 2, "in_order", 0, 1),
     (128, 1, 2, 200, True, 3, "delayed", 1, 1),  # with UNIFORM=1 (the consumer index from __shfl_sync)
     (128, 2, 2, 200, True, 3, "reversed", 0, 2),
-    (128, 2, 2, 200, True, 8, "delayed", 0, 2),  # PERSISTENT=3's grid (2's code): a block per item, 8 of them
-    (128, 1, 3, 150, False, 6, "in_order", 0, 2),  # ... and a non-causal run's (the sections' order)
+    (128, 2, 2, 200, True, 8, "delayed", 0, 1),  # PERSISTENT=3's grid (1's code): a block per item, 8 of them
+    (128, 1, 3, 150, False, 6, "in_order", 0, 2),  # PERSISTENT=2 without a mask: the sections' order
 ])
 def test_persistent_blocks_walk_many_items_and_match_float64(d, b, h, n, causal, sms, order, uniform, persistent):
     _close(*_run(d, b, h, n, causal, sms, order, persistent=persistent, UNIFORM=uniform))

@@ -17,7 +17,7 @@ The kernels (GPU; torch tensors, or CuPy arrays holding bf16 bits as uint16), la
     ``prepare(q, k, v, o, lse, ...) -> run()``     pack once, launch many times (benchmarks)
     ``launch_grid(build, b, h, n, sms=)``         its grid: a block per (query block, head, batch), or under
                                                   PERSISTENT=1 or 2 one per SM walking them (tk::tile_scheduler;
-                                                  2: causal items by cost, tk::longest_first), 3: 2's order on
+                                                  2: causal items by cost, tk::longest_first), 3: 1's order on
                                                   a line of a block per item
     ``reference(q, k, v, causal=, scale=)``       (o, lse) in float64 with torch, on the GPU
     ``errors(o, lse, q, k, v, ...)``              relative errors and the first wrong element
@@ -237,8 +237,8 @@ def build(kernel: str = "hopper", head_dim: int = 128, **options: int) -> Build:
         if opts["PERSISTENT"] not in (0, 1, 2, 3):
             raise ConfigError(f"PERSISTENT must be 0 (a block per query block, head and batch), 1 (a block per "
                               f"SM walking a list of them), 2 (1, with a causal run's items ranked by cost over "
-                              f"every head and dealt in a snake) or 3 (2's code on a grid of a block per item: the GPU "
-                              f"deals them); got {opts['PERSISTENT']}")
+                              f"every head and dealt in a snake) or 3 (1's order on a grid of a block per item: the "
+                              f"GPU deals them); got {opts['PERSISTENT']}")
         if opts["UNIFORM"] not in (0, 1):
             raise ConfigError(f"UNIFORM must be 0 or 1 (the consumer index in uniform registers), "
                               f"got {opts['UNIFORM']}")
