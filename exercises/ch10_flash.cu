@@ -17,9 +17,10 @@
 // a list of work items (tk::tile_scheduler: heaviest query blocks first), and one TMA ring streams K and V
 // for all of them, so the next item's first tiles load while this one's epilogue runs. PERSISTENT=2 orders
 // a causal run's items by cost over every head and deals them in a snake (tk::longest_first): balanced, but
-// slower on the H200 than the default grid (L2 serves fewer of K and V's reads: the items in flight belong
-// to every head). PERSISTENT=3 is PERSISTENT=1's code and order (heads in L2-sized sections, heaviest first)
-// on a grid of a block per item, each walking one: the GPU hands blocks to SMs as they free up.
+// slower on the H200 than the default grid (a likely reason, not measured: the items in flight belong to
+// every head, so L2 serves fewer of K and V's reads). PERSISTENT=3 is PERSISTENT=1's code and order (heads in
+// L2-sized sections, heaviest first) on a grid of a block per item, each walking one: the GPU hands blocks
+// to SMs as they free up.
 // UNIFORM=1 tells the compiler that a consumer's index is the same in all its lanes (__shfl_sync from lane
 // 0), so its Q tile's address and the wgmma descriptors live in uniform registers, computed once, instead
 // of being rebuilt in ordinary registers and moved over (R2UR) before every wgmma of S = Q K^T.
