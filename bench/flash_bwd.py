@@ -148,10 +148,16 @@ VARIANTS: dict[str, dict[str, int]] = {
     "ch11 overlap": {"OVERLAP": 1},  # d = 64 only (build() refuses d = 128: it would spill)
     "ch11 overlap 3 stages": {"OVERLAP": 1, "STAGES": 3},
     "ch11 heavy first": {"ORDER": 4},  # causal: key blocks with the most query blocks start first, 4 heads a group
+    "ch11 next S early": {"OVERLAP": 2},  # the next query block's S runs under this block's dQ hand-off
+    "ch11 next S early heavy first": {"OVERLAP": 2, "ORDER": 4},
+    "ch11 uniform": {"UNIFORM": 1},  # the consumer index warp-uniform: no R2UR before each wgmma (d=128's default)
+    "ch11 uniform next S early": {"UNIFORM": 1, "OVERLAP": 2},
+    "ch11 not uniform": {"UNIFORM": 0},  # d=128's default before 41a7189's measurement
 }
 #: Options checked against float64 autograd besides the two dQ modes, per head dimension.
-CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"OVERLAP": 1}, {"OVERLAP": 1, "STAGES": 3}, {"ORDER": 4}],
-                                                   128: [{"ORDER": 4}]}
+CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"OVERLAP": 1}, {"OVERLAP": 1, "STAGES": 3}, {"ORDER": 4},
+                                                        {"OVERLAP": 2}, {"UNIFORM": 1, "OVERLAP": 2}],
+                                                   128: [{"ORDER": 4}, {"OVERLAP": 2}, {"UNIFORM": 0}]}
 DEFAULT_VARIANTS = ["ch11 dQ atomicAdd", "ch11 dQ TMA reduce"]
 
 

@@ -58,11 +58,26 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch10 ping-pong BC=192": ("hopper", {"SCHEDULE": 2, "BC": 192}, (128,)),
     "ch10 ping-pong 2x192": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 192}, (64,)),
     "ch10 ping-pong 2x128": ("hopper", {"SCHEDULE": 2, "CONSUMERS": 2, "BC": 128}, (64,)),
+    # short sequences at d=64: 128-row query blocks (N = 1024 is 8 of them; 192-row blocks leave a third of
+    # the last one empty), and the next item's loads under this one's epilogue
+    "ch10 persistent 2x128": ("hopper", {"PERSISTENT": 1, "SCHEDULE": 2, "CONSUMERS": 2, "BC": 128}, (64,)),
+    "ch10 defaults": ("hopper", {}, (64, 128)),  # attention.DEFAULTS as they stand (the baseline of each option)
     # the defaults (d=128: ping-pong BC=176; d=64: overlap, 3 consumers) on a grid of one block per SM
     "ch10 persistent": ("hopper", {"PERSISTENT": 1}, (64, 128)),
     # the defaults with the consumer index in uniform registers (no R2UR before each wgmma of S = Q K^T)
     "ch10 uniform": ("hopper", {"UNIFORM": 1}, (64, 128)),
     "ch10 persistent uniform": ("hopper", {"PERSISTENT": 1, "UNIFORM": 1}, (64, 128)),
+    # PERSISTENT=2: a causal run's items ranked by cost over every head, dealt in a snake (tk::longest_first).
+    # Slower than the defaults on the H200 (41a7189, causal: d=128 N=4096 0.89x cuDNN against 1.00x, N=8192
+    # 0.98x against 1.03x; d=64 N=8192 0.99x against 1.01x); at 41a7189 PERSISTENT=3 was the same order on a
+    # block per item ("ch10 flat longest-first" in that report) and measured the same.
+    "ch10 persistent longest-first": ("hopper", {"PERSISTENT": 2}, (64, 128)),
+    "ch10 persistent longest-first uniform": ("hopper", {"PERSISTENT": 2, "UNIFORM": 1}, (64, 128)),
+    "ch10 persistent longest-first BC=128": ("hopper", {"PERSISTENT": 2, "BC": 128}, (128,)),
+    # PERSISTENT=3: PERSISTENT=1's order (L2-sized sections of heads, heaviest first) on a block per item: the
+    # GPU deals them as SMs free up, so a causal grid ends on the last section's lightest items
+    "ch10 flat sections": ("hopper", {"PERSISTENT": 3}, (64, 128)),
+    "ch10 flat sections uniform": ("hopper", {"PERSISTENT": 3, "UNIFORM": 1}, (64, 128)),
 }
 #: What a plain run (and `make gpu-check`) measures: each chapter's kernel and chapter 10's progression.
 COURSE = ["ch09 tiles", "ch10 plain", "ch10 overlap", "ch10 ping-pong", "ch10 ping-pong BC=176", "ch10 persistent"]

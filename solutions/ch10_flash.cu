@@ -14,7 +14,12 @@
 //                runs while the other's products do.
 // PERSISTENT=1 launches one block per SM instead of one per (query block, head, batch): each block walks
 // a list of work items (tk::tile_scheduler: heaviest query blocks first), and one TMA ring streams K and V
-// for all of them, so the next item's first tiles load while this one's epilogue runs.
+// for all of them, so the next item's first tiles load while this one's epilogue runs. PERSISTENT=2 orders
+// a causal run's items by cost over every head and deals them in a snake (tk::longest_first): balanced, but
+// slower on the H200 than the default grid (a likely reason, not measured: the items in flight belong to
+// every head, so L2 serves fewer of K and V's reads). PERSISTENT=3 is PERSISTENT=1's code and order (heads in
+// L2-sized sections, heaviest first) on a grid of a block per item, each walking one: the GPU hands blocks
+// to SMs as they free up.
 // UNIFORM=1 tells the compiler that a consumer's index is the same in all its lanes (__shfl_sync from lane
 // 0), so its Q tile's address and the wgmma descriptors live in uniform registers, computed once, instead
 // of being rebuilt in ordinary registers and moved over (R2UR) before every wgmma of S = Q K^T.
@@ -155,8 +160,12 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
             ring_cursor<STAGES> at;  // one ring for every item: its stages and phases carry on
             int t = 0;  // this block's item number
-            for (int i = blockIdx.x; i < work.count(); ++t, i += gridDim.x) {
-                const work_item w = work(i);
+            // PERSISTENT=2 under a causal mask: every item ranked by cost and dealt in a snake (tk::longest_first)
+            const bool by_cost = PERSISTENT == 2 && causal;
+            const longest_first ranked{work.q_blocks, heads, batch};
+            for (int i = blockIdx.x; i < work.count();
+                 ++t, i = by_cost ? longest_first::dealt(t, blockIdx.x, gridDim.x) : i + gridDim.x) {
+                const work_item w = by_cost ? ranked(i) : work(i);
                 const int kv_blocks = kv_blocks_of(w.q_block);
                 for (int j = 0; j < kv_blocks; ++j, at.advance()) {
                     wait(sm.k_pipe.empty[at.stage], at.phase ^ 1);

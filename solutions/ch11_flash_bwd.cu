@@ -31,6 +31,11 @@
 // second S and dP), so d = 64 only: at d = 128, where dK and dV take 128 already, ptxas spills (736 B with
 // NVRTC 13.5; 476 B even with the next S alone ahead). It needs STAGES >= 2 (the next block's stage is
 // held while this one is still read).
+// OVERLAP 2 issues the next query block's S as soon as this block's dQ share has left its registers, into
+// S's own registers (free once P sits in shared memory), so the tensor cores work through the dQ hand-off
+// (TMA reduce-add or atomics) and the next L, D loads. No second S or dP: it builds at d = 128 without
+// spills (S issued before the dQ share left its registers spilled 44 B there; S and dP, 644 B). The last
+// step issues a throwaway S on its own stage (as OVERLAP 1). It needs STAGES >= 2.
 // ORDER G > 0 launches one line of blocks, G (batch, head) pairs after another, and within such a group
 // the key blocks in order 0, 1, ... across its heads. Under a causal mask key block kv walks q_blocks -
 // 2 kv query blocks, so the heaviest blocks start first and the last ones to start are the lightest: the
@@ -66,12 +71,19 @@ using namespace tk;
 #endif
 #ifndef OVERLAP
 #define OVERLAP 0  // 1: the next query block's S and dP run on the tensor cores during this block's P, dS
-#endif
+#endif                // 2: the next S runs during this block's dQ hand-off
 #ifndef ORDER
 #define ORDER 0  // 0: grid (key blocks, heads, batch); G > 0: one line of blocks, heaviest first per G heads
 #endif
-static_assert(OVERLAP == 0 || (OVERLAP == 1 && STAGES >= 2 && HEAD_DIM == 64),
-              "OVERLAP=1 holds two query blocks' stages (STAGES >= 2) and a second S, dP (HEAD_DIM 64 only)");
+#ifndef UNIFORM
+// 1: the consumer index from a shuffle, so the wgmma descriptors live in uniform registers. Measured on the
+// H200 (bench/results/flash_bwd_2026-12-01_41a7189.md): d = 128 0.93-0.95x cuDNN against 0.86-0.90x without,
+// d = 64 0.70-0.71x against 0.81-0.83x. So on at d = 128 only.
+#define UNIFORM (HEAD_DIM == 128)
+#endif
+static_assert(OVERLAP == 0 || (OVERLAP == 1 && STAGES >= 2 && HEAD_DIM == 64) || (OVERLAP == 2 && STAGES >= 2),
+              "OVERLAP=1 holds two query blocks' stages (STAGES >= 2) and a second S, dP (HEAD_DIM 64 only); "
+              "OVERLAP=2 holds two stages (STAGES >= 2)");
 constexpr bool DQ_SPLIT = CONSUMERS == 2 && HEAD_DIM == 128;
 constexpr int DQ_COLS = DQ_SPLIT ? HEAD_DIM / 2 : HEAD_DIM;  // columns of dQ each consumer adds
 constexpr int BR = 64;                 // query rows per step (one wgmma M)
@@ -219,7 +231,14 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     if constexpr (CONSUMERS == 2) split::consumer();
     const auto [kv, h, b] = coords(heads, seq);
     const int q_first = causal ? kv * KV_BLOCK / BR : 0;
+#if UNIFORM
+    // The same in every lane (lane 0's, by a shuffle), so the compiler keeps the addresses of k[me], v[me],
+    // p[me], ds[me] and their wgmma descriptors in uniform registers instead of rebuilding them in ordinary
+    // ones and moving them over (R2UR) before each of the step's 32 wgmma (chapter 10's UNIFORM=1).
+    const int me = __shfl_sync(0xffffffffu, warpgroup::groupid() - 1, 0), w = warpgroup::warp();
+#else
     const int me = warpgroup::groupid() - 1, w = warpgroup::warp();
+#endif
     const int key0 = kv * KV_BLOCK + me * 64;
     const float c = scale * LOG2E;  // S scaled and in log2 units: P = exp2(c S - L log2 e)
     const size_t bh = size_t(b) * heads + h;
@@ -242,16 +261,23 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     // least once (q_first < q_blocks always: block kv holds keys below seq) and exits at its end, and its
     // last step issues a throwaway S, dP on its own stage rather than none (2 products per key block against
     // 5 per step: 0.6 % more at n = 4096, about 1.2 % under a causal mask).
+#if OVERLAP == 1
     rt_fl<16, 64> s_next, dp_next;  // the next query block's S and dP, running while this block's P, dS form
+#endif
     wait(sm.q_pipe.full[at.stage], at.phase);
     warpgroup::mm_ABt(s, sm.q[at.stage], sm.k[me]);
+#if OVERLAP == 1
     warpgroup::mm_ABt(dp, sm.dout[at.stage], sm.v[me]);
+#endif
     for (int i = q_first;; ++i, at.advance()) {
 #else
     for (int i = q_first; i < q_blocks; ++i, at.advance()) {
 #endif
         const int row0 = i * BR + 16 * w;  // this warp's first query row
-#if OVERLAP
+#if OVERLAP == 2
+        const bool last = i + 1 == q_blocks;
+        warpgroup::mm_ABt(dp, sm.dout[at.stage], sm.v[me]);  // dP = dO V^T (S was issued a step ahead)
+#elif OVERLAP == 1
         const bool last = i + 1 == q_blocks;
         ring_cursor<STAGES> nx = at;  // block i + 1's stage (the last step: its own)
         if (!last) {
@@ -267,7 +293,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 #endif
         const row_values l2 = load_rows(lse + bh * seq, row0, seq, LOG2E, __int_as_float(0x7f800000));
         const row_values d = load_rows(delta + bh * seq, row0, seq, 1.0f, 0.0f);
-#if OVERLAP
+#if OVERLAP == 1
         warpgroup::mma_async_wait<2>(s, dp);  // this block's S, dP: older than the next block's two groups
 #else
         warpgroup::mma_async_wait<0>(s, dp);
@@ -300,7 +326,23 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
             warpgroup::mm_AB(dq, sm.ds[me], sm.k[me]);        // dQ share: this consumer's keys, all columns
         }
         // END SOLUTION
-#if OVERLAP
+#if OVERLAP == 2
+        warpgroup::mma_async_wait<0>(dv, dk, dq);
+        // The next block's S (the last step: a throwaway on its own stage), issued once this block's dQ
+        // share has left its registers (with TMA reduce-add: in shared memory; earlier, d = 128 spills).
+        auto next_s = [&] {
+            ring_cursor<STAGES> nx = at;
+            if (!last) {
+                sm.q_pipe.release(at.stage);  // (the last step's throwaway still reads it)
+                nx.advance();
+                wait(sm.q_pipe.full[nx.stage], nx.phase);
+            }
+            warpgroup::mm_ABt(s, sm.q[nx.stage], sm.k[me]);
+        };
+#if DQ_MODE == 0
+        next_s();
+#endif
+#elif OVERLAP == 1
         warpgroup::mma_async_wait<0>(dv, dk, dq, s_next, dp_next);  // the next block's S, dP finished too
         sm.q_pipe.release(at.stage);  // this block's Q, dO: no product reads them any more
         s = s_next;
@@ -320,6 +362,9 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         });
 #else
         warpgroup::store(sm.dq[me], dq);
+#if OVERLAP == 2
+        next_s();
+#endif
         fence_proxy_async();
         warpgroup::sync_group<STORE_BARRIERS>(me);  // this consumer's 4 warps wrote their rows
         const block_coords at_b = coords(heads, seq);  // recomputed: with ORDER, b and h are not kept live
@@ -332,6 +377,9 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         if (last) break;
 #endif
     }
+#if OVERLAP == 2
+    warpgroup::mma_async_wait<0>(s);  // the throwaway S reads k[me], which the epilogue reuses
+#endif
 
     // Epilogue: dK = scale dK; both through this consumer's K and V tiles (no wgmma reads them any more),
     // out with TMA stores that skip rows past the end of the head.

@@ -70,7 +70,8 @@ def test_build_options_and_shared_memory_model() -> None:
 
 
 BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}), (128, {}),
-          (64, {"OVERLAP": 1}), (64, {"OVERLAP": 1, "STAGES": 3}), (128, {"ORDER": 4})]
+          (64, {"OVERLAP": 1}), (64, {"OVERLAP": 1, "STAGES": 3}), (128, {"ORDER": 4}), (128, {"OVERLAP": 2}),
+          (64, {"UNIFORM": 1, "OVERLAP": 2}), (128, {"UNIFORM": 0})]
 
 
 @pytest.mark.parametrize("d,options", BUILDS, ids=[f"d{d}-{o}" for d, o in BUILDS])
@@ -89,12 +90,40 @@ def test_shared_memory_model_equals_the_kernels_export(d: int, options: dict[str
     assert mod["flash_bwd"].spill_bytes == 0
 
 
+def test_uniform_is_the_kernels_default_at_d128_and_leaves_no_r2ur_in_the_loop() -> None:
+    """UNIFORM (the consumer index from a shuffle) defaults in the kernel: on at d = 128, off at d = 64 (as
+    measured), so a default build's options do not name it. With it the main loop has no R2UR (ordinary ->
+    uniform register moves) and is shorter. Computed 2026-12-01 with NVRTC 13.5, sm_90a, d = 128: 119 R2UR in
+    the 887-instruction loop without it, none in 778."""
+    import tklab
+    from tklab.build.sass import main_loop
+
+    for d in (64, 128):
+        assert not [f for f in attention_bwd.build(d).options if "UNIFORM" in f]
+    assert attention_bwd.build(128, UNIFORM=1).options == attention_bwd.build(128).options
+    assert "-DUNIFORM=0" in attention_bwd.build(128, UNIFORM=0).options
+    assert "-DUNIFORM=1" in attention_bwd.build(64, UNIFORM=1).options
+    with pytest.raises(ValueError, match="UNIFORM must be 0 or 1"):
+        attention_bwd.build(128, UNIFORM=2)
+    loops = [main_loop(tklab.compile(SRC, arch="sm_90a", name=attention_bwd.KERNEL.name,
+                                     options=attention_bwd.build(128, **u).options)["flash_bwd"].sass)
+             for u in ({"UNIFORM": 0}, {})]
+    assert [op for op in loops[0] if op.startswith("R2UR")]
+    assert "HGMMA" in " ".join(loops[1]) and not [op for op in loops[1] if op.startswith("R2UR")]
+    assert len(loops[1]) < len(loops[0])
+
+
 def test_overlap_needs_two_stages_and_head_dimension_64() -> None:
     with pytest.raises(ValueError, match="STAGES >= 2"):
         attention_bwd.build(64, OVERLAP=1, STAGES=1)
     with pytest.raises(ValueError, match="head dimension 64"):
         attention_bwd.build(128, OVERLAP=1)
     assert "-DOVERLAP=1" in attention_bwd.build(64, OVERLAP=1).options
+    assert "-DOVERLAP=2" in attention_bwd.build(128, OVERLAP=2).options  # no second S, dP: d = 128 fits
+    with pytest.raises(ValueError, match="STAGES >= 2"):
+        attention_bwd.build(128, OVERLAP=2, STAGES=1)
+    with pytest.raises(ValueError, match="OVERLAP must be 0, 1 or 2"):
+        attention_bwd.build(64, OVERLAP=3)
 
 
 # ---- the kernel on the CPU emulator -------------------------------------------------------------------
@@ -165,9 +194,11 @@ def test_backward_under_emulation_matches_float64(d: int, n: int, heads: int, ca
 
 @pytest.mark.parametrize("d,n,causal,options", [(64, 77, True, {"CONSUMERS": 1}),
                                                   (128, 200, True, {"DQ_MODE": 1}),
-                                                  (64, 130, False, {"DQ_MODE": 1})])
+                                                  (64, 130, False, {"DQ_MODE": 1}),
+                                                  (128, 130, True, {"UNIFORM": 0})])
 def test_variants_match_float64(d: int, n: int, causal: bool, options: dict[str, int]) -> None:
-    """One consumer warpgroup (no dQ split, no setmaxnreg), and dQ added by TMA reduce-add (split and not)."""
+    """One consumer warpgroup (no dQ split, no setmaxnreg), dQ added by TMA reduce-add (split and not), and
+    at d = 128 the consumer index without the shuffle (UNIFORM=0; the default builds take it from one)."""
     errs = _run_emulated(SRC, d, _inputs(d, n), causal, **options)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
@@ -194,6 +225,15 @@ def test_overlap_with_a_three_stage_ring_matches_float64(n: int, causal: bool, d
     errs = _run_emulated(SRC, 64, _inputs(64, n), causal, launches=launches, OVERLAP=1, STAGES=3, DQ_MODE=dq_mode)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
     assert launches[0].wgmma_max_in_flight == 5
+
+
+# OVERLAP=2: the next query block's S issued once this block's dQ share left its registers.
+@pytest.mark.parametrize("d,n,causal,dq_mode", [(128, 200, True, 1), (64, 130, False, 0)])
+def test_next_s_under_the_dq_hand_off_matches_float64(d: int, n: int, causal: bool, dq_mode: int) -> None:
+    """d = 128 with dQ split between the consumers and added by TMA reduce-add (S issued after the share
+    reached shared memory), d = 64 by atomics (S issued before them); the last step's throwaway S."""
+    errs = _run_emulated(SRC, d, _inputs(d, n), causal, OVERLAP=2, DQ_MODE=dq_mode)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
 
 def test_heaviest_first_order_matches_float64_and_covers_every_block() -> None:
@@ -223,6 +263,15 @@ def test_overlap_planted_ordering_mistake_is_an_async_hazard(what: str, old: str
     assert SRC.count(old) == 1, f"the planted mistake {what!r} no longer matches the solution"
     with pytest.raises(emu.AsyncHazard, match=match):
         _run_emulated(SRC.replace(old, new), 64, _inputs(64, 200), True, OVERLAP=1)
+
+
+def test_next_s_early_planted_missing_wait_before_the_epilogue_is_an_async_hazard() -> None:
+    """OVERLAP=2's last step issues a throwaway S reading K's tile: the epilogue must wait for it before
+    dK goes out through that tile."""
+    wait = "    warpgroup::mma_async_wait<0>(s);  // the throwaway S reads k[me], which the epilogue reuses\n"
+    assert SRC.count(wait) == 1
+    with pytest.raises(emu.AsyncHazard, match=r"\(stmatrix\) while the wgmma group .* may still read it"):
+        _run_emulated(SRC.replace(wait, ""), 64, _inputs(64, 130), False, OVERLAP=2)
 
 
 def test_the_python_launch_runs_numpy_inputs_on_the_emulator() -> None:
@@ -357,6 +406,18 @@ def test_backward_on_the_gpu_with_tma_reduce_add_for_dq(n: int, d: int) -> None:
 def test_backward_on_the_gpu_with_overlap(n: int, causal: bool, stages: int) -> None:
     """OVERLAP=1 (d = 64) on the real asynchrony: the next block's S and dP in flight through P and dS."""
     _check_gpu(*_torch_case(1, 3, n, 64), causal=causal, OVERLAP=1, STAGES=stages)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("options", [{"OVERLAP": 2}, {"UNIFORM": 1}, {"UNIFORM": 0}],
+                         ids=["next_s_early", "uniform", "not_uniform"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
+def test_backward_on_the_gpu_with_opt_in_options(n: int, causal: bool, d: int, options: dict[str, int]) -> None:
+    """OVERLAP=2 on the real asynchrony (the next block's S in flight through the dQ hand-off); UNIFORM 1 and 0
+    at both head dimensions (each is one of them's default)."""
+    _check_gpu(*_torch_case(1, 3, n, d), causal=causal, **options)
 
 
 @pytest.mark.gpu

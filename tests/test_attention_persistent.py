@@ -28,9 +28,9 @@ def _module(d: int, options: tuple[str, ...]) -> emu.EmuModule:
 
 
 def _run(d: int, b: int, h: int, n: int, causal: bool, sms: int, order: str = "delayed", src: str | None = None,
-         **options: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+         persistent: int = 1, **options: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(o, lse, reference o, reference lse) of the persistent kernel on ``sms`` blocks, emulated."""
-    cfg = attention.build("hopper", d, PERSISTENT=1, **options)
+    cfg = attention.build("hopper", d, PERSISTENT=persistent, **options)
     grid = attention.launch_grid(cfg, b, h, n, sms)
     assert grid == (min(sms, -(-n // cfg.block_rows) * h * b), 1, 1)
     rng = np.random.default_rng(n + 7 * b + 3 * h + int(causal))
@@ -53,14 +53,19 @@ def _close(o: np.ndarray, lse: np.ndarray, ref_o: np.ndarray, ref_lse: np.ndarra
 
 # d=128 is the ping-pong default (2 consumers, BC=176), d=64 the 3-consumer overlap default; 150 and 200 rows
 # end inside a query block and a key block; 2 x 2 heads x 2 query blocks = 8 items on 3 blocks (or 2 x 3 on 2).
-@pytest.mark.parametrize("d,b,h,n,causal,sms,order,uniform", [
-    (128, 2, 2, 200, True, 3, "delayed", 0),
-    (128, 1, 3, 150, False, 2, "reversed", 0),
-    (64, 2, 1, 200, True, 2, "in_order", 0),
-    (128, 1, 2, 200, True, 3, "delayed", 1),  # with UNIFORM=1 (the consumer index from __shfl_sync)
+# PERSISTENT=2 (causal items ranked by cost, dealt in a snake): 8 items on 3 blocks end in a partial odd round.
+# PERSISTENT=3 is 1's code on a grid of a block per item (each walks one): 1 on as many "SMs" as items.
+@pytest.mark.parametrize("d,b,h,n,causal,sms,order,uniform,persistent", [
+    (128, 2, 2, 200, True, 3, "delayed", 0, 1),
+    (128, 1, 3, 150, False, 2, "reversed", 0, 1),
+    (64, 2, 1, 200, True, 2, "in_order", 0, 1),
+    (128, 1, 2, 200, True, 3, "delayed", 1, 1),  # with UNIFORM=1 (the consumer index from __shfl_sync)
+    (128, 2, 2, 200, True, 3, "reversed", 0, 2),
+    (128, 2, 2, 200, True, 8, "delayed", 0, 1),  # PERSISTENT=3's grid (1's code): a block per item, 8 of them
+    (128, 1, 3, 150, False, 6, "in_order", 0, 2),  # PERSISTENT=2 without a mask: the sections' order
 ])
-def test_persistent_blocks_walk_many_items_and_match_float64(d, b, h, n, causal, sms, order, uniform):
-    _close(*_run(d, b, h, n, causal, sms, order, UNIFORM=uniform))
+def test_persistent_blocks_walk_many_items_and_match_float64(d, b, h, n, causal, sms, order, uniform, persistent):
+    _close(*_run(d, b, h, n, causal, sms, order, persistent=persistent, UNIFORM=uniform))
 
 
 def test_one_block_walks_every_item_with_one_stage_and_the_plain_schedule():
@@ -88,21 +93,41 @@ def test_a_ring_cursor_restarted_for_each_item_is_reported():
         _run(128, 1, 2, 130, False, 1, src=src.replace(carried, "    ring_cursor<STAGES> at_k, at_v;\n"))
 
 
-def test_the_item_order_is_heaviest_first_inside_sections_of_heads():
-    """tk::tile_scheduler on the host (the same constexpr code): every item once; inside a section of heads
-    the query blocks descend; the heads of one query block are neighbours."""
-    src = r"""#include "tk.cuh"
+_ORDERS = r"""#include "tk.cuh"
 extern "C" __global__ void items(int* out, int q_blocks, int heads, int batch, int section) {
     const tk::tile_scheduler work{q_blocks, heads, batch, section};
     for (int i = threadIdx.x; i < work.count(); i += blockDim.x) {
         const tk::work_item w = work(i);
         out[3 * i] = w.b, out[3 * i + 1] = w.h, out[3 * i + 2] = w.q_block;
     }
+}
+// Each thread p walks block p's items of a grid of `grid` blocks the way chapter 10's producer does.
+extern "C" __global__ void walks(int* out, int q_blocks, int heads, int batch, int section, int grid, int rounds,
+                                 int by_cost) {
+    const tk::tile_scheduler work{q_blocks, heads, batch, section};
+    const tk::longest_first ranked{q_blocks, heads, batch};
+    for (int p = threadIdx.x; p < grid; p += blockDim.x) {
+        int t = 0;
+        for (int i = p; i < work.count(); ++t, i = by_cost ? tk::longest_first::dealt(t, p, grid) : i + grid) {
+            const tk::work_item w = by_cost ? ranked(i) : work(i);
+            int* at = out + 3 * (p * rounds + t);
+            at[0] = w.b, at[1] = w.h, at[2] = w.q_block;
+        }
+    }
 }"""
-    mod = emu.compile(src, name="items.cu")
+
+
+@pytest.fixture(scope="module")
+def orders() -> emu.EmuModule:
+    return emu.compile(_ORDERS, name="orders.cu")
+
+
+def test_the_item_order_is_heaviest_first_inside_sections_of_heads(orders):
+    """tk::tile_scheduler on the host (the same constexpr code): every item once; inside a section of heads
+    the query blocks descend; the heads of one query block are neighbours."""
     q_blocks, heads, batch, section = 3, 5, 2, 4  # 10 (b, h): sections of 4, 4 and 2
     out = np.full((q_blocks * heads * batch, 3), -1, np.int32)
-    mod["items"]((1,), (32,), (out, q_blocks, heads, batch, section))
+    orders["items"]((1,), (32,), (out, q_blocks, heads, batch, section))
     assert sorted(map(tuple, out.tolist())) == sorted((b_, h_, q) for b_ in range(batch) for h_ in range(heads)
                                                       for q in range(q_blocks))
     bh = out[:, 0] * heads + out[:, 1]
@@ -112,20 +137,54 @@ extern "C" __global__ void items(int* out, int q_blocks, int heads, int batch, i
         assert out[rows, 2].tolist() == [q for q in range(q_blocks - 1, -1, -1) for _ in range(width)]
 
 
+def _walks(orders: emu.EmuModule, q_blocks: int, heads: int, batch: int, section: int, grid: int,
+           by_cost: int) -> np.ndarray:
+    """[grid, rounds, 3]: block p's items (b, h, q_block) in the order it runs them; -1 past its last."""
+    rounds = -(-q_blocks * heads * batch // grid)
+    out = np.full((grid, rounds, 3), -1, np.int32)
+    orders["walks"]((1,), (128,), (out, q_blocks, heads, batch, section, grid, rounds, by_cost))
+    items = [tuple(x) for x in out.reshape(-1, 3).tolist() if x[2] >= 0]
+    assert sorted(items) == [(b_, h_, q) for b_ in range(batch) for h_ in range(heads) for q in range(q_blocks)]
+    return out
+
+
+def test_longest_first_deals_a_causal_grid_evenly(orders):
+    """PERSISTENT=2's walk (tk::longest_first) against PERSISTENT=1's (sections) at d=128, N=8192, causal (64
+    query blocks of 128 rows, 2 x 16 heads, 4-head sections, 132 SMs): every item once; each block's costliest
+    items first; the slowest block's key blocks (query block q reads ceil(128 (q + 1) / 176)) within 2 % of the
+    average, where the sections' static dealing leaves one block 28 % above it (the -10 % measured on the H200)."""
+    q_blocks, heads, batch, section, grid = 64, 16, 2, 4, 132
+    walks = {by: _walks(orders, q_blocks, heads, batch, section, grid, by) for by in (0, 1)}
+    cost = {by: np.where(w[..., 2] >= 0, -(-128 * (w[..., 2] + 1) // 176), 0).sum(axis=1) for by, w in walks.items()}
+    for row in walks[1][..., 2]:
+        row = row[row >= 0]
+        assert (np.diff(row) <= 0).all(), row
+    assert cost[1].max() / cost[1].mean() < 1.02, cost[1].max() / cost[1].mean()
+    assert cost[0].max() / cost[0].mean() > 1.2, cost[0].max() / cost[0].mean()
+
+
 def test_the_option_is_checked_and_sizes_the_grid():
     with pytest.raises(ConfigError, match="PERSISTENT must be 0"):
-        attention.build("hopper", 128, PERSISTENT=2)
+        attention.build("hopper", 128, PERSISTENT=4)
+    assert attention.build("hopper", 128, PERSISTENT=2).shared_bytes == attention.build(
+        "hopper", 128, PERSISTENT=1).shared_bytes
     cfg = attention.build("hopper", 128, PERSISTENT=1)
     assert attention.launch_grid(cfg, 4, 16, 8192, 132) == (132, 1, 1)
+    flat = attention.build("hopper", 128, PERSISTENT=3)
+    assert attention.launch_grid(flat, 4, 16, 8192, 132) == (4096, 1, 1)  # a block per item, whatever the SMs
+    assert attention.launch_grid(flat, 2, 2, 200, 3) == attention.launch_grid(cfg, 2, 2, 200, 8) == (8, 1, 1)
     assert attention.launch_grid(cfg, 1, 1, 200, 132) == (2, 1, 1)  # never more blocks than items
     assert attention.launch_grid(attention.build("hopper", 128), 4, 16, 8192, 132) == (64, 16, 4)
     with pytest.raises(ValueError, match="at least one block"):
         attention.launch_grid(cfg, 1, 1, 200, 0)
 
 
-@pytest.mark.parametrize("d,uniform", [(64, 0), (128, 0), (64, 1), (128, 1)])
-def test_the_persistent_defaults_compile_for_sm90a_without_spills(d, uniform):
-    k = attention.compiled(attention.build("hopper", d, PERSISTENT=1, UNIFORM=uniform), "sm_90a")  # refuses spills
+@pytest.mark.parametrize("d,uniform,persistent", [(64, 0, 1), (128, 0, 1), (64, 1, 1), (128, 1, 1), (128, 0, 2),
+                                                   (128, 0, 3)])
+def test_the_persistent_defaults_compile_for_sm90a_without_spills(d, uniform, persistent):
+    cfg = attention.build("hopper", d, PERSISTENT=persistent, UNIFORM=uniform)
+    k = attention.compiled(cfg, "sm_90a")  # refuses spills
+    assert k.module.constants["flash_shared_bytes"] == cfg.shared_bytes  # the launch model (q_empty: 1 and 2)
     assert k.spill_bytes == 0 and k.stack_bytes == 0
     assert not re.search(r"\bC75\d\d\b", k.module.log), k.module.log  # no serialized wgmma, setmaxnreg kept
 
@@ -157,7 +216,8 @@ def test_uniform_keeps_the_descriptors_in_uniform_registers():
 def test_persistent_and_uniform_match_float64_on_the_gpu(d, causal, b, h, n, sms):
     torch = pytest.importorskip("torch")
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    for options in ({"PERSISTENT": 1}, {"PERSISTENT": 1, "UNIFORM": 1}, {"UNIFORM": 1}):
+    for options in ({"PERSISTENT": 1}, {"PERSISTENT": 1, "UNIFORM": 1}, {"UNIFORM": 1}, {"PERSISTENT": 2},
+                    {"PERSISTENT": 3}):
         o = torch.full_like(q, float("nan"))
         lse = torch.full((b, h, n), float("nan"), device="cuda")
         attention.prepare(q, k, v, o, lse, causal=causal, sms=sms, **options)()

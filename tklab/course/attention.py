@@ -16,7 +16,9 @@ The kernels (GPU; torch tensors, or CuPy arrays holding bf16 bits as uint16), la
     ``flash_fwd(q, k, v, causal=, scale=, kernel="hopper"|"tiles", **options) -> (o, lse)``
     ``prepare(q, k, v, o, lse, ...) -> run()``     pack once, launch many times (benchmarks)
     ``launch_grid(build, b, h, n, sms=)``         its grid: a block per (query block, head, batch), or under
-                                                  PERSISTENT=1 one per SM walking them (tk::tile_scheduler)
+                                                  PERSISTENT=1 or 2 one per SM walking them (tk::tile_scheduler;
+                                                  2: causal items by cost, tk::longest_first), 3: 1's order on
+                                                  a line of a block per item
     ``reference(q, k, v, causal=, scale=)``       (o, lse) in float64 with torch, on the GPU
     ``errors(o, lse, q, k, v, ...)``              relative errors and the first wrong element
     ``sdpa(q, k, v, causal=, backend=)``          PyTorch's attention pinned to one backend (the baselines)
@@ -232,9 +234,11 @@ def build(kernel: str = "hopper", head_dim: int = 128, **options: int) -> Build:
         if cons not in (1, 2, 3) or bc % 16 or not 16 <= bc <= 256 or stages < 1 or schedule not in (0, 1, 2):
             raise ConfigError(f"CONSUMERS must be 1-3, BC a multiple of 16 from 16 to 256 (a TMA box), STAGES >= 1 "
                               f"and SCHEDULE 0, 1 or 2; got {opts}")
-        if opts["PERSISTENT"] not in (0, 1):
-            raise ConfigError(f"PERSISTENT must be 0 (a block per query block, head and batch) or 1 (a block per "
-                              f"SM walking a list of them); got {opts['PERSISTENT']}")
+        if opts["PERSISTENT"] not in (0, 1, 2, 3):
+            raise ConfigError(f"PERSISTENT must be 0 (a block per query block, head and batch), 1 (a block per "
+                              f"SM walking a list of them), 2 (1, with a causal run's items ranked by cost over "
+                              f"every head and dealt in a snake) or 3 (1's order on a grid of a block per item: the "
+                              f"GPU deals them); got {opts['PERSISTENT']}")
         if opts["UNIFORM"] not in (0, 1):
             raise ConfigError(f"UNIFORM must be 0 or 1 (the consumer index in uniform registers), "
                               f"got {opts['UNIFORM']}")
@@ -243,7 +247,7 @@ def build(kernel: str = "hopper", head_dim: int = 128, **options: int) -> Build:
                               "warpgroups take turns, so it needs at least 2 of them (CONSUMERS >= 2); with one "
                               "consumer use SCHEDULE=0")
         tiles = cons * 64 * head_dim * bf16 + 2 * stages * bc * head_dim * bf16
-        barriers = 2 * stages * 2 * 8 + 8 + 8 * opts["PERSISTENT"]  # two pipelines' full/empty, q_full (q_empty)
+        barriers = 2 * stages * 2 * 8 + 8 + 8 * bool(opts["PERSISTENT"])  # two pipelines' full/empty, q_full (q_empty)
         threads, rows, smem = (cons + 1) * 128, 64 * cons, _round_up(tiles + barriers, _TILE_ALIGN) + 1024
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
     b = Build(kernel, head_dim, flags, threads, rows, smem)
@@ -330,11 +334,14 @@ def _kernel_scale(d: int, scale: float | None) -> float:
 
 
 def launch_grid(cfg: Build, batch: int, heads: int, seq: int, sms: int | None = None) -> tuple[int, int, int]:
-    """The grid a build launches with: (query blocks, heads, batch) blocks, or under PERSISTENT=1 one block
-    per SM (``sms``; the GPU's count when None), never more than there are (query block, head) items."""
+    """The grid a build launches with: (query blocks, heads, batch) blocks, under PERSISTENT=3 one block per
+    (query block, head, batch) item in one line, or under PERSISTENT=1 or 2 one block per SM (``sms``; the
+    GPU's count when None), never more than there are (query block, head) items."""
     blocks = (seq + cfg.block_rows - 1) // cfg.block_rows
     if cfg.kernel != "hopper" or not cfg.option("PERSISTENT"):
         return (blocks, heads, batch)
+    if cfg.option("PERSISTENT") == 3:
+        return (blocks * heads * batch, 1, 1)
     if sms is None:
         from ..run import gpu
 

@@ -31,11 +31,22 @@ LOG2E = attention.LOG2E
 #: on the H200 (bench/results/flash_bwd_2026-12-01_a2b4b3b.md), so it is the default.
 #: DQ_MODE: how dQ's shares are added over key blocks, 0 atomicAdd from registers, 1 TMA reduce-add.
 #: OVERLAP: 1 issues the next query block's S and dP before this block's P, dS (d = 64 only: at d = 128 the second
-#: S and dP spill); opt-in, not yet timed on the H200.
+#: S and dP spill); opt-in: SLOWER on the H200 (d = 64, N = 8192: 0.72-0.80x cuDNN against the default's 0.79-0.87x,
+#: bench/flash_bwd.py at main d90e31a, 2026-12-01). 2 issues the next S once this block's dQ share left its
+#: registers (no second S: d = 128 too), so the tensor cores work through the dQ hand-off: no faster on the H200
+#: (41a7189, N = 8192: d = 128 0.86-0.90x cuDNN as the default; d = 64 0.80-0.82x against 0.81-0.83x).
 #: ORDER: 0 a (key blocks, heads, batch) grid; G > 0 one line of blocks, G (batch, head) pairs at a time, key blocks
-#: in order within them (causal: heaviest first, so the grid's tail is short); opt-in, not yet timed.
+#: in order within them (causal: heaviest first, so the grid's tail is short); opt-in: SLOWER in the same run (ORDER=4:
+#: 0.66-0.88x cuDNN against 0.79-0.89x, causal or not, d = 64 and 128).
 DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0},
                                        128: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0}}
+#: Options whose default lives with the kernel (the value it takes without the flag, per head dimension); a build
+#: passes one only when set to another value, so the default build's options stay as chapter 11 prints them.
+#: UNIFORM: 1 takes the consumer index from a shuffle (warp-uniform): the wgmma descriptors live in uniform
+#: registers (d = 128: no R2UR left in the loop, 887 -> 778 instructions, NVRTC 13.5, sm_90a). On the H200
+#: (bench/results/flash_bwd_2026-12-01_41a7189.md, N = 8192): d = 128 0.93-0.95x cuDNN against 0.86-0.90x
+#: without it; d = 64 0.70-0.71x against 0.81-0.83x. Hence on at d = 128 only.
+OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1}}
 _PREP_ROWS = 4  # query rows per block of flash_bwd_prep (one warp each)
 _DQ_THREADS = 256
 
@@ -164,16 +175,22 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     """The backward for ``head_dim`` with ``options`` (CONSUMERS: 1-2 warpgroups of 64 keys; STAGES)."""
     if head_dim not in DEFAULTS:
         raise ValueError(f"the attention backward handles head dimension 64 or 128, got {head_dim}")
-    unknown = set(options) - set(DEFAULTS[head_dim])
+    unknown = set(options) - set(DEFAULTS[head_dim]) - set(OPT_IN)
     if unknown:
-        raise ValueError(f"unknown option(s) {sorted(unknown)}; the backward takes {sorted(DEFAULTS[head_dim])}")
-    opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items()}
+        raise ValueError(f"unknown option(s) {sorted(unknown)}; the backward takes "
+                         f"{sorted([*DEFAULTS[head_dim], *OPT_IN])}")
+    opt_in = {k: int(v) for k, v in options.items() if k in OPT_IN and int(v) != OPT_IN[k][head_dim]}
+    if any(v not in (0, 1) for v in opt_in.values()):
+        raise ValueError(f"UNIFORM must be 0 or 1; got {opt_in}")
+    opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items() if k not in OPT_IN} | opt_in
     if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1):
         raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0 or 1; got {opts}")
-    if opts["OVERLAP"] not in (0, 1) or (opts["OVERLAP"] and (opts["STAGES"] < 2 or head_dim != 64)):
-        raise ValueError(f"OVERLAP must be 0 or 1, and OVERLAP=1 needs STAGES >= 2 (it holds the next query block's "
-                         f"stage while this one is read) and head dimension 64 (at 128 its second S and dP do not "
-                         f"fit in registers: ptxas spills); got head dimension {head_dim}, {opts}")
+    if opts["OVERLAP"] not in (0, 1, 2) or (opts["OVERLAP"] and opts["STAGES"] < 2) or (
+            opts["OVERLAP"] == 1 and head_dim != 64):
+        raise ValueError(f"OVERLAP must be 0, 1 or 2, and OVERLAP 1 or 2 needs STAGES >= 2 (it holds the next query "
+                         f"block's stage while this one is read); OVERLAP=1 needs head dimension 64 (at 128 its "
+                         f"second S and dP do not fit in registers: ptxas spills; OVERLAP=2 does); got head "
+                         f"dimension {head_dim}, {opts}")
     if opts["ORDER"] < 0:
         raise ValueError(f"ORDER must be 0 (a 3-D grid) or a number of (batch, head) pairs per group; got {opts}")
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
