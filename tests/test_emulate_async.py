@@ -9,6 +9,7 @@ run under every TMA completion order, and the planted mistakes learners make in 
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,8 @@ extern "C" __global__ void tma_store(const __grid_constant__ CUtensorMap map, in
 // One warpgroup: C = A B with wgmma, A and B written to shared memory by the threads.
 // mode 0: right; 1: no fence.proxy.async; 2: no wait before reading the accumulator; 3: always accumulate
 // (into an uninitialised accumulator); 4: two groups in flight, the older waited for with wait<1>;
-// 5: A overwritten while the group is pending.
+// 5: A overwritten while the group is pending; 6: A overwritten by thread 0 after its own warp's wait, with no
+// barrier (the other warps' waits are not ordered before it); 7: the same after a __syncthreads().
 extern "C" __global__ void wgmma_probe(const bf16* a, const bf16* b, float* c, int mode) {
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
@@ -88,8 +90,31 @@ extern "C" __global__ void wgmma_probe(const bf16* a, const bf16* b, float* c, i
     if (mode == 5 && threadIdx.x == 7) sa.data[0] = bf16(0.0f);  // OVERWRITE A
     if (mode == 4) warpgroup::mma_async_wait<1>(acc);
     else if (mode != 2) warpgroup::mma_async_wait<0>(acc);
+    if (mode == 7) __syncthreads();
+    if (mode >= 6 && threadIdx.x == 0) sa.data[0] = bf16(0.0f);  // OVERWRITE AFTER THE WAIT
     warpgroup::store(gl<float>(c, 64, 64), acc, {0, 0});
     if (mode == 4) warpgroup::mma_async_wait<0>(acc2);
+}
+
+// Warp 1's 32 lanes each write one float, then arrive on an mbarrier that counts `count` arrivals; thread 0
+// waits for its first phase, then reads all 32. count 32: right. count 2: the first phase completes after two
+// lanes (sixteen phases in all, so the parity flips back: a waiter may see phase 1 or miss it).
+extern "C" __global__ void handoff(float* out, int count) {
+    __shared__ mbarrier bar;
+    __shared__ float data[32];
+    if (threadIdx.x == 0) {
+        init_mbarrier(bar, count);
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+    if (threadIdx.x >= 32) {
+        data[threadIdx.x - 32] = float(threadIdx.x);
+        arrive(bar);
+    }
+    if (threadIdx.x == 0) {
+        wait(bar, 0);
+        for (int i = 0; i < 32; ++i) out[i] = data[i];  // READ
+    }
 }
 """
 TILE_SMEM = 2 * 64 * 64 * 4 + 1024
@@ -221,6 +246,28 @@ def test_overwriting_an_operand_of_a_pending_wgmma_group_is_reported() -> None:
     msg = str(e.value)
     assert f"thread (7) wrote it at probes.cu:{_line(PROBES, '// OVERWRITE A')}" in msg
     assert f"wgmma group that warpgroup 0 issued at probes.cu:{_line(PROBES, '// ISSUE')}" in msg
+
+
+def test_a_warps_wgmma_wait_retires_only_that_warps_part_of_the_group() -> None:
+    """wgmma.wait_group orders the warp that executes it: thread 0 may overwrite an operand after its own warp's
+    wait only once a barrier orders the other three warps' waits before it."""
+    with pytest.raises(emu.AsyncHazard) as e:
+        _wgmma(6)
+    msg = str(e.value)
+    assert f"thread (0) wrote it at probes.cu:{_line(PROBES, '// OVERWRITE AFTER THE WAIT')}" in msg
+    assert re.search(r"wgmma\.wait_group at probes\.cu:\d+ .*of thread \((32|64|96)\)'s warp retired it", msg), msg
+    c, want, _ = _wgmma(7)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_phase_completed_by_surplus_arrivals_lets_its_waiter_go_early() -> None:
+    """A waiter may see the first phase its arrivals complete, even when later arrivals complete more phases
+    (and flip the parity back) before it looks again: then it reads what the late lanes had not yet handed over."""
+    out = np.zeros(32, np.float32)
+    _probes()["handoff"]((1,), (64,), (out, 32))
+    np.testing.assert_array_equal(out, np.arange(32, 64, dtype=np.float32))
+    with pytest.raises(emu.SharedRace, match=rf"thread \(0\) read it at probes\.cu:{_line(PROBES, '// READ')}"):
+        _probes()["handoff"]((1,), (64,), (np.zeros(32, np.float32), 2))
 
 
 # ---- the course's solutions, and the mistakes learners plant in them ------------------------------------------

@@ -47,7 +47,6 @@ from .tensormap import TensorMap
 
 _LOCK = threading.Lock()  # one launch at a time: the runtime's buffer slots are process-wide
 _SLOTS = 64
-_SMEM_LIMIT = {80: 163 * 1024, 90: 227 * 1024}
 #: When in-flight TMA loads land (see the module docstring), as the runtime numbers them.
 TMA_ORDERS = {"in_order": 0, "delayed": 1, "reversed": 2}
 
@@ -195,7 +194,9 @@ class EmuKernel:
         n = len(self.param_sizes)
         check_count(self.name, self.params, n, len(args))
         arch = 90 if self.module.arch.startswith("sm_9") else 80
-        limit = _SMEM_LIMIT[arch]
+        from ..course.limits import SHARED_OPTIN  # one source for the per-block limits (here: no GPU's own)
+
+        limit = SHARED_OPTIN[arch]
         if shared_mem > limit:
             raise ValueError(f"{self.name}: {shared_mem} B of dynamic shared memory is more than a block can have "
                              f"on {self.module.arch} ({limit} B)")

@@ -637,19 +637,26 @@ void shadow_access(Block& b, int t, uint32_t clk, uint32_t addr, uint32_t bytes,
         int other = -1;
         bool other_write = false;
         uintptr_t other_pc = 0;
-        if (s.wtid != NONE && s.wtid != t && vct[s.wtid] < s.wclk) {
+        if (write && (s.flags & SH_WGMMA_READ) && s.wgr != NONE) {  // after every warp's wait, not only the last
+            const WgRetired& r = b.wg_retired[s.wgr];
+            for (int w = 0; w < 4 && other < 0; ++w)
+                if (r.tid[w] != t && vct[r.tid[w]] < r.clk[w]) other = r.tid[w], other_pc = r.pc[w];
+        }
+        if (other < 0 && s.wtid != NONE && s.wtid != t && vct[s.wtid] < s.wclk) {
             other = s.wtid; other_write = true; other_pc = s.wpc;
-        } else if (write && s.rtid != NONE && s.rtid != t && vct[s.rtid] < s.rclk) {
+        } else if (other < 0 && write && s.rtid != NONE && s.rtid != t && vct[s.rtid] < s.rclk) {
             other = s.rtid; other_write = false; other_pc = s.rpc;
         }
         if (other >= 0 && !other_write && (s.flags & SH_WGMMA_READ)) {
             const std::string msg =
                 "asynchronous hazard (write-after-read) on " + smem_desc(b, addr + i) + " in " + block_desc(b) + ": " +
-                "a wgmma group of " + thread_desc(b, other) + "'s warpgroup read it until the wgmma.wait_group that "
-                "retired it" + pc_mark(other_pc) + ", and " + thread_desc(b, t) + " wrote it" + pc_mark(pc) +
+                "a wgmma group read it until the wgmma.wait_group" + pc_mark(other_pc) + " of " +
+                thread_desc(b, other) + "'s warp retired it (each warp's wait retires only that warp's part of the "
+                "group), and " + thread_desc(b, t) + " wrote it" + pc_mark(pc) +
                 (what && *what ? std::string(" (") + what + ")" : std::string()) +
                 " with nothing ordering that wait before the write: was the stage handed back (mbarrier arrive / "
-                "release) before the wgmma group that reads it was waited for?";
+                "release) or refilled before every warp's wgmma group that reads it was waited for (a __syncthreads() "
+                "or one arrive per warp after the wait)?";
             fail_json(error_json("async", msg));
         }
         if (other >= 0) {
@@ -904,12 +911,13 @@ static void run_block(Block& b, uint3 bid) {
     if (b.race) {
         b.vc.assign(size_t(b.n) * b.n, 0);
         for (int t = 0; t < b.n; ++t) b.vc[size_t(t) * b.n + t] = 1;
-        const Shadow clean{NONE, NONE, 0, 0, 0, 0, 0, 0, 0};
+        const Shadow clean{NONE, NONE, 0, 0, 0, 0, NONE, 0, 0};
         std::fill(b.shadow, b.shadow + RESERVED + b.limit, clean);
     }
     b.inflight.clear();
     b.landed.clear();
     b.wgs.assign((b.n + 127) / 128, WgState());
+    b.wg_retired.clear();
     b.protects.clear();
     blockIdx = bid;
     blockDim = L.block;
