@@ -270,6 +270,21 @@ def test_a_phase_completed_by_surplus_arrivals_lets_its_waiter_go_early() -> Non
         _probes()["handoff"]((1,), (64,), (np.zeros(32, np.float32), 2))
 
 
+def test_the_emulators_shared_memory_limit_is_the_courses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One source for a block's shared memory (tklab.course.limits): a launch may take all of it, not a byte more,
+    and a changed table changes the emulator's limit too."""
+    from tklab.course import limits
+
+    handoff, out = _probes()["handoff"], np.zeros(32, np.float32)
+    handoff((1,), (64,), (out, 32), shared_mem=limits.SHARED_OPTIN[90] - 1024)  # + its static shared memory
+    assert out[0] == 32.0
+    with pytest.raises(ValueError, match=f"more than a block can have on sm_90a \\({limits.SHARED_OPTIN[90]} B\\)"):
+        handoff((1,), (64,), (out, 32), shared_mem=limits.SHARED_OPTIN[90] + 1)
+    monkeypatch.setitem(limits.SHARED_OPTIN, 90, 100 * 1024)
+    with pytest.raises(ValueError, match=r"\(102400 B\)"):
+        handoff((1,), (64,), (out, 32), shared_mem=150 * 1024)
+
+
 # ---- the course's solutions, and the mistakes learners plant in them ------------------------------------------
 CH07 = (ROOT / "solutions" / "ch07_tma_ring.cu").read_text()
 CH08 = (ROOT / "solutions" / "ch08_wgmma.cu").read_text()
@@ -332,6 +347,17 @@ def test_ch08_waiting_once_after_the_loop_is_reported_when_the_stage_is_refilled
     msg = str(e.value)
     assert f"thread (0) wrote it at ch08_wgmma.cu:{_line(src, 'tma::load_async(stages[slot].a')}" in msg
     assert f"wgmma group that warpgroup 0 issued at ch08_wgmma.cu:{_line(src, 'warpgroup::mma_AB(acc')}" in msg
+
+
+def test_ch08_refilling_without_the_barrier_after_the_wait_is_reported() -> None:
+    """The leader's own warp has waited for the group, the other three warps' waits are not ordered before its
+    refill (each warp's wgmma.wait_group retires only its part): the barrier is what makes the refill safe."""
+    src = _planted(CH08, "\n        __syncthreads();  // every warp's products", "\n        // every warp's products")
+    with pytest.raises(emu.AsyncHazard) as e:
+        _ch08(src)
+    msg = str(e.value)
+    assert f"thread (0) wrote it at ch08_wgmma.cu:{_line(src, 'tma::load_async(stages[slot].a')}" in msg
+    assert re.search(r"wgmma\.wait_group at ch08_wgmma\.cu:\d+ .*of thread \((32|64|96)\)'s warp retired it", msg), msg
 
 
 def test_ch08_always_accumulating_adds_the_uninitialised_accumulator() -> None:

@@ -241,7 +241,8 @@ class EmuKernel:
                     cells[off:off + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
                     pointers[i] = cells.ctypes.data + off
                 nworkers = workers if workers is not None else 1  # one worker: the same error each run
-                flags = (1 if race else 0) | (2 if reverse else 0) | (TMA_ORDERS[tma_order] << 2)
+                flags = (1 if race else 0) | (2 if reverse else 0) | (TMA_ORDERS[tma_order] << 2) | \
+                    ((limit // 1024) << 8)  # the block's shared memory, in KB: the runtime's one source too
                 failed = rt.tkemu_launch(self._entry, ctypes.cast(pointers, ctypes.c_void_p), *g, *b, int(shared_mem),
                                          arch, int(nworkers), flags, float(time_limit))
                 for slot, orig, host in buffers:

@@ -219,6 +219,7 @@ struct Launch {
     bool race = true;
     bool reverse = false;
     int tma_order = ORDER_DELAYED;
+    uint32_t smem_limit = 0;  // usable shared bytes per block (tkemu_launch's flags >> 8, in KB)
     std::atomic<int> max_wgmma_groups{0};  // most committed, unretired wgmma groups of one warpgroup
     double deadline = 0;
     std::atomic<bool> failed{false};

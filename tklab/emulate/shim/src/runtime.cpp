@@ -889,7 +889,7 @@ static void run_block(Block& b, uint3 bid) {
     b.exited = 0;
     b.aborted = false;
     b.epoch = 0;
-    b.limit = L.arch >= 90 ? 227 * 1024 : 163 * 1024;
+    b.limit = std::min<uint32_t>(L.smem_limit ? L.smem_limit : (L.arch >= 90 ? 227 : 163) * 1024, 227 * 1024);
     b.dyn_bytes = L.dyn_smem;
     b.static_top = RESERVED + ((L.dyn_smem + 15) / 16) * 16;
     b.global_bottom = std::min<uint32_t>(RESERVED + b.limit, b.gbottom);
@@ -1180,6 +1180,7 @@ int tkemu_launch(void (*entry)(void* const*), void* const* args, unsigned gx, un
     L.race = flags & 1;
     L.reverse = flags & 2;
     L.tma_order = (flags >> 2) & 3;
+    L.smem_limit = uint32_t((flags >> 8) & 0x3ff) * 1024;  // KB, from tklab.course.limits (0: the arch's default)
     L.deadline = time_limit > 0 ? now() + time_limit : 0;
     g_launch = &L;
     {
