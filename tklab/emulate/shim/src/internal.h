@@ -121,6 +121,7 @@ struct Thread {
     bool latched = false;
     uint32_t latched_bar = 0;
     uint64_t latched_token = 0;
+    uint32_t latched_phase = 0;  // the barrier's completed phases when it was latched
     std::vector<uint32_t> latched_vc;
     uintptr_t acc_lo = 0, acc_hi = 0;  // where its pending wgmma accumulators lie (0, 0: none)
     bool in_wgmma = false;             // inside a wgmma asm statement: its own operand traffic is no touch
@@ -200,6 +201,7 @@ struct Block {
     std::vector<uint8_t> landed;   // ... and whether it has landed
     std::vector<WgState> wgs;      // per warpgroup
     std::vector<WgRetired> wg_retired;  // retired wgmma groups' waits (Shadow::wgr)
+    std::string phase_note;  // a barrier that ran phases ahead of a waiter: said with the block's race/async error
     // What each mbarrier hands back, as learnt: a thread waited on it, then issued a TMA load into these bytes.
     std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, uint32_t>>> protects;
     std::vector<uint32_t> vc;  // n x n vector clocks (race detection)

@@ -259,6 +259,7 @@ static void latch_waiters(Block& b, uint32_t addr, const MBar& m) {
         t.latched = true;
         t.latched_bar = addr;
         t.latched_token = t.wait_detail;
+        t.latched_phase = m.phase;
         t.latched_vc = m.vc_done;
     }
 }
@@ -412,6 +413,13 @@ bool ptx::mbar_wait(uint64_t addr, uint64_t token, bool parity, bool try_wait) {
     if (me.latched) {  // a phase this wait accepts completed while it polled (latch_waiters)
         me.latched = false;
         if (me.latched_bar == uint32_t(addr) && me.latched_token == token) {
+            if (m.phase > me.latched_phase && b.phase_note.empty())
+                b.phase_note = "mbarrier " + smem_desc(b, uint32_t(addr)) + " completed " +
+                               std::to_string(m.phase - me.latched_phase) + " more phase(s) after the one that let " +
+                               thread_desc(b, me.id) + " go" + pc_mark(me.pc) + ", before it looked again: it gets " +
+                               "more arrivals than the " + std::to_string(m.expected) + " it counts per phase (does " +
+                               "every thread arrive where one per warp should?), so a waiter can go after the first " +
+                               "few arrivals, or miss its phase and hang";
             vc_acquire(b, me.id, me.latched_vc);
             me.waited_bar = uint32_t(addr);
             return true;

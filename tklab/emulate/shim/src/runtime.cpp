@@ -161,7 +161,11 @@ static std::string allocs_json(const Block& b) {
 
 std::string error_json(const std::string& kind, const std::string& message) {
     Block* b = t_block;
-    std::string o = "{\"kind\": " + json_str(kind) + ", \"message\": " + json_str(message);
+    const bool note = b && !b->phase_note.empty() && (kind == "race" || kind == "async");
+    std::string o = "{\"kind\": " + json_str(kind) + ", \"message\": " +
+                    json_str(!note ? message
+                             : message + (message.ends_with('?') || message.ends_with('.') ? " " : ". ") + "Note: " +
+                                   b->phase_note);
     if (b) {
         o += ", \"block\": [" + std::to_string(b->bid.x) + ", " + std::to_string(b->bid.y) + ", " +
              std::to_string(b->bid.z) + "]";
@@ -918,6 +922,7 @@ static void run_block(Block& b, uint3 bid) {
     b.landed.clear();
     b.wgs.assign((b.n + 127) / 128, WgState());
     b.wg_retired.clear();
+    b.phase_note.clear();
     b.protects.clear();
     blockIdx = bid;
     blockDim = L.block;
