@@ -21,7 +21,7 @@ A kernel that is correct passes under all three; a grader runs it under more tha
 
 Public API: ``EmuModule``, ``EmuKernel`` (``__call__(grid, block, args, shared_mem=0, *, race=True,
 time_limit=60.0, workers=None, reverse=False, tma_order="delayed")``), ``LaunchResult`` (``warnings``,
-``output``, ``wgmma_max_in_flight``: the most wgmma groups one warpgroup had committed and not yet waited
+``output``, ``wgmma_max_in_flight``: the most wgmma groups one warp had committed and not yet waited
 for at once, over the launch -- 2 for a loop that overlaps two products), ``TMA_ORDERS``.
 """
 
@@ -76,8 +76,8 @@ def _runtime(path: Path) -> ctypes.CDLL:
 @dataclass
 class LaunchResult:
     """What the last launch left besides the arrays: warnings (e.g. reads of unwritten shared memory),
-    ``printf`` output, the TMA completion order it ran under, and the most wgmma groups one warpgroup had
-    in flight at once (committed, not yet retired by ``wgmma.wait_group``; 0 without wgmma)."""
+    ``printf`` output, the TMA completion order it ran under, and the most wgmma groups one warp had
+    in flight at once (committed, not yet retired by its ``wgmma.wait_group``; 0 without wgmma)."""
 
     warnings: list[str] = field(default_factory=list)
     output: str = ""

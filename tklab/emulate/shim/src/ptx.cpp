@@ -931,7 +931,11 @@ void ptx::wgmma_wait(int n) {
         for (WgGroup& g : ws.committed)
             if (g.index < committed - keep && !(g.retired & (1u << w)))
                 wgmma_retire(b, ws, g, w, first, b.threads[first].pc);
-        while (!ws.committed.empty() && ws.committed.front().retired == 0xf) ws.committed.pop_front();
+        // A group leaves once every warp retired it; an empty one (a commit with no wgmma: nothing to read or
+        // write) as soon as one warp did, so a warp that commits and waits alone does not pile them up.
+        while (!ws.committed.empty() && (ws.committed.front().retired == 0xf ||
+                                         (ws.committed.front().instrs == 0 && ws.committed.front().retired)))
+            ws.committed.pop_front();
         if (ws.pending_in_warp[w] == 0)
             for (int t = first; t < first + 32 && t < b.n; ++t) b.threads[t].acc_lo = b.threads[t].acc_hi = 0;
     });
