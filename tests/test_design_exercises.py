@@ -184,9 +184,7 @@ WS_MISTAKES = (
     extra("accumulate flag off by one (k > 1)", (W_MMA, W_MMA.replace("k > 0", "k > 1"))),
     extra("both consumers multiply the first half of A", (W_MMA, W_MMA.replace(".a[me]", ".a[0]"))),
     extra("every thread arrives on empty (the barrier counts warps)",
-         (W_RELEASE, "            arrive(pipe.empty[at.stage]);\n"),
-         cpu_gap="the emulator does not report arrivals beyond an mbarrier phase's count, and its schedule never "
-                 "lets the producer refill the stage early enough for the other consumer to read it"),
+         (W_RELEASE, "            arrive(pipe.empty[at.stage]);\n")),
 )
 WS_BENIGN = (
     edit("a smaller split that still fits (producer 24, consumers 240)",

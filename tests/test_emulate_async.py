@@ -9,6 +9,7 @@ run under every TMA completion order, and the planted mistakes learners make in 
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,8 @@ extern "C" __global__ void tma_store(const __grid_constant__ CUtensorMap map, in
 // One warpgroup: C = A B with wgmma, A and B written to shared memory by the threads.
 // mode 0: right; 1: no fence.proxy.async; 2: no wait before reading the accumulator; 3: always accumulate
 // (into an uninitialised accumulator); 4: two groups in flight, the older waited for with wait<1>;
-// 5: A overwritten while the group is pending.
+// 5: A overwritten while the group is pending; 6: A overwritten by thread 0 after its own warp's wait, with no
+// barrier (the other warps' waits are not ordered before it); 7: the same after a __syncthreads().
 extern "C" __global__ void wgmma_probe(const bf16* a, const bf16* b, float* c, int mode) {
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
@@ -88,8 +90,31 @@ extern "C" __global__ void wgmma_probe(const bf16* a, const bf16* b, float* c, i
     if (mode == 5 && threadIdx.x == 7) sa.data[0] = bf16(0.0f);  // OVERWRITE A
     if (mode == 4) warpgroup::mma_async_wait<1>(acc);
     else if (mode != 2) warpgroup::mma_async_wait<0>(acc);
+    if (mode == 7) __syncthreads();
+    if (mode >= 6 && threadIdx.x == 0) sa.data[0] = bf16(0.0f);  // OVERWRITE AFTER THE WAIT
     warpgroup::store(gl<float>(c, 64, 64), acc, {0, 0});
     if (mode == 4) warpgroup::mma_async_wait<0>(acc2);
+}
+
+// Warp 1's 32 lanes each write one float, then arrive on an mbarrier that counts `count` arrivals; thread 0
+// waits for its first phase, then reads all 32. count 32: right. count 2: the first phase completes after two
+// lanes (sixteen phases in all, so the parity flips back: a waiter may see phase 1 or miss it).
+extern "C" __global__ void handoff(float* out, int count) {
+    __shared__ mbarrier bar;
+    __shared__ float data[32];
+    if (threadIdx.x == 0) {
+        init_mbarrier(bar, count);
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+    if (threadIdx.x >= 32) {
+        data[threadIdx.x - 32] = float(threadIdx.x);
+        arrive(bar);
+    }
+    if (threadIdx.x == 0) {
+        wait(bar, 0);
+        for (int i = 0; i < 32; ++i) out[i] = data[i];  // READ
+    }
 }
 """
 TILE_SMEM = 2 * 64 * 64 * 4 + 1024
@@ -223,6 +248,44 @@ def test_overwriting_an_operand_of_a_pending_wgmma_group_is_reported() -> None:
     assert f"wgmma group that warpgroup 0 issued at probes.cu:{_line(PROBES, '// ISSUE')}" in msg
 
 
+def test_a_warps_wgmma_wait_retires_only_that_warps_part_of_the_group() -> None:
+    """wgmma.wait_group orders the warp that executes it: thread 0 may overwrite an operand after its own warp's
+    wait only once a barrier orders the other three warps' waits before it."""
+    with pytest.raises(emu.AsyncHazard) as e:
+        _wgmma(6)
+    msg = str(e.value)
+    assert f"thread (0) wrote it at probes.cu:{_line(PROBES, '// OVERWRITE AFTER THE WAIT')}" in msg
+    assert re.search(r"wgmma\.wait_group at probes\.cu:\d+ .*of thread \((32|64|96)\)'s warp retired it", msg), msg
+    c, want, _ = _wgmma(7)
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_phase_completed_by_surplus_arrivals_lets_its_waiter_go_early() -> None:
+    """A waiter may see the first phase its arrivals complete, even when later arrivals complete more phases
+    (and flip the parity back) before it looks again: then it reads what the late lanes had not yet handed over."""
+    out = np.zeros(32, np.float32)
+    _probes()["handoff"]((1,), (64,), (out, 32))
+    np.testing.assert_array_equal(out, np.arange(32, 64, dtype=np.float32))
+    with pytest.raises(emu.SharedRace, match=rf"thread \(0\) read it at probes\.cu:{_line(PROBES, '// READ')}.*"
+                       r"Note: mbarrier bar completed \d+ more phase\(s\) .* more arrivals than the 2 it counts"):
+        _probes()["handoff"]((1,), (64,), (np.zeros(32, np.float32), 2))
+
+
+def test_the_emulators_shared_memory_limit_is_the_courses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One source for a block's shared memory (tklab.course.limits): a launch may take all of it, not a byte more,
+    and a changed table changes the emulator's limit too."""
+    from tklab.course import limits
+
+    handoff, out = _probes()["handoff"], np.zeros(32, np.float32)
+    handoff((1,), (64,), (out, 32), shared_mem=limits.SHARED_OPTIN[90] - 1024)  # + its static shared memory
+    assert out[0] == 32.0
+    with pytest.raises(ValueError, match=f"more than a block can have on sm_90a \\({limits.SHARED_OPTIN[90]} B\\)"):
+        handoff((1,), (64,), (out, 32), shared_mem=limits.SHARED_OPTIN[90] + 1)
+    monkeypatch.setitem(limits.SHARED_OPTIN, 90, 100 * 1024)
+    with pytest.raises(ValueError, match=r"\(102400 B\)"):
+        handoff((1,), (64,), (out, 32), shared_mem=150 * 1024)
+
+
 # ---- the course's solutions, and the mistakes learners plant in them ------------------------------------------
 CH07 = (ROOT / "solutions" / "ch07_tma_ring.cu").read_text()
 CH08 = (ROOT / "solutions" / "ch08_wgmma.cu").read_text()
@@ -285,6 +348,17 @@ def test_ch08_waiting_once_after_the_loop_is_reported_when_the_stage_is_refilled
     msg = str(e.value)
     assert f"thread (0) wrote it at ch08_wgmma.cu:{_line(src, 'tma::load_async(stages[slot].a')}" in msg
     assert f"wgmma group that warpgroup 0 issued at ch08_wgmma.cu:{_line(src, 'warpgroup::mma_AB(acc')}" in msg
+
+
+def test_ch08_refilling_without_the_barrier_after_the_wait_is_reported() -> None:
+    """The leader's own warp has waited for the group, the other three warps' waits are not ordered before its
+    refill (each warp's wgmma.wait_group retires only its part): the barrier is what makes the refill safe."""
+    src = _planted(CH08, "\n        __syncthreads();  // every warp's products", "\n        // every warp's products")
+    with pytest.raises(emu.AsyncHazard) as e:
+        _ch08(src)
+    msg = str(e.value)
+    assert f"thread (0) wrote it at ch08_wgmma.cu:{_line(src, 'tma::load_async(stages[slot].a')}" in msg
+    assert re.search(r"wgmma\.wait_group at ch08_wgmma\.cu:\d+ .*of thread \((32|64|96)\)'s warp retired it", msg), msg
 
 
 def test_ch08_always_accumulating_adds_the_uninitialised_accumulator() -> None:

@@ -39,7 +39,9 @@ from . import rewrite
 from .toolchain import Compiler, find
 
 SHIM = Path(__file__).resolve().parent / "shim"
-VERSION = "2"  # bump when the generated code changes meaning (2: entries from before issue 24 may be poisoned)
+# Bump when the generated code changes meaning (2: entries from before issue 24 may be poisoned; 3: wgmma waits per
+# warp, mbarrier waiters that see a phase complete keep it).
+VERSION = "3"
 #: Seconds and bytes of address space one compiler call may use (``$TKLAB_EMU_COMPILE_SECONDS`` overrides).
 COMPILE_SECONDS = 120.0
 COMPILE_MEMORY = 4 << 30

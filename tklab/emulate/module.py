@@ -21,7 +21,7 @@ A kernel that is correct passes under all three; a grader runs it under more tha
 
 Public API: ``EmuModule``, ``EmuKernel`` (``__call__(grid, block, args, shared_mem=0, *, race=True,
 time_limit=60.0, workers=None, reverse=False, tma_order="delayed")``), ``LaunchResult`` (``warnings``,
-``output``, ``wgmma_max_in_flight``: the most wgmma groups one warpgroup had committed and not yet waited
+``output``, ``wgmma_max_in_flight``: the most wgmma groups one warp had committed and not yet waited
 for at once, over the launch -- 2 for a loop that overlaps two products), ``TMA_ORDERS``.
 """
 
@@ -47,7 +47,6 @@ from .tensormap import TensorMap
 
 _LOCK = threading.Lock()  # one launch at a time: the runtime's buffer slots are process-wide
 _SLOTS = 64
-_SMEM_LIMIT = {80: 163 * 1024, 90: 227 * 1024}
 #: When in-flight TMA loads land (see the module docstring), as the runtime numbers them.
 TMA_ORDERS = {"in_order": 0, "delayed": 1, "reversed": 2}
 
@@ -77,8 +76,8 @@ def _runtime(path: Path) -> ctypes.CDLL:
 @dataclass
 class LaunchResult:
     """What the last launch left besides the arrays: warnings (e.g. reads of unwritten shared memory),
-    ``printf`` output, the TMA completion order it ran under, and the most wgmma groups one warpgroup had
-    in flight at once (committed, not yet retired by ``wgmma.wait_group``; 0 without wgmma)."""
+    ``printf`` output, the TMA completion order it ran under, and the most wgmma groups one warp had
+    in flight at once (committed, not yet retired by its ``wgmma.wait_group``; 0 without wgmma)."""
 
     warnings: list[str] = field(default_factory=list)
     output: str = ""
@@ -195,7 +194,9 @@ class EmuKernel:
         n = len(self.param_sizes)
         check_count(self.name, self.params, n, len(args))
         arch = 90 if self.module.arch.startswith("sm_9") else 80
-        limit = _SMEM_LIMIT[arch]
+        from ..course.limits import SHARED_OPTIN  # one source for the per-block limits (here: no GPU's own)
+
+        limit = SHARED_OPTIN[arch]
         if shared_mem > limit:
             raise ValueError(f"{self.name}: {shared_mem} B of dynamic shared memory is more than a block can have "
                              f"on {self.module.arch} ({limit} B)")
@@ -240,7 +241,8 @@ class EmuKernel:
                     cells[off:off + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
                     pointers[i] = cells.ctypes.data + off
                 nworkers = workers if workers is not None else 1  # one worker: the same error each run
-                flags = (1 if race else 0) | (2 if reverse else 0) | (TMA_ORDERS[tma_order] << 2)
+                flags = (1 if race else 0) | (2 if reverse else 0) | (TMA_ORDERS[tma_order] << 2) | \
+                    ((limit // 1024) << 8)  # the block's shared memory, in KB: the runtime's one source too
                 failed = rt.tkemu_launch(self._entry, ctypes.cast(pointers, ctypes.c_void_p), *g, *b, int(shared_mem),
                                          arch, int(nworkers), flags, float(time_limit))
                 for slot, orig, host in buffers:

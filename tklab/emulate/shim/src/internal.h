@@ -61,6 +61,7 @@ struct TmaOp {
 struct AccSlot {
     void* ptr;
     uint32_t bits;
+    int warp;  // the warp of the warpgroup (0..3) whose thread holds it: that warp's wait_group retires it
 };
 /// A wgmma group (the wgmma.mma_async instructions between two commits) of one warpgroup.
 struct WgGroup {
@@ -70,6 +71,17 @@ struct WgGroup {
     uintptr_t pc = 0;             // its first instruction
     uint32_t seq = 0;
     int instrs = 0;
+    int index = 0;                // its place in the warpgroup's commit order (0: the first group committed)
+    uint8_t retired = 0;          // the warps (bit w) whose wgmma.wait_group has retired their part of it
+    uint32_t wait_clk[4] = {0, 0, 0, 0};  // each warp's first thread's clock at that wait ...
+    uintptr_t wait_pc[4] = {0, 0, 0, 0};  // ... and where it waited
+};
+/// A wgmma group whose every warp has retired it: a write to what it read must be ordered after all four
+/// waits (each warp's wait orders only that warp), not only after the last one.
+struct WgRetired {
+    uint16_t tid[4];   // each warp's first thread
+    uint32_t clk[4];   // its clock at the wait
+    uintptr_t pc[4];   // the wait
 };
 /// A warpgroup's wgmma groups in flight: the one being issued and the committed ones, oldest first.
 struct WgState {
@@ -78,6 +90,7 @@ struct WgState {
     std::unordered_map<void*, std::pair<uint32_t, uint32_t>> pending;  // accumulator -> (seq of its group, value)
     uint32_t next_seq = 1;
     int commits = 0;
+    int pending_in_warp[4] = {0, 0, 0, 0};  // entries of `pending` each warp holds
 };
 
 struct Thread {
@@ -101,6 +114,15 @@ struct Thread {
     int wgmma_commits = 0;   // wgmma.commit_group executed by this thread
     uint32_t fence_clk = 0;  // its clock at its last fence.proxy.async (0: never)
     uint32_t waited_bar = UINT32_MAX;  // the mbarrier its last successful wait was on
+    // An mbarrier wait that saw a phase complete while it polled (wait_addr/wait_detail, parity or not): the
+    // hardware's wait may return at that moment even if later arrivals complete further phases before the
+    // thread looks again, so the answer is kept (with that phase's clocks) for its next poll.
+    bool wait_parity = false;
+    bool latched = false;
+    uint32_t latched_bar = 0;
+    uint64_t latched_token = 0;
+    uint32_t latched_phase = 0;  // the barrier's completed phases when it was latched
+    std::vector<uint32_t> latched_vc;
     uintptr_t acc_lo = 0, acc_hi = 0;  // where its pending wgmma accumulators lie (0, 0: none)
     bool in_wgmma = false;             // inside a wgmma asm statement: its own operand traffic is no touch
     int red_pred = 0;
@@ -149,7 +171,7 @@ struct Shadow {
     uint32_t wclk, rclk;
     uint8_t flags;   // SH_*
     uint8_t areads;  // asynchronous readers in flight (wgmma groups, TMA stores): a write now is a hazard
-    uint16_t pend;   // SH_PENDING: the Block::inflight index of the load
+    uint16_t wgr;    // SH_WGMMA_READ: the Block::wg_retired record of the group that read it (NONE: none)
     uintptr_t wpc, rpc;
 };
 
@@ -178,6 +200,8 @@ struct Block {
     std::vector<TmaOp> inflight;   // every TMA load issued in this block, in issue order
     std::vector<uint8_t> landed;   // ... and whether it has landed
     std::vector<WgState> wgs;      // per warpgroup
+    std::vector<WgRetired> wg_retired;  // retired wgmma groups' waits (Shadow::wgr)
+    std::string phase_note;  // a barrier that ran phases ahead of a waiter: said with the block's race/async error
     // What each mbarrier hands back, as learnt: a thread waited on it, then issued a TMA load into these bytes.
     std::unordered_map<uint32_t, std::vector<std::pair<uint32_t, uint32_t>>> protects;
     std::vector<uint32_t> vc;  // n x n vector clocks (race detection)
@@ -197,6 +221,7 @@ struct Launch {
     bool race = true;
     bool reverse = false;
     int tma_order = ORDER_DELAYED;
+    uint32_t smem_limit = 0;  // usable shared bytes per block (tkemu_launch's flags >> 8, in KB)
     std::atomic<int> max_wgmma_groups{0};  // most committed, unretired wgmma groups of one warpgroup
     double deadline = 0;
     std::atomic<bool> failed{false};

@@ -256,6 +256,25 @@ static bool in_flight(const Block& b, const MBar& m) {
     return false;
 }
 
+static const char* const MBAR_WAIT = "an mbarrier wait";  // a polling thread's wait_what
+
+/// Phase `m.phase` has just completed: every thread polling on this barrier whose wait it satisfies may see
+/// it now, whatever later arrivals do before that thread looks again (they may complete the next phase too and
+/// flip the parity back: more arrivals than the barrier counts). Its next poll returns true with this phase's
+/// clocks -- the earliest answer the hardware can give, and the one that orders least.
+static void latch_waiters(Block& b, uint32_t addr, const MBar& m) {
+    for (Thread& t : b.threads) {
+        if (t.state != POLLING || t.wait_what != MBAR_WAIT || t.wait_addr != addr || t.latched) continue;
+        const bool done = t.wait_parity ? (m.phase & 1u) != (t.wait_detail & 1u) : uint32_t(t.wait_detail) != m.phase;
+        if (!done) continue;
+        t.latched = true;
+        t.latched_bar = addr;
+        t.latched_token = t.wait_detail;
+        t.latched_phase = m.phase;
+        t.latched_vc = m.vc_done;
+    }
+}
+
 static void mbar_progress(Block& b, uint32_t addr, MBar& m) {
     if (b.launch->tma_order == ORDER_IN_ORDER && m.pending == 0)  // loads land as soon as their phase is armed
         for (size_t k = 0; k < m.queued.size(); ++k)
@@ -267,6 +286,7 @@ static void mbar_progress(Block& b, uint32_t addr, MBar& m) {
         m.vc_done = m.vc_phase;
         m.vc_phase.clear();
         std::erase_if(m.queued, [&](uint32_t i) { return b.landed[i] != 0; });
+        latch_waiters(b, addr, m);
         b.epoch++;
     } else if (m.pending == 0 && m.tx < 0) {
         fail("invalid", "mbarrier %s received %lld more transaction bytes than were announced with expect_tx",
@@ -345,7 +365,9 @@ static void release_check(Block& b, uint32_t bar) {
     auto pit = b.protects.find(bar);
     if (pit == b.protects.end() || size_t(b.cur->id / 128) >= b.wgs.size()) return;
     const WgState& ws = b.wgs[b.cur->id / 128];
+    const uint8_t mine = uint8_t(1u << ((b.cur->id % 128) / 32));
     auto check = [&](const WgGroup& g) {
+        if (g.retired & mine) return;  // this warp waited for it (other warps' parts: their own arrives)
         for (const auto& s : g.spans)
             for (const auto& p : pit->second)
                 if (s.first <= p.second && p.first <= s.second) {
@@ -400,6 +422,22 @@ bool ptx::mbar_wait(uint64_t addr, uint64_t token, bool parity, bool try_wait) {
     TKEMU_ENTER();
     Block& b = *t_block;
     MBar& m = mbar_get(b, addr, try_wait ? "mbarrier.try_wait" : "mbarrier.test_wait");
+    Thread& me = *b.cur;
+    if (me.latched) {  // a phase this wait accepts completed while it polled (latch_waiters)
+        me.latched = false;
+        if (me.latched_bar == uint32_t(addr) && me.latched_token == token) {
+            if (m.phase > me.latched_phase && b.phase_note.empty())
+                b.phase_note = "mbarrier " + smem_desc(b, uint32_t(addr)) + " completed " +
+                               std::to_string(m.phase - me.latched_phase) + " more phase(s) after the one that let " +
+                               thread_desc(b, me.id) + " go" + pc_mark(me.pc) + ", before it looked again: it gets " +
+                               "more arrivals than the " + std::to_string(m.expected) + " it counts per phase (does " +
+                               "every thread arrive where one per warp should?), so a waiter can go after the first " +
+                               "few arrivals, or miss its phase and hang";
+            vc_acquire(b, me.id, me.latched_vc);
+            me.waited_bar = uint32_t(addr);
+            return true;
+        }
+    }
     auto complete = [&] { return parity ? (m.phase & 1u) != (token & 1u) : uint32_t(token) != m.phase; };
     bool done = complete();
     if (!done && m.pending == 0 && force_land(b, m)) done = complete();
@@ -412,7 +450,8 @@ bool ptx::mbar_wait(uint64_t addr, uint64_t token, bool parity, bool try_wait) {
     Thread& t = *b.cur;
     if (t.last_fail_epoch == b.epoch) t.idle_polls++;
     else { t.idle_polls = 0; t.last_fail_epoch = b.epoch; }
-    block_current(POLLING, "an mbarrier wait", addr, token);  // the others run; then "not yet" is the answer
+    t.wait_parity = parity;
+    block_current(POLLING, MBAR_WAIT, addr, token);  // the others run; then "not yet" is the answer
     return false;
 }
 
@@ -796,9 +835,10 @@ void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, void
                 }
                 if (it == ws.pending.end()) {
                     ws.pending.emplace(p, std::make_pair(group.seq, bits));
-                    group.acc.push_back({p, 0});
+                    ws.pending_in_warp[w]++;
+                    group.acc.push_back({p, 0, w});
                 } else {
-                    if (it->second.first != group.seq) group.acc.push_back({p, 0});
+                    if (it->second.first != group.seq) group.acc.push_back({p, 0, w});
                     it->second = {group.seq, bits};
                 }
                 *x->d[i] = POISON32;
@@ -846,36 +886,55 @@ void ptx::wgmma_commit() {
         trace_wgmma_commit(b, t.id, t.wgmma_commits, ws.open.seq);
     }
     if (t.wgmma_commits++ == ws.commits) {  // the warpgroup's first thread to commit closes the group
+        ws.open.index = ws.commits;
         ws.committed.push_back(std::move(ws.open));
         ws.open = WgGroup();
         ws.commits++;
-        int busy = 0;
-        for (const WgGroup& g : ws.committed) busy += g.instrs > 0;
+        const uint8_t mine = uint8_t(1u << ((t.id % 128) / 32));
+        int busy = 0;  // groups this thread's warp has not retired
+        for (const WgGroup& g : ws.committed) busy += g.instrs > 0 && !(g.retired & mine);
         int seen = b.launch->max_wgmma_groups.load();
         while (busy > seen && !b.launch->max_wgmma_groups.compare_exchange_weak(seen, busy)) {
         }
     }
 }
 
-/// The group is done: its accumulators get their values; its operands are free. Its reads are recorded now
-/// (as the warpgroup's first thread's, at the wait): a write that is not ordered after this wait races with them.
-static void wgmma_retire(Block& b, WgState& ws, const WgGroup& g, int first, uintptr_t wait_pc) {
+/// Warp w's part of the group is done (wgmma.wait_group orders only the warp that executes it): its threads'
+/// accumulators get their values. The group's shared operands stay "being read" until every warp of the
+/// warpgroup has retired its part; then its reads are recorded (as the first thread's of the warp that
+/// retired it last, at its wait): a write that is not ordered after that wait races with them.
+static void wgmma_retire(Block& b, WgState& ws, WgGroup& g, int w, int first, uintptr_t wait_pc) {
     if (g_trace_on) trace_wgmma_retire(b, first, g.seq, wait_pc);
     for (const AccSlot& a : g.acc) {
+        if (a.warp != w) continue;
         auto it = ws.pending.find(a.ptr);
         if (it == ws.pending.end() || it->second.first != g.seq) continue;  // a later group owns it now
         std::memcpy(a.ptr, &it->second.second, 4);
         ws.pending.erase(it);
+        ws.pending_in_warp[w]--;
     }
-    if (!b.race) return;
+    g.retired |= uint8_t(1u << w);
+    g.wait_clk[w] = clock_of(b, first);
+    g.wait_pc[w] = wait_pc;
+    if (g.retired != 0xf || !b.race) return;
     for (uint32_t a : g.reads)
         for (uint32_t k = 0; k < 2; ++k)
             if (b.shadow[a + k].areads) b.shadow[a + k].areads--;
+    uint16_t rec = NONE;
+    if (b.wg_retired.size() < NONE) {
+        rec = uint16_t(b.wg_retired.size());
+        const int wg0 = (first / 128) * 128;
+        WgRetired r{};
+        for (int k = 0; k < 4; ++k) r.tid[k] = uint16_t(wg0 + 32 * k), r.clk[k] = g.wait_clk[k], r.pc[k] = g.wait_pc[k];
+        b.wg_retired.push_back(r);
+    }
     const uint32_t clk = clock_of(b, first);
     for (uint32_t a : g.reads) {
         shadow_access(b, first, clk, a, 2, false, wait_pc, "");
-        b.shadow[a].flags |= SH_WGMMA_READ;
-        b.shadow[a + 1].flags |= SH_WGMMA_READ;
+        for (uint32_t k = 0; k < 2; ++k) {
+            b.shadow[a + k].flags |= SH_WGMMA_READ;
+            b.shadow[a + k].wgr = rec;
+        }
     }
 }
 
@@ -883,17 +942,23 @@ void ptx::wgmma_wait(int n) {
     TKEMU_ENTER();
     Block& blk = *t_block;
     if (n < 0 || n > 7) fail("invalid", "wgmma.wait_group %d: N is 0..7", n);
-    collective(128, 21, "wgmma.wait_group", 0xffffffffu, &n, [](Block& b, Rendezvous& rv) {
-        const int first = (b.cur->id / 128) * 128;
+    // wgmma.wait_group is .sync.aligned: the warp's 32 lanes execute it together, and it waits for the groups
+    // *this warp* committed -- not for the other three warps, which may not even have reached their wait.
+    collective(32, 21, "wgmma.wait_group", 0xffffffffu, &n, [](Block& b, Rendezvous& rv) {
+        const int first = (b.cur->id / 32) * 32, w = (first % 128) / 32;
         const int keep = *static_cast<int*>(rv.data[0]);
         WgState& ws = b.wgs[first / 128];
-        while (int(ws.committed.size()) > keep) {
-            const WgGroup g = std::move(ws.committed.front());
+        const int committed = b.threads[first].wgmma_commits;  // by this warp (its lanes commit together)
+        for (WgGroup& g : ws.committed)
+            if (g.index < committed - keep && !(g.retired & (1u << w)))
+                wgmma_retire(b, ws, g, w, first, b.threads[first].pc);
+        // A group leaves once every warp retired it; an empty one (a commit with no wgmma: nothing to read or
+        // write) as soon as one warp did, so a warp that commits and waits alone does not pile them up.
+        while (!ws.committed.empty() && (ws.committed.front().retired == 0xf ||
+                                         (ws.committed.front().instrs == 0 && ws.committed.front().retired)))
             ws.committed.pop_front();
-            wgmma_retire(b, ws, g, first, b.threads[first].pc);
-        }
-        if (ws.pending.empty())
-            for (int t = first; t < first + 128 && t < b.n; ++t) b.threads[t].acc_lo = b.threads[t].acc_hi = 0;
+        if (ws.pending_in_warp[w] == 0)
+            for (int t = first; t < first + 32 && t < b.n; ++t) b.threads[t].acc_lo = b.threads[t].acc_hi = 0;
     });
     (void)blk;
 }

@@ -161,7 +161,11 @@ static std::string allocs_json(const Block& b) {
 
 std::string error_json(const std::string& kind, const std::string& message) {
     Block* b = t_block;
-    std::string o = "{\"kind\": " + json_str(kind) + ", \"message\": " + json_str(message);
+    const bool note = b && !b->phase_note.empty() && (kind == "race" || kind == "async");
+    std::string o = "{\"kind\": " + json_str(kind) + ", \"message\": " +
+                    json_str(!note ? message
+                             : message + (message.ends_with('?') || message.ends_with('.') ? " " : ". ") + "Note: " +
+                                   b->phase_note);
     if (b) {
         o += ", \"block\": [" + std::to_string(b->bid.x) + ", " + std::to_string(b->bid.y) + ", " +
              std::to_string(b->bid.z) + "]";
@@ -639,19 +643,26 @@ void shadow_access(Block& b, int t, uint32_t clk, uint32_t addr, uint32_t bytes,
         int other = -1;
         bool other_write = false;
         uintptr_t other_pc = 0;
-        if (s.wtid != NONE && s.wtid != t && vct[s.wtid] < s.wclk) {
+        if (write && (s.flags & SH_WGMMA_READ) && s.wgr != NONE) {  // after every warp's wait, not only the last
+            const WgRetired& r = b.wg_retired[s.wgr];
+            for (int w = 0; w < 4 && other < 0; ++w)
+                if (r.tid[w] != t && vct[r.tid[w]] < r.clk[w]) other = r.tid[w], other_pc = r.pc[w];
+        }
+        if (other < 0 && s.wtid != NONE && s.wtid != t && vct[s.wtid] < s.wclk) {
             other = s.wtid; other_write = true; other_pc = s.wpc;
-        } else if (write && s.rtid != NONE && s.rtid != t && vct[s.rtid] < s.rclk) {
+        } else if (other < 0 && write && s.rtid != NONE && s.rtid != t && vct[s.rtid] < s.rclk) {
             other = s.rtid; other_write = false; other_pc = s.rpc;
         }
         if (other >= 0 && !other_write && (s.flags & SH_WGMMA_READ)) {
             const std::string msg =
                 "asynchronous hazard (write-after-read) on " + smem_desc(b, addr + i) + " in " + block_desc(b) + ": " +
-                "a wgmma group of " + thread_desc(b, other) + "'s warpgroup read it until the wgmma.wait_group that "
-                "retired it" + pc_mark(other_pc) + ", and " + thread_desc(b, t) + " wrote it" + pc_mark(pc) +
+                "a wgmma group read it until the wgmma.wait_group" + pc_mark(other_pc) + " of " +
+                thread_desc(b, other) + "'s warp retired it (each warp's wait retires only that warp's part of the "
+                "group), and " + thread_desc(b, t) + " wrote it" + pc_mark(pc) +
                 (what && *what ? std::string(" (") + what + ")" : std::string()) +
                 " with nothing ordering that wait before the write: was the stage handed back (mbarrier arrive / "
-                "release) before the wgmma group that reads it was waited for?";
+                "release) or refilled before every warp's wgmma group that reads it was waited for (a __syncthreads() "
+                "or one arrive per warp after the wait)?";
             fail_json(error_json("async", msg));
         }
         if (other >= 0) {
@@ -886,7 +897,7 @@ static void run_block(Block& b, uint3 bid) {
     b.exited = 0;
     b.aborted = false;
     b.epoch = 0;
-    b.limit = L.arch >= 90 ? 227 * 1024 : 163 * 1024;
+    b.limit = std::min<uint32_t>(L.smem_limit ? L.smem_limit : (L.arch >= 90 ? 227 : 163) * 1024, 227 * 1024);
     b.dyn_bytes = L.dyn_smem;
     b.static_top = RESERVED + ((L.dyn_smem + 15) / 16) * 16;
     b.global_bottom = std::min<uint32_t>(RESERVED + b.limit, b.gbottom);
@@ -908,12 +919,14 @@ static void run_block(Block& b, uint3 bid) {
     if (b.race) {
         b.vc.assign(size_t(b.n) * b.n, 0);
         for (int t = 0; t < b.n; ++t) b.vc[size_t(t) * b.n + t] = 1;
-        const Shadow clean{NONE, NONE, 0, 0, 0, 0, 0, 0, 0};
+        const Shadow clean{NONE, NONE, 0, 0, 0, 0, NONE, 0, 0};
         std::fill(b.shadow, b.shadow + RESERVED + b.limit, clean);
     }
     b.inflight.clear();
     b.landed.clear();
     b.wgs.assign((b.n + 127) / 128, WgState());
+    b.wg_retired.clear();
+    b.phase_note.clear();
     b.protects.clear();
     blockIdx = bid;
     blockDim = L.block;
@@ -1178,6 +1191,7 @@ int tkemu_launch(void (*entry)(void* const*), void* const* args, unsigned gx, un
     L.race = flags & 1;
     L.reverse = flags & 2;
     L.tma_order = (flags >> 2) & 3;
+    L.smem_limit = uint32_t((flags >> 8) & 0x3ff) * 1024;  // KB, from tklab.course.limits (0: the arch's default)
     L.deadline = time_limit > 0 ? now() + time_limit : 0;
     g_launch = &L;
     if (g_trace_on) trace_launch_begin(L);
