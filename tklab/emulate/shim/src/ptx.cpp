@@ -433,6 +433,7 @@ bool ptx::mbar_wait(uint64_t addr, uint64_t token, bool parity, bool try_wait) {
                                "more arrivals than the " + std::to_string(m.expected) + " it counts per phase (does " +
                                "every thread arrive where one per warp should?), so a waiter can go after the first " +
                                "few arrivals, or miss its phase and hang";
+            if (g_trace_on) trace_mbar_wait(b, uint32_t(addr), token);
             vc_acquire(b, me.id, me.latched_vc);
             me.waited_bar = uint32_t(addr);
             return true;

@@ -380,6 +380,8 @@ void trace_wgmma_commit(Block& b, int t, int k, uint32_t seq) {
     }
 }
 
+/// ``first`` is the first thread of the warp whose wgmma.wait_group retired its part of group ``seq`` (each warp
+/// retires its own part: see wgmma_retire in ptx.cpp), so the event lands on that warp's timeline.
 void trace_wgmma_retire(Block& b, int first, uint32_t seq, uintptr_t pc) {
     if (!t_tr.on) return;
     WgTrace& w = t_tr.wgs[size_t(first / 128)];
@@ -387,7 +389,7 @@ void trace_wgmma_retire(Block& b, int first, uint32_t seq, uintptr_t pc) {
     const uint64_t done = it == w.done.end() ? 0 : it->second;
     std::lock_guard<std::mutex> lock(g_mu);
     note_pc(pc, false);
-    for (int t = first; t < first + 128 && t < b.n; ++t) {
+    for (int t = first; t < first + 32 && t < b.n; ++t) {
         const uint64_t start = clk(b, t);
         clk(b, t) = std::max(start, done);
         if (t % 32 == 0) event(b, t, EV_WG_RETIRE, std::max(start, done), std::max(start, done), int64_t(seq), pc);
