@@ -52,14 +52,18 @@ __device__ inline void sync() {
 }
 
 /// Count one arrival on the barrier at the same place as `bar`, in the shared memory of block `cta` of
-/// this cluster (mapa turns our address into that block's). `.release.cluster`: this thread's earlier
-/// reads of shared memory are ordered before the arrival as the other block observes it (without the
-/// qualifiers mbarrier.arrive is a release at CTA scope only: PTX ISA, mbarrier.arrive, default .scope).
+/// this cluster (mapa turns our address into that block's). A plain arrive: a release at CTA scope (the PTX
+/// default). What it hands back is a stage whose only readers were this warp's wgmma groups, retired by
+/// wgmma.wait_group before the call, so no read of it is outstanding when the arrival leaves. The strict
+/// memory-model form, `mbarrier.arrive.release.cluster`, also orders this thread's accesses for the other
+/// block -- and measured 35 % slower on the H200 (chapter 08 step 5 at 4096^3: 462-469 vs 700-713 TFLOP/s,
+/// 2026-12-01, bench/results/gpu-session_2026-12-01_session5.md): a cluster-scope fence on every release.
+/// CUTLASS's cluster barrier uses the plain form too.
 __device__ inline void arrive_remote(mbarrier& bar, int cta) {
     asm volatile(
         "{\n .reg .b32 remote;\n"
         " mapa.shared::cluster.u32 remote, %0, %1;\n"
-        " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n"
+        " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
         ::"r"(smem_u32(&bar)), "r"(cta)
         : "memory");
 }
