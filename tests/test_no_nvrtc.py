@@ -135,6 +135,35 @@ def test_the_doctor_names_the_path_and_passes(no_nvrtc: None, monkeypatch, capsy
     assert "08 wgmma gemm" in out and "emulated on the CPU (compile/SASS cells need NVRTC)" in out
 
 
+def test_the_doctor_on_a_mac_names_its_path_the_emulator_s_clang_and_no_pip_advice(no_nvrtc, monkeypatch,
+                                                                                   capsys) -> None:
+    """``make doctor`` on a Mac (sys.platform faked: the emulator's own probe is a stand-in, since building it for
+    macOS on Linux cannot link): the path is named a Mac's, the emulator's compiler is said, nothing advises
+    installing CUDA wheels that do not exist there, and the exit status is 0."""
+    import sys
+
+    from tklab.course import doctor as doc
+    from tklab.course import where
+
+    clang = "/usr/bin/clang++ (Apple clang version 15.0.0 (clang-1500.3.9.4))"
+    monkeypatch.setattr(doc, "_simulator", lambda: "skipped in this test")
+    monkeypatch.setattr(doc, "_emulator", lambda: f"{clang}: CUDA kernels run on the CPU (0.1 s for a first kernel)")
+    monkeypatch.setattr(where, "_compiler", lambda: clang)
+    monkeypatch.setitem(sys.modules, "cupy", None)  # as on a Mac: not installed
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert doc.main([]) == 0
+    out = capsys.readouterr().out
+    assert "This machine's path: CPU without NVRTC, a Mac (no NVIDIA GPU;" in out
+    assert f"- CUDA exercises: checked on the CPU emulator, built with {clang}" in out
+    assert "CPU path (compile, inspect, models, widgets, simulator): without NVRTC on a Mac" in out
+    assert "CuPy drives NVIDIA GPUs, which macOS has none of" in out and "pip install cupy" not in out
+    assert "08 wgmma gemm" in out and "emulated on the CPU (compile/SASS cells need NVRTC)" in out
+    # without a compiler the Mac is told how to get Apple's
+    lines = "\n".join(where.table(where.MachinePath.CPU_ONLY, emulator=False, platform="darwin"))
+    assert "xcode-select --install" in lines and "not run here (no working CPU emulator)" in lines
+    assert "a Mac" not in "\n".join(where.table(where.MachinePath.CPU_ONLY, platform="linux"))
+
+
 def test_wheels_without_a_macos_build_are_left_out_there() -> None:
     from packaging.requirements import Requirement
 
