@@ -177,3 +177,40 @@ def test_wheels_without_a_macos_build_are_left_out_there() -> None:
                   "nvidia-cuda-nvdisasm", "nvidia-cuda-cuobjdump", "numba-cuda", "cupy-cuda13x"}
     assert not on_mac & linux_only and linux_only <= on_linux
     assert {"numpy", "numba", "cuda-pathfinder", "ipywidgets"} <= on_mac
+
+
+def test_make_on_a_mac_installs_no_nvidia_wheel(tmp_path: Path) -> None:
+    """``make lab``/``make test``'s install step as a Mac runs it (``uname -s`` answers Darwin): the workbook and
+    its dev extras only, no CuPy or numba-cuda (no macOS wheels), and none of the extras names a CUDA wheel."""
+    import shutil
+    import subprocess
+
+    from packaging.requirements import Requirement
+
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "uname").write_text("#!/bin/sh\necho Darwin\n")
+    (fake / "uname").chmod(0o755)
+    venv = tmp_path / "venv"
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def planned(path_env: dict[str, str]) -> str:
+        return subprocess.run(["make", "-n", "-B", f"{venv}/.installed", f"VENV={venv}"], cwd=ROOT, env=path_env,
+                              capture_output=True, text=True, check=True).stdout
+
+    on_mac = planned(env)
+    install = next(ln for ln in on_mac.splitlines() if "-e '.[dev]'" in ln)
+    assert install.rstrip().endswith("-e '.[dev]'"), install  # nothing after it: no GPU packages
+    assert "cupy" not in on_mac and "numba-cuda" not in on_mac and "nvidia" not in on_mac
+    on_linux = planned({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    if subprocess.run(["uname", "-s"], capture_output=True, text=True).stdout.strip() == "Linux":
+        assert "cupy-cuda13x" in on_linux  # (the fake is what made the difference)
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    mac = {"sys_platform": "darwin", "platform_system": "Darwin", "extra": ""}
+    for name in ("lab", "dev", "classroom"):
+        for r in map(Requirement, extras[name]):
+            if r.marker is None or r.marker.evaluate(mac):
+                assert not r.name.startswith(("nvidia-", "cuda-", "cupy")) and r.name != "numba-cuda", (name, r)
