@@ -5,8 +5,9 @@
 2. clang's instrumentation for a Mac target (``--target=arm64-apple-macos``, Mach-O objects) asks for exactly
    the callbacks the runtime provides, under the names the symbol check reads there.
 3. ``TKLAB_EMU_PORTABLE=1`` runs Linux on the Mac's code path (SIGUSR2 watchdog, ``_XOPEN_SOURCE`` build, link by
-   path, ``nm -g``, memory watched instead of ``RLIMIT_AS``, clang when installed): a watchdog stop and a whole
-   emulated check go through it. What stays unproven (Mach-O linking, Apple's ucontext) is in docs/ARCHITECTURE.md.
+   path, ``nm -g``, memory watched instead of ``RLIMIT_AS``, clang and libc++ when installed): a watchdog stop and a
+   whole emulated check go through it. What stays unproven (Mach-O linking, Apple's ucontext) is in
+   docs/ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def test_each_platform_s_flags_signal_and_limits() -> None:
     assert hostos.nm_command(LINUX, undefined=False) == ["nm", "-D", "--defined-only"]
     assert [hostos.memory_limit(h) for h in (LINUX, MAC, PORTABLE)] == ["rlimit", "watch", "watch"]
     assert [hostos.prefers_clang(h) for h in (LINUX, MAC, PORTABLE)] == [False, True, True]
+    assert hostos.stdlib(PORTABLE, "clang", libcxx=True) == ["-stdlib=libc++"]  # the Mac's library, where installed
+    assert hostos.stdlib(PORTABLE, "clang", libcxx=False) == hostos.stdlib(PORTABLE, "gcc", libcxx=True) == []
+    assert hostos.stdlib(MAC, "clang", libcxx=True) == [] == hostos.stdlib(LINUX, "clang", libcxx=True)  # defaults
 
 
 def test_symbol_names_as_each_platform_prints_them() -> None:
@@ -154,6 +158,7 @@ def test_portable_mode_builds_with_the_mac_s_choices_and_its_watchdog_stops_a_lo
     cc = toolchain.find()
     if shutil.which("clang++"):
         assert cc.family == "clang"  # as on a Mac
+        assert build._stdlib(cc, hostos.current()) == (["-stdlib=libc++"] if build._has_libcxx(cc) else [])
     src = 'extern "C" __global__ void k(int* x) {\n  int i = 0;\n  while (x[0] == 0) { i++; }\n  x[1] = i;\n}\n'
     mod = emu.compile(src, name="spin.cu")
     lib = build.runtime_library(cc)

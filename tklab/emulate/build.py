@@ -206,9 +206,26 @@ def _check_symbols(module: Path, runtime: Path, program: str, host: hostos.Host 
                                     program)
 
 
+@functools.cache
+def _has_libcxx(cc: Compiler) -> bool:
+    """Can ``cc`` compile against libc++ (``-stdlib=libc++``: a Mac's standard library)?"""
+    try:
+        out = subprocess.run([*cc.argv, "-stdlib=libc++", "-std=c++20", "-x", "c++", "-fsyntax-only", "-"],
+                             input="#include <thread>\n#include <string>\n", capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0
+
+
+def _stdlib(cc: Compiler, host: hostos.Host) -> list[str]:
+    wanted = host.portable and not host.darwin and cc.family == "clang"
+    return hostos.stdlib(host, cc.family, wanted and _has_libcxx(cc))
+
+
 def _flags(cc: Compiler) -> list[str]:
+    host = hostos.current()
     base = ["-std=c++20", "-O1", "-fPIC", "-w", "-fno-omit-frame-pointer", "-fsanitize=thread",
-            *hostos.defines(hostos.current())]
+            *hostos.defines(host), *_stdlib(cc, host)]
     if _accepts(cc, "-ftrivial-auto-var-init=pattern"):  # uninitialised locals (register tiles, accumulators)
         base.append("-ftrivial-auto-var-init=pattern")  # start as garbage, as registers do on a GPU
     if cc.family == "clang":
@@ -233,7 +250,7 @@ def runtime_library(cc: Compiler | None = None) -> Path:
     if not out.exists():
         with tempfile.TemporaryDirectory(dir=_root()) as tmp:
             lib = Path(tmp) / out.name
-            _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-w", *hostos.defines(host),
+            _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-w", *hostos.defines(host), *_stdlib(cc, host),
                   *hostos.runtime_link(host, out.name), "-o", str(lib), str(SHIM / "src" / "runtime.cpp"),
                   str(SHIM / "src" / "ptx.cpp"), "-lpthread", "-ldl"],
                  "building the emulator runtime", "the emulator runtime")
@@ -242,7 +259,8 @@ def runtime_library(cc: Compiler | None = None) -> Path:
 
 
 def _runtime_key(cc: Compiler, host: hostos.Host) -> str:
-    return _digest(VERSION, cc.description, " ".join(hostos.defines(host)), _tree_digest(SHIM / "src"),
+    return _digest(VERSION, cc.description, " ".join([*hostos.defines(host), *_stdlib(cc, host)]),
+                   _tree_digest(SHIM / "src"),
                    _tree_digest(SHIM / "include"))
 
 
@@ -343,7 +361,8 @@ def build(source: str, *, arch: str = COURSE_ARCH, name: str = "kernel.cu", opti
         _run([*cc.argv, *_flags(cc), "-c", "-I", str(pch_dir), "-I", str(SHIM / "include"), *pch_args,
               "-x", "c++", str(cpp), "-o", str(obj)], "compiling", program)
         # Linked without -fsanitize: the instrumentation's callbacks are the emulator runtime's, not libtsan's.
-        _run([*cc.argv, "-o", str(staged / "module.so"), str(obj), *hostos.module_link(host, staged / lib.name)],
+        _run([*cc.argv, *_stdlib(cc, host), "-o", str(staged / "module.so"), str(obj),
+              *hostos.module_link(host, staged / lib.name)],
              "linking", program)
         _check_symbols(staged / "module.so", staged / lib.name, program, host)
         (staged / "module.json").write_text(json.dumps({"kernels": rw.kernels, "unsupported": rw.unsupported}))

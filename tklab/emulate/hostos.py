@@ -8,12 +8,12 @@ every C symbol, real-time signals (macOS has none: the watchdog uses ``SIGUSR2``
 but does not enforce (a compiler's memory is watched instead).
 
 ``TKLAB_EMU_PORTABLE=1`` puts Linux on the Mac's path wherever Linux allows it (the watchdog signal, the
-``_XOPEN_SOURCE`` build, linking the runtime by its path, ``nm -g``, the watched memory limit, clang when
-installed), so the code a Mac runs is exercised here; only the Mach-O flags themselves cannot be.
+``_XOPEN_SOURCE`` build, linking the runtime by its path, ``nm -g``, the watched memory limit, clang and its
+libc++ when installed), so the code a Mac runs is exercised here; only the Mach-O flags themselves cannot be.
 
 Public API: ``Host``, ``current()``, ``defines(host)``, ``watchdog_signal(host)``, ``runtime_link(host, name)``,
 ``module_link(host, runtime)``, ``nm_command(host, undefined)``, ``symbol(host, raw)``, ``memory_limit(host)``,
-``prefers_clang(host)``.
+``stdlib(host, family, libcxx)``, ``prefers_clang(host)``.
 """
 
 from __future__ import annotations
@@ -104,6 +104,14 @@ def memory_limit(host: Host) -> str:
     """How a compiler call's memory is limited: ``"rlimit"`` (``RLIMIT_AS``, inherited by the compiler's own
     children) or ``"watch"`` (its process tree's resident memory polled, the tree killed past the limit)."""
     return "watch" if host.mac_path else "rlimit"
+
+
+def stdlib(host: Host, family: str, libcxx: bool) -> list[str]:
+    """The C++ standard library flag: a Mac's clang uses libc++ by default; portable mode asks clang for it too
+    where it is installed (``libcxx``: Debian's ``libc++-dev``), so the headers the Mac sees are compiled here."""
+    if host.portable and not host.darwin and family == "clang" and libcxx:
+        return ["-stdlib=libc++"]
+    return []
 
 
 def prefers_clang(host: Host) -> bool:
