@@ -214,3 +214,11 @@ def test_make_on_a_mac_installs_no_nvidia_wheel(tmp_path: Path) -> None:
         for r in map(Requirement, extras[name]):
             if r.marker is None or r.marker.evaluate(mac):
                 assert not r.name.startswith(("nvidia-", "cuda-", "cupy")) and r.name != "numba-cuda", (name, r)
+
+
+def test_an_unrun_check_without_nvrtc_does_not_claim_static_checks_passed(no_nvrtc: None) -> None:
+    """``--no-run`` without NVRTC: nothing but the emulator's compile ran, and the verdict says just that."""
+    res = check("ch05", ROOT / "exercises" / "ch05_mma.cu", run=False)
+    assert res.passed is None and not res.static
+    assert res.summary.startswith("compiled (on the CPU emulator; ") and "static checks skipped" in res.summary
+    assert "static checks passed" not in res.summary and "the run was not asked for" in res.summary
