@@ -25,6 +25,7 @@ from tklab.emulate import build, hostos, toolchain, watch
 
 ROOT = Path(__file__).resolve().parent.parent
 MAC, LINUX, PORTABLE = hostos.Host("darwin"), hostos.Host("linux"), hostos.Host("linux", portable=True)
+LIBCXX = hostos.Host("linux", portable=True, libcxx=True)
 
 
 def test_each_platform_s_flags_signal_and_limits() -> None:
@@ -46,9 +47,10 @@ def test_each_platform_s_flags_signal_and_limits() -> None:
     assert hostos.nm_command(LINUX, undefined=False) == ["nm", "-D", "--defined-only"]
     assert [hostos.memory_limit(h) for h in (LINUX, MAC, PORTABLE)] == ["rlimit", "watch", "watch"]
     assert [hostos.prefers_clang(h) for h in (LINUX, MAC, PORTABLE)] == [False, True, True]
-    assert hostos.stdlib(PORTABLE, "clang", libcxx=True) == ["-stdlib=libc++"]  # the Mac's library, where installed
-    assert hostos.stdlib(PORTABLE, "clang", libcxx=False) == hostos.stdlib(PORTABLE, "gcc", libcxx=True) == []
-    assert hostos.stdlib(MAC, "clang", libcxx=True) == [] == hostos.stdlib(LINUX, "clang", libcxx=True)  # defaults
+    assert hostos.stdlib(LIBCXX, "clang", installed=True) == ["-stdlib=libc++"]  # the Mac's library, where installed
+    assert hostos.stdlib(LIBCXX, "clang", installed=False) == hostos.stdlib(LIBCXX, "gcc", installed=True) == []
+    assert hostos.stdlib(PORTABLE, "clang", installed=True) == []  # opt-in: it belongs in a process of its own
+    assert hostos.stdlib(MAC, "clang", installed=True) == [] == hostos.stdlib(LINUX, "clang", installed=True)
 
 
 def test_symbol_names_as_each_platform_prints_them() -> None:
@@ -63,6 +65,9 @@ def test_the_current_host_and_the_portable_switch(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("TKLAB_EMU_PORTABLE", "1")
     monkeypatch.setattr(hostos.sys, "platform", "linux")
     assert hostos.current() == PORTABLE
+    monkeypatch.setenv("TKLAB_EMU_LIBCXX", "1")
+    assert hostos.current() == LIBCXX
+    monkeypatch.delenv("TKLAB_EMU_LIBCXX")
     monkeypatch.setenv("TKLAB_EMU_PORTABLE", "0")
     assert hostos.current() == LINUX
     monkeypatch.setattr(hostos.sys, "platform", "darwin")
@@ -158,7 +163,7 @@ def test_portable_mode_builds_with_the_mac_s_choices_and_its_watchdog_stops_a_lo
     cc = toolchain.find()
     if shutil.which("clang++"):
         assert cc.family == "clang"  # as on a Mac
-        assert build._stdlib(cc, hostos.current()) == (["-stdlib=libc++"] if build._has_libcxx(cc) else [])
+        assert build._stdlib(cc, hostos.current()) == []  # libc++ only when asked for (below)
     src = 'extern "C" __global__ void k(int* x) {\n  int i = 0;\n  while (x[0] == 0) { i++; }\n  x[1] = i;\n}\n'
     mod = emu.compile(src, name="spin.cu")
     lib = build.runtime_library(cc)
@@ -182,3 +187,34 @@ def test_portable_mode_runs_an_emulated_check_in_the_sandbox(portable, monkeypat
     monkeypatch.setattr(gpu, "available", lambda: False)
     res = check("ch02", ROOT / "solutions" / "ch02_smem_tiling.cu", bench=False)
     assert res.passed and res.established == "cpu-emulation", res
+
+
+_LIBCXX_RUN = """
+import numpy as np
+from pathlib import Path
+from tklab import emulate as emu
+from tklab.emulate import build, hostos, toolchain
+cc = toolchain.find()
+assert build._stdlib(cc, hostos.current()) == ["-stdlib=libc++"], cc
+emu.compile(Path("solutions/ch02_smem_tiling.cu").read_text(), name="ch02_smem_tiling.cu")  # the tile library
+mod = emu.compile('extern "C" __global__ void k(long long* t) { t[threadIdx.x] = clock() >= 0; }', name="k.cu")
+t = np.zeros(4, np.int64)
+mod["k"]((1,), (4,), (t,))
+print("ran", t.tolist())
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux" or shutil.which("clang++") is None, reason="needs Linux and clang++")
+def test_with_libcxx_the_tile_library_and_the_prelude_build_as_on_a_mac(tmp_path: Path) -> None:
+    """The Mac's C++ library (``TKLAB_EMU_LIBCXX=1``; in a process of its own: see ``hostos.stdlib``): the prelude
+    (whose CUDA ``clock()`` once clashed with libc++'s ``<time.h>``) and a tile-library kernel build and run."""
+    probe = subprocess.run(["clang++", "-stdlib=libc++", "-std=c++20", "-x", "c++", "-fsyntax-only", "-"],
+                           input="#include <thread>\n", capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip("needs libc++ (Debian: libc++-dev libc++abi-dev)")
+    import os
+
+    env = {**os.environ, "TKLAB_EMU_PORTABLE": "1", "TKLAB_EMU_LIBCXX": "1", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", _LIBCXX_RUN], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and "ran [1, 1, 1, 1]" in out.stdout, out.stderr[-3000:]

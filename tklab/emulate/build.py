@@ -218,7 +218,7 @@ def _has_libcxx(cc: Compiler) -> bool:
 
 
 def _stdlib(cc: Compiler, host: hostos.Host) -> list[str]:
-    wanted = host.portable and not host.darwin and cc.family == "clang"
+    wanted = host.portable and host.libcxx and not host.darwin and cc.family == "clang"
     return hostos.stdlib(host, cc.family, wanted and _has_libcxx(cc))
 
 

@@ -8,12 +8,13 @@ every C symbol, real-time signals (macOS has none: the watchdog uses ``SIGUSR2``
 but does not enforce (a compiler's memory is watched instead).
 
 ``TKLAB_EMU_PORTABLE=1`` puts Linux on the Mac's path wherever Linux allows it (the watchdog signal, the
-``_XOPEN_SOURCE`` build, linking the runtime by its path, ``nm -g``, the watched memory limit, clang and its
-libc++ when installed), so the code a Mac runs is exercised here; only the Mach-O flags themselves cannot be.
+``_XOPEN_SOURCE`` build, linking the runtime by its path, ``nm -g``, the watched memory limit, clang when
+installed; ``TKLAB_EMU_LIBCXX=1`` adds libc++), so the code a Mac runs is exercised here; only the Mach-O flags
+themselves cannot be.
 
 Public API: ``Host``, ``current()``, ``defines(host)``, ``watchdog_signal(host)``, ``runtime_link(host, name)``,
 ``module_link(host, runtime)``, ``nm_command(host, undefined)``, ``symbol(host, raw)``, ``memory_limit(host)``,
-``stdlib(host, family, libcxx)``, ``prefers_clang(host)``.
+``stdlib(host, family, installed)``, ``prefers_clang(host)``.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Host:
-    """``system``: ``"linux"`` or ``"darwin"`` (``sys.platform``); ``portable``: Linux taking the Mac's path."""
+    """``system``: ``"linux"`` or ``"darwin"`` (``sys.platform``); ``portable``: Linux taking the Mac's path;
+    ``libcxx``: ... with the Mac's C++ library too (``TKLAB_EMU_LIBCXX=1``; see ``stdlib``)."""
 
     system: str
     portable: bool = False
+    libcxx: bool = False
 
     @property
     def darwin(self) -> bool:
@@ -44,7 +47,11 @@ class Host:
 def current() -> Host:
     """This machine (``TKLAB_EMU_PORTABLE=1``: Linux on the Mac's path)."""
     system = "darwin" if sys.platform == "darwin" else "linux"
-    return Host(system, portable=os.environ.get("TKLAB_EMU_PORTABLE", "") not in ("", "0"))
+    return Host(system, portable=_on("TKLAB_EMU_PORTABLE"), libcxx=_on("TKLAB_EMU_LIBCXX"))
+
+
+def _on(variable: str) -> bool:
+    return os.environ.get(variable, "") not in ("", "0")
 
 
 def watchdog_signal(host: Host) -> str:
@@ -106,10 +113,13 @@ def memory_limit(host: Host) -> str:
     return "watch" if host.mac_path else "rlimit"
 
 
-def stdlib(host: Host, family: str, libcxx: bool) -> list[str]:
-    """The C++ standard library flag: a Mac's clang uses libc++ by default; portable mode asks clang for it too
-    where it is installed (``libcxx``: Debian's ``libc++-dev``), so the headers the Mac sees are compiled here."""
-    if host.portable and not host.darwin and family == "clang" and libcxx:
+def stdlib(host: Host, family: str, installed: bool) -> list[str]:
+    """The C++ standard library flag: a Mac's clang uses libc++ by default; portable mode with ``libcxx`` asks
+    clang for it too where it is ``installed`` (Debian's ``libc++-dev``), so the headers a Mac sees are compiled
+    here. Opt-in only: on Linux, a libc++ runtime loaded into a process (``RTLD_GLOBAL``) lends its C++ ABI symbols
+    to libraries loaded after it that were built against libstdc++ (matplotlib's crashed), so it belongs in a
+    process of its own."""
+    if host.portable and host.libcxx and not host.darwin and family == "clang" and installed:
         return ["-stdlib=libc++"]
     return []
 
