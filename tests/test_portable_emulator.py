@@ -179,6 +179,27 @@ def test_portable_mode_builds_with_the_mac_s_choices_and_its_watchdog_stops_a_lo
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the portable mode is Linux taking the Mac's path")
+def test_a_prelude_touched_but_unchanged_keeps_the_precompiled_prelude_usable(portable) -> None:
+    """A checkout or reinstall gives the prelude a new mtime, not new content: clang's PCH must still be taken
+    (the cache key holds the content), or no kernel would build until the cache is cleared."""
+    import os
+
+    from tklab import emulate as emu
+
+    emu.compile('extern "C" __global__ void touch_a(int* x) { x[threadIdx.x] = 1; }', name="a.cu")  # (the PCH now)
+    prelude = build.SHIM / "include" / "tkemu" / "prelude.h"
+    before = prelude.stat()
+    try:
+        os.utime(prelude, ns=(before.st_atime_ns, before.st_mtime_ns + 5_000_000_000))
+        x = np.zeros(1, np.int32)
+        src = 'extern "C" __global__ void touch_b(int* x) { x[threadIdx.x] = 7; }'
+        emu.compile(src, name="b.cu")["touch_b"]((1,), (1,), (x,))
+        assert x.tolist() == [7]
+    finally:
+        os.utime(prelude, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the portable mode is Linux taking the Mac's path")
 def test_portable_mode_runs_an_emulated_check_in_the_sandbox(portable, monkeypatch) -> None:
     from tklab import gpu
     from tklab.grading.check import check

@@ -265,7 +265,7 @@ def _runtime_key(cc: Compiler, host: hostos.Host) -> str:
 
 
 def _pch_key(cc: Compiler) -> str:
-    made_from = "the prelude itself" if cc.family == "clang" else "an include of it"  # see _pch
+    made_from = "the prelude itself, no timestamp" if cc.family == "clang" else "an include of it"  # see _pch
     return _digest(VERSION, cc.description, " ".join(_flags(cc)), _tree_digest(SHIM / "include"), made_from)
 
 
@@ -282,8 +282,10 @@ def _pch(cc: Compiler) -> tuple[Path, list[str]]:
         if not clang:
             header.write_text('#include "tkemu/prelude.h"\n')
         tmp = folder / f"{product.name}.{os.getpid()}.tmp"
-        _run([*cc.argv, *_flags(cc), "-I", str(SHIM / "include"), "-x", "c++-header", str(header), "-o", str(tmp)],
-             "precompiling the CUDA prelude", "the CUDA prelude")
+        # clang refuses a PCH whose headers' mtimes changed (a checkout, a reinstall); the key holds their content
+        stamp = ["-Xclang", "-fno-pch-timestamp"] if clang else []
+        _run([*cc.argv, *_flags(cc), *stamp, "-I", str(SHIM / "include"), "-x", "c++-header", str(header), "-o",
+              str(tmp)], "precompiling the CUDA prelude", "the CUDA prelude")
         _publish(tmp, product)
     if clang:
         return folder, ["-include-pch", str(product)]
