@@ -88,11 +88,12 @@ def test_a_file_that_does_not_compile_shows_the_emulator_s_error_on_its_lines(no
 def test_an_emulator_that_cannot_build_here_is_not_blamed_on_the_file(no_nvrtc: None, monkeypatch) -> None:
     """A machine where the emulator itself fails (a platform it was not ported to): the report says so."""
     import tklab.emulate as emu
+    from tklab.emulate import build
 
     def broken(*args, **kwargs):
-        raise emu.EmulationCompileError("ld: unknown option: -z defs", "x.cu")
+        raise emu.EmulationCompileError("ld: unknown option: -z defs", "the emulator runtime")
 
-    monkeypatch.setattr(emu, "compile", broken)
+    monkeypatch.setattr(build, "runtime_library", broken)
     res = check("ch02", ROOT / "solutions" / "ch02_smem_tiling.cu", bench=False)
     assert res.passed is False and "the CPU emulator does not work on this machine" in res.compile_error
     assert "your file is not to blame" in res.compile_error and "unknown option: -z defs" in res.compile_error
@@ -217,8 +218,9 @@ def test_make_on_a_mac_installs_no_nvidia_wheel(tmp_path: Path) -> None:
 
 
 def test_an_unrun_check_without_nvrtc_does_not_claim_static_checks_passed(no_nvrtc: None) -> None:
-    """``--no-run`` without NVRTC: nothing but the emulator's compile ran, and the verdict says just that."""
+    """``--no-run`` without NVRTC: the file is built for the emulator only in the sandboxed run, so nothing ran,
+    and the verdict says just that (not "static checks passed")."""
     res = check("ch05", ROOT / "exercises" / "ch05_mma.cu", run=False)
     assert res.passed is None and not res.static
-    assert res.summary.startswith("compiled (on the CPU emulator; ") and "static checks skipped" in res.summary
+    assert res.summary.startswith("no static check ran (on the CPU emulator; ") and "skipped" in res.summary
     assert "static checks passed" not in res.summary and "the run was not asked for" in res.summary

@@ -170,7 +170,8 @@ class CheckResult:
         if floor is not None:
             return f"{floor.name}: {floor.detail}"
         if self.passed is None:  # (without NVRTC no static check ran: the caveat says so)
-            done = "static checks passed" if self.static else "compiled" + (f" ({self.caveat})" if self.caveat else "")
+            done = "static checks passed" if self.static else "no static check ran" + (
+                f" ({self.caveat})" if self.caveat else "")
             return f"{done}; correctness not established: " + (
                 "the run was not asked for" if self.run_message.startswith("not asked")
                 else "running it needs a GPU" if self.run_status == "not run" else self.run_message)
