@@ -60,6 +60,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         return
     from tklab.build.toolchain import NvrtcUnavailable
 
-    if call.excinfo.errisinstance(NvrtcUnavailable):
+    cause: BaseException | None = call.excinfo.value
+    seen = 0
+    while cause is not None and not isinstance(cause, NvrtcUnavailable) and seen < 8:  # also under pytest.warns/raises
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    if isinstance(cause, NvrtcUnavailable):
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"needs NVRTC: {str(call.excinfo.value)[:160]}")
+        report.longrepr = (str(item.path), item.location[1] or 0, f"needs NVRTC: {str(cause)[:160]}")

@@ -7,6 +7,9 @@ Blackwell GPU (sm_100, which lacks wgmma). The real GPU's path is in the ``gpu``
 
 from __future__ import annotations
 
+import json
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -26,7 +29,14 @@ GPUS = {"sm_75": "Tesla T4", "sm_80": "NVIDIA A100", "sm_89": "NVIDIA L4", "sm_9
 SHARED = {"sm_75": 65536, "sm_80": 166912, "sm_89": 101376, "sm_90a": 232448, "sm_100": 232448}
 
 
-def fake_gpu(monkeypatch: pytest.MonkeyPatch, arch: str) -> None:
+def fake_gpu(monkeypatch: pytest.MonkeyPatch, arch: str, nvrtc: bool = True) -> None:
+    """A stand-in GPU of ``arch``; ``nvrtc``: with NVRTC as a GPU machine has it (the routes are decisions, so
+    this holds on a Mac or under ``TKLAB_NO_NVRTC=1`` too; ``TKLAB_NO_NVRTC`` set later still hides it)."""
+    if nvrtc:
+        from tklab.build import toolchain
+
+        monkeypatch.delenv(toolchain.NO_NVRTC, raising=False)
+        monkeypatch.setattr(toolchain, "_nvrtc_version", lambda: (13, 0))
     cap = gpu.capability(arch)
     props = gpu.Properties(name=GPUS[arch], major=cap // 10, minor=cap % 10, sm_count=40, l2_bytes=4 << 20,
                            max_shared_per_block_optin=SHARED[arch], clock_khz=1_500_000, memory_clock_khz=5_000_000,
@@ -130,18 +140,19 @@ def test_the_cpu_paths(monkeypatch) -> None:
     assert where.on_path(ch08, where.MachinePath.CPU_NVRTC)[0] == "compiled and inspected here, emulated on the CPU"
     monkeypatch.setenv("TKLAB_NO_NVRTC", "1")
     assert where.machine_path() is where.MachinePath.CPU_ONLY
-    # a machine where the emulator does not work either (it is not ported to macOS yet): nothing claims it runs
+    # a machine where the emulator does not work either (no C++ compiler): nothing claims it runs
     kernels = where.on_path(ch08, where.MachinePath.CPU_ONLY, emulator=False)[0]
     assert kernels == "not run here (no working CPU emulator) (compile/SASS cells need NVRTC)"
 
 
+@pytest.mark.nvrtc  # it compiles for sm_80 with NVRTC for real: the static checks run
 @pytest.mark.skipif(not emulated.can_run(specs.get("ch05_mma")), reason="no C++ compiler for the CPU emulator")
 def test_an_mma_exercise_on_a_t4_is_checked_on_the_emulator_and_the_verdict_says_why(monkeypatch, tmp_path) -> None:
     """The whole check on a stand-in T4: compiled for sm_80 by NVRTC (static checks run), run on the emulator;
     a right kernel passes with the reason as its caveat, a planted mistake fails."""
     from tklab.grading.check import check
 
-    fake_gpu(monkeypatch, "sm_75")
+    fake_gpu(monkeypatch, "sm_75", nvrtc=False)
     src = (ROOT / "solutions" / "ch05_mma.cu").read_text()
     res = check("ch05", ROOT / "solutions" / "ch05_mma.cu", bench=False)
     assert res.arch == "sm_80" and res.static and res.static_ok
@@ -153,6 +164,84 @@ def test_an_mma_exercise_on_a_t4_is_checked_on_the_emulator_and_the_verdict_says
     assert src != wrong.read_text()
     bad = check("ch05", wrong, bench=False)
     assert bad.passed is False and bad.run_status == "error" and bad.run_where == emulated.LABEL  # out of bounds
+
+
+# ---- the chapters' GPU cells (05, 06, 09 need sm_80) -------------------------------------------------------
+class LiveRun(Exception):
+    """A cell went for the GPU: it touched CuPy, torch or a live measurement (stand-ins raise this)."""
+
+
+class _Untouchable(types.ModuleType):
+    def __getattr__(self, name: str):
+        raise LiveRun(f"{self.__name__}.{name}")
+
+
+def _raise_live(*args, **kwargs):
+    raise LiveRun(args[0] if args else "")
+
+
+#: (chapter notebook, its setup cell, {GPU cell id: the recorded key it shows where the GPU cannot run it})
+GATED = [
+    ("05_tensor_cores_mma", "c01", {"c20": "ch05.mma_tile", "c31": "ch05.mma_gemm"}),
+    ("06_tile_library", "c01", {"c13": "ch06.tiles_demo", "c21": "ch06.gemm_mma_tiles"}),
+    ("09_flash_attention", "c730d999", {"73d64ed6": "ch09.flash_tiles", "646a1e17": "ch09.flash_tiles_d128"}),
+]
+
+
+def _cells(stem: str) -> dict[str, str]:
+    nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())
+    return {c.get("id"): "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"}
+
+
+def _run_cell(source: str, ns: dict) -> object:
+    """Run a cell as Jupyter does: its last expression is its value."""
+    import ast
+
+    tree = ast.parse(source)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, "<cell>", "exec"), ns)  # noqa: S102 - the course's own notebook cells
+    return eval(compile(ast.Expression(last.value), "<cell>", "eval"), ns) if last else None  # noqa: S307
+
+
+@pytest.mark.parametrize(("stem", "setup", "gated"), GATED, ids=[g[0][:2] for g in GATED])
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_89", "sm_90a"])
+def test_sm80_chapters_run_their_gpu_cells_only_where_the_gpu_can(monkeypatch, capsys, stem, setup, gated,
+                                                                  arch) -> None:
+    """On a stand-in GPU: a T4 shows the H200's recorded result, labelled, and touches no GPU library; an A100,
+    L4 or H100 goes for the GPU in every one of these cells (CuPy, torch and live measurements are stand-ins
+    that stop it at the first touch)."""
+    from tklab import attention, course, recorded
+
+    fake_gpu(monkeypatch, arch)
+    for name in ("cupy", "torch"):
+        monkeypatch.setitem(sys.modules, name, _Untouchable(name))
+    monkeypatch.setattr(recorded, "measure", _raise_live)
+    monkeypatch.setattr(course, "compare", _raise_live)
+    monkeypatch.setattr(attention, "compare_sdpa", _raise_live)
+    cells = _cells(stem)
+    ns: dict = {}
+    _run_cell(cells[setup], ns)
+    said = capsys.readouterr().out
+    can = arch != "sm_75"
+    assert ns["RUNS_HERE"] is can
+    if "ARCH" in ns:  # what the compile cells target: this GPU where it runs them, the course's target elsewhere
+        assert ns["ARCH"] == (arch if can else "sm_90a")
+    if not can:
+        assert "this GPU (Tesla T4, sm_75) is older than the sm_80 it needs" in said
+        assert "show the results recorded on an H200" in said
+    for cell_id, key in gated.items():
+        if can:
+            with pytest.raises(LiveRun):
+                _run_cell(cells[cell_id], ns)
+            continue
+        shown = _run_cell(cells[cell_id], ns)
+        if cell_id == "646a1e17":  # a table of four comparisons: the first one's record
+            shown = ns["rows"][0][2]
+        if cell_id == "73d64ed6":  # a profile: the one recorded on the H200, loaded (never run)
+            assert ns["prof"].key == key and "H200" in ns["prof"].device, ns["prof"]
+            continue
+        assert isinstance(shown, recorded.Recorded) and shown.key == key and not shown.live, shown
+        assert shown.values and "H200" in shown.device, shown  # the recorded result, labelled with its GPU
 
 
 @pytest.mark.gpu

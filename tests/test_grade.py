@@ -7,6 +7,7 @@ class) and a student folder named like a spreadsheet formula."""
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 import time
 from pathlib import Path
@@ -135,7 +136,7 @@ def test_hang_times_out_and_compile_error_is_named(sheet):
     assert row["correct"] == "no" and "no result within 10 s" in row["message"]
     row = sheet["dave", "ch02_smem_tiling"]
     assert (row["compiled"], row["correct"]) == ("no", "no")
-    assert "colum" in row["message"] and ":13: error" in row["message"]
+    assert "colum" in row["message"] and re.search(r":13(:\d+)?: error", row["message"])  # (emulator: a column)
 
 
 # ---- the mischievous ------------------------------------------------------------------------------------
@@ -240,6 +241,7 @@ def test_summary_counts(sheet):
     assert "refused" in text
 
 
+@pytest.mark.nvrtc  # run=False: only NVRTC's static checks can find the missing kernel
 def test_missing_files_and_backups(tmp_path):
     (tmp_path / "erin" / "work").mkdir(parents=True)
     (tmp_path / "erin" / "work" / "ch05_mma.cu.bak-20260101-000000").write_text("old")

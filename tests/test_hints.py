@@ -100,6 +100,7 @@ def test_hint_command_line(state: Path, capsys: pytest.CaptureFixture[str]):
     assert "error:" in capsys.readouterr().err
 
 
+@pytest.mark.nvrtc  # run=False: the bank conflict is found by NVRTC's compile-time probe
 def test_a_typical_mistake_gets_the_concept_not_the_line(state: Path, tmp_path: Path):
     """ch04 with the plain row-major layout (every column in one bank): FAILED, with level 1 of the ladder,
     which names banks and columns but holds no answer line."""

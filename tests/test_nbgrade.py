@@ -219,6 +219,7 @@ def test_assignments_never_overwrite_an_instructors_edit(tmp_path, capsys):
     assert "exist and differ" in err and str(edited) in err and edited.read_text().endswith("# my note\n")
 
 
+@pytest.mark.nvrtc  # the cells other than "correct" are NVRTC's static checks
 def test_a_check_that_could_not_run_earns_nothing_and_says_not_verified(tmp_path):
     from tklab.grading.check import check
 

@@ -57,7 +57,8 @@ def test_on_macos_the_message_says_there_is_no_wheel(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(toolchain.sys, "platform", "darwin")
     assert toolchain.nvrtc_missing().startswith("compiling for the GPU needs NVRTC, which has no wheel for macOS; "
                                                 "the chapters show the outputs recorded on an H200")
-    assert "not ported to macOS" in toolchain.nvrtc_missing()  # the emulator's runtime is Linux-only so far
+    assert "the CPU emulator checks CUDA exercises with the Mac's clang++" in toolchain.nvrtc_missing()
+    assert "tested on Linux only so far" in toolchain.nvrtc_missing()  # never run on a real Mac: it says so
     with pytest.raises(toolchain.NvrtcUnavailable, match="no wheel for macOS"):
         toolchain.fingerprint()
     monkeypatch.setattr(toolchain.sys, "platform", "linux")
@@ -87,11 +88,12 @@ def test_a_file_that_does_not_compile_shows_the_emulator_s_error_on_its_lines(no
 def test_an_emulator_that_cannot_build_here_is_not_blamed_on_the_file(no_nvrtc: None, monkeypatch) -> None:
     """A machine where the emulator itself fails (a platform it was not ported to): the report says so."""
     import tklab.emulate as emu
+    from tklab.emulate import build
 
     def broken(*args, **kwargs):
-        raise emu.EmulationCompileError("ld: unknown option: -z defs", "x.cu")
+        raise emu.EmulationCompileError("ld: unknown option: -z defs", "the emulator runtime")
 
-    monkeypatch.setattr(emu, "compile", broken)
+    monkeypatch.setattr(build, "runtime_library", broken)
     res = check("ch02", ROOT / "solutions" / "ch02_smem_tiling.cu", bench=False)
     assert res.passed is False and "the CPU emulator does not work on this machine" in res.compile_error
     assert "your file is not to blame" in res.compile_error and "unknown option: -z defs" in res.compile_error
@@ -134,6 +136,35 @@ def test_the_doctor_names_the_path_and_passes(no_nvrtc: None, monkeypatch, capsy
     assert "08 wgmma gemm" in out and "emulated on the CPU (compile/SASS cells need NVRTC)" in out
 
 
+def test_the_doctor_on_a_mac_names_its_path_the_emulator_s_clang_and_no_pip_advice(no_nvrtc, monkeypatch,
+                                                                                   capsys) -> None:
+    """``make doctor`` on a Mac (sys.platform faked: the emulator's own probe is a stand-in, since building it for
+    macOS on Linux cannot link): the path is named a Mac's, the emulator's compiler is said, nothing advises
+    installing CUDA wheels that do not exist there, and the exit status is 0."""
+    import sys
+
+    from tklab.course import doctor as doc
+    from tklab.course import where
+
+    clang = "/usr/bin/clang++ (Apple clang version 15.0.0 (clang-1500.3.9.4))"
+    monkeypatch.setattr(doc, "_simulator", lambda: "skipped in this test")
+    monkeypatch.setattr(doc, "_emulator", lambda: f"{clang}: CUDA kernels run on the CPU (0.1 s for a first kernel)")
+    monkeypatch.setattr(where, "_compiler", lambda: clang)
+    monkeypatch.setitem(sys.modules, "cupy", None)  # as on a Mac: not installed
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert doc.main([]) == 0
+    out = capsys.readouterr().out
+    assert "This machine's path: CPU without NVRTC, a Mac (no NVIDIA GPU;" in out
+    assert f"- CUDA exercises: checked on the CPU emulator, built with {clang}" in out
+    assert "CPU path (compile, inspect, models, widgets, simulator): without NVRTC on a Mac" in out
+    assert "CuPy drives NVIDIA GPUs, which macOS has none of" in out and "pip install cupy" not in out
+    assert "08 wgmma gemm" in out and "emulated on the CPU (compile/SASS cells need NVRTC)" in out
+    # without a compiler the Mac is told how to get Apple's
+    lines = "\n".join(where.table(where.MachinePath.CPU_ONLY, emulator=False, platform="darwin"))
+    assert "xcode-select --install" in lines and "not run here (no working CPU emulator)" in lines
+    assert "a Mac" not in "\n".join(where.table(where.MachinePath.CPU_ONLY, platform="linux"))
+
+
 def test_wheels_without_a_macos_build_are_left_out_there() -> None:
     from packaging.requirements import Requirement
 
@@ -147,3 +178,49 @@ def test_wheels_without_a_macos_build_are_left_out_there() -> None:
                   "nvidia-cuda-nvdisasm", "nvidia-cuda-cuobjdump", "numba-cuda", "cupy-cuda13x"}
     assert not on_mac & linux_only and linux_only <= on_linux
     assert {"numpy", "numba", "cuda-pathfinder", "ipywidgets"} <= on_mac
+
+
+def test_make_on_a_mac_installs_no_nvidia_wheel(tmp_path: Path) -> None:
+    """``make lab``/``make test``'s install step as a Mac runs it (``uname -s`` answers Darwin): the workbook and
+    its dev extras only, no CuPy or numba-cuda (no macOS wheels), and none of the extras names a CUDA wheel."""
+    import shutil
+    import subprocess
+
+    from packaging.requirements import Requirement
+
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "uname").write_text("#!/bin/sh\necho Darwin\n")
+    (fake / "uname").chmod(0o755)
+    venv = tmp_path / "venv"
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def planned(path_env: dict[str, str]) -> str:
+        return subprocess.run(["make", "-n", "-B", f"{venv}/.installed", f"VENV={venv}"], cwd=ROOT, env=path_env,
+                              capture_output=True, text=True, check=True).stdout
+
+    on_mac = planned(env)
+    install = next(ln for ln in on_mac.splitlines() if "-e '.[dev]'" in ln)
+    assert install.rstrip().endswith("-e '.[dev]'"), install  # nothing after it: no GPU packages
+    assert "cupy" not in on_mac and "numba-cuda" not in on_mac and "nvidia" not in on_mac
+    on_linux = planned({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    if subprocess.run(["uname", "-s"], capture_output=True, text=True).stdout.strip() == "Linux":
+        assert "cupy-cuda13x" in on_linux  # (the fake is what made the difference)
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    mac = {"sys_platform": "darwin", "platform_system": "Darwin", "extra": ""}
+    for name in ("lab", "dev", "classroom"):
+        for r in map(Requirement, extras[name]):
+            if r.marker is None or r.marker.evaluate(mac):
+                assert not r.name.startswith(("nvidia-", "cuda-", "cupy")) and r.name != "numba-cuda", (name, r)
+
+
+def test_an_unrun_check_without_nvrtc_does_not_claim_static_checks_passed(no_nvrtc: None) -> None:
+    """``--no-run`` without NVRTC: the file is built for the emulator only in the sandboxed run, so nothing ran,
+    and the verdict says just that (not "static checks passed")."""
+    res = check("ch05", ROOT / "exercises" / "ch05_mma.cu", run=False)
+    assert res.passed is None and not res.static
+    assert res.summary.startswith("no static check ran (on the CPU emulator; ") and "skipped" in res.summary
+    assert "static checks passed" not in res.summary and "the run was not asked for" in res.summary

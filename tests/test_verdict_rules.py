@@ -78,6 +78,7 @@ def test_the_overlap_floor_names_the_overlap() -> None:
     assert res.summary.startswith("S_j / P·V_{j-1} overlap: at most 1 wgmma group")
 
 
+@pytest.mark.nvrtc  # a (stand-in) GPU run is compiled by NVRTC; without it the check is emulated from the start
 @pytest.mark.skipif(__import__("tklab").gpu.available(), reason="a real GPU is here (its twin runs the real thing)")
 def test_a_gpu_pass_is_failed_by_the_emulators_hazard_analysis(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """The GPU run is stood in (it passes, as a race can by timing luck on the H200); the hazard run beside it

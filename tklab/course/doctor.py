@@ -115,6 +115,25 @@ def _nvrtc_cost() -> str:
             "nvidia-cuda-nvrtc cuda-bindings`")
 
 
+def _emulator() -> str:
+    from .. import emulate
+
+    return emulate.describe()
+
+
+def _cupy_cost() -> str:
+    if sys.platform == "darwin":
+        return "nothing on a Mac: CuPy drives NVIDIA GPUs, which macOS has none of (kernels run on the CPU emulator)"
+    return "no GPU arrays for launching kernels: `pip install cupy-cuda13x` (cupy-cuda12x for CUDA 12 drivers)"
+
+
+def _emulator_cost() -> str:
+    if sys.platform == "darwin":
+        return ("CUDA exercises cannot be checked: install Apple's clang++ with `xcode-select --install` (or `pip "
+                "install ziglang`)")
+    return "CUDA exercises cannot be checked without a GPU: install g++ or clang++ (or `pip install ziglang`)"
+
+
 def _sass() -> str:
     from ..build import compiler, toolchain
 
@@ -236,13 +255,11 @@ def checks() -> list[Check]:
         _attempt("disassembler", "no SASS, registers or instruction mix: `pip install nvidia-cuda-cuobjdump`",
                  _sass),
         _attempt("GPU", "kernels cannot run; notebooks show results recorded on an H200 instead", _gpu),
-        _attempt("CuPy", "no GPU arrays for launching kernels: `pip install cupy-cuda13x` (cupy-cuda12x "
-                 "for CUDA 12 drivers)", _cupy),
+        _attempt("CuPy", _cupy_cost(), _cupy),
         _attempt("PyTorch", "optional: only for passing torch tensors and the SDPA comparisons", _torch),
         _attempt("Nsight Compute", f"tklab.profile cannot measure your kernels; {_RECORDED}", _ncu),
         _attempt("CUDA simulator", "chapter 01's numba kernels cannot run without a GPU", _simulator),
-        _attempt("CPU emulator", "CUDA exercises cannot be checked without a GPU: install g++ or clang++ (or `pip "
-                 "install ziglang`)", lambda: __import__("tklab.emulate", fromlist=["describe"]).describe()),
+        _attempt("CPU emulator", _emulator_cost(), _emulator),
     ]
 
 
@@ -262,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
         if not c.ok:
             print(f"       {'':<{width}}  → costs you: {c.cost}")
     cpu_path = all(c.ok for c in results if c.name in ("compiler (NVRTC)", "disassembler"))
-    print("\nCPU path (compile, inspect, models, widgets, simulator):", "ready" if cpu_path else "INCOMPLETE")
+    emulated = sys.platform == "darwin" and next((c.ok for c in results if c.name == "CPU emulator"), False)
+    print("\nCPU path (compile, inspect, models, widgets, simulator):",
+          "ready" if cpu_path else "without NVRTC on a Mac (see below)" if emulated and not note else "INCOMPLETE")
     if not cpu_path and note:
         print("  (see the NOTE at the top: this is probably the wrong Python)")
     print("GPU path (launch, bench, checks against the reference):",

@@ -11,6 +11,7 @@ Public API: ``MachinePath``, ``machine_path()``, ``Chapter``, ``chapters()``, ``
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from enum import Enum
 
@@ -85,16 +86,44 @@ def on_path(ch: Chapter, path: MachinePath, emulator: bool = True) -> tuple[str,
     return f"{emulated} (compile/SASS cells need NVRTC)", "recorded on an H200"
 
 
-def table(path: MachinePath | None = None, emulator: bool = True) -> list[str]:
-    """The doctor's lines: the path, then one line per chapter (``emulator``: see ``on_path``)."""
+def mac_lines(emulator: bool, compiler: str | None) -> list[str]:
+    """What a Mac's path is, said outright (``compiler``: the emulator's C++ compiler, when one was found)."""
+    if emulator and compiler:
+        how = f"checked on the CPU emulator, built with {compiler}"
+    else:
+        how = "need the CPU emulator, which needs Apple's clang++: `xcode-select --install`, then `make doctor`"
+    return ["  A Mac: no NVIDIA GPU and no NVRTC (CUDA has no macOS build), so the course runs on the CPU:",
+            f"  - CUDA exercises: {how}",
+            "  - compile and SASS cells: say that they need NVRTC",
+            "  - timings and profiles: the ones recorded on an H200",
+            "  - models, explorers, widgets and drills: as anywhere else",
+            "  (the emulator's macOS build is tested on Linux in its Mac mode, TKLAB_EMU_PORTABLE=1, never on a Mac)"]
+
+
+def _compiler() -> str | None:
+    try:
+        from ..emulate import toolchain as host
+
+        return host.find().description
+    except Exception:  # noqa: BLE001 - no compiler: the Mac's lines say what to install
+        return None
+
+
+def table(path: MachinePath | None = None, emulator: bool = True, platform: str | None = None) -> list[str]:
+    """The doctor's lines: the path, then one line per chapter (``emulator``: see ``on_path``; ``platform``:
+    ``sys.platform`` unless given: a Mac's path is named as such)."""
     path = path or machine_path()
     if path in (MachinePath.HOPPER, MachinePath.OTHER_GPU):
         where = f"{gpu.name()}, {gpu.arch()}"
     else:
         why = (toolchain.nvrtc_missing() or "").split(";")[0]
-        where = "no NVIDIA GPU" + (f"; {why}" if path is MachinePath.CPU_ONLY else "")
+        where = "no NVIDIA GPU" + (f"; {why}" if path is MachinePath.CPU_ONLY and why else "")
+    mac = (platform or sys.platform) == "darwin" and path is MachinePath.CPU_ONLY
     rows = [(f"{c.number} {c.title}", *on_path(c, path, emulator)) for c in chapters()]
     w0, w1 = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
-    lines = [f"This machine's path: {path.value} ({where})", f"  {'chapter':<{w0}}  {'kernels':<{w1}}  timings"]
+    lines = [f"This machine's path: {path.value}{', a Mac' if mac else ''} ({where})"]
+    if mac:
+        lines += mac_lines(emulator, _compiler() if emulator else None)
+    lines += [f"  {'chapter':<{w0}}  {'kernels':<{w1}}  timings"]
     lines += [f"  {a:<{w0}}  {b:<{w1}}  {c}" for a, b, c in rows]
     return lines

@@ -35,7 +35,7 @@ from pathlib import Path
 from ..build import cache
 from ..build import toolchain as cuda_toolchain
 from ..build.compiler import COURSE_ARCH
-from . import rewrite
+from . import hostos, rewrite, watch
 from .toolchain import Compiler, find
 
 SHIM = Path(__file__).resolve().parent / "shim"
@@ -112,6 +112,17 @@ def _seconds() -> float:
 
 def _run(argv: list[str], what: str, program: str) -> str:
     limit = _seconds()
+    if hostos.memory_limit(hostos.current()) == "watch":  # macOS: RLIMIT_AS is accepted but not enforced
+        w = watch.run(argv, seconds=limit, memory=COMPILE_MEMORY)
+        if w.over_memory:
+            raise EmulationCompileError(f"{program}: error: {what} used more than {COMPILE_MEMORY / 2**30:g} GB of "
+                                        "memory and was stopped (a huge generated source?)", program)
+        if w.timed_out:
+            raise EmulationCompileError(f"{program}: error: {what} took longer than {limit:g} s and was stopped "
+                                        "(an #include of something endless, or a huge generated source?)", program)
+        if w.returncode != 0:
+            raise EmulationCompileError(w.stderr or w.stdout or f"{what} failed", program)
+        return w.stdout
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=limit, stdin=subprocess.DEVNULL,
                              preexec_fn=_limit_memory, errors="replace")
@@ -165,24 +176,31 @@ _ALLOWED_CALLS = re.compile(
     r"|(__)?(a?(sin|cos|tan)h?|atan2|exp(2|10|m1)?|log(2|10|1p|b)?|pow|sqrt|cbrt|hypot|fma|fabs|floor|ceil|trunc"
     r"|l?l?round|l?l?rint|nearbyint|fmod|remainder|remquo|copysign|nan|fmin|fmax|fdim|frexp|ldexp|modf"
     r"|scalbl?n|ilogb|erfc?|tgamma|lgamma|sincos|nextafter|signbit|isnan|isinf|finite)[fl]?(_finite)?)$")
+_DARWIN_CALLS = re.compile(f"^({hostos.DARWIN_RUNTIME_CALLS})$")
 
 
 @functools.lru_cache(maxsize=8)
-def _defined(lib: str) -> frozenset[str]:
-    out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, timeout=60)
-    return frozenset(ln.split()[-1].split("@")[0] for ln in out.stdout.splitlines() if ln.split())
+def _defined(lib: str, host: hostos.Host) -> frozenset[str]:
+    out = subprocess.run([*hostos.nm_command(host, undefined=False), lib], capture_output=True, text=True, timeout=60)
+    return frozenset(hostos.symbol(host, ln.split()[-1]) for ln in out.stdout.splitlines() if ln.split())
 
 
-def _check_symbols(module: Path, runtime: Path, program: str) -> None:
+def _allowed(host: hostos.Host, name: str) -> bool:
+    return bool(_ALLOWED_CALLS.match(name) or (host.darwin and _DARWIN_CALLS.match(name)))
+
+
+def _check_symbols(module: Path, runtime: Path, program: str, host: hostos.Host | None = None) -> None:
     """Refuse a module that calls anything but the emulator runtime, maths and memory functions (``nm``;
     without ``nm`` the check is skipped, the sandbox still holds)."""
     if shutil.which("nm") is None:
         return
-    out = subprocess.run(["nm", "-D", "--undefined-only", str(module)], capture_output=True, text=True, timeout=60)
-    provided = _defined(str(runtime))
+    host = host or hostos.current()
+    out = subprocess.run([*hostos.nm_command(host, undefined=True), str(module)], capture_output=True, text=True,
+                         timeout=60)
+    provided = _defined(str(runtime), host)
     bad = sorted({name for ln in out.stdout.splitlines() if ln.split()
-                  for name in [ln.split()[-1].split("@")[0]]
-                  if name not in provided and not _ALLOWED_CALLS.match(name)})
+                  for name in [hostos.symbol(host, ln.split()[-1])]
+                  if name not in provided and not _allowed(host, name)})
     if bad:
         shown = ", ".join(bad[:6]) + (" …" if len(bad) > 6 else "")
         raise EmulationCompileError(f"{program}: error: the code calls {shown}: a kernel may call only CUDA's "
@@ -190,12 +208,32 @@ def _check_symbols(module: Path, runtime: Path, program: str) -> None:
                                     program)
 
 
+@functools.cache
+def _has_libcxx(cc: Compiler) -> bool:
+    """Can ``cc`` compile against libc++ (``-stdlib=libc++``: a Mac's standard library)?"""
+    try:
+        out = subprocess.run([*cc.argv, "-stdlib=libc++", "-std=c++20", "-x", "c++", "-fsyntax-only", "-"],
+                             input="#include <thread>\n#include <string>\n", capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0
+
+
+def _stdlib(cc: Compiler, host: hostos.Host) -> list[str]:
+    wanted = host.portable and host.libcxx and not host.darwin and cc.family == "clang"
+    return hostos.stdlib(host, cc.family, wanted and _has_libcxx(cc))
+
+
 def _flags(cc: Compiler) -> list[str]:
-    base = ["-std=c++20", "-O1", "-fPIC", "-w", "-fno-omit-frame-pointer", "-fsanitize=thread"]
+    host = hostos.current()
+    base = ["-std=c++20", "-O1", "-fPIC", "-w", "-fno-omit-frame-pointer", "-fsanitize=thread",
+            *hostos.defines(host), *_stdlib(cc, host)]
     if _accepts(cc, "-ftrivial-auto-var-init=pattern"):  # uninitialised locals (register tiles, accumulators)
         base.append("-ftrivial-auto-var-init=pattern")  # start as garbage, as registers do on a GPU
     if cc.family == "clang":
-        return [*base, "-gline-tables-only", "-mllvm", "-tsan-instrument-func-entry-exit=0",
+        if _accepts(cc, "-fno-finite-loops"):  # as g++ at -O1: a spin-wait that never ends is kept, and the
+            base.append("-fno-finite-loops")  # watchdog names it (clang would delete it as C++ allows)
+        return [*base, "-gline-tables-only", "-gdwarf-4", "-mllvm", "-tsan-instrument-func-entry-exit=0",
                 "-mllvm", "-tsan-instrument-atomics=0"]
     # DWARF 4: older addr2line misreads GCC's DWARF 5 file tables (it names the rewritten file, not the learner's)
     return [*base, "-g1", "-gdwarf-4", "--param=tsan-instrument-func-entry-exit=0"]
@@ -208,35 +246,51 @@ def _publish(tmp: Path, final: Path) -> None:
 def runtime_library(cc: Compiler | None = None) -> Path:
     """The emulator runtime (fibers, checks, PTX instructions) as a shared library, built once."""
     cc = cc or find()
-    key = _digest(VERSION, cc.description, _tree_digest(SHIM / "src"), _tree_digest(SHIM / "include"))
+    host = hostos.current()
+    key = _runtime_key(cc, host)
     out = _root() / f"libtkemu-{key}.so"
     if not out.exists():
         with tempfile.TemporaryDirectory(dir=_root()) as tmp:
             lib = Path(tmp) / out.name
-            _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-shared", "-w", f"-Wl,-soname,{out.name}",
-                  "-o", str(lib), str(SHIM / "src" / "runtime.cpp"), str(SHIM / "src" / "ptx.cpp"),
-                  str(SHIM / "src" / "trace.cpp"),
-                  "-lpthread", "-ldl"],
+            _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-w", *hostos.defines(host), *_stdlib(cc, host),
+                  *hostos.runtime_link(host, out.name), "-o", str(lib), str(SHIM / "src" / "runtime.cpp"),
+                  str(SHIM / "src" / "ptx.cpp"), str(SHIM / "src" / "trace.cpp"), "-lpthread", "-ldl"],
                  "building the emulator runtime", "the emulator runtime")
             _publish(lib, out)
     return out
 
 
+def _runtime_key(cc: Compiler, host: hostos.Host) -> str:
+    return _digest(VERSION, cc.description, " ".join([*hostos.defines(host), *_stdlib(cc, host)]),
+                   _tree_digest(SHIM / "src"),
+                   _tree_digest(SHIM / "include"))
+
+
+def _pch_key(cc: Compiler) -> str:
+    made_from = "the prelude itself, no timestamp" if cc.family == "clang" else "an include of it"  # see _pch
+    return _digest(VERSION, cc.description, " ".join(_flags(cc)), _tree_digest(SHIM / "include"), made_from)
+
+
 def _pch(cc: Compiler) -> tuple[Path, list[str]]:
     """(folder, compiler arguments) that put the precompiled prelude in front of a module."""
-    key = _digest(VERSION, cc.description, " ".join(_flags(cc)), _tree_digest(SHIM / "include"))
-    folder = _root() / f"pch-{key}"
-    header = folder / "tkemu_all.h"
-    product = folder / ("tkemu_all.h.pch" if cc.family == "clang" else "tkemu_all.h.gch")
+    folder = _root() / f"pch-{_pch_key(cc)}"
+    # clang's PCH names the header it was made from by its path, and a sandboxed check gets a copy of this folder
+    # elsewhere: there it is made from the prelude itself, which lies at the same path for every process.
+    clang = cc.family == "clang"
+    header = SHIM / "include" / "tkemu" / "prelude.h" if clang else folder / "tkemu_all.h"
+    product = folder / ("tkemu_all.h.pch" if clang else "tkemu_all.h.gch")
     if not product.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        header.write_text('#include "tkemu/prelude.h"\n')
+        if not clang:
+            header.write_text('#include "tkemu/prelude.h"\n')
         tmp = folder / f"{product.name}.{os.getpid()}.tmp"
-        _run([*cc.argv, *_flags(cc), "-I", str(SHIM / "include"), "-x", "c++-header", str(header), "-o", str(tmp)],
-             "precompiling the CUDA prelude", "the CUDA prelude")
+        # clang refuses a PCH whose headers' mtimes changed (a checkout, a reinstall); the key holds their content
+        stamp = ["-Xclang", "-fno-pch-timestamp"] if clang else []
+        _run([*cc.argv, *_flags(cc), *stamp, "-I", str(SHIM / "include"), "-x", "c++-header", str(header), "-o",
+              str(tmp)], "precompiling the CUDA prelude", "the CUDA prelude")
         _publish(tmp, product)
-    if cc.family == "clang":
-        return folder, ["-include-pch", str(product), "-include", str(header)]
+    if clang:
+        return folder, ["-include-pch", str(product)]
     return folder, ["-include", str(header)]
 
 
@@ -271,8 +325,9 @@ def build(source: str, *, arch: str = COURSE_ARCH, name: str = "kernel.cu", opti
     start = time.perf_counter()
     cc = find()
     number = _arch_number(arch)
-    runtime_key = _digest(VERSION, cc.description, _tree_digest(SHIM / "src"), _tree_digest(SHIM / "include"))
-    pch_key = _digest(VERSION, cc.description, " ".join(_flags(cc)), _tree_digest(SHIM / "include"))
+    host = hostos.current()
+    runtime_key = _runtime_key(cc, host)
+    pch_key = _pch_key(cc)
     defines = [f"-D__CUDA_ARCH__={number}", *_user_defines(options)]
     if arch.endswith("a") and number >= 900:
         defines.append(f"-D__CUDA_ARCH_FEAT_SM{number // 10}_ALL")
@@ -310,9 +365,10 @@ def build(source: str, *, arch: str = COURSE_ARCH, name: str = "kernel.cu", opti
         _run([*cc.argv, *_flags(cc), "-c", "-I", str(pch_dir), "-I", str(SHIM / "include"), *pch_args,
               "-x", "c++", str(cpp), "-o", str(obj)], "compiling", program)
         # Linked without -fsanitize: the instrumentation's callbacks are the emulator runtime's, not libtsan's.
-        _run([*cc.argv, "-shared", "-o", str(staged / "module.so"), str(obj), f"-L{staged}", f"-l:{lib.name}",
-              "-Wl,-rpath,$ORIGIN", "-Wl,-z,defs"], "linking", program)
-        _check_symbols(staged / "module.so", staged / lib.name, program)
+        _run([*cc.argv, *_stdlib(cc, host), "-o", str(staged / "module.so"), str(obj),
+              *hostos.module_link(host, staged / lib.name)],
+             "linking", program)
+        _check_symbols(staged / "module.so", staged / lib.name, program, host)
         (staged / "module.json").write_text(json.dumps({"kernels": rw.kernels, "unsupported": rw.unsupported}))
         folder.parent.mkdir(parents=True, exist_ok=True)
         try:

@@ -1,4 +1,5 @@
-"""The host C++ compiler the emulator uses: ``$CXX``, then ``g++``, ``clang++``, ``c++``, then the clang
+"""The host C++ compiler the emulator uses: ``$CXX``, then ``g++``, ``clang++``, ``c++`` (``clang++`` first on
+macOS, whose ``g++`` is clang anyway, and in ``TKLAB_EMU_PORTABLE`` mode, which copies the Mac), then the clang
 that the ``ziglang`` wheel ships (``pip install ziglang``), for machines with no compiler of their own.
 
 Public API: ``find() -> Compiler`` (raises ``NoCompiler`` with what to install), ``Compiler``.
@@ -13,6 +14,8 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+
+from . import hostos
 
 
 class NoCompiler(RuntimeError):
@@ -48,7 +51,8 @@ def _candidates() -> list[list[str]]:
     found: list[list[str]] = []
     if os.environ.get("CXX"):
         found.append(shlex.split(os.environ["CXX"]))
-    for name in ("g++", "clang++", "c++"):
+    names = ("clang++", "g++", "c++") if hostos.prefers_clang(hostos.current()) else ("g++", "clang++", "c++")
+    for name in names:
         path = shutil.which(name)
         if path:
             found.append([path])
@@ -69,4 +73,11 @@ def find() -> Compiler:
         if c is not None:
             return c
     raise NoCompiler("running kernels on the CPU needs a C++20 compiler: install g++ or clang++ "
-                     "(e.g. `apt install g++`), or `pip install ziglang` for one from PyPI")
+                     f"({_install_hint(sys.platform)}), or `pip install ziglang` for one from PyPI")
+
+
+def _install_hint(platform: str) -> str:
+    """How to get a compiler on this system."""
+    if platform == "darwin":
+        return "on a Mac: `xcode-select --install` gives clang++"
+    return "e.g. `apt install g++`"

@@ -58,7 +58,8 @@ _SOLUTIONS = _PACKAGE_PARENT / "solutions"
 
 #: Environment variables a child may need to find the GPU and its libraries; nothing else is passed on.
 _PASSED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
-               "TKLAB_CUDA_DIR", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+               "TKLAB_CUDA_DIR", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+               "TKLAB_EMU_PORTABLE")  # the emulator's build mode: the child must build as the parent prepared
 
 
 def _child_env(workdir: Path, mode: Mode, extra: dict[str, str] | None) -> dict[str, str]:

@@ -170,8 +170,10 @@ class CheckResult:
         floor = next((f for f in self.floors if not f.ok), None)
         if floor is not None:
             return f"{floor.name}: {floor.detail}"
-        if self.passed is None:
-            return "static checks passed; correctness not established: " + (
+        if self.passed is None:  # (without NVRTC no static check ran: the caveat says so)
+            done = "static checks passed" if self.static else "no static check ran" + (
+                f" ({self.caveat})" if self.caveat else "")
+            return f"{done}; correctness not established: " + (
                 "the run was not asked for" if self.run_message.startswith("not asked")
                 else "running it needs a GPU" if self.run_status == "not run" else self.run_message)
         line = f"correct ({self.caveat})" if self.caveat else "correct"

@@ -37,11 +37,16 @@ def compile_step(spec: Any, source: str, shown: str, res: Any, arch: str, why: s
 
 
 def _emulator_broken() -> str:
-    """Why the emulator cannot build even a one-line kernel here (on one line), or "" when it can."""
-    from .. import emulate
+    """Why the emulator's own parts (a compiler, its runtime library, its precompiled prelude) cannot be built
+    here (on one line), or "" when they can. They come from tklab's sources only, as ``emulate.exercise.prepare``
+    builds them for the sandboxed run: no module is built, loaded or cached by the checking process."""
+    from ..emulate import build
+    from ..emulate.toolchain import find
 
     try:
-        emulate.describe()
+        cc = find()
+        build.runtime_library(cc)
+        build._pch(cc)
     except Exception as e:  # noqa: BLE001 - any failure of the probe is the machine's, not the learner's
         return " ".join(str(e).split())[:300] or type(e).__name__
     return ""

@@ -2,6 +2,9 @@
 // (reused), one Thread (fiber) per CUDA thread of the block being run.
 #pragma once
 
+#if defined(__APPLE__) && !defined(_XOPEN_SOURCE)  // macOS declares the (deprecated) ucontext calls only then
+#error "build the emulator runtime with -D_XOPEN_SOURCE=700 -D_DARWIN_C_SOURCE (tklab.emulate.hostos.defines)"
+#endif
 #include <pthread.h>
 #include <ucontext.h>
 

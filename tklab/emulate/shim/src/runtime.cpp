@@ -1035,11 +1035,22 @@ static void run_block(Block& b, uint3 bid) {
 
 // The handlers a launch replaced (installed once per launch by the launching thread, put back at its end).
 static struct sigaction g_old_segv, g_old_bus, g_old_alarm;
+#ifdef TKEMU_WATCHDOG_SIGNAL  // macOS has no real-time signals (tklab.emulate.hostos chooses; portable mode too)
+static const int WATCHDOG_SIGNAL = TKEMU_WATCHDOG_SIGNAL;
+#else
 static const int WATCHDOG_SIGNAL = SIGRTMIN + 7;
+#endif
 
 static uintptr_t interrupted_pc(void* uc) {
     const auto* ctx = static_cast<const ucontext_t*>(uc);
-#if defined(__x86_64__)
+#if defined(__APPLE__) && defined(__x86_64__)  // Mach-O: uc_mcontext is a pointer to the thread state
+    return uintptr_t(ctx->uc_mcontext->__ss.__rip) + 1;
+#elif defined(__APPLE__) && defined(__aarch64__) && !defined(__arm64e__)
+    return uintptr_t(ctx->uc_mcontext->__ss.__pc) + 1;
+#elif defined(__APPLE__)
+    (void)ctx;
+    return 0;
+#elif defined(__x86_64__)
     return uintptr_t(ctx->uc_mcontext.gregs[REG_RIP]) + 1;  // +1: pc_mark() subtracts one (return addresses)
 #elif defined(__aarch64__)
     return uintptr_t(ctx->uc_mcontext.pc) + 1;

@@ -161,7 +161,11 @@ inline void __threadfence_block() {}
 inline void __threadfence_system() {}
 inline void __nanosleep(unsigned) { tkemu::yield_now(); }
 inline long long clock64() { return tkemu::clock64(); }
+#if defined(_LIBCPP_VERSION)  // libc++ (a Mac's) has declared <time.h>'s clock() by now: CUDA's is a macro there
+#define clock() tkemu::clock64()
+#else
 inline long long clock() { return tkemu::clock64(); }
+#endif
 inline void __trap() { tkemu::trap(); }
 inline void __brkpt() { tkemu::trap(); }
 
