@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 from tklab.emulate import build, hostos, toolchain, watch
@@ -156,47 +155,59 @@ def portable() -> object:
     toolchain.find.cache_clear()
 
 
+_PORTABLE_RUN = """
+import shutil, subprocess
+import numpy as np
+import pytest
+from tklab import emulate as emu
+from tklab.emulate import build, hostos, toolchain
+
+cc = toolchain.find()
+if shutil.which("clang++"):
+    assert cc.family == "clang"  # as on a Mac
+    assert build._stdlib(cc, hostos.current()) == []  # libc++ only when asked for (below)
+src = 'extern "C" __global__ void k(int* x) {\\n  int i = 0;\\n  while (x[0] == 0) { i++; }\\n  x[1] = i;\\n}\\n'
+mod = emu.compile(src, name="spin.cu")
+lib = build.runtime_library(cc)
+undefined = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True).stdout
+assert "sigaction" in undefined  # (the listing is real) ...
+# ... and glibc's SIGRTMIN is a call of __libc_current_sigrtmin, which the default Linux runtime makes
+assert "__libc_current_sigrtmin" not in undefined
+# clang gives the hoisted loop of the inlined kernel line 0 (addr2line's "?"): the file is named, the line
+# only with g++ (tests/test_emulate_bugs.py checks it there)
+line = r"(3|\\?)" if cc.family == "clang" else "3"
+with pytest.raises(emu.TimeLimit, match=rf"still running at spin\\.cu:{line} when the time limit ran out"):
+    mod["k"]((1,), (32,), (np.zeros(2, np.int32),), time_limit=1.0)
+
+# A checkout or reinstall gives the prelude a new mtime, not new content: clang's PCH must still be taken
+# (the cache key holds the content), or no kernel would build until the cache is cleared.
+import os
+emu.compile('extern "C" __global__ void touch_a(int* x) { x[threadIdx.x] = 1; }', name="a.cu")  # (the PCH now)
+prelude = build.SHIM / "include" / "tkemu" / "prelude.h"
+before = prelude.stat()
+try:
+    os.utime(prelude, ns=(before.st_atime_ns, before.st_mtime_ns + 5_000_000_000))
+    x = np.zeros(1, np.int32)
+    emu.compile('extern "C" __global__ void touch_b(int* x) { x[threadIdx.x] = 7; }', name="b.cu")["touch_b"](
+        (1,), (1,), (x,))
+    assert x.tolist() == [7]
+finally:
+    os.utime(prelude, ns=(before.st_atime_ns, before.st_mtime_ns))
+print("portable ok")
+"""
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="the portable mode is Linux taking the Mac's path")
-def test_portable_mode_builds_with_the_mac_s_choices_and_its_watchdog_stops_a_loop(portable) -> None:
-    from tklab import emulate as emu
-
-    cc = toolchain.find()
-    if shutil.which("clang++"):
-        assert cc.family == "clang"  # as on a Mac
-        assert build._stdlib(cc, hostos.current()) == []  # libc++ only when asked for (below)
-    src = 'extern "C" __global__ void k(int* x) {\n  int i = 0;\n  while (x[0] == 0) { i++; }\n  x[1] = i;\n}\n'
-    mod = emu.compile(src, name="spin.cu")
-    lib = build.runtime_library(cc)
-    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True).stdout
-    assert "sigaction" in undefined  # (the listing is real) ...
-    # ... and glibc's SIGRTMIN is a call of __libc_current_sigrtmin, which the default Linux runtime makes
-    assert "__libc_current_sigrtmin" not in undefined
-    # clang gives the hoisted loop of the inlined kernel line 0 (addr2line's "?"): the file is named, the line
-    # only with g++ (tests/test_emulate_bugs.py checks it there)
-    line = r"(3|\?)" if cc.family == "clang" else "3"
-    with pytest.raises(emu.TimeLimit, match=rf"still running at spin\.cu:{line} when the time limit ran out"):
-        mod["k"]((1,), (32,), (np.zeros(2, np.int32),), time_limit=1.0)
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="the portable mode is Linux taking the Mac's path")
-def test_a_prelude_touched_but_unchanged_keeps_the_precompiled_prelude_usable(portable) -> None:
-    """A checkout or reinstall gives the prelude a new mtime, not new content: clang's PCH must still be taken
-    (the cache key holds the content), or no kernel would build until the cache is cleared."""
+def test_portable_mode_builds_with_the_mac_s_choices_its_watchdog_stops_a_loop_and_a_touched_prelude_keeps_its_pch(
+) -> None:
+    """In a process of its own: a portable runtime loaded here (RTLD_GLOBAL) would serve later tests' modules
+    in place of their own runtime (tklab.trace configures the runtime it loaded, so it would read nothing)."""
     import os
 
-    from tklab import emulate as emu
-
-    emu.compile('extern "C" __global__ void touch_a(int* x) { x[threadIdx.x] = 1; }', name="a.cu")  # (the PCH now)
-    prelude = build.SHIM / "include" / "tkemu" / "prelude.h"
-    before = prelude.stat()
-    try:
-        os.utime(prelude, ns=(before.st_atime_ns, before.st_mtime_ns + 5_000_000_000))
-        x = np.zeros(1, np.int32)
-        src = 'extern "C" __global__ void touch_b(int* x) { x[threadIdx.x] = 7; }'
-        emu.compile(src, name="b.cu")["touch_b"]((1,), (1,), (x,))
-        assert x.tolist() == [7]
-    finally:
-        os.utime(prelude, ns=(before.st_atime_ns, before.st_mtime_ns))
+    env = {**os.environ, "TKLAB_EMU_PORTABLE": "1", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", _PORTABLE_RUN], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and "portable ok" in out.stdout, out.stdout[-2000:] + out.stderr[-4000:]
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the portable mode is Linux taking the Mac's path")
