@@ -28,13 +28,19 @@ CASES = [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=m.cpu_misse
          for m in ALL]
 
 
-def test_every_hopper_exercise_has_ten_mistakes_and_benign_variants() -> None:
+#: The least a suite holds, (mistakes, benign variants): the brief's "every exercise keeps a suite" (the design
+#: exercises keep theirs in tests/test_design_exercises.py).
+LEAST = {"ch01_naive_matmul": (4, 2), "ch02_smem_tiling": (5, 2), "ch03_register_blocking": (5, 2),
+         "ch04_swizzle": (5, 2), "ch05_mma": (3, 1), "ch06_tiles": (3, 1), "ch07_tma_ring": (10, 1),
+         "ch08_wgmma": (10, 1), "ch09_flash": (10, 1), "ch10_flash": (10, 1), "ch11_flash_bwd": (10, 3)}
+
+
+def test_every_exercise_has_its_planted_mistakes_and_benign_variants() -> None:
     counts = {e: [m.benign for m in planted.load(e)] for e in planted.exercises()}
-    assert set(counts) == {"ch05_mma", "ch06_tiles", "ch07_tma_ring", "ch08_wgmma", "ch09_flash", "ch10_flash"}
+    assert set(counts) == set(LEAST)
     for e, kinds in counts.items():
-        need = 10 if e >= "ch07" else 3
-        assert kinds.count(False) >= need, e
-        assert kinds.count(True) >= 1, e
+        assert kinds.count(False) >= LEAST[e][0], e
+        assert kinds.count(True) >= LEAST[e][1], e
 
 
 def test_every_anchor_is_code_found_exactly_once() -> None:
@@ -78,6 +84,6 @@ def test_planted_mistake_fails_and_benign_variant_passes(mutation: planted.Mutat
         raise v
     if mutation.benign:
         assert v.passed, f"{mutation.id} ({mutation.description}) must pass: {v.verdict}: {v.summary}"
-        assert v.established == "cpu-emulation"
+        assert v.established in ("cpu-emulation", "simulator"), v.established  # numba: its simulator
     else:
         assert v.failed, f"{mutation.id} ({mutation.description}) must fail: {v.verdict}: {v.summary}"
