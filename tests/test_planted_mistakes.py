@@ -98,3 +98,32 @@ def test_planted_mistake_fails_and_benign_variant_passes(mutation: planted.Mutat
         assert v.established in ("cpu-emulation", "simulator"), v.established  # numba: its simulator
     else:
         assert v.failed, f"{mutation.id} ({mutation.description}) must fail: {v.verdict}: {v.summary}"
+
+
+def test_a_missing_barrier_of_chapter_02_fails_a_gpu_check_by_the_hazard_analysis(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A missing __syncthreads can pass on a GPU by timing luck, so a GPU check of chapters 02-04 also
+    emulates one small case for hazards (``check.HAZARDS_FROM_CHAPTER``). The GPU run is stood in (it
+    passes); the hazard run beside it is real: the planted race fails, the solution passes."""
+    import tklab.grading.check as chk
+    from tklab.grading import judge, runner
+    from tklab.grading.verdict import Evidence
+
+    real = runner.run_isolated
+    for exercise_id in specs.all_ids():  # the specs size their launches for this machine: before the stand-in
+        specs.get(exercise_id)
+
+    def gpu_stand_in(exercise_id: str, path: Path, *, mode: str, **kw: object) -> judge.RunOutcome:
+        if mode == "gpu":
+            return judge.RunOutcome("ok", "correct", {"cases": [], "device": "Fake GPU"}, evidence=Evidence.GPU)
+        return real(exercise_id, path, mode=mode, **kw)
+
+    monkeypatch.setattr(runner, "run_isolated", gpu_stand_in)
+    monkeypatch.setattr(chk.gpu, "available", lambda: True)
+    monkeypatch.setattr(chk.gpu, "arch", lambda: "sm_90a")
+    good = chk.check("ch02_smem_tiling", planted.solution("ch02_smem_tiling"), bench=False)
+    assert good.passed is True and good.hazards is not None and good.hazards.ok, good
+    race = next(m for m in planted.load("ch02_smem_tiling") if m.name == "missing_sync_after_compute")
+    bad = chk.check("ch02_smem_tiling", planted.mutated_file(race, tmp_path), bench=False)
+    assert bad.passed is False and bad.run_status == "ok" and not bad.hazards.ok, bad
+    assert "race" in bad.hazards.detail, bad.hazards.detail
