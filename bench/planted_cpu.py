@@ -51,7 +51,7 @@ def _write(rows: list[dict], chosen: list[str]) -> None:
     commit = recorded.commit()
     lines = [f"# Planted mistakes on the CPU path ({today}, commit {commit}, {os.cpu_count()} CPUs)", "",
              "`python -m tklab check <mutated solution> --no-bench --seed 23` without a GPU "
-             f"(`python bench/planted_cpu.py {' '.join(sys.argv[1:])}`, tests/test_planted_mistakes.py); "
+             f"(`{' '.join(['python bench/planted_cpu.py', *sys.argv[1:]])}`, tests/test_planted_mistakes.py); "
              "data: solutions/mistakes/*.toml. Expected: mistakes FAILED, benign PASSED (possibly on n of m "
              "cases). s: the check's wall time, two checks at a time.", "",
              "| exercise | kind | mutation | verdict on CPU | s | why (summary, cut) |", "|---|---|---|---|---|---|"]
