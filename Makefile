@@ -15,7 +15,7 @@ GPU_PKGS ?= $(if $(filter Darwin,$(shell uname -s)),,$(LINUX_GPU_PKGS))
 WHEELHOUSE ?=
 PIP_FLAGS := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
-.PHONY: lab test test-no-nvrtc lint gpu-check install clean-cache notebooks doctor chromium sandbox-tool browser-test hub-test image-test
+.PHONY: lab test test-no-nvrtc planted-slow lint gpu-check install clean-cache notebooks doctor chromium sandbox-tool browser-test hub-test image-test
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -90,7 +90,8 @@ test-no-nvrtc: install
 
 test: install chromium sandbox-tool
 	$(PY) -m ruff check tklab tests bench
-	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q --durations=20 tests
+	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q --durations=20 -m "not planted_slow" tests
+	$(MAKE) --no-print-directory planted-slow
 	@echo "The same machine as a Mac sees it (no NVRTC, the emulator's Mac code path):"
 	TKLAB_NO_NVRTC=1 TKLAB_EMU_PORTABLE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=5 $(NO_NVRTC_TESTS)
 	@if $(PY) -c "from tklab.build import toolchain; raise SystemExit(toolchain.nvrtc_available())"; then \
@@ -100,6 +101,11 @@ test: install chromium sandbox-tool
 	else \
 		$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider --ignore-glob='*.bak-*' notebooks; \
 	fi
+
+# Chapter 11's planted mistakes (tests/test_planted_mistakes.py, marker planted_slow): each check builds the
+# three-warpgroup backward for the emulator, ~15 s a check on 2 CPUs, so they run as a step of their own.
+planted-slow: install
+	$(PY) -m pytest -q --durations=5 -m planted_slow tests/test_planted_mistakes.py
 
 lint: install
 	$(PY) -m ruff check tklab tests bench

@@ -110,7 +110,7 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
     bytes). ``env``: extra environment variables for the child (its environment is otherwise clean).
     ``hide``: folders the sandbox hides (the solutions and the shared compile cache always).
     ``cache_keys``: compile-cache entries to hand to the child. ``arch``: the GPU's arch, if the caller knows
-    it. ``emulator_parts``: the emulator's trusted parts for mode "emu" (default:
+    it. ``emulator_parts``: the emulator's trusted parts for the emulated modes (default:
     ``tklab.emulate.exercise.prepare``).
     """
     from . import specs
@@ -144,7 +144,7 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
         for sub in ("tmp", "cache"):
             (workdir / sub).mkdir()
         _warm_cache(cache_keys, workdir / "cache")
-        if m.name in ("emu", "trace"):
+        if m.name in ("emu", "trace", "hazards"):  # every emulated mode: else its child rebuilds them
             if emulator_parts is None:
                 from ..emulate import exercise as emulated
 
