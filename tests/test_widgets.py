@@ -210,6 +210,24 @@ def _png_size(png: bytes) -> tuple[int, int]:
     return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
 
 
+def test_png_copy_keeps_its_size_after_a_notebooks_figure_style() -> None:
+    """Every chapter calls tklab.plots() first (savefig.bbox = "tight"): the explorers' PNG copies must still
+    be the SVG's own box at twice its size, not a cropped, rescaled one."""
+    import base64
+
+    import matplotlib as mpl
+
+    from tklab.widgets import figures
+
+    with mpl.rc_context():
+        figures.plots()
+        assert mpl.rcParams["savefig.bbox"] == "tight"
+        pic = widgets.picture(widgets.bank_svg(widgets.bank_explorer(pattern="stride", width=4, stride=2).access),
+                              "bank schedule")
+        data, meta = pic._repr_mimebundle_()
+        assert abs(_png_size(base64.b64decode(data["image/png"]))[0] - 2 * meta["image/png"]["width"]) <= 2
+
+
 def test_png_copy_has_the_svg_colours_where_the_svg_has_them() -> None:
     """Rasterising keeps the picture: the pixel at each cell's centre is that cell's fill."""
     import io

@@ -112,7 +112,12 @@ def svg_png(svg: str, *, scale: float = 2.0) -> bytes:
         else:
             raise ValueError(f"svg_png: cannot draw <{tag}> (only rect, text, line, polyline, circle)")
     out = io.BytesIO()
-    fig.savefig(out, format="png", dpi=_PX_PER_INCH * scale, metadata={"Software": None})
+    import matplotlib as mpl
+
+    # The picture is the SVG's own box: a notebook's tklab.plots() sets savefig.bbox = "tight", which would
+    # crop and rescale it (and shift every cell's colour off its centre).
+    with mpl.rc_context({"savefig.bbox": "standard"}):
+        fig.savefig(out, format="png", dpi=_PX_PER_INCH * scale, metadata={"Software": None})
     return compact_png(out.getvalue())
 
 
