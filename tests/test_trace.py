@@ -65,18 +65,21 @@ def _write(src: str) -> Path:
 
 def test_naive_transpose_shows_its_32_way_conflict_line(naive: Trace) -> None:
     """Through the sandboxed child: the column read (phase 2) is 32-way, every lane on one bank; the row
-    write is conflict-free; global accesses are 4 sectors per request (32 lanes x 4 B)."""
+    write is conflict-free; global accesses are coalesced."""
     src = naive.source_lines
     read = _line("\n".join(src), "out[oy * M + ox] = tile[")
     worst = naive.shared[0]
     assert worst.line == read and worst.op == "ld"
-    # Every warp-wide load of a column: 32 wavefronts (ideal 1), one per element (the exercise's first case,
-    # a multiple of 32 each way: all lanes active); one load and one store per element of the matrix.
-    assert (worst.wavefronts, worst.ideal, worst.ways) == (32 * worst.executions, worst.executions, 32)
+    # Every warp-wide load of a column: one wavefront per active lane (ideal 1). The exercise's first emulated
+    # case is the ragged 67 x 45, so the edge tiles' warps have fewer lanes: most loads are 32-way, none is
+    # conflict-free (a padded layout gives wavefronts == executions, below).
+    assert (worst.ideal, worst.ways) == (worst.executions, 32)
+    assert 20 * worst.executions < worst.wavefronts <= 32 * worst.executions
     assert worst.colliding[0] == tuple(range(32))
     store = next(s for s in naive.shared if s.op == "st")
-    assert store.conflicts == 0 and store.executions == worst.executions
-    assert {g.sectors_per_request for g in naive.globals_} == {4.0}
+    assert store.conflicts == 0 and abs(store.executions - worst.executions) <= 1
+    # coalesced both ways through the tile: 4 sectors per full request (32 lanes x 4 B), fewer at the ragged edges
+    assert naive.globals_ and all(3.0 < g.sectors_per_request <= 4.0 for g in naive.globals_)
     assert view.why(naive)[0].startswith(f"line {read}:") and "32-way" in view.why(naive)[0]
     assert Trace.from_json(naive.to_json()) == naive
 
