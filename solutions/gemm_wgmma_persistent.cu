@@ -18,6 +18,11 @@
 //   * CLUSTER = 2: blocks run in pairs on tiles stacked in M, which read the same slices of B. Each block
 //     of a pair loads half of every B slice and multicasts it to both; a stage is refilled only when the
 //     consumers of both blocks have handed it back.
+//   * STREAM_K = 1 (an option, measured against the plain walk): the tiles of the last, partial wave are
+//     split along K among all blocks (tk::gemm_walk), so no block idles while a few finish the last tiles.
+//     A piece that stops inside a tile leaves its fp32 sum in `partials` (one 64 x 256 slot per consumer
+//     of each block) and raises its flag; the piece that ends the tile waits for those flags, adds the
+//     partials in worker order (deterministic) and writes C. Pieces are at least SK_MIN_SLICES K-slices.
 #include "tk.cuh"
 
 using namespace tk;
@@ -30,6 +35,12 @@ using namespace tk;
 #endif
 #ifndef STAGES
 #define STAGES 4
+#endif
+#ifndef STREAM_K
+#define STREAM_K 0  // 1: split the last wave's tiles along K among the blocks (stream-K); 0: plain walk
+#endif
+#ifndef SK_MIN_SLICES
+#define SK_MIN_SLICES 8  // least K-slices (of BK) per piece of a split tile
 #endif
 #ifndef C_BUFFERS
 #define C_BUFFERS 2  // staging tiles per consumer: 2 (one written while one is stored) up to BN / CN
@@ -56,6 +67,21 @@ struct smem_layout {
 /// What the launch must ask for (read by tklab.gemm from the compiled module: one source of truth).
 extern "C" __device__ int gemm_shared_bytes = dynamic_shared_bytes<smem_layout>();
 
+/// What the launch must allocate for STREAM_K = 1: per block, CONSUMERS slots of 64 x 256 floats (the partial
+/// sums) and CONSUMERS flags, zeroed once (each owner sets a flag back to 0 after reading its slot).
+extern "C" __device__ int gemm_partial_floats = CONSUMERS * (BM / CONSUMERS) * BN;
+extern "C" __device__ int gemm_flags = CONSUMERS;
+
+/// A flag written after the data it guards, and read before it (gpu scope: the other side is another SM).
+__device__ inline void publish(int* flag) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(flag), "r"(1) : "memory");
+}
+__device__ inline int published(const int* flag) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(flag) : "memory");
+    return v;
+}
+
 #if CLUSTER > 1
 #define CLUSTER_SHAPE __cluster_dims__(CLUSTER, 1, 1)
 #else
@@ -64,7 +90,7 @@ extern "C" __device__ int gemm_shared_bytes = dynamic_shared_bytes<smem_layout>(
 
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * warpgroup::THREADS, 1) CLUSTER_SHAPE
 gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-     const __grid_constant__ CUtensorMap map_c, int M, int N, int K) {
+     const __grid_constant__ CUtensorMap map_c, int M, int N, int K, float* partials, int* flags) {
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
     smem_layout& sm = alloc.take<smem_layout>();
@@ -76,6 +102,9 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
     const int first = CLUSTER > 1 ? cluster::id() : int(blockIdx.x);
     const int step = CLUSTER > 1 ? cluster::count() : int(gridDim.x);
     const int k_tiles = (K + BK - 1) / BK;
+    // Block (cluster) `first` walks its items: whole tiles, then (STREAM_K) its pieces of the last wave.
+    const gemm_walk walk{order.count(), k_tiles, step, STREAM_K ? SK_MIN_SLICES : 0};
+    const int items = walk.items(first);
 
     if (threadIdx.x == 0) sm.pipe.init(CONSUMERS * warpgroup::WARPS * CLUSTER);  // every consumer warp of the cluster frees a stage
     if constexpr (CLUSTER > 1) cluster::sync();  // all barriers of the pair exist before either signals the other's
@@ -85,10 +114,11 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
         split::producer();
         if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
             ring_cursor<STAGES> at;
-            for (int i = first; i < order.count(); i += step) {
-                const coord t = order(i);
+            for (int n = 0; n < items; ++n) {
+                const gemm_item it = walk(first, n);
+                const coord t = order(it.tile);
                 const int row = t.r * CLUSTER + rank;  // this block's tile row
-                for (int k = 0; k < k_tiles; ++k, at.advance()) {
+                for (int k = it.k_begin; k < it.k_end; ++k, at.advance()) {
                     stage& s = sm.stages[at.stage];
                     mbarrier& full = sm.pipe.full[at.stage];
                     wait(sm.pipe.empty[at.stage], at.phase ^ 1);
@@ -112,16 +142,51 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
     const bool leader = warpgroup::threadid() == 0;  // issues this warpgroup's TMA stores, and waits for them
     rt_fl<16, BN> acc;                               // this warp's 16 rows of the warpgroup's 64 x 256
     ring_cursor<STAGES> at;
-    for (int i = first; i < order.count(); i += step) {
-        const coord t = order(i);
+    for (int n = 0; n < items; ++n) {
+        const gemm_item it = walk(first, n);
+        const coord t = order(it.tile);
         const int row = t.r * CLUSTER + rank;
-        for (int k = 0; k < k_tiles; ++k, at.advance()) {
+        for (int k = it.k_begin; k < it.k_end; ++k, at.advance()) {
             wait(sm.pipe.full[at.stage], at.phase);
-            warpgroup::mma_AB(acc, sm.stages[at.stage].a[me], sm.stages[at.stage].b, k > 0);  // = on k == 0, += after
+            warpgroup::mma_AB(acc, sm.stages[at.stage].a[me], sm.stages[at.stage].b, k > it.k_begin);  // = first, += after
             warpgroup::mma_async_wait<0>(acc);
             if constexpr (CLUSTER > 1) cluster::arrive_all(sm.pipe.empty[at.stage], CLUSTER);  // both blocks' copies write here
             else sm.pipe.release(at.stage);
         }
+#if STREAM_K
+        // Slots: one per consumer of each block; thread i keeps its registers at float4 i, 128 + i, ...
+        // (the same thread reads them back: the fragment layout never matters, and the accesses coalesce).
+        constexpr int QUADS = rt_fl<16, BN>::n_regs / 2;  // float4s per thread
+        const auto slot = [&](int worker) {
+            return reinterpret_cast<float4*>(partials) + size_t((worker * CLUSTER + rank) * CONSUMERS + me) * QUADS * 128;
+        };
+        const int flag = (first * CLUSTER + rank) * CONSUMERS + me;
+        if (it.partial) {  // not the tile's last K-slices: leave the sum for the owner, write no C
+            float4* out = slot(first) + warpgroup::threadid();
+#pragma unroll
+            for (int q = 0; q < QUADS; ++q)
+                __stcg(out + q * 128, make_float4(acc.reg(2 * q).x, acc.reg(2 * q).y, acc.reg(2 * q + 1).x,
+                                                  acc.reg(2 * q + 1).y));
+            __threadfence();
+            warpgroup::sync_group<1>(me);  // every thread's partial is out ...
+            if (leader) publish(flags + flag);  // ... before the flag says so
+            continue;
+        }
+        for (int w = it.first_sharer; w < first; ++w) {  // the owner adds the earlier pieces, in worker order
+            const int theirs = (w * CLUSTER + rank) * CONSUMERS + me;
+            if (leader) {
+                while (!published(flags + theirs)) __nanosleep(64);
+                flags[theirs] = 0;  // ready for the next launch (which starts after this one ends)
+            }
+            warpgroup::sync_group<1>(me);
+            const float4* in = slot(w) + warpgroup::threadid();
+#pragma unroll
+            for (int q = 0; q < QUADS; ++q) {
+                const float4 v = __ldcg(in + q * 128);
+                acc.reg(2 * q).x += v.x, acc.reg(2 * q).y += v.y, acc.reg(2 * q + 1).x += v.z, acc.reg(2 * q + 1).y += v.w;
+            }
+        }
+#endif
         // Epilogue: 64 columns at a time, taking our staging tiles in turn.
 #pragma unroll
         for (int j = 0; j < BN / CN; ++j) {

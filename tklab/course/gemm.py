@@ -14,6 +14,7 @@ back from the PTX, so the Python side never repeats a constant the kernel owns.
     gemm(a, b, step=FINAL) -> c             C = A @ B (bf16 in, bf16 out, fp32 accumulation)
     errors(c, a, b) -> Errors               relative error against float64, unwritten (NaN) outputs
     tile_order(rows, cols, group, i)        the walk over C's tiles that the persistent steps take (as tk::tile_order)
+    Walk(tiles, k_slices, blocks, min)      each block's items, the last wave split along K (as tk::gemm_walk)
     progression(sizes, rounds) -> dict      every step and cuBLAS timed three ways; table(result), ratios(...)
     launch_facts(module) -> dict            threads, shared bytes, cluster size (CPU: from the PTX)
 
@@ -56,6 +57,11 @@ class Step:
         return self.grid == "persistent"
 
     @property
+    def stream_k(self) -> bool:
+        """Built with STREAM_K=1: the launch passes a workspace for the split tiles' partial sums."""
+        return self.persistent and "-DSTREAM_K=1" in self.options
+
+    @property
     def path(self) -> Path:
         return SOLUTIONS / self.source
 
@@ -90,6 +96,9 @@ FINAL = "5_cluster"
 VARIANTS: dict[str, Step] = {
     "1_one_warpgroup_2stages": STEPS["1_one_warpgroup"].with_options("-DSTAGES=2", name="1_one_warpgroup_2stages"),
     "2_in_flight_1": STEPS["2_warp_specialised"].with_options("-DIN_FLIGHT=1", name="2_in_flight_1"),
+    # the last, partial wave split along K among all blocks (tk::gemm_walk); measured against step 5 / step 4
+    "6_stream_k": STEPS["5_cluster"].with_options("-DSTREAM_K=1", name="6_stream_k"),
+    "6_stream_k_c1": STEPS["4_l2_order"].with_options("-DSTREAM_K=1", name="6_stream_k_c1"),
 }
 
 
@@ -108,6 +117,59 @@ def tile_order(rows: int, cols: int, group: int, i: int) -> tuple[int, int]:
     height = min(rows - first, group)
     j = i % per_group
     return first + j % height, j // height
+
+
+@dataclass(frozen=True)
+class WalkItem:
+    """One item of a block's walk (``tk::gemm_item``): a tile (number in the walk), its K-slices, whose partial
+    sums an owner adds (workers ``first_sharer`` .. own - 1), and whether it is itself a partial."""
+
+    tile: int
+    k_begin: int
+    k_end: int
+    first_sharer: int
+    partial: bool
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The persistent walk with the last wave split along K: the library's ``tk::gemm_walk``, in Python (the
+    tests hold the two equal). ``min_slices <= 0``: the plain walk (block w takes tiles w, w + blocks, ...)."""
+
+    tiles: int
+    k_slices: int
+    blocks: int
+    min_slices: int
+
+    def workers(self) -> int:
+        r = self.tiles % self.blocks
+        if self.min_slices <= 0 or r == 0:
+            return 0
+        n = min(r * self.k_slices // self.min_slices, self.blocks)
+        return n if n > r else 0
+
+    def whole_tiles(self) -> int:
+        return self.tiles - self.tiles % self.blocks if self.workers() else self.tiles
+
+    def begin(self, w: int) -> int:
+        return (self.tiles - self.whole_tiles()) * self.k_slices * w // self.workers()
+
+    def items(self, w: int) -> list[WalkItem]:
+        """Block w's items in the order it runs them: whole tiles, then its partial piece, then the rest."""
+        whole = self.whole_tiles()
+        out = [WalkItem(t, 0, self.k_slices, w, False) for t in range(w, whole, self.blocks)]
+        if w >= self.workers():
+            return out
+        k, s, e = self.k_slices, self.begin(w), self.begin(w + 1)
+        first, last = s // k, (e - 1) // k
+        order = list(range(first, last + 1))
+        if e - last * k < k:  # ends inside a tile: that partial piece first
+            order = [last] + order[:-1]
+        for t in order:
+            kb, ke = (s - t * k if t == first else 0), (e - t * k if t == last else k)
+            sharer = next(v for v in range(self.workers()) if self.begin(v + 1) > t * k) if kb > 0 else w
+            out.append(WalkItem(whole + t, kb, ke, sharer, ke < k))
+        return out
 
 
 # ---- the compiled kernel and what it says about its launch ------------------------------------------
@@ -239,11 +301,29 @@ def prepare(a: Any, b: Any, c: Any, *, step: str | Step = FINAL, stream: Any = N
                                  else ((m // s.block_m) * (n // s.block_n),))
         return fn.prepare(grid, (threads,), (map_a, map_b, c, m, n, k), shared_mem=smem, stream=stream)
     map_c = tma.tensor_map(c, (64, 64), dtype=dt)  # 64 x 64 staging tiles of C
-    args = (map_a, map_b, map_c, m, n, k)
+    args = (map_a, map_b, map_c, m, n, k, 0, 0)  # no stream-K workspace
     tiles = -(-m // (s.block_m * cluster)) * -(-n // s.block_n)  # cluster tiles
     probe = fn.prepare((cluster,), (threads,), args, shared_mem=smem, stream=stream)  # sets the smem limit
     clusters = min(tiles, resident_clusters(probe.func, threads, smem, cluster), max_clusters or tiles)
+    if s.stream_k:
+        partials, flags = workspace(fn.module, clusters * cluster, like=a)
+        args = (*args[:6], partials, flags)
     return fn.prepare((clusters * cluster,), (threads,), args, shared_mem=smem, stream=stream)
+
+
+def workspace(module: Any, blocks: int, *, like: Any) -> tuple[Any, Any]:
+    """The stream-K step's fp32 partial sums and zeroed flags for ``blocks`` blocks (sizes from the kernel's
+    ``gemm_partial_floats``/``gemm_flags``), on ``like``'s device and library. The owners reset the flags, so one
+    workspace serves every later launch of the same grid, one launch at a time (one stream)."""
+    floats, flags = module.constants["gemm_partial_floats"], module.constants["gemm_flags"]
+    if _is_torch(like):
+        import torch
+
+        return (torch.empty(blocks * floats, device=like.device, dtype=torch.float32),
+                torch.zeros(blocks * flags, device=like.device, dtype=torch.int32))
+    import cupy as cp
+
+    return cp.empty(blocks * floats, dtype=cp.float32), cp.zeros(blocks * flags, dtype=cp.int32)
 
 
 def _empty_like(a: Any, m: int, n: int) -> Any:

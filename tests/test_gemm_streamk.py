@@ -1,0 +1,113 @@
+"""Chapter 08's stream-K option (STREAM_K=1): the persistent GEMM with its last, partial wave split along K.
+
+The walk (``tk::gemm_walk``) is checked on the host against its Python model (``gemm.Walk``) and for what the
+kernel relies on: every (tile, K-slice) done once, each split tile finished by the piece that ends it, which adds
+exactly the partials of the lower-numbered workers that share it. The kernel runs on the CPU emulator on a
+pretend GPU of 4-6 SMs (the grid is the SM count): 8 tiles of an awkward shape (M, N, K no multiples of the tile)
+so the pieces, their fp32 partials through global memory and the flags are exercised, then compared with
+float64. GPU runs of the awkward shapes are in ``test_hopper_gemm.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import tklab
+from tklab import gemm
+from tklab.run.arrays import bf16_to_float32, to_bf16_bits
+
+WALKS = [(8, 4, 6, 1), (8, 4, 5, 1), (8, 4, 4, 1), (512, 64, 132, 8), (2048, 128, 132, 8), (256, 64, 66, 8),
+         (32, 16, 132, 8), (1, 16, 132, 8), (7, 3, 5, 2), (128, 32, 132, 8), (512, 64, 132, 0), (10, 1, 4, 1)]
+
+
+@pytest.mark.parametrize("tiles,k,blocks,least", WALKS)
+def test_the_walk_covers_every_slice_once_and_owners_add_exactly_the_partials(tiles, k, blocks, least) -> None:
+    walk = gemm.Walk(tiles, k, blocks, least)
+    done: dict[tuple[int, int], int] = {}
+    partial_of: dict[int, list[int]] = {}  # tile -> workers that left a partial of it
+    owners: dict[int, gemm.WalkItem] = {}
+    for w in range(blocks):
+        items = walk.items(w)
+        assert sum(it.partial for it in items) <= 1, "one partial per worker: one workspace slot"
+        for n, it in enumerate(items):
+            assert 0 <= it.k_begin < it.k_end <= k
+            for s in range(it.k_begin, it.k_end):
+                assert (it.tile, s) not in done, f"slice {s} of tile {it.tile} done twice"
+                done[it.tile, s] = w
+            if it.partial:
+                partial_of.setdefault(it.tile, []).append(w)
+                assert n == len([x for x in items if x.k_begin == 0 and x.k_end == k]), "the partial runs first"
+            else:
+                owners[it.tile] = it
+                assert it.k_end == k and it.first_sharer <= w
+                assert all(done[it.tile, s] < w for s in range(it.k_begin)), "an owner waits only for lower workers"
+    assert sorted(done) == [(t, s) for t in range(tiles) for s in range(k)]
+    assert sorted(owners) == list(range(tiles))
+    for t, it in owners.items():
+        owner = done[t, k - 1]
+        assert list(range(it.first_sharer, owner)) == partial_of.get(t, [])
+    if least > 0 and walk.workers():  # the split only happens where it shortens the last wave
+        runs = [walk.begin(w + 1) - walk.begin(w) for w in range(walk.workers())]
+        assert walk.workers() > tiles % blocks and min(runs) >= least  # (a piece may be shorter: a run's edge)
+
+
+def test_the_device_walk_is_the_python_model() -> None:
+    """tk::gemm_walk is constexpr: NVRTC evaluates every item against the Python model's."""
+    asserts = []
+    for tiles, k, blocks, least in WALKS:
+        walk, dev = gemm.Walk(tiles, k, blocks, least), f"tk::gemm_walk{{{tiles}, {k}, {blocks}, {least}}}"
+        for w in range(blocks):
+            items = walk.items(w)
+            asserts.append(f"static_assert({dev}.items({w}) == {len(items)});")
+            asserts += [f"static_assert({dev}({w}, {n}).tile == {it.tile} && {dev}({w}, {n}).k_begin == {it.k_begin} "
+                        f"&& {dev}({w}, {n}).k_end == {it.k_end} && {dev}({w}, {n}).first_sharer == {it.first_sharer}"
+                        f" && {dev}({w}, {n}).partial == {str(it.partial).lower()});" for n, it in enumerate(items)]
+    src = '#include "tk.cuh"\n' + "\n".join(asserts) + '\nextern "C" __global__ void k() {}\n'
+    tklab.compile(src, arch="sm_80", name="gemm_walk.cu")  # plain C++: any architecture
+
+
+# ---- the kernel on the CPU emulator ----------------------------------------------------------------------
+STEP = gemm.VARIANTS["6_stream_k_c1"].with_options("-DSK_MIN_SLICES=1", name="stream_k_test")
+M, N, K = 500, 264, 200  # 4 x 2 tiles of 128 x 256, 4 K-slices (the last half empty)
+
+
+@functools.cache
+def _module():  # noqa: ANN202 - an emulated module
+    emu = pytest.importorskip("tklab.emulate")
+    return emu.compile(STEP.path.read_text(), name=STEP.source, options=STEP.options)
+
+
+def _run(blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(C, float64 reference, partial slots, flags after the run) on ``blocks`` emulated blocks."""
+    emu = pytest.importorskip("tklab.emulate")
+    mod = _module()
+    rng = np.random.default_rng(blocks)
+    a = to_bf16_bits(rng.standard_normal((M, K)).astype(np.float32))
+    b = to_bf16_bits(rng.standard_normal((K, N)).astype(np.float32))
+    c = np.full((M, N), 0xFFFF, np.uint16)  # NaN: an element never written stays NaN
+    maps = [emu.tensor_map(x, box, dtype="bfloat16") for x, box in ((a, (64, 64)), (b, (64, 256)), (c, (64, 64)))]
+    consts = gemm.compiled(STEP).module.constants  # what the kernel says its workspace is (NVRTC)
+    floats, nflags = consts["gemm_partial_floats"], consts["gemm_flags"]
+    partials, flags = np.full(blocks * floats, np.nan, np.float32), np.zeros(blocks * nflags, np.int32)
+    shared = gemm.launch_facts(gemm.compiled(STEP).module)["shared_bytes"]
+    mod["gemm"]((blocks,), (384,), (*maps, M, N, K, partials, flags), shared_mem=shared)
+    ref = bf16_to_float32(a).astype(np.float64) @ bf16_to_float32(b).astype(np.float64)
+    return bf16_to_float32(c), ref, partials.reshape(blocks, -1), flags
+
+
+@pytest.mark.parametrize("blocks,slots_used", [
+    (6, [0, 1, 3, 4]),  # 8 tiles: no whole wave; each of the 2 tiles in 3 pieces (2 partials, then the owner)
+    (5, [0, 2, 3]),     # 5 whole tiles, then 3 tiles in 5 runs: block 3 leaves a partial and owns another piece
+    (4, []),            # 2 whole waves: nothing to split
+])
+def test_stream_k_matches_float64_on_a_pretend_gpu(blocks, slots_used) -> None:
+    c, ref, partials, flags = _run(blocks)
+    assert not np.isnan(c).any(), "an element of C was never written"
+    np.testing.assert_allclose(c, ref, rtol=1e-2, atol=5e-2)
+    used = [w for w in range(blocks) if not np.isnan(partials[w]).all()]
+    assert used == slots_used == [w for w in range(blocks) for it in gemm.Walk(8, 4, blocks, 1).items(w)
+                                  if it.partial]
+    assert not flags.any(), "every owner hands its flags back for the next launch"
