@@ -111,3 +111,19 @@ def test_stream_k_matches_float64_on_a_pretend_gpu(blocks, slots_used) -> None:
     assert used == slots_used == [w for w in range(blocks) for it in gemm.Walk(8, 4, blocks, 1).items(w)
                                   if it.partial]
     assert not flags.any(), "every owner hands its flags back for the next launch"
+
+
+def test_the_bench_takes_the_issues_shape_set_and_refuses_nonsense() -> None:
+    import argparse
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gemm_bench", gemm.ROOT / "bench" / "gemm_wgmma.py")
+    bench = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(bench)  # type: ignore[union-attr]
+    p = argparse.ArgumentParser()
+    shapes = bench.parse_shapes(["issue27", "4096x4000x1032"], p)
+    assert shapes[:5] == [4096, 8192, 4000, 2048, 1000] and (8192, 1024, 8192) in shapes
+    assert shapes[-1] == (4096, 4000, 1032) and bench.parse_shapes(["64x64x64"], p) == [64]
+    with pytest.raises(SystemExit):
+        bench.parse_shapes(["4096x4000"], p)
+    assert "6_stream_k" in gemm.VARIANTS and "6_stream_k_min16" in bench.EXPERIMENTS

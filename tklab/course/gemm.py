@@ -416,15 +416,29 @@ def _host_us(fn: Any, calls: int = 30) -> float:
     return host
 
 
-def _time_size(n: int, steps: dict[str, Step], rounds: int, target_ms: float) -> list[dict[str, Any]]:
-    """One size of ``progression``: the contenders on shared random inputs, alternating within each round."""
+#: Issue 27's shape set (M, N, K): square sizes, non-multiples of the tile, small problems, LLM-like layers.
+SHAPES: dict[str, list[tuple[int, int, int]]] = {
+    "issue27": [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4000, 4000), (2048, 2048, 2048), (1000, 1000, 1000),
+                (4096, 4000, 1032), (8192, 1024, 8192), (1024, 8192, 8192), (8192, 8192, 1024)],
+}
+
+
+def shape_key(m: int, n: int, k: int) -> int | str:
+    """How a result row names its problem: n for n x n x n (what the chapter's tables use), else "MxNxK"."""
+    return m if m == n == k else f"{m}x{n}x{k}"
+
+
+def _time_size(shape: int | tuple[int, int, int], steps: dict[str, Step], rounds: int,
+               target_ms: float) -> list[dict[str, Any]]:
+    """One problem of ``progression``: the contenders on shared random inputs, alternating within each round."""
     import torch
 
     from ..run.bench import bench
 
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    outs = {name: torch.empty(n, n, device="cuda", dtype=torch.bfloat16) for name in ("cuBLAS", *steps)}
+    m, n, k = (shape, shape, shape) if isinstance(shape, int) else shape
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    outs = {name: torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for name in ("cuBLAS", *steps)}
 
     def cublas(stream: Any = None) -> Any:  # torch.matmul runs on the current stream (the graph's, in _graphed)
         return lambda: torch.matmul(a, b, out=outs["cuBLAS"])
@@ -434,10 +448,10 @@ def _time_size(n: int, steps: dict[str, Step], rounds: int, target_ms: float) ->
         makers[name] = lambda stream=None, s=s, c=outs[name]: prepare(a, b, c, step=s, stream=stream)
     plain = {name: make() for name, make in makers.items()}
     graphs = {name: _graphed(make) for name, make in makers.items()}
-    flops, rows = 2.0 * n**3, []
+    flops, rows, key = 2.0 * m * n * k, [], shape_key(m, n, k)
     for r in range(rounds):
         for name, fn in plain.items():
-            row: dict[str, Any] = {"n": n, "round": r, "who": name, "host_us": _host_us(fn),
+            row: dict[str, Any] = {"n": key, "round": r, "who": name, "host_us": _host_us(fn),
                                    "grid": list(getattr(fn, "grid", ()))[:1]}  # blocks launched (not cuBLAS)
             row["bench"] = bench(fn, flops=flops, progress=False, ceilings=False, target_ms=target_ms).tflops
             row["graph"] = bench(graphs[name], flops=flops, progress=False, ceilings=False, target_ms=target_ms).tflops
@@ -447,23 +461,24 @@ def _time_size(n: int, steps: dict[str, Step], rounds: int, target_ms: float) ->
     return rows
 
 
-def progression(sizes: tuple[int, ...] = (4096, 8192), rounds: int = 3,
+def progression(sizes: tuple[int | tuple[int, int, int], ...] = (4096, 8192), rounds: int = 3,
                 steps: dict[str, Step] | None = None, target_ms: float = 150.0) -> dict[str, Any]:
-    """TFLOP/s of cuBLAS (torch.matmul) and every step at n^3, ``rounds`` rounds, the three ``METHODS``.
+    """TFLOP/s of cuBLAS (torch.matmul) and every step at n^3 (or (M, N, K)), ``rounds`` rounds, the ``METHODS``.
 
     Contenders alternate within a round, on the same inputs, so a ratio to cuBLAS compares like with like.
     Returns ``{"sizes", "rounds", "methods", "rows": [{n, round, who, host_us, bench, graph, batched}],
-    "labels": {who: label}}`` (JSON-able: what the notebook records).
+    "labels": {who: label}}`` (JSON-able: what the notebook records); ``n`` is ``shape_key``'s name of the problem.
     """
     import torch
 
     steps = STEPS if steps is None else steps
     rows: list[dict[str, Any]] = []
-    for n in sizes:
-        rows += _time_size(n, steps, rounds, target_ms)
+    for shape in sizes:
+        rows += _time_size(shape, steps, rounds, target_ms)
         torch.cuda.empty_cache()
     labels = {"cuBLAS": "cuBLAS bf16 (torch.matmul)"} | {name: s.label for name, s in steps.items()}
-    return {"sizes": list(sizes), "rounds": rounds, "methods": list(METHODS), "rows": rows, "labels": labels}
+    keys = [x if isinstance(x, int) else shape_key(*x) for x in sizes]
+    return {"sizes": keys, "rounds": rounds, "methods": list(METHODS), "rows": rows, "labels": labels}
 
 
 def ratios(result: dict[str, Any], who: str, n: int, method: str) -> list[float]:
@@ -478,7 +493,8 @@ def table(result: dict[str, Any]) -> str:
     of ratios to cuBLAS over rounds, for each method."""
     import statistics
 
-    head = ["step", "n³", "TFLOP/s (graph, median)"] + [f"÷ cuBLAS ({m})" for m in result["methods"]]
+    size = "n³" if all(isinstance(n, int) for n in result["sizes"]) else "n³ or M×N×K"
+    head = ["step", size, "TFLOP/s (graph, median)"] + [f"÷ cuBLAS ({m})" for m in result["methods"]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for who in result["labels"]:
         for n in result["sizes"]:
