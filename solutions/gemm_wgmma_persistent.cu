@@ -22,7 +22,8 @@
 //     split along K among all blocks (tk::gemm_walk), so no block idles while a few finish the last tiles.
 //     A piece that stops inside a tile leaves its fp32 sum in `partials` (one 64 x 256 slot per consumer
 //     of each block) and raises its flag; the piece that ends the tile waits for those flags, adds the
-//     partials in worker order (deterministic) and writes C. Pieces are at least SK_MIN_SLICES K-slices.
+//     partials in worker order (deterministic) and writes C. Each block's run is at least SK_MIN_SLICES
+//     K-slices, and the split is made only where it takes SK_MIN_SAVED K-slices off the last wave.
 #include "tk.cuh"
 
 using namespace tk;
@@ -41,6 +42,9 @@ using namespace tk;
 #endif
 #ifndef SK_MIN_SLICES
 #define SK_MIN_SLICES 8  // least K-slices (of BK) per piece of a split tile
+#endif
+#ifndef SK_MIN_SAVED
+#define SK_MIN_SAVED 2  // split only if the last wave gets at least this many K-slices shorter
 #endif
 #ifndef C_BUFFERS
 #define C_BUFFERS 2  // staging tiles per consumer: 2 (one written while one is stored) up to BN / CN
@@ -103,7 +107,7 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
     const int step = CLUSTER > 1 ? cluster::count() : int(gridDim.x);
     const int k_tiles = (K + BK - 1) / BK;
     // Block (cluster) `first` walks its items: whole tiles, then (STREAM_K) its pieces of the last wave.
-    const gemm_walk walk{order.count(), k_tiles, step, STREAM_K ? SK_MIN_SLICES : 0};
+    const gemm_walk walk{order.count(), k_tiles, step, STREAM_K ? SK_MIN_SLICES : 0, SK_MIN_SAVED};
     const int items = walk.items(first);
 
     if (threadIdx.x == 0) sm.pipe.init(CONSUMERS * warpgroup::WARPS * CLUSTER);  // every consumer warp of the cluster frees a stage

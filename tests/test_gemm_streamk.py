@@ -19,13 +19,16 @@ import tklab
 from tklab import gemm
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 
-WALKS = [(8, 4, 6, 1), (8, 4, 5, 1), (8, 4, 4, 1), (512, 64, 132, 8), (2048, 128, 132, 8), (256, 64, 66, 8),
-         (32, 16, 132, 8), (1, 16, 132, 8), (7, 3, 5, 2), (128, 32, 132, 8), (512, 64, 132, 0), (10, 1, 4, 1)]
+# (tiles, K-slices, blocks, least slices per run, least slices saved): the emulated cases, 4096^3 and 8192^3 on 132
+# SMs (and 66 clusters), small problems, no split (whole waves; min_slices 0; too little to save: 2048^3).
+WALKS = [(8, 4, 6, 1, 1), (8, 4, 5, 1, 1), (8, 4, 4, 1, 1), (512, 64, 132, 8, 2), (2048, 128, 132, 8, 2),
+         (256, 64, 66, 8, 2), (32, 16, 132, 8, 2), (1, 16, 132, 8, 2), (7, 3, 5, 2, 0), (128, 32, 132, 8, 2),
+         (128, 32, 132, 8, 0), (512, 64, 132, 0, 0), (10, 1, 4, 1, 0)]
 
 
-@pytest.mark.parametrize("tiles,k,blocks,least", WALKS)
-def test_the_walk_covers_every_slice_once_and_owners_add_exactly_the_partials(tiles, k, blocks, least) -> None:
-    walk = gemm.Walk(tiles, k, blocks, least)
+@pytest.mark.parametrize("tiles,k,blocks,least,saved", WALKS)
+def test_the_walk_covers_every_slice_once_and_owners_add_exactly_the_partials(tiles, k, blocks, least, saved) -> None:
+    walk = gemm.Walk(tiles, k, blocks, least, saved)
     done: dict[tuple[int, int], int] = {}
     partial_of: dict[int, list[int]] = {}  # tile -> workers that left a partial of it
     owners: dict[int, gemm.WalkItem] = {}
@@ -52,13 +55,18 @@ def test_the_walk_covers_every_slice_once_and_owners_add_exactly_the_partials(ti
     if least > 0 and walk.workers():  # the split only happens where it shortens the last wave
         runs = [walk.begin(w + 1) - walk.begin(w) for w in range(walk.workers())]
         assert walk.workers() > tiles % blocks and min(runs) >= least  # (a piece may be shorter: a run's edge)
+        assert max(runs) <= k - saved
+    split = {(512, 64, 132, 8, 2): True, (128, 32, 132, 8, 2): False, (128, 32, 132, 8, 0): True}
+    if (tiles, k, blocks, least, saved) in split:  # 4096^3 splits; 2048^3 (128 tiles, 132 SMs) saves 1 slice: not
+        assert bool(walk.workers()) == split[tiles, k, blocks, least, saved]
 
 
 def test_the_device_walk_is_the_python_model() -> None:
     """tk::gemm_walk is constexpr: NVRTC evaluates every item against the Python model's."""
     asserts = []
-    for tiles, k, blocks, least in WALKS:
-        walk, dev = gemm.Walk(tiles, k, blocks, least), f"tk::gemm_walk{{{tiles}, {k}, {blocks}, {least}}}"
+    for tiles, k, blocks, least, saved in WALKS:
+        walk = gemm.Walk(tiles, k, blocks, least, saved)
+        dev = f"tk::gemm_walk{{{tiles}, {k}, {blocks}, {least}, {saved}}}"
         for w in range(blocks):
             items = walk.items(w)
             asserts.append(f"static_assert({dev}.items({w}) == {len(items)});")
@@ -70,7 +78,7 @@ def test_the_device_walk_is_the_python_model() -> None:
 
 
 # ---- the kernel on the CPU emulator ----------------------------------------------------------------------
-STEP = gemm.VARIANTS["6_stream_k_c1"].with_options("-DSK_MIN_SLICES=1", name="stream_k_test")
+STEP = gemm.VARIANTS["6_stream_k_c1"].with_options("-DSK_MIN_SLICES=1", "-DSK_MIN_SAVED=1", name="stream_k_test")
 M, N, K = 500, 264, 200  # 4 x 2 tiles of 128 x 256, 4 K-slices (the last half empty)
 
 
@@ -108,7 +116,7 @@ def test_stream_k_matches_float64_on_a_pretend_gpu(blocks, slots_used) -> None:
     assert not np.isnan(c).any(), "an element of C was never written"
     np.testing.assert_allclose(c, ref, rtol=1e-2, atol=5e-2)
     used = [w for w in range(blocks) if not np.isnan(partials[w]).all()]
-    assert used == slots_used == [w for w in range(blocks) for it in gemm.Walk(8, 4, blocks, 1).items(w)
+    assert used == slots_used == [w for w in range(blocks) for it in gemm.Walk(8, 4, blocks, 1, 1).items(w)
                                   if it.partial]
     assert not flags.any(), "every owner hands its flags back for the next launch"
 

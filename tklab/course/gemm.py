@@ -14,7 +14,7 @@ back from the PTX, so the Python side never repeats a constant the kernel owns.
     gemm(a, b, step=FINAL) -> c             C = A @ B (bf16 in, bf16 out, fp32 accumulation)
     errors(c, a, b) -> Errors               relative error against float64, unwritten (NaN) outputs
     tile_order(rows, cols, group, i)        the walk over C's tiles that the persistent steps take (as tk::tile_order)
-    Walk(tiles, k_slices, blocks, min)      each block's items, the last wave split along K (as tk::gemm_walk)
+    Walk(tiles, k_slices, blocks, ...)      each block's items, the last wave split along K (as tk::gemm_walk)
     progression(sizes, rounds) -> dict      every step and cuBLAS timed three ways; table(result), ratios(...)
     launch_facts(module) -> dict            threads, shared bytes, cluster size (CPU: from the PTX)
 
@@ -140,13 +140,15 @@ class Walk:
     k_slices: int
     blocks: int
     min_slices: int
+    min_saved: int = 0
 
     def workers(self) -> int:
         r = self.tiles % self.blocks
         if self.min_slices <= 0 or r == 0:
             return 0
         n = min(r * self.k_slices // self.min_slices, self.blocks)
-        return n if n > r else 0
+        longest = -(-r * self.k_slices // max(n, 1))
+        return n if n > r and longest <= self.k_slices - self.min_saved else 0
 
     def whole_tiles(self) -> int:
         return self.tiles - self.tiles % self.blocks if self.workers() else self.tiles

@@ -72,7 +72,9 @@ struct tile_scheduler {
 // running blocks one after another in order never waits at all).
 // `min_slices` bounds each worker's run from below (each partial costs a 128 x 256 fp32 round trip
 // through L2, so tiny runs would cost more than they save; a piece cut by a run's edge may be shorter);
-// when the split cannot use more blocks than there are leftover tiles it is not done (`workers() == 0`).
+// the split is not done (`workers() == 0`) when it cannot use more blocks than there are leftover tiles,
+// or when it would shorten the last wave by fewer than `min_saved` K-slices (the partials' round trip costs
+// about one K-slice on each side: below that a plain walk is as fast).
 // Everything is constexpr: tests/ check the walk on the host.
 
 struct gemm_item {
@@ -84,6 +86,7 @@ struct gemm_item {
 
 struct gemm_walk {
     int tiles, k_slices, blocks, min_slices;  // min_slices <= 0: never split (a plain persistent walk)
+    int min_saved = 0;                        // least K-slices the split must take off the last wave
 
     __host__ __device__ constexpr int leftover() const { return tiles % blocks; }
     /// Blocks sharing the leftover tiles' K-slices (0: no split).
@@ -92,7 +95,8 @@ struct gemm_walk {
         if (min_slices <= 0 || r == 0) return 0;
         const long long w = (long long)r * k_slices / min_slices;
         const int n = w < blocks ? int(w) : blocks;
-        return n > r ? n : 0;  // no more blocks than tiles: a plain walk is as good
+        const long long longest = ((long long)r * k_slices + n - 1) / (n > 0 ? n : 1);  // the longest run
+        return n > r && longest <= k_slices - min_saved ? n : 0;  // else a plain walk is as good
     }
     __host__ __device__ constexpr int whole_tiles() const { return workers() ? tiles - leftover() : tiles; }
     __host__ __device__ constexpr long long units() const { return (long long)(tiles - whole_tiles()) * k_slices; }
