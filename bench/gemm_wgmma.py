@@ -37,6 +37,10 @@ EXPERIMENTS: dict[str, gemm.Step] = {
     "5_cluster_group16": gemm.STEPS["5_cluster"].with_options("-DGROUP_M=16", name="5_cluster_group16"),
     # stream-K with longer runs per block (fewer, larger pieces; the default is 8 K-slices)
     "6_stream_k_min16": gemm.VARIANTS["6_stream_k"].with_options("-DSK_MIN_SLICES=16", name="6_stream_k_min16"),
+    "6_stream_k_min4": gemm.VARIANTS["6_stream_k"].with_options("-DSK_MIN_SLICES=4", name="6_stream_k_min4"),
+    # one wgmma group left running per consumer (the next slice's products queued while this one's stage waits)
+    "5_cluster_if1": gemm.STEPS["5_cluster"].with_options("-DIN_FLIGHT=1", name="5_cluster_if1"),
+    "6_stream_k_if1": gemm.VARIANTS["6_stream_k"].with_options("-DIN_FLIGHT=1", name="6_stream_k_if1"),
 }
 
 TILE_SHAPES = [(128, 256, 64), (256, 512, 192), (384, 768, 1024), (1024, 256, 2048), (2048, 4096, 512)]

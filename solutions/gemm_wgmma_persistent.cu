@@ -46,6 +46,9 @@ using namespace tk;
 #ifndef SK_MIN_SAVED
 #define SK_MIN_SAVED 2  // split only if the last wave gets at least this many K-slices shorter
 #endif
+#ifndef IN_FLIGHT
+#define IN_FLIGHT 0  // wgmma groups a consumer leaves running when it waits (0 or 1; step 2's knob)
+#endif
 #ifndef C_BUFFERS
 #define C_BUFFERS 2  // staging tiles per consumer: 2 (one written while one is stored) up to BN / CN
 #endif
@@ -53,6 +56,7 @@ constexpr int BM = 128, BN = 256, BK = 64;  // block tile; K-slice per stage
 constexpr int CONSUMERS = 2;                // consumer warpgroups, 64 rows of the tile each
 constexpr int CN = 64;                      // columns of C per TMA store
 static_assert(CLUSTER == 1 || CLUSTER == 2, "CLUSTER: 1 or 2 blocks");
+static_assert(IN_FLIGHT == 0 || IN_FLIGHT == 1, "IN_FLIGHT: 0 or 1 wgmma groups left running");
 static_assert(C_BUFFERS >= 1 && C_BUFFERS <= BN / CN, "C_BUFFERS: 1 to BN / CN staging tiles");
 using split = warpgroup::register_split<40, 232, CONSUMERS>;
 
@@ -92,23 +96,29 @@ __device__ inline int published(const int* flag) {
 #define CLUSTER_SHAPE
 #endif
 
+/// Where a block is in the walk. The walk is over cluster tiles of (CLUSTER * 128) x 256; block `rank` of a
+/// cluster takes tile row `rank` of each. Every block of a cluster walks the same cluster tiles, so their rings
+/// stay in step; block (cluster) `first` walks its items: whole tiles, then (STREAM_K) its pieces of the last
+/// wave. Computed in each branch after setmaxnreg: a value live across the producer's drop to 40 registers is
+/// spilled.
+struct walk_plan {
+    tile_order order;
+    gemm_walk walk;
+    int rank, first;
+};
+__device__ inline walk_plan plan(int M, int N, int K) {
+    const tile_order order{(M + CLUSTER * BM - 1) / (CLUSTER * BM), (N + BN - 1) / BN, GROUP_M};
+    const int step = CLUSTER > 1 ? cluster::count() : int(gridDim.x);
+    const gemm_walk walk{order.count(), (K + BK - 1) / BK, step, STREAM_K ? SK_MIN_SLICES : 0, SK_MIN_SAVED};
+    return {order, walk, CLUSTER > 1 ? cluster::rank() : 0, CLUSTER > 1 ? cluster::id() : int(blockIdx.x)};
+}
+
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * warpgroup::THREADS, 1) CLUSTER_SHAPE
 gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
      const __grid_constant__ CUtensorMap map_c, int M, int N, int K, float* partials, int* flags) {
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
     smem_layout& sm = alloc.take<smem_layout>();
-
-    // The walk is over cluster tiles of (CLUSTER * 128) x 256; block `rank` of a cluster takes tile row
-    // `rank` of each. Every block of a cluster walks the same cluster tiles, so their rings stay in step.
-    const tile_order order{(M + CLUSTER * BM - 1) / (CLUSTER * BM), (N + BN - 1) / BN, GROUP_M};
-    const int rank = CLUSTER > 1 ? cluster::rank() : 0;
-    const int first = CLUSTER > 1 ? cluster::id() : int(blockIdx.x);
-    const int step = CLUSTER > 1 ? cluster::count() : int(gridDim.x);
-    const int k_tiles = (K + BK - 1) / BK;
-    // Block (cluster) `first` walks its items: whole tiles, then (STREAM_K) its pieces of the last wave.
-    const gemm_walk walk{order.count(), k_tiles, step, STREAM_K ? SK_MIN_SLICES : 0, SK_MIN_SAVED};
-    const int items = walk.items(first);
 
     if (threadIdx.x == 0) sm.pipe.init(CONSUMERS * warpgroup::WARPS * CLUSTER);  // every consumer warp of the cluster frees a stage
     if constexpr (CLUSTER > 1) cluster::sync();  // all barriers of the pair exist before either signals the other's
@@ -117,7 +127,12 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
     if (warpgroup::groupid() == 0) {  // ---- producer ----
         split::producer();
         if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
+            const walk_plan p = plan(M, N, K);
+            const tile_order& order = p.order;
+            const gemm_walk& walk = p.walk;
+            const int rank = p.rank, first = p.first;
             ring_cursor<STAGES> at;
+            const int items = walk.items(first);
             for (int n = 0; n < items; ++n) {
                 const gemm_item it = walk(first, n);
                 const coord t = order(it.tile);
@@ -142,20 +157,37 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
 
     // ---- consumers ----
     split::consumer();
+    const walk_plan p = plan(M, N, K);
+    const tile_order& order = p.order;
+    const gemm_walk& walk = p.walk;
+    const int rank = p.rank, first = p.first;
     const int me = __shfl_sync(0xffffffff, warpgroup::groupid() - 1, 0);  // uniform: see gemm_wgmma.cu
     const bool leader = warpgroup::threadid() == 0;  // issues this warpgroup's TMA stores, and waits for them
+    const int items = __shfl_sync(0xffffffff, walk.items(first), 0);  // uniform (a uniform register, not a spill)
     rt_fl<16, BN> acc;                               // this warp's 16 rows of the warpgroup's 64 x 256
-    ring_cursor<STAGES> at;
+    ring_cursor<STAGES> at, reading;  // reading: the oldest stage our wgmmas may still read
+    const auto hand_back = [&] {      // that stage goes back to the producer
+        if constexpr (CLUSTER > 1) cluster::arrive_all(sm.pipe.empty[reading.stage], CLUSTER);  // both blocks' copies write here
+        else sm.pipe.release(reading.stage);
+        reading.advance();
+    };
     for (int n = 0; n < items; ++n) {
         const gemm_item it = walk(first, n);
         const coord t = order(it.tile);
         const int row = t.r * CLUSTER + rank;
-        for (int k = it.k_begin; k < it.k_end; ++k, at.advance()) {
+        // The same in every lane; __shfl_sync tells the compiler so (the walk's 64-bit divisions would not),
+        // and the K loop keeps its counters and descriptors in uniform registers (see gemm_wgmma.cu).
+        const int k_begin = __shfl_sync(0xffffffff, it.k_begin, 0), k_end = __shfl_sync(0xffffffff, it.k_end, 0);
+        for (int k = k_begin; k < k_end; ++k, at.advance()) {
             wait(sm.pipe.full[at.stage], at.phase);
-            warpgroup::mma_AB(acc, sm.stages[at.stage].a[me], sm.stages[at.stage].b, k > it.k_begin);  // = first, += after
+            warpgroup::mma_AB(acc, sm.stages[at.stage].a[me], sm.stages[at.stage].b, k > k_begin);  // = first, += after
+            if constexpr (IN_FLIGHT == 0) warpgroup::mma_async_wait<0>(acc);
+            else warpgroup::mma_async_wait<IN_FLIGHT>();  // the previous group is done, this one runs on
+            if (k - k_begin >= IN_FLIGHT) hand_back();
+        }
+        if constexpr (IN_FLIGHT > 0) {  // the last group of the tile, then its stage
             warpgroup::mma_async_wait<0>(acc);
-            if constexpr (CLUSTER > 1) cluster::arrive_all(sm.pipe.empty[at.stage], CLUSTER);  // both blocks' copies write here
-            else sm.pipe.release(at.stage);
+            if (k_end > k_begin) hand_back();
         }
 #if STREAM_K
         // Slots: one per consumer of each block; thread i keeps its registers at float4 i, 128 + i, ...
@@ -176,13 +208,18 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
             if (leader) publish(flags + flag);  // ... before the flag says so
             continue;
         }
-        for (int w = it.first_sharer; w < first; ++w) {  // the owner adds the earlier pieces, in worker order
-            const int theirs = (w * CLUSTER + rank) * CONSUMERS + me;
-            if (leader) {
-                while (!published(flags + theirs)) __nanosleep(64);
-                flags[theirs] = 0;  // ready for the next launch (which starts after this one ends)
-            }
-            warpgroup::sync_group<1>(me);
+        // The owner adds the earlier pieces, in worker order. Every thread acquires the flag itself, and a warp
+        // leaves the wait only all together (__all_sync: a uniform branch, so the K loop above keeps its uniform
+        // registers; a wait in one divergent thread cost 16 R2UR per slice there).
+        for (int w = it.first_sharer; w < first; ++w)
+            while (!__all_sync(0xffffffff, published(flags + (w * CLUSTER + rank) * CONSUMERS + me))) __nanosleep(64);
+        if (it.first_sharer < first) {
+            warpgroup::sync_group<1>(me);  // nobody reads a flag any more: set them back for the next launch
+            if (leader)
+#pragma unroll 1
+                for (int w = it.first_sharer; w < first; ++w) flags[(w * CLUSTER + rank) * CONSUMERS + me] = 0;
+        }
+        for (int w = it.first_sharer; w < first; ++w) {
             const float4* in = slot(w) + warpgroup::threadid();
 #pragma unroll
             for (int q = 0; q < QUADS; ++q) {

@@ -83,24 +83,26 @@ M, N, K = 500, 264, 200  # 4 x 2 tiles of 128 x 256, 4 K-slices (the last half e
 
 
 @functools.cache
-def _module():  # noqa: ANN202 - an emulated module
+def _module(step: gemm.Step):  # noqa: ANN202 - an emulated module
     emu = pytest.importorskip("tklab.emulate")
-    return emu.compile(STEP.path.read_text(), name=STEP.source, options=STEP.options)
+    return emu.compile(step.path.read_text(), name=step.source, options=step.options)
 
 
-def _run(blocks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(C, float64 reference, partial slots, flags after the run) on ``blocks`` emulated blocks."""
+def _run(blocks: int, step: gemm.Step = STEP, mod: object = None) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                          np.ndarray]:
+    """(C, float64 reference, partial slots, flags after the run) on ``blocks`` emulated blocks (of ``mod``,
+    else of the step's own source)."""
     emu = pytest.importorskip("tklab.emulate")
-    mod = _module()
+    mod = mod or _module(step)
     rng = np.random.default_rng(blocks)
     a = to_bf16_bits(rng.standard_normal((M, K)).astype(np.float32))
     b = to_bf16_bits(rng.standard_normal((K, N)).astype(np.float32))
     c = np.full((M, N), 0xFFFF, np.uint16)  # NaN: an element never written stays NaN
     maps = [emu.tensor_map(x, box, dtype="bfloat16") for x, box in ((a, (64, 64)), (b, (64, 256)), (c, (64, 64)))]
-    consts = gemm.compiled(STEP).module.constants  # what the kernel says its workspace is (NVRTC)
+    consts = gemm.compiled(step).module.constants  # what the kernel says its workspace is (NVRTC)
     floats, nflags = consts["gemm_partial_floats"], consts["gemm_flags"]
     partials, flags = np.full(blocks * floats, np.nan, np.float32), np.zeros(blocks * nflags, np.int32)
-    shared = gemm.launch_facts(gemm.compiled(STEP).module)["shared_bytes"]
+    shared = gemm.launch_facts(gemm.compiled(step).module)["shared_bytes"]
     mod["gemm"]((blocks,), (384,), (*maps, M, N, K, partials, flags), shared_mem=shared)
     ref = bf16_to_float32(a).astype(np.float64) @ bf16_to_float32(b).astype(np.float64)
     return bf16_to_float32(c), ref, partials.reshape(blocks, -1), flags
@@ -119,6 +121,31 @@ def test_stream_k_matches_float64_on_a_pretend_gpu(blocks, slots_used) -> None:
     assert used == slots_used == [w for w in range(blocks) for it in gemm.Walk(8, 4, blocks, 1, 1).items(w)
                                   if it.partial]
     assert not flags.any(), "every owner hands its flags back for the next launch"
+
+
+
+def test_one_group_in_flight_hands_each_stage_back_only_after_its_products() -> None:
+    """IN_FLIGHT=1: a consumer leaves its newest wgmma group running and returns the stage before it; the
+    emulator reports a stage refilled while a pending group reads it, and the pieces of split tiles (which end
+    and start groups mid-tile) must still add up."""
+    c, ref, _, flags = _run(5, STEP.with_options("-DIN_FLIGHT=1", name="stream_k_in_flight"))
+    assert not np.isnan(c).any()
+    np.testing.assert_allclose(c, ref, rtol=1e-2, atol=5e-2)
+    assert not flags.any()
+
+
+def test_handing_back_a_stage_its_pending_group_still_reads_is_reported() -> None:
+    """The planted mistake of IN_FLIGHT=1: return every stage right after issuing its products."""
+    emu = pytest.importorskip("tklab.emulate")
+    step = STEP.with_options("-DIN_FLIGHT=1", name="stream_k_in_flight_early")
+    src = step.path.read_text()
+    keep = "            if (k - k_begin >= IN_FLIGHT) hand_back();\n"
+    last = "            if (k_end > k_begin) hand_back();\n"
+    assert src.count(keep) == src.count(last) == 1
+    mod = emu.compile(src.replace(keep, "            hand_back();\n").replace(last, ""), name=step.source,
+                      options=step.options)
+    with pytest.raises(emu.AsyncHazard, match="hands back dynamic shared memory, which the TMA load"):
+        _run(5, step, mod)
 
 
 def test_the_bench_takes_the_issues_shape_set_and_refuses_nonsense() -> None:

@@ -72,6 +72,8 @@ class Step:
 
 
 BK = 64  # every step's K-slice per stage
+#: tk::gemm_walk multiplies leftover tiles x K-slices x blocks in 32 bits: below 2^31 up to 132+ blocks
+STREAM_K_MAX_K = 1 << 22
 STEPS: dict[str, Step] = {s.name: s for s in (
     Step("1_one_warpgroup", "one warpgroup: TMA ring + wgmma, 64×256 tile", "ch08_wgmma.cu", (), 64, 256, "tiles_2d",
          "TMA brings A and B slices into a 4-stage ring; one warpgroup waits, issues 4 wgmma per slice, waits for "
@@ -220,6 +222,9 @@ def check_shapes(s: Step, m: int, n: int, k: int) -> None:
         if bad:
             raise ValueError(f"{s.name}: TMA needs every row to start on a 16-byte boundary, so K and N must be "
                              f"multiples of 8 bf16: {'; '.join(bad)}. Pad the matrices with zero columns.")
+        if s.stream_k and k > STREAM_K_MAX_K:
+            raise ValueError(f"{s.name}: K={k} is more than the stream-K walk's 32-bit arithmetic takes "
+                             f"({STREAM_K_MAX_K}); use step {FINAL}")
         return
     bad = [f"{name}={v} is not a multiple of {t}" for name, v, t in (("M", m, s.block_m), ("N", n, s.block_n),
                                                                       ("K", k, BK)) if v % t]

@@ -87,45 +87,45 @@ struct gemm_item {
 struct gemm_walk {
     int tiles, k_slices, blocks, min_slices;  // min_slices <= 0: never split (a plain persistent walk)
     int min_saved = 0;                        // least K-slices the split must take off the last wave
+    // 32-bit arithmetic (the producer warp runs this with 40 registers): leftover tiles x k_slices x blocks must
+    // stay below 2^31, i.e. K below ~7.8 M at 132 blocks (tklab.gemm.check_shapes refuses more).
 
     __host__ __device__ constexpr int leftover() const { return tiles % blocks; }
     /// Blocks sharing the leftover tiles' K-slices (0: no split).
     __host__ __device__ constexpr int workers() const {
         const int r = leftover();
         if (min_slices <= 0 || r == 0) return 0;
-        const long long w = (long long)r * k_slices / min_slices;
-        const int n = w < blocks ? int(w) : blocks;
-        const long long longest = ((long long)r * k_slices + n - 1) / (n > 0 ? n : 1);  // the longest run
-        return n > r && longest <= k_slices - min_saved ? n : 0;  // else a plain walk is as good
+        const int w = r * k_slices / min_slices;
+        const int n = w < blocks ? w : blocks;
+        const int longest = n > 0 ? (r * k_slices + n - 1) / n : k_slices;  // the longest run
+        return n > r && longest <= k_slices - min_saved ? n : 0;          // else a plain walk is as good
     }
     __host__ __device__ constexpr int whole_tiles() const { return workers() ? tiles - leftover() : tiles; }
-    __host__ __device__ constexpr long long units() const { return (long long)(tiles - whole_tiles()) * k_slices; }
+    __host__ __device__ constexpr int units() const { return (tiles - whole_tiles()) * k_slices; }
     /// First unit (leftover tile * k_slices + K-slice) of worker w; w == workers() gives the end.
-    __host__ __device__ constexpr long long begin(int w) const { return units() * w / workers(); }
+    __host__ __device__ constexpr int begin(int w) const { return units() * w / workers(); }
     /// The worker whose run holds unit u.
-    __host__ __device__ constexpr int worker_of(long long u) const {
-        return int(((u + 1) * workers() + units() - 1) / units()) - 1;
-    }
+    __host__ __device__ constexpr int worker_of(int u) const { return ((u + 1) * workers() + units() - 1) / units() - 1; }
 
     /// Work items of block w: its whole tiles, then (a worker) its pieces.
     __host__ __device__ constexpr int items(int w) const {
         const int whole = w < whole_tiles() ? (whole_tiles() - w + blocks - 1) / blocks : 0;
         if (w >= workers()) return whole;
-        return whole + int((begin(w + 1) - 1) / k_slices - begin(w) / k_slices) + 1;
+        return whole + (begin(w + 1) - 1) / k_slices - begin(w) / k_slices + 1;
     }
 
     /// Item n of block w.
     __host__ __device__ constexpr gemm_item operator()(int w, int n) const {
         const int whole = w < whole_tiles() ? (whole_tiles() - w + blocks - 1) / blocks : 0;
         if (n < whole) return {w + n * blocks, 0, k_slices, w, false};
-        const long long s = begin(w), e = begin(w + 1);
-        const int first = int(s / k_slices), last = int((e - 1) / k_slices);
-        const bool ends_inside = e - (long long)last * k_slices < k_slices;  // its last piece is a partial
+        const int s = begin(w), e = begin(w + 1);
+        const int first = s / k_slices, last = (e - 1) / k_slices;
+        const bool ends_inside = e - last * k_slices < k_slices;  // its last piece is a partial
         const int j = n - whole;
         const int t = ends_inside ? (j == 0 ? last : first + j - 1) : first + j;
-        const int kb = t == first ? int(s - (long long)t * k_slices) : 0;
-        const int ke = t == last ? int(e - (long long)t * k_slices) : k_slices;
-        const int sharer = kb > 0 ? worker_of((long long)t * k_slices) : w;
+        const int kb = t == first ? s - t * k_slices : 0;
+        const int ke = t == last ? e - t * k_slices : k_slices;
+        const int sharer = kb > 0 ? worker_of(t * k_slices) : w;
         return {whole_tiles() + t, kb, ke, sharer, ke < k_slices};
     }
 };
