@@ -162,3 +162,22 @@ def test_the_bench_takes_the_issues_shape_set_and_refuses_nonsense() -> None:
     with pytest.raises(SystemExit):
         bench.parse_shapes(["4096x4000"], p)
     assert "6_stream_k" in gemm.VARIANTS and "6_stream_k_min16" in bench.EXPERIMENTS
+
+
+def test_a_null_workspace_pointer_is_profiled_as_null(tmp_path) -> None:
+    """Steps 3-5 pass 0 for the stream-K workspace: tklab.profile re-creates that as a null pointer (the driver
+    knows no allocation at address 0), not as memory to copy."""
+    from tklab import launch
+    from tklab.profile import recipe
+
+    mod = tklab.compile('extern "C" __global__ void k(float* partials, int* flags, int n) {}', arch="sm_90a",
+                        name="null_args.cu")
+    packed = [bytes(8), bytes(8), np.int32(3).tobytes()]
+    run = launch.Prepared("k", None, (1, 1, 1), (32, 1, 1), 0, 0, packed, (0, 0, np.int32(3)), mod["k"])
+
+    def no_allocation(address: int) -> tuple[int, int]:
+        raise AssertionError(f"looked up {address:#x}")
+
+    rec = recipe.capture(run, tmp_path, read=lambda start, size: bytes(size), raw_range=no_allocation)
+    assert rec.buffers == [] and [a.kind for a in rec.args] == ["bytes"] * 3
+    assert rec.args[0].data == bytes(8).hex()
