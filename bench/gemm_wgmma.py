@@ -136,6 +136,7 @@ def main() -> int:
                    help=f"time these problems instead of --sizes: MxNxK, or a set ({', '.join(gemm.SHAPES)}: "
                    "4096³, 8192³, 4000³, 2048³, 1000³, 4096x4000x1032 and LLM-like layers)")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--target-ms", type=float, default=150.0, help="device time per measurement (tklab.bench)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     p.add_argument("--json", type=Path, help="also write the raw results here")
     p.add_argument("--steps", default="", help="comma-separated steps, variants or EXPERIMENTS (default: steps "
@@ -157,7 +158,7 @@ def main() -> int:
     for c in checks:
         print(f"check {c['step']} {c['shape']}: rel {c['rel']:.2e} {'ok' if c['ok'] else 'FAIL'}")
     problems = parse_shapes(args.shapes, p) if args.shapes is not None else list(args.sizes)
-    timing = None if args.check_only else gemm.progression(tuple(problems), args.rounds, steps)
+    timing = None if args.check_only else gemm.progression(tuple(problems), args.rounds, steps, args.target_ms)
     text = report(checks, timing, facts)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"gemm_wgmma_{datetime.date.today().isoformat()}_{recorded.commit()}.md"
