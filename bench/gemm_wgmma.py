@@ -127,6 +127,25 @@ def parse_shapes(items: list[str], p: argparse.ArgumentParser) -> list[int | tup
     return out
 
 
+def timed(problems: list[int | tuple[int, int, int]], args: argparse.Namespace,
+          steps: dict[str, gemm.Step]) -> dict[str, Any]:
+    """gemm.progression one problem at a time, printing each problem's table (and saving the JSON so far) as it
+    is measured: a run cut short by a time limit still leaves what it measured."""
+    result: dict[str, Any] | None = None
+    for shape in problems:
+        part = gemm.progression((shape,), args.rounds, steps, args.target_ms)
+        if result is None:
+            result = part
+        else:
+            result["sizes"] += part["sizes"]
+            result["rows"] += part["rows"]
+        print(gemm.table(part), flush=True)
+        if args.json:
+            args.json.write_text(json.dumps({"timing": result}, indent=1))
+    assert result is not None
+    return result
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check-only", action="store_true")
@@ -158,7 +177,7 @@ def main() -> int:
     for c in checks:
         print(f"check {c['step']} {c['shape']}: rel {c['rel']:.2e} {'ok' if c['ok'] else 'FAIL'}")
     problems = parse_shapes(args.shapes, p) if args.shapes is not None else list(args.sizes)
-    timing = None if args.check_only else gemm.progression(tuple(problems), args.rounds, steps, args.target_ms)
+    timing = None if args.check_only else timed(problems, args, steps)
     text = report(checks, timing, facts)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"gemm_wgmma_{datetime.date.today().isoformat()}_{recorded.commit()}.md"

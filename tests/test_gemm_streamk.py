@@ -181,3 +181,30 @@ def test_a_null_workspace_pointer_is_profiled_as_null(tmp_path) -> None:
     rec = recipe.capture(run, tmp_path, read=lambda start, size: bytes(size), raw_range=no_allocation)
     assert rec.buffers == [] and [a.kind for a in rec.args] == ["bytes"] * 3
     assert rec.args[0].data == bytes(8).hex()
+
+
+def test_the_bench_keeps_what_it_measured_one_problem_at_a_time(tmp_path, monkeypatch) -> None:
+    import argparse
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("gemm_bench", gemm.ROOT / "bench" / "gemm_wgmma.py")
+    bench = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(bench)  # type: ignore[union-attr]
+    calls = []
+
+    def fake(sizes, rounds, steps, target_ms):  # noqa: ANN001, ANN202 - stands in for the GPU timing
+        calls.append((sizes, target_ms))
+        key = gemm.shape_key(*sizes[0]) if isinstance(sizes[0], tuple) else sizes[0]
+        rows = [{"n": key, "round": 0, "who": w, "host_us": 1.0, "bench": t, "graph": t, "batched": t}
+                for w, t in (("cuBLAS", 100.0), ("6_stream_k", 103.0))]  # made-up numbers
+        return {"sizes": [key], "rounds": 1, "methods": list(gemm.METHODS), "rows": rows,
+                "labels": {"cuBLAS": "cuBLAS", "6_stream_k": "stream-K"}}
+
+    monkeypatch.setattr(gemm, "progression", fake)
+    args = argparse.Namespace(rounds=1, target_ms=80.0, json=tmp_path / "t.json")
+    result = bench.timed([4096, (8192, 1024, 8192)], args, {})
+    assert calls == [((4096,), 80.0), (((8192, 1024, 8192),), 80.0)]
+    assert result["sizes"] == [4096, "8192x1024x8192"] and len(result["rows"]) == 4
+    assert json.loads(args.json.read_text())["timing"]["sizes"] == [4096, "8192x1024x8192"]
+    assert "1.030–1.030" in gemm.table(result) and "8192x1024x8192" in gemm.table(result)
