@@ -208,3 +208,47 @@ def test_the_bench_keeps_what_it_measured_one_problem_at_a_time(tmp_path, monkey
     assert result["sizes"] == [4096, "8192x1024x8192"] and len(result["rows"]) == 4
     assert json.loads(args.json.read_text())["timing"]["sizes"] == [4096, "8192x1024x8192"]
     assert "1.030–1.030" in gemm.table(result) and "8192x1024x8192" in gemm.table(result)
+
+
+def test_a_graph_replay_keeps_the_launch_and_its_workspace_alive(monkeypatch) -> None:
+    """The H200 run of be9c15d faulted (illegal address) replaying a stream-K graph: the prepared launch, and with
+    it the workspace the graph's kernel node points at, was dropped after capture, and the next capture emptied
+    torch's cache. With a stand-in torch (no GPU here): after _graphed returns and garbage is collected, the launch
+    it captured must still be alive, and replaying calls the graph."""
+    import contextlib
+    import gc
+    import sys
+    import types
+    import weakref
+
+    class Launch:  # stands in for a Prepared holding its workspace
+        calls = 0
+
+        def __call__(self) -> None:
+            Launch.calls += 1
+
+    class Graph:
+        replays = 0
+
+        def replay(self) -> None:
+            Graph.replays += 1
+
+    cuda = types.SimpleNamespace(Stream=lambda: "side", stream=lambda s: contextlib.nullcontext(),
+                                 synchronize=lambda: None, CUDAGraph=Graph,
+                                 graph=lambda g, stream=None: contextlib.nullcontext())
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    made: list[weakref.ref] = []
+
+    def make(stream: object) -> Launch:
+        launch = Launch()
+        made.append(weakref.ref(launch))
+        return launch
+
+    replay = gemm._graphed(make)
+    gc.collect()
+    assert made[0]() is not None, "the captured launch (and its workspace) was freed while the graph can replay"
+    replay()
+    assert Graph.replays == 1 and Launch.calls == 2  # the warm-up and the capture; replays do not call Python
+    del replay
+    gc.collect()
+    assert made[0]() is None  # nothing else holds it: the replay is what keeps it

@@ -392,7 +392,22 @@ METHOD_TEXT = ("bench: tklab.bench on the Python call (one call per event pair, 
                "call (launch cost gone). batched: 20 back-to-back calls per event pair, no flush (kernel time).")
 
 
-def _graphed(make: Any) -> Any:
+@dataclass
+class Replay:
+    """A captured CUDA graph and the launch it was captured from: calling it replays the graph.
+
+    The launch is kept because the graph holds raw addresses of what the launch owns (the stream-K workspace):
+    dropped, its memory would go back to torch's cache, and the next ``torch.cuda.graph`` capture empties that
+    cache (``cudaFree``), so a replay would write into freed memory (an illegal address, seen on the H200)."""
+
+    graph: Any
+    launch: Any
+
+    def __call__(self) -> None:
+        self.graph.replay()
+
+
+def _graphed(make: Any) -> Replay:
     """make(stream) captured once in a CUDA graph; replaying it costs the host a few µs, not a Python launch."""
     import torch
 
@@ -404,7 +419,7 @@ def _graphed(make: Any) -> Any:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=side):
         fn()
-    return graph.replay
+    return Replay(graph, fn)
 
 
 def _host_us(fn: Any, calls: int = 30) -> float:
