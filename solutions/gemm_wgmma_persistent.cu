@@ -113,6 +113,13 @@ __device__ inline walk_plan plan(int M, int N, int K) {
     return {order, walk, CLUSTER > 1 ? cluster::rank() : 0, CLUSTER > 1 ? cluster::id() : int(blockIdx.x)};
 }
 
+/// Item n of block (cluster) w. Without STREAM_K, the plain walk spelled out, so the compiler knows every
+/// item starts at K-slice 0 (the default steps' K loop stays as it was).
+__device__ inline gemm_item item(const gemm_walk& walk, int w, int n) {
+    if constexpr (STREAM_K) return walk(w, n);
+    else return {w + n * walk.blocks, 0, walk.k_slices, w, false};
+}
+
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * warpgroup::THREADS, 1) CLUSTER_SHAPE
 gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
      const __grid_constant__ CUtensorMap map_c, int M, int N, int K, float* partials, int* flags) {
@@ -134,7 +141,7 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
             ring_cursor<STAGES> at;
             const int items = walk.items(first);
             for (int n = 0; n < items; ++n) {
-                const gemm_item it = walk(first, n);
+                const gemm_item it = item(walk, first, n);
                 const coord t = order(it.tile);
                 const int row = t.r * CLUSTER + rank;  // this block's tile row
                 for (int k = it.k_begin; k < it.k_end; ++k, at.advance()) {
@@ -172,12 +179,13 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
         reading.advance();
     };
     for (int n = 0; n < items; ++n) {
-        const gemm_item it = walk(first, n);
+        const gemm_item it = item(walk, first, n);
         const coord t = order(it.tile);
         const int row = t.r * CLUSTER + rank;
         // The same in every lane; __shfl_sync tells the compiler so (the walk's 64-bit divisions would not),
         // and the K loop keeps its counters and descriptors in uniform registers (see gemm_wgmma.cu).
-        const int k_begin = __shfl_sync(0xffffffff, it.k_begin, 0), k_end = __shfl_sync(0xffffffff, it.k_end, 0);
+        const int k_begin = STREAM_K ? __shfl_sync(0xffffffff, it.k_begin, 0) : 0;
+        const int k_end = STREAM_K ? __shfl_sync(0xffffffff, it.k_end, 0) : it.k_end;
         for (int k = k_begin; k < k_end; ++k, at.advance()) {
             wait(sm.pipe.full[at.stage], at.phase);
             warpgroup::mma_AB(acc, sm.stages[at.stage].a[me], sm.stages[at.stage].b, k > k_begin);  // = first, += after
