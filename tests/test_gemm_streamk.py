@@ -162,6 +162,8 @@ def test_the_bench_takes_the_issues_shape_set_and_refuses_nonsense() -> None:
     with pytest.raises(SystemExit):
         bench.parse_shapes(["4096x4000"], p)
     assert "6_stream_k" in gemm.VARIANTS and "6_stream_k_min16" in bench.EXPERIMENTS
+    assert gemm.VARIANTS["6_stream_k"].stream_k and not gemm.STEPS["5_cluster"].stream_k
+    assert not gemm.VARIANTS["6_stream_k"].with_options("-DSTREAM_K=0").stream_k  # the last -D wins
 
 
 def test_a_null_workspace_pointer_is_profiled_as_null(tmp_path) -> None:

@@ -59,7 +59,8 @@ class Step:
     @property
     def stream_k(self) -> bool:
         """Built with STREAM_K=1: the launch passes a workspace for the split tiles' partial sums."""
-        return self.persistent and "-DSTREAM_K=1" in self.options
+        values = [o.split("=", 1)[1] for o in self.options if o.startswith("-DSTREAM_K=")]
+        return self.persistent and bool(values) and values[-1] != "0"  # the last -D wins, as in the compiler
 
     @property
     def path(self) -> Path:
