@@ -14,6 +14,7 @@ back from the PTX, so the Python side never repeats a constant the kernel owns.
     gemm(a, b, step=FINAL) -> c             C = A @ B (bf16 in, bf16 out, fp32 accumulation)
     errors(c, a, b) -> Errors               relative error against float64, unwritten (NaN) outputs
     tile_order(rows, cols, group, i)        the walk over C's tiles that the persistent steps take (as tk::tile_order)
+    Walk(tiles, k_slices, blocks, ...)      each block's items, the last wave split along K (as tk::gemm_walk)
     progression(sizes, rounds) -> dict      every step and cuBLAS timed three ways; table(result), ratios(...)
     launch_facts(module) -> dict            threads, shared bytes, cluster size (CPU: from the PTX)
 
@@ -56,6 +57,12 @@ class Step:
         return self.grid == "persistent"
 
     @property
+    def stream_k(self) -> bool:
+        """Built with STREAM_K=1: the launch passes a workspace for the split tiles' partial sums."""
+        values = [o.split("=", 1)[1] for o in self.options if o.startswith("-DSTREAM_K=")]
+        return self.persistent and bool(values) and values[-1] != "0"  # the last -D wins, as in the compiler
+
+    @property
     def path(self) -> Path:
         return SOLUTIONS / self.source
 
@@ -66,6 +73,8 @@ class Step:
 
 
 BK = 64  # every step's K-slice per stage
+#: tk::gemm_walk multiplies leftover tiles x K-slices x blocks in 32 bits: below 2^31 up to 132+ blocks
+STREAM_K_MAX_K = 1 << 22
 STEPS: dict[str, Step] = {s.name: s for s in (
     Step("1_one_warpgroup", "one warpgroup: TMA ring + wgmma, 64×256 tile", "ch08_wgmma.cu", (), 64, 256, "tiles_2d",
          "TMA brings A and B slices into a 4-stage ring; one warpgroup waits, issues 4 wgmma per slice, waits for "
@@ -90,6 +99,9 @@ FINAL = "5_cluster"
 VARIANTS: dict[str, Step] = {
     "1_one_warpgroup_2stages": STEPS["1_one_warpgroup"].with_options("-DSTAGES=2", name="1_one_warpgroup_2stages"),
     "2_in_flight_1": STEPS["2_warp_specialised"].with_options("-DIN_FLIGHT=1", name="2_in_flight_1"),
+    # the last, partial wave split along K among all blocks (tk::gemm_walk); measured against step 5 / step 4
+    "6_stream_k": STEPS["5_cluster"].with_options("-DSTREAM_K=1", name="6_stream_k"),
+    "6_stream_k_c1": STEPS["4_l2_order"].with_options("-DSTREAM_K=1", name="6_stream_k_c1"),
 }
 
 
@@ -108,6 +120,61 @@ def tile_order(rows: int, cols: int, group: int, i: int) -> tuple[int, int]:
     height = min(rows - first, group)
     j = i % per_group
     return first + j % height, j // height
+
+
+@dataclass(frozen=True)
+class WalkItem:
+    """One item of a block's walk (``tk::gemm_item``): a tile (number in the walk), its K-slices, whose partial
+    sums an owner adds (workers ``first_sharer`` .. own - 1), and whether it is itself a partial."""
+
+    tile: int
+    k_begin: int
+    k_end: int
+    first_sharer: int
+    partial: bool
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The persistent walk with the last wave split along K: the library's ``tk::gemm_walk``, in Python (the
+    tests hold the two equal). ``min_slices <= 0``: the plain walk (block w takes tiles w, w + blocks, ...)."""
+
+    tiles: int
+    k_slices: int
+    blocks: int
+    min_slices: int
+    min_saved: int = 0
+
+    def workers(self) -> int:
+        r = self.tiles % self.blocks
+        if self.min_slices <= 0 or r == 0:
+            return 0
+        n = min(r * self.k_slices // self.min_slices, self.blocks)
+        longest = -(-r * self.k_slices // max(n, 1))
+        return n if n > r and longest <= self.k_slices - self.min_saved else 0
+
+    def whole_tiles(self) -> int:
+        return self.tiles - self.tiles % self.blocks if self.workers() else self.tiles
+
+    def begin(self, w: int) -> int:
+        return (self.tiles - self.whole_tiles()) * self.k_slices * w // self.workers()
+
+    def items(self, w: int) -> list[WalkItem]:
+        """Block w's items in the order it runs them: whole tiles, then its partial piece, then the rest."""
+        whole = self.whole_tiles()
+        out = [WalkItem(t, 0, self.k_slices, w, False) for t in range(w, whole, self.blocks)]
+        if w >= self.workers():
+            return out
+        k, s, e = self.k_slices, self.begin(w), self.begin(w + 1)
+        first, last = s // k, (e - 1) // k
+        order = list(range(first, last + 1))
+        if e - last * k < k:  # ends inside a tile: that partial piece first
+            order = [last] + order[:-1]
+        for t in order:
+            kb, ke = (s - t * k if t == first else 0), (e - t * k if t == last else k)
+            sharer = next(v for v in range(self.workers()) if self.begin(v + 1) > t * k) if kb > 0 else w
+            out.append(WalkItem(whole + t, kb, ke, sharer, ke < k))
+        return out
 
 
 # ---- the compiled kernel and what it says about its launch ------------------------------------------
@@ -156,6 +223,9 @@ def check_shapes(s: Step, m: int, n: int, k: int) -> None:
         if bad:
             raise ValueError(f"{s.name}: TMA needs every row to start on a 16-byte boundary, so K and N must be "
                              f"multiples of 8 bf16: {'; '.join(bad)}. Pad the matrices with zero columns.")
+        if s.stream_k and k > STREAM_K_MAX_K:
+            raise ValueError(f"{s.name}: K={k} is more than the stream-K walk's 32-bit arithmetic takes "
+                             f"({STREAM_K_MAX_K}); use step {FINAL}")
         return
     bad = [f"{name}={v} is not a multiple of {t}" for name, v, t in (("M", m, s.block_m), ("N", n, s.block_n),
                                                                       ("K", k, BK)) if v % t]
@@ -239,11 +309,29 @@ def prepare(a: Any, b: Any, c: Any, *, step: str | Step = FINAL, stream: Any = N
                                  else ((m // s.block_m) * (n // s.block_n),))
         return fn.prepare(grid, (threads,), (map_a, map_b, c, m, n, k), shared_mem=smem, stream=stream)
     map_c = tma.tensor_map(c, (64, 64), dtype=dt)  # 64 x 64 staging tiles of C
-    args = (map_a, map_b, map_c, m, n, k)
+    args = (map_a, map_b, map_c, m, n, k, 0, 0)  # no stream-K workspace
     tiles = -(-m // (s.block_m * cluster)) * -(-n // s.block_n)  # cluster tiles
     probe = fn.prepare((cluster,), (threads,), args, shared_mem=smem, stream=stream)  # sets the smem limit
     clusters = min(tiles, resident_clusters(probe.func, threads, smem, cluster), max_clusters or tiles)
+    if s.stream_k:
+        partials, flags = workspace(fn.module, clusters * cluster, like=a)
+        args = (*args[:6], partials, flags)
     return fn.prepare((clusters * cluster,), (threads,), args, shared_mem=smem, stream=stream)
+
+
+def workspace(module: Any, blocks: int, *, like: Any) -> tuple[Any, Any]:
+    """The stream-K step's fp32 partial sums and zeroed flags for ``blocks`` blocks (sizes from the kernel's
+    ``gemm_partial_floats``/``gemm_flags``), on ``like``'s device and library. The owners reset the flags, so one
+    workspace serves every later launch of the same grid, one launch at a time (one stream)."""
+    floats, flags = module.constants["gemm_partial_floats"], module.constants["gemm_flags"]
+    if _is_torch(like):
+        import torch
+
+        return (torch.empty(blocks * floats, device=like.device, dtype=torch.float32),
+                torch.zeros(blocks * flags, device=like.device, dtype=torch.int32))
+    import cupy as cp
+
+    return cp.empty(blocks * floats, dtype=cp.float32), cp.zeros(blocks * flags, dtype=cp.int32)
 
 
 def _empty_like(a: Any, m: int, n: int) -> Any:
@@ -305,7 +393,22 @@ METHOD_TEXT = ("bench: tklab.bench on the Python call (one call per event pair, 
                "call (launch cost gone). batched: 20 back-to-back calls per event pair, no flush (kernel time).")
 
 
-def _graphed(make: Any) -> Any:
+@dataclass
+class Replay:
+    """A captured CUDA graph and the launch it was captured from: calling it replays the graph.
+
+    The launch is kept because the graph holds raw addresses of what the launch owns (the stream-K workspace):
+    dropped, its memory would go back to torch's cache, and the next ``torch.cuda.graph`` capture empties that
+    cache (``cudaFree``), so a replay would write into freed memory (an illegal address, seen on the H200)."""
+
+    graph: Any
+    launch: Any
+
+    def __call__(self) -> None:
+        self.graph.replay()
+
+
+def _graphed(make: Any) -> Replay:
     """make(stream) captured once in a CUDA graph; replaying it costs the host a few µs, not a Python launch."""
     import torch
 
@@ -317,7 +420,7 @@ def _graphed(make: Any) -> Any:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=side):
         fn()
-    return graph.replay
+    return Replay(graph, fn)
 
 
 def _host_us(fn: Any, calls: int = 30) -> float:
@@ -336,15 +439,29 @@ def _host_us(fn: Any, calls: int = 30) -> float:
     return host
 
 
-def _time_size(n: int, steps: dict[str, Step], rounds: int, target_ms: float) -> list[dict[str, Any]]:
-    """One size of ``progression``: the contenders on shared random inputs, alternating within each round."""
+#: Issue 27's shape set (M, N, K): square sizes, non-multiples of the tile, small problems, LLM-like layers.
+SHAPES: dict[str, list[tuple[int, int, int]]] = {
+    "issue27": [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 4000, 4000), (2048, 2048, 2048), (1000, 1000, 1000),
+                (4096, 4000, 1032), (8192, 1024, 8192), (1024, 8192, 8192), (8192, 8192, 1024)],
+}
+
+
+def shape_key(m: int, n: int, k: int) -> int | str:
+    """How a result row names its problem: n for n x n x n (what the chapter's tables use), else "MxNxK"."""
+    return m if m == n == k else f"{m}x{n}x{k}"
+
+
+def _time_size(shape: int | tuple[int, int, int], steps: dict[str, Step], rounds: int,
+               target_ms: float) -> list[dict[str, Any]]:
+    """One problem of ``progression``: the contenders on shared random inputs, alternating within each round."""
     import torch
 
     from ..run.bench import bench
 
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    outs = {name: torch.empty(n, n, device="cuda", dtype=torch.bfloat16) for name in ("cuBLAS", *steps)}
+    m, n, k = (shape, shape, shape) if isinstance(shape, int) else shape
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    outs = {name: torch.empty(m, n, device="cuda", dtype=torch.bfloat16) for name in ("cuBLAS", *steps)}
 
     def cublas(stream: Any = None) -> Any:  # torch.matmul runs on the current stream (the graph's, in _graphed)
         return lambda: torch.matmul(a, b, out=outs["cuBLAS"])
@@ -354,10 +471,10 @@ def _time_size(n: int, steps: dict[str, Step], rounds: int, target_ms: float) ->
         makers[name] = lambda stream=None, s=s, c=outs[name]: prepare(a, b, c, step=s, stream=stream)
     plain = {name: make() for name, make in makers.items()}
     graphs = {name: _graphed(make) for name, make in makers.items()}
-    flops, rows = 2.0 * n**3, []
+    flops, rows, key = 2.0 * m * n * k, [], shape_key(m, n, k)
     for r in range(rounds):
         for name, fn in plain.items():
-            row: dict[str, Any] = {"n": n, "round": r, "who": name, "host_us": _host_us(fn),
+            row: dict[str, Any] = {"n": key, "round": r, "who": name, "host_us": _host_us(fn),
                                    "grid": list(getattr(fn, "grid", ()))[:1]}  # blocks launched (not cuBLAS)
             row["bench"] = bench(fn, flops=flops, progress=False, ceilings=False, target_ms=target_ms).tflops
             row["graph"] = bench(graphs[name], flops=flops, progress=False, ceilings=False, target_ms=target_ms).tflops
@@ -367,23 +484,24 @@ def _time_size(n: int, steps: dict[str, Step], rounds: int, target_ms: float) ->
     return rows
 
 
-def progression(sizes: tuple[int, ...] = (4096, 8192), rounds: int = 3,
+def progression(sizes: tuple[int | tuple[int, int, int], ...] = (4096, 8192), rounds: int = 3,
                 steps: dict[str, Step] | None = None, target_ms: float = 150.0) -> dict[str, Any]:
-    """TFLOP/s of cuBLAS (torch.matmul) and every step at n^3, ``rounds`` rounds, the three ``METHODS``.
+    """TFLOP/s of cuBLAS (torch.matmul) and every step at n^3 (or (M, N, K)), ``rounds`` rounds, the ``METHODS``.
 
     Contenders alternate within a round, on the same inputs, so a ratio to cuBLAS compares like with like.
     Returns ``{"sizes", "rounds", "methods", "rows": [{n, round, who, host_us, bench, graph, batched}],
-    "labels": {who: label}}`` (JSON-able: what the notebook records).
+    "labels": {who: label}}`` (JSON-able: what the notebook records); ``n`` is ``shape_key``'s name of the problem.
     """
     import torch
 
     steps = STEPS if steps is None else steps
     rows: list[dict[str, Any]] = []
-    for n in sizes:
-        rows += _time_size(n, steps, rounds, target_ms)
+    for shape in sizes:
+        rows += _time_size(shape, steps, rounds, target_ms)
         torch.cuda.empty_cache()
     labels = {"cuBLAS": "cuBLAS bf16 (torch.matmul)"} | {name: s.label for name, s in steps.items()}
-    return {"sizes": list(sizes), "rounds": rounds, "methods": list(METHODS), "rows": rows, "labels": labels}
+    keys = [x if isinstance(x, int) else shape_key(*x) for x in sizes]
+    return {"sizes": keys, "rounds": rounds, "methods": list(METHODS), "rows": rows, "labels": labels}
 
 
 def ratios(result: dict[str, Any], who: str, n: int, method: str) -> list[float]:
@@ -398,7 +516,8 @@ def table(result: dict[str, Any]) -> str:
     of ratios to cuBLAS over rounds, for each method."""
     import statistics
 
-    head = ["step", "n³", "TFLOP/s (graph, median)"] + [f"÷ cuBLAS ({m})" for m in result["methods"]]
+    size = "n³" if all(isinstance(n, int) for n in result["sizes"]) else "n³ or M×N×K"
+    head = ["step", size, "TFLOP/s (graph, median)"] + [f"÷ cuBLAS ({m})" for m in result["methods"]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for who in result["labels"]:
         for n in result["sizes"]:

@@ -187,7 +187,7 @@ def capture(prepared: Any, folder: Path, *, warmup: int = 2,
         elif (r := array_range(value)) is not None:
             ranges.append(r)
             pending.append(("pointer", len(ranges) - 1, None))
-        elif param is not None and param.pointer and isinstance(value, int) and not isinstance(value, bool):
+        elif param is not None and param.pointer and isinstance(value, int) and not isinstance(value, bool) and value:
             ranges.append(raw_range(int(value)))
             pending.append(("pointer", len(ranges) - 1, None))
         else:

@@ -51,6 +51,85 @@ struct tile_scheduler {
     }
 };
 
+// ---- a GEMM's persistent walk with its last wave split along K (stream-K style) ---------------------
+//
+// `tiles` output tiles on `blocks` resident blocks: whole waves of tiles first (block w takes tiles w,
+// w + blocks, ...). When the last wave is partial (tiles % blocks tiles for `blocks` blocks), a plain walk
+// leaves the other blocks idle for a whole tile. Here the K-slices of those last tiles are dealt out
+// instead, an equal contiguous run of (tile, K-slice) units to each of `workers()` blocks, so a tile may be
+// computed in pieces by consecutive workers:
+//
+//   const gemm_walk walk{tiles, k_slices, blocks, min_slices};
+//   for (int n = 0; n < walk.items(w); ++n) { const gemm_item it = walk(w, n); ... }
+//
+// it.tile is the tile's number in the walk (tile_order), K-slices [it.k_begin, it.k_end). A piece that
+// stops before the tile's end is a PARTIAL: its fp32 sum goes to a workspace slot of its worker. The
+// piece that ends the tile (its worker has the highest number among the tile's pieces) is the OWNER: it
+// adds the partials of workers it.first_sharer .. w-1, in that order (the same sums in the same order on
+// every run), and writes C. A worker does its partial piece FIRST and its owner piece last, so by the
+// time an owner waits, its lower neighbours have long published theirs; an owner only ever waits for
+// lower-numbered workers, so the walk cannot deadlock while all blocks are resident (and an emulator
+// running blocks one after another in order never waits at all).
+// `min_slices` bounds each worker's run from below (each partial costs a 128 x 256 fp32 round trip
+// through L2, so tiny runs would cost more than they save; a piece cut by a run's edge may be shorter);
+// the split is not done (`workers() == 0`) when it cannot use more blocks than there are leftover tiles,
+// or when it would shorten the last wave by fewer than `min_saved` K-slices (the partials' round trip costs
+// about one K-slice on each side: below that a plain walk is as fast).
+// Everything is constexpr: tests/ check the walk on the host.
+
+struct gemm_item {
+    int tile;            // the tile's number in the walk
+    int k_begin, k_end;  // K-slices of this piece
+    int first_sharer;    // owner of a split tile: the first worker whose partial it adds (== own worker: none)
+    bool partial;        // stops before the tile's last K-slice: store the fp32 sum, do not write C
+};
+
+struct gemm_walk {
+    int tiles, k_slices, blocks, min_slices;  // min_slices <= 0: never split (a plain persistent walk)
+    int min_saved = 0;                        // least K-slices the split must take off the last wave
+    // 32-bit arithmetic (the producer warp runs this with 40 registers): leftover tiles x k_slices x blocks must
+    // stay below 2^31, i.e. K below ~7.8 M at 132 blocks (tklab.gemm.check_shapes refuses more).
+
+    __host__ __device__ constexpr int leftover() const { return tiles % blocks; }
+    /// Blocks sharing the leftover tiles' K-slices (0: no split).
+    __host__ __device__ constexpr int workers() const {
+        const int r = leftover();
+        if (min_slices <= 0 || r == 0) return 0;
+        const int w = r * k_slices / min_slices;
+        const int n = w < blocks ? w : blocks;
+        const int longest = n > 0 ? (r * k_slices + n - 1) / n : k_slices;  // the longest run
+        return n > r && longest <= k_slices - min_saved ? n : 0;          // else a plain walk is as good
+    }
+    __host__ __device__ constexpr int whole_tiles() const { return workers() ? tiles - leftover() : tiles; }
+    __host__ __device__ constexpr int units() const { return (tiles - whole_tiles()) * k_slices; }
+    /// First unit (leftover tile * k_slices + K-slice) of worker w; w == workers() gives the end.
+    __host__ __device__ constexpr int begin(int w) const { return units() * w / workers(); }
+    /// The worker whose run holds unit u.
+    __host__ __device__ constexpr int worker_of(int u) const { return ((u + 1) * workers() + units() - 1) / units() - 1; }
+
+    /// Work items of block w: its whole tiles, then (a worker) its pieces.
+    __host__ __device__ constexpr int items(int w) const {
+        const int whole = w < whole_tiles() ? (whole_tiles() - w + blocks - 1) / blocks : 0;
+        if (w >= workers()) return whole;
+        return whole + (begin(w + 1) - 1) / k_slices - begin(w) / k_slices + 1;
+    }
+
+    /// Item n of block w.
+    __host__ __device__ constexpr gemm_item operator()(int w, int n) const {
+        const int whole = w < whole_tiles() ? (whole_tiles() - w + blocks - 1) / blocks : 0;
+        if (n < whole) return {w + n * blocks, 0, k_slices, w, false};
+        const int s = begin(w), e = begin(w + 1);
+        const int first = s / k_slices, last = (e - 1) / k_slices;
+        const bool ends_inside = e - last * k_slices < k_slices;  // its last piece is a partial
+        const int j = n - whole;
+        const int t = ends_inside ? (j == 0 ? last : first + j - 1) : first + j;
+        const int kb = t == first ? s - t * k_slices : 0;
+        const int ke = t == last ? e - t * k_slices : k_slices;
+        const int sharer = kb > 0 ? worker_of(t * k_slices) : w;
+        return {whole_tiles() + t, kb, ke, sharer, ke < k_slices};
+    }
+};
+
 }  // namespace tk
 
 namespace tk {
