@@ -247,6 +247,7 @@ std::string thread_desc(const Block& b, int t);
 std::string block_desc(const Block& b);
 std::string smem_desc(const Block& b, uint32_t addr);
 std::string pc_mark(uintptr_t pc);
+std::string offset_of(uintptr_t pc);  // a code address as its hex offset in its module ("" if none)
 uintptr_t pc_chain(uintptr_t fallback);  // this call's chain of kernel frames, as a pc for pc_mark
 void warn(const std::string& kind, const std::string& message, uintptr_t pc);
 void block_current(int state, const char* what, uint64_t addr, uint64_t detail);

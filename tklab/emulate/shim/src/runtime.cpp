@@ -90,7 +90,7 @@ uintptr_t pc_chain(uintptr_t fallback) {
     return CHAIN_TAG | (g_chains.size() - 1);
 }
 
-static std::string offset_of(uintptr_t pc) {
+std::string offset_of(uintptr_t pc) {
     Dl_info info;
     if (pc && dladdr(reinterpret_cast<void*>(pc), &info) && info.dli_fname) {
         char buf[32];

@@ -145,21 +145,11 @@ void event(Block& b, int t, int kind, uint64_t start, uint64_t end, int64_t id, 
     g_events.push_back({t_tr.linear, warp, kind, start, end, id, pc, t});
 }
 
-std::string plain_text(uintptr_t pc) {
-    Dl_info info;
-    if (pc && dladdr(reinterpret_cast<void*>(pc), &info) && info.dli_fname) {
-        char buf[32];
-        snprintf(buf, sizeof buf, "%lx", static_cast<unsigned long>(pc - 1 - uintptr_t(info.dli_fbase)));
-        return buf;
-    }
-    return "";
-}
-
 std::string pc_text(uintptr_t pc) {
     // The innermost kernel-module frame's offset, then (from a call chain taken once) its callers: Python names
     // the first in the learner's file.
     const std::string m = pc_mark(pc_chain(pc));
-    const std::string own = plain_text(pc);
+    const std::string own = offset_of(pc);
     if (m.size() > 9) return own + "|" + m.substr(7, m.size() - 9);
     return own;
 }
@@ -167,7 +157,7 @@ std::string pc_text(uintptr_t pc) {
 std::unordered_map<uintptr_t, std::string> g_pc_text;  // filled at first sight of a pc, under a fiber
 
 void note_pc(uintptr_t pc, bool mine = true) {  // mine: pc is where the running fiber is (its chain is pc's)
-    if (g_pc_text.find(pc) == g_pc_text.end()) g_pc_text.emplace(pc, mine ? pc_text(pc) : plain_text(pc));
+    if (g_pc_text.find(pc) == g_pc_text.end()) g_pc_text.emplace(pc, mine ? pc_text(pc) : offset_of(pc));
 }
 
 void record(Block& b, int t, uintptr_t pc, int64_t addr, bool shared, const char* op, int width) {
