@@ -344,12 +344,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise GradeError("--shard needs --out: each shard writes its own sheet, and `python -m tklab "
                                  "grade-merge` joins them")
         if not args.no_run:
-            from .sandbox import grading_problem
+            from .sandbox import refusal
 
-            problem = grading_problem()
-            if problem and not args.allow_unsandboxed:
-                raise GradeError(f"refusing to grade: {problem}. --allow-unsandboxed grades anyway (the sheet's "
-                                 "isolation column records how little held)")
+            refused = refusal(args.allow_unsandboxed)
+            if refused:
+                raise GradeError(f"{refused} (the sheet's isolation column records how little held)")
         roster, every = plan(args.class_dir, ids)  # refuses names that read as one before anything is opened
         sheet = Sheet(args.out, restart=args.restart)  # locked from here until it is closed
         for note in sheet.notes:

@@ -482,11 +482,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"next: cd {args.course} && nbgrader generate_assignment <exercise id>; grade with "
                   "`python -m tklab nbgrade autograde <exercise id>`")
             return 0
-        from .sandbox import grading_problem
+        from .sandbox import refusal
 
-        problem = grading_problem()
-        if problem and not args.allow_unsandboxed:
-            raise NbgradeError(f"refusing to grade: {problem}. --allow-unsandboxed grades anyway")
+        refused = refusal(args.allow_unsandboxed)
+        if refused:
+            raise NbgradeError(refused)
         return autograde(args.course, args.assignment, students=args.student, timeout=args.timeout,
                          bench=args.bench, extra=extra, db_url=args.db)
     except (NbgradeError, KeyError) as e:

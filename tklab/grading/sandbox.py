@@ -28,8 +28,8 @@ isolation would let learner code reach the grader (root without a user to drop t
 user without bubblewrap), for ``grade`` to refuse.
 
 Public API: ``Limits``, ``Isolation``, ``Sandbox``, ``Finished``, ``apply_limits(limits)``,
-``isolation(gpu=False)``, ``limits_for(limits)``, ``grading_problem(gpu=False)``, ``adopt_orphans(on=True)``,
-``drop_privileges()`` (the child's first step).
+``isolation(gpu=False)``, ``limits_for(limits)``, ``grading_problem(gpu=False)``, ``refusal(allow)``,
+``adopt_orphans(on=True)``, ``drop_privileges()`` (the child's first step).
 """
 
 from __future__ import annotations
@@ -313,6 +313,15 @@ def isolation(gpu: bool = False) -> Isolation:
     if os.getuid() == 0 and ids is None:
         notes += ("the code runs as root and could lift its own limits",)
     return Isolation("process", user, notes)
+
+
+def refusal(allow_unsandboxed: bool) -> str | None:
+    """Why grading must not start here (``grade`` and ``nbgrade autograde`` alike), or None: the
+    grading problem of this machine unless the instructor passed ``--allow-unsandboxed``."""
+    problem = grading_problem()
+    if problem and not allow_unsandboxed:
+        return f"refusing to grade: {problem}. --allow-unsandboxed grades anyway"
+    return None
 
 
 def grading_problem(gpu: bool = False) -> str | None:
