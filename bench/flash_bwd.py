@@ -5,8 +5,9 @@ FlashAttention-4's (when importable), in the same run, on the GPU.
     python bench/flash_bwd.py check               correctness only
     python bench/flash_bwd.py bench [--configs 128,8192,0;64,4096,1] [--rounds 3] [--variants all]
     python bench/flash_bwd.py bench --configs 64,4096,0;64,4096,1 --variants "ch11 dQ TMA reduce,ch11 overlap"
-    python bench/flash_bwd.py run --d 128 --n 8192 [--causal] [--options OVERLAP=1,STAGES=3]
-                                                  one backward (for ncu / compute-sanitizer)
+    python bench/flash_bwd.py run --d 128 --n 8192 [--causal] [--options OVERLAP=1,STAGES=3] [--who cudnn]
+                                                  one backward after a warm-up, inside an NVTX range "bwd"
+                                                  (for ncu / compute-sanitizer; bench/ncu_flash_bwd.sh)
 
 What is timed is the backward alone, as a model calls it: dQ, dK, dV from a retained forward. The
 libraries through ``torch.autograd.grad(out, (q, k, v), dO, retain_graph=True)`` (their own preprocess
@@ -299,6 +300,8 @@ def main() -> int:
     p.add_argument("--n", type=int, default=8192)
     p.add_argument("--causal", action="store_true")
     p.add_argument("--options", default="", help="run: kernel options over DEFAULTS, e.g. OVERLAP=1,STAGES=3")
+    p.add_argument("--who", default="ch11", choices=["ch11", "cudnn", "fa2", "fa4"],
+                   help="run: whose backward (the libraries through torch.autograd.grad, as the bench times them)")
     p.add_argument("--variants", default="default", help=f"'default' ({DEFAULT_VARIANTS}), 'all', or names "
                    f"separated by commas from {list(VARIANTS)}")
     args = p.parse_args()
@@ -340,11 +343,26 @@ def main() -> int:
 
         b, h = max(1, 16384 // args.n), 2048 // args.d
         q, k, v, do = _inputs(b, h, args.n, args.d)
-        o, lse = attention.flash_fwd(q, k, v, causal=args.causal)
         opts = {key: int(val) for key, val in (x.split("=") for x in args.options.split(",") if x)}
-        attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=args.causal, **opts)
+        if args.who == "ch11":
+            o, lse = attention.flash_fwd(q, k, v, causal=args.causal)
+            runs = {"ch11": attention_bwd.prepare(q, k, v, o, lse, do, *(torch.empty_like(q) for _ in range(3)),
+                                                  causal=args.causal, **opts)}
+        else:
+            names = {"cudnn": "sdpa cudnn", "fa2": "sdpa flash (FA2)", "fa4": "FlashAttention-4"}
+            runs = {key: val for key, val in contenders(q, k, v, do, args.causal, []).items()
+                    if key == names[args.who]}
+            if not runs:
+                print(f"{args.who} is not available here")
+                return 1
+        (run,) = runs.values()
+        run()  # warm-up (compiles, autotunes) outside the profiled range
         torch.cuda.synchronize()
-        print("ran", [b, h, args.n, args.d], "causal" if args.causal else "", opts)
+        torch.cuda.nvtx.range_push("bwd")  # ncu --nvtx --nvtx-include "bwd/" profiles this call's kernels only
+        run()
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.synchronize()
+        print("ran", args.who, [b, h, args.n, args.d], "causal" if args.causal else "", opts)
     return status
 
 
