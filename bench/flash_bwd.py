@@ -6,7 +6,7 @@ FlashAttention-4's (when importable), in the same run, on the GPU.
     python bench/flash_bwd.py bench [--configs 128,8192,0;64,4096,1] [--rounds 3] [--variants all]
     python bench/flash_bwd.py bench --configs 64,4096,0;64,4096,1 --variants "ch11 dQ TMA reduce,ch11 overlap"
     python bench/flash_bwd.py run --d 128 --n 8192 [--causal] [--options OVERLAP=1,STAGES=3] [--who cudnn]
-                                                  one backward after a warm-up, inside an NVTX range "bwd"
+                                                  one backward after a warm-up, between cudaProfilerStart/Stop
                                                   (for ncu / compute-sanitizer; bench/ncu_flash_bwd.sh)
 
 What is timed is the backward alone, as a model calls it: dQ, dK, dV from a retained forward. The
@@ -154,10 +154,13 @@ VARIANTS: dict[str, dict[str, int]] = {
     "ch11 uniform": {"UNIFORM": 1},  # the consumer index warp-uniform: no R2UR before each wgmma (d=128's default)
     "ch11 uniform next S early": {"UNIFORM": 1, "OVERLAP": 2},
     "ch11 not uniform": {"UNIFORM": 0},  # d=128's default before 41a7189's measurement
+    "ch11 dQ summed": {"DQ_SUM": 1},  # d = 64: both consumers' dQ shares summed in shared memory, one reduce-add
+    "ch11 dQ summed uniform": {"DQ_SUM": 1, "UNIFORM": 1},
 }
 #: Options checked against float64 autograd besides the two dQ modes, per head dimension.
 CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"OVERLAP": 1}, {"OVERLAP": 1, "STAGES": 3}, {"ORDER": 4},
-                                                        {"OVERLAP": 2}, {"UNIFORM": 1, "OVERLAP": 2}],
+                                                        {"OVERLAP": 2}, {"UNIFORM": 1, "OVERLAP": 2},
+                                                        {"DQ_SUM": 1}],
                                                    128: [{"ORDER": 4}, {"OVERLAP": 2}, {"UNIFORM": 0}]}
 DEFAULT_VARIANTS = ["ch11 dQ atomicAdd", "ch11 dQ TMA reduce"]
 
@@ -358,9 +361,9 @@ def main() -> int:
         (run,) = runs.values()
         run()  # warm-up (compiles, autotunes) outside the profiled range
         torch.cuda.synchronize()
-        torch.cuda.nvtx.range_push("bwd")  # ncu --nvtx --nvtx-include "bwd/" profiles this call's kernels only
-        run()
-        torch.cuda.nvtx.range_pop()
+        torch.cuda.profiler.start()  # ncu --profile-from-start off profiles this call's kernels only (whatever thread
+        run()  # launches them: autograd's backward runs on a thread of its own, outside an NVTX range here)
+        torch.cuda.profiler.stop()
         torch.cuda.synchronize()
         print("ran", args.who, [b, h, args.n, args.d], "causal" if args.causal else "", opts)
     return status

@@ -81,6 +81,15 @@ using namespace tk;
 // d = 64 0.70-0.71x against 0.81-0.83x. So on at d = 128 only.
 #define UNIFORM (HEAD_DIM == 128)
 #endif
+#ifndef DQ_SUM
+// 1 (d = 64, two consumers, DQ_MODE 1): the two consumers' dQ shares of a query block are summed in shared
+// memory and leave in ONE TMA reduce-add, not two: half the L2 reductions (ncu at 0534402, d = 64, N = 8192:
+// 805 M reduction sectors against 403 M for cuDNN and FlashAttention-4). At d = 128 DQ_SPLIT already sums
+// over both consumers' keys.
+#define DQ_SUM 0
+#endif
+static_assert(!DQ_SUM || (DQ_MODE == 1 && CONSUMERS == 2 && HEAD_DIM == 64 && OVERLAP == 0),
+              "DQ_SUM sums two consumers' d = 64 shares before one TMA reduce-add (DQ_MODE 1, OVERLAP 0)");
 static_assert(OVERLAP == 0 || (OVERLAP == 1 && STAGES >= 2 && HEAD_DIM == 64) || (OVERLAP == 2 && STAGES >= 2),
               "OVERLAP=1 holds two query blocks' stages (STAGES >= 2) and a second S, dP (HEAD_DIM 64 only); "
               "OVERLAP=2 holds two stages (STAGES >= 2)");
@@ -91,7 +100,8 @@ constexpr int KV_BLOCK = 64 * CONSUMERS;  // keys per block
 constexpr float LOG2E = 1.4426950408889634f;
 // Named barriers (0 is __syncthreads): both consumers together; each consumer alone (ids 2, 3) around P
 // and dS when they do not share them; each consumer alone (ids 5, 6) before its TMA stores.
-constexpr int CONSUMERS_BARRIER = 1, GUARD_BARRIERS = 2, STORE_BARRIERS = 5;
+// DQ_SUM: consumer 1's share is in shared memory (id 7, consumer 1 arrives, consumer 0 waits).
+constexpr int CONSUMERS_BARRIER = 1, GUARD_BARRIERS = 2, STORE_BARRIERS = 5, DQ_SUM_BARRIER = 7;
 // Two consumers need more than the 168 registers a 384-thread block gets evenly (d = 128: dK and dV are 64
 // fp32 registers each, S and dP 32 each, the dQ share 32): the producer gives its registers to them.
 using split = warpgroup::register_split<24, 240, 2>;
@@ -244,9 +254,10 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     const size_t bh = size_t(b) * heads + h;
     const bool issuer = warpgroup::threadid() == 0;  // issues this consumer's TMA stores
     // The barrier guarding P, dS (and K at the end): with DQ_SPLIT each consumer reads the OTHER's dS and
-    // K too, so both consumers meet; else each warpgroup meets alone.
+    // K too, so both consumers meet (with DQ_SUM, consumer 0 reads consumer 1's dQ share before the next
+    // step's meeting, and consumer 1 writes it again only after it); else each warpgroup meets alone.
     auto meet = [me] {
-        if constexpr (DQ_SPLIT) warpgroup::named_barrier<CONSUMERS_BARRIER, CONSUMERS * warpgroup::THREADS>::sync();
+        if constexpr (DQ_SPLIT || DQ_SUM) warpgroup::named_barrier<CONSUMERS_BARRIER, CONSUMERS * warpgroup::THREADS>::sync();
         else warpgroup::sync_group<GUARD_BARRIERS>(me);
     };
     rt_fl<16, HEAD_DIM> dk, dv;
@@ -360,6 +371,24 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
                 atomicAdd(p + 1, x.y);
             }
         });
+#elif DQ_SUM
+        using both = warpgroup::named_barrier<DQ_SUM_BARRIER, CONSUMERS * warpgroup::THREADS>;
+        if (me == 1) {  // consumer 1 hands its share over and goes on
+            warpgroup::store(sm.dq[1], dq);
+            both::arrive();
+        } else {        // consumer 0 adds it to its own and sends the sum
+            both::sync();
+            rt_fl<16, DQ_COLS> other;
+            load(other, sm.dq[1], {w, 0});
+            add(dq, dq, other);
+            warpgroup::store(sm.dq[0], dq);
+            fence_proxy_async();
+            warpgroup::sync_group<STORE_BARRIERS>(0);
+            if (issuer) {
+                tma::store_add_async(map_dq, sm.dq[0], {b, h, i, 0});
+                tma::store_commit();
+            }
+        }
 #else
         warpgroup::store(sm.dq[me], dq);
 #if OVERLAP == 2

@@ -59,6 +59,32 @@ def test_grad_errors_tells_right_from_wrong() -> None:
     assert not attention_bwd.grad_errors("dq", ref * 1.03, ref).ok()  # 3 % everywhere: rel catches it
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_benchmarks_blockwise_l_and_d_equal_the_exact_ones(causal: bool) -> None:
+    """ch11's timed check gets L and D from a blockwise float32 pass (the exact float64 one needs the N x N
+    matrices: a minute per input set at the benchmark size); both must give the kernel the same inputs."""
+    from tklab.grading.specs import ch11_flash_bwd as spec
+
+    rng = np.random.default_rng(3)
+    q, k, v, do = (bf16_to_float32(to_bf16_bits(rng.standard_normal((1, 2, 300, 128)).astype(np.float32)))
+                   for _ in range(4))
+    o, lse = attention.naive(q, k, v, causal=causal)
+    o16 = bf16_to_float32(to_bf16_bits(o.astype(np.float32))).astype(np.float64)
+    got_l, got_d = spec.forward_stats(q, k, v, do, causal, rows=128)
+    np.testing.assert_allclose(got_l, lse, rtol=0, atol=2e-5)
+    assert np.abs(got_d - (o16 * do).sum(-1)).max() < 2e-2  # bf16 rounding of O may flip a last bit
+    exact = spec.inputs(np.random.default_rng(5), {"B": 1, "H": 2, "N": 300, "causal": int(causal)})
+    big = spec.EXACT_LIMIT
+    try:
+        spec.EXACT_LIMIT = 0  # the same inputs through the blockwise path
+        fast = spec.inputs(np.random.default_rng(5), {"B": 1, "H": 2, "N": 300, "causal": int(causal)})
+    finally:
+        spec.EXACT_LIMIT = big
+    assert all(np.array_equal(exact[n], fast[n]) for n in ("Q", "K", "V", "DO"))
+    np.testing.assert_allclose(fast["LSE"], exact["LSE"], atol=2e-5)
+    np.testing.assert_allclose(fast["DELTA"], exact["DELTA"], atol=2e-2)
+
+
 def test_build_options_and_shared_memory_model() -> None:
     cfg = attention_bwd.build(128)
     assert cfg.threads == 384 and cfg.kv_block == 128 and cfg.shared_bytes <= 227 * 1024
@@ -195,7 +221,8 @@ def test_backward_under_emulation_matches_float64(d: int, n: int, heads: int, ca
 @pytest.mark.parametrize("d,n,causal,options", [(64, 77, True, {"CONSUMERS": 1}),
                                                   (128, 200, True, {"DQ_MODE": 1}),
                                                   (64, 130, False, {"DQ_MODE": 1}),
-                                                  (128, 130, True, {"UNIFORM": 0})])
+                                                  (128, 130, True, {"UNIFORM": 0}),
+                                                  (64, 200, True, {"DQ_SUM": 1})])
 def test_variants_match_float64(d: int, n: int, causal: bool, options: dict[str, int]) -> None:
     """One consumer warpgroup (no dQ split, no setmaxnreg), dQ added by TMA reduce-add (split and not), and
     at d = 128 the consumer index without the shuffle (UNIFORM=0; the default builds take it from one)."""
@@ -370,6 +397,15 @@ def test_backward_on_the_gpu_with_opt_in_options(n: int, causal: bool, d: int, o
     """OVERLAP=2 on the real asynchrony (the next block's S in flight through the dQ hand-off); UNIFORM 1 and 0
     at both head dimensions (each is one of them's default)."""
     _check_gpu(*_torch_case(1, 3, n, d), causal=causal, **options)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("uniform", [0, 1])
+@pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
+def test_backward_on_the_gpu_with_dq_summed_in_shared_memory(n: int, causal: bool, uniform: int) -> None:
+    """DQ_SUM=1 (d = 64): consumer 1's dQ share handed to consumer 0 through shared memory, one reduce-add."""
+    _check_gpu(*_torch_case(1, 3, n, 64), causal=causal, DQ_SUM=1, UNIFORM=uniform)
 
 
 @pytest.mark.gpu

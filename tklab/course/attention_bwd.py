@@ -46,7 +46,10 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: registers (d = 128: no R2UR left in the loop, 887 -> 778 instructions, NVRTC 13.5, sm_90a). On the H200
 #: (bench/results/flash_bwd_2026-12-01_41a7189.md, N = 8192): d = 128 0.93-0.95x cuDNN against 0.86-0.90x
 #: without it; d = 64 0.70-0.71x against 0.81-0.83x. Hence on at d = 128 only.
-OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1}}
+#: DQ_SUM: 1 (d = 64, DQ_MODE 1, two consumers, OVERLAP 0) sums the two consumers' dQ shares in shared memory and
+#: sends one TMA reduce-add per query block instead of two (half the L2 reductions; ncu at 0534402 counted 805 M
+#: reduction sectors at d = 64, N = 8192, against 403 M for cuDNN and FlashAttention-4).
+OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1}, "DQ_SUM": {64: 0, 128: 0}}
 _PREP_ROWS = 4  # query rows per block of flash_bwd_prep (one warp each)
 _DQ_THREADS = 256
 
@@ -181,7 +184,7 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
                          f"{sorted([*DEFAULTS[head_dim], *OPT_IN])}")
     opt_in = {k: int(v) for k, v in options.items() if k in OPT_IN and int(v) != OPT_IN[k][head_dim]}
     if any(v not in (0, 1) for v in opt_in.values()):
-        raise ValueError(f"UNIFORM must be 0 or 1; got {opt_in}")
+        raise ValueError(f"{sorted(OPT_IN)} must be 0 or 1; got {opt_in}")
     opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items() if k not in OPT_IN} | opt_in
     if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1):
         raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0 or 1; got {opts}")
@@ -191,6 +194,9 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
                          f"block's stage while this one is read); OVERLAP=1 needs head dimension 64 (at 128 its "
                          f"second S and dP do not fit in registers: ptxas spills; OVERLAP=2 does); got head "
                          f"dimension {head_dim}, {opts}")
+    if opts.get("DQ_SUM") and (head_dim != 64 or opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts["OVERLAP"]):
+        raise ValueError(f"DQ_SUM=1 sums two consumers' d = 64 dQ shares before one TMA reduce-add: it needs head "
+                         f"dimension 64, DQ_MODE=1, CONSUMERS=2 and OVERLAP=0; got head dimension {head_dim}, {opts}")
     if opts["ORDER"] < 0:
         raise ValueError(f"ORDER must be 0 (a 3-D grid) or a number of (batch, head) pairs per group; got {opts}")
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))

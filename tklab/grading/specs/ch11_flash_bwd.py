@@ -25,11 +25,60 @@ def _scale() -> float:
     return 1 / math.sqrt(D)
 
 
+#: Above this many score entries (B * H * N * N) L and D come from a blockwise float32 pass (on the GPU when one
+#: is here) instead of the float64 N x N matrices: at the benchmark size (2 x 16 x 8192^2) those are 17 GB and
+#: took about a minute per input set on the H200's host, so the timed check ran out of time (0534402).
+EXACT_LIMIT = 1 << 26
+
+
+def forward_stats(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, causal: bool, *,
+                  rows: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """L (log-sum-exp of scale * S per row) and D = rowsum(dO o O), O rounded to bf16 as the forward stores it,
+    from float32 inputs, ``rows`` query rows at a time per (batch, head): never the N x N matrix. Runs on the
+    GPU with CuPy where a GPU is present (the benchmark's inputs), else with NumPy."""
+    try:
+        import cupy as xp
+
+        if xp.cuda.runtime.getDeviceCount() < 1:
+            raise ImportError
+    except Exception:  # noqa: BLE001 - no CuPy or no GPU: the same pass on the CPU
+        xp = np  # type: ignore[assignment]
+    b, h, n, _ = q.shape
+    c = np.float32(_scale())
+    lse = np.empty((b, h, n), np.float32)
+    delta = np.empty((b, h, n), np.float32)
+    for bi in range(b):
+        for hi in range(h):
+            qh, kh, vh, doh = (xp.asarray(x[bi, hi], dtype=np.float32) for x in (q, k, v, do))
+            for r0 in range(0, n, rows):
+                s = (qh[r0:r0 + rows] @ kh.T) * c
+                if causal:
+                    r = xp.arange(r0, min(r0 + rows, n))[:, None]
+                    s = xp.where(xp.arange(n)[None, :] <= r, s, -xp.inf)
+                m = s.max(axis=1, keepdims=True)
+                e = xp.exp(s - m)
+                total = e.sum(axis=1, keepdims=True)
+                o = (e @ vh) / total
+                o16 = xp.asarray(bf16_to_float32(to_bf16_bits(xp.asnumpy(o) if xp is not np else o)))
+                lse[bi, hi, r0:r0 + rows] = _host(xp, (m + xp.log(total))[:, 0])
+                delta[bi, hi, r0:r0 + rows] = _host(xp, (o16 * doh[r0:r0 + rows]).sum(axis=1))
+    return lse, delta
+
+
+def _host(xp: Any, x: Any) -> np.ndarray:
+    return x if xp is np else xp.asnumpy(x)
+
+
 def inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
     """Q, K, V, dO (bf16 bits), and what the forward and the preprocess leave: L and D = rowsum(dO o O)
-    (O rounded to bf16 first, as the forward stores it)."""
+    (O rounded to bf16 first, as the forward stores it): exact (float64) for the checked cases, blockwise in
+    float32 at the benchmark's size (``forward_stats``)."""
     shape = (d["B"], d["H"], d["N"], D)
     x = {n: to_bf16_bits(rng.standard_normal(shape).astype(np.float32)) for n in ("Q", "K", "V", "DO")}
+    if d["B"] * d["H"] * d["N"] ** 2 > EXACT_LIMIT:
+        x["LSE"], x["DELTA"] = forward_stats(*(bf16_to_float32(x[n]) for n in ("Q", "K", "V", "DO")),
+                                             bool(d["causal"]))
+        return x
     f = {n: bf16_to_float32(x[n]).astype(np.float64) for n in x}
     o, lse = attention.naive(f["Q"], f["K"], f["V"], causal=bool(d["causal"]))
     o16 = bf16_to_float32(to_bf16_bits(o.astype(np.float32))).astype(np.float64)
