@@ -68,6 +68,26 @@ def main_kernel(path: Path) -> dict[str, object]:
     return max(ks, key=lambda k: k["m"]["gpu__time_duration.sum"])  # type: ignore[index]
 
 
+def details(path: Path) -> str:
+    """The main kernel's details page (its sections' tables, without ncu's advice paragraphs): what
+    bench/results/ncu keeps of a report (the raw page is about 500 KB per report)."""
+    name = str(main_kernel(path)["name"])
+    lines = path.read_text(errors="replace").splitlines()
+    start = next(i for i, line in enumerate(lines) if HEADER.match(line) and line.startswith(f"  {name} "))
+    keep, advice = [lines[start]], False
+    for line in lines[start + 1:]:
+        if HEADER.match(line):
+            break
+        if re.match(r"^    (OPT|INF|WRN)\b", line):
+            advice = True
+            continue
+        if advice and (line.startswith("          ") or not line.strip()):
+            continue
+        advice = False
+        keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
 def table(paths: list[Path]) -> list[str]:
     cols = [(re.sub(r"^ncu_bwd_|_[0-9a-f]{7}\.txt$", "", p.name), main_kernel(p)) for p in paths]
     lines = ["| | " + " | ".join(c for c, _ in cols) + " |", "|---" * (len(cols) + 1) + "|"]
@@ -95,7 +115,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("reports", nargs="+", type=Path)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--keep", type=Path, help="write each report's main-kernel details page into this folder")
     args = ap.parse_args()
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        for path in args.reports:
+            (args.keep / path.name).write_text(details(path))
     text = "\n".join(table(args.reports))
     print(text)
     if args.out:

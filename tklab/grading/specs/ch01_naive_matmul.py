@@ -51,8 +51,11 @@ SPEC = Exercise(
     reference=matmul_reference,
     launch=_launch,
     args=lambda a, d: (a["A"], a["B"], a["C"]),
-    # The first GPU case is the main size; the others are ragged edges (not multiples of 16).
-    cases=({"M": 512, "N": 512, "K": 512}, {"M": 37, "N": 53, "K": 29}),
+    # The first GPU case is the main size; the others are ragged edges (not multiples of 16), one with M > K
+    # and one with M < K: a dot product over the wrong length reads past A's rows and B's end on a GPU
+    # (no bounds checks), where memory that happens to hold zeros made a loop over M pass with M > K alone
+    # (bench/results/planted_mistakes_gpu_2026-12-01_285b899.md); with M < K it misses terms.
+    cases=({"M": 512, "N": 512, "K": 512}, {"M": 37, "N": 53, "K": 29}, {"M": 29, "N": 53, "K": 37}),
     # The simulator runs every thread as a Python thread: keep these tiny (a block or four).
     sim_cases=({"M": 5, "N": 7, "K": 3}, {"M": 17, "N": 18, "K": 4}),
     shapes="any M, N, K",
