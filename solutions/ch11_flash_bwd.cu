@@ -85,7 +85,8 @@ using namespace tk;
 // 1 (d = 64, two consumers, DQ_MODE 1): the two consumers' dQ shares of a query block are summed in shared
 // memory and leave in ONE TMA reduce-add, not two: half the L2 reductions (ncu at 0534402, d = 64, N = 8192:
 // 805 M reduction sectors against 403 M for cuDNN and FlashAttention-4). At d = 128 DQ_SPLIT already sums
-// over both consumers' keys.
+// over both consumers' keys. Measured SLOWER on the H200 (0.67-0.74x cuDNN against 0.75-0.84x): the consumers,
+// tied together every step, wait on each other (bench/results/ncu_ch11_vs_cudnn_fa4_2026-12-01.md). Off.
 #define DQ_SUM 0
 #endif
 static_assert(!DQ_SUM || (DQ_MODE == 1 && CONSUMERS == 2 && HEAD_DIM == 64 && OVERLAP == 0),

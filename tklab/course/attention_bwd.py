@@ -48,7 +48,9 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: without it; d = 64 0.70-0.71x against 0.81-0.83x. Hence on at d = 128 only.
 #: DQ_SUM: 1 (d = 64, DQ_MODE 1, two consumers, OVERLAP 0) sums the two consumers' dQ shares in shared memory and
 #: sends one TMA reduce-add per query block instead of two (half the L2 reductions; ncu at 0534402 counted 805 M
-#: reduction sectors at d = 64, N = 8192, against 403 M for cuDNN and FlashAttention-4).
+#: reduction sectors at d = 64, N = 8192, against 403 M for cuDNN and FlashAttention-4). Opt-in: SLOWER on the H200
+#: (285b899: 0.67-0.74x cuDNN against the default's 0.75-0.84x; coupling the consumers each step cost more than the
+#: halved L2 traffic saved: bench/results/ncu_ch11_vs_cudnn_fa4_2026-12-01.md).
 OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1}, "DQ_SUM": {64: 0, 128: 0}}
 _PREP_ROWS = 4  # query rows per block of flash_bwd_prep (one warp each)
 _DQ_THREADS = 256
