@@ -128,6 +128,15 @@ if causal and last_key > i * block_rows:
     return 2
 return 1"""),
     ],
+    "ch11_dq_shares": [
+        ("counts per row, not per query block (a diagonal block's share reaches every row of it)", """
+return row // block_keys + 1 if causal else -(-seq // block_keys)"""),
+        ("the end of the query block, not its last row (one key block too many on a boundary)", """
+if not causal:
+    return -(-seq // block_keys)
+return min((row // 64 + 1) * 64, seq) // block_keys + 1"""),
+        ("every key block even under the mask", "return -(-seq // block_keys)"),
+    ],
     "ch10_wgmma_owner": [
         ("forgets the warp's 32-thread offset", """
 r = row % 16

@@ -80,6 +80,22 @@ def _block_kind(i: int, j: int, seq: int, block_rows: int, block_keys: int, caus
     return int(attention.block_map(seq, block_rows, block_keys, bool(causal))[i, j])
 
 
+def _dq_shares(row: int, seq: int, block_keys: int, causal: int) -> int:
+    """Chapter 11's backward: key block j adds a share into every row of each query block (64 rows) it
+    visits, and it visits those the block map does not skip."""
+    from ...course import attention
+
+    return int((attention.block_map(seq, 64, block_keys, bool(causal))[row // 64] != attention.SKIPPED).sum())
+
+
+def _dq_domain() -> list[tuple[int, ...]]:
+    out = []
+    for seq, bk, causal in itertools.product((1, 77, 200, 1000, 4097), (32, 64, 128, 176), (0, 1)):
+        rows = sorted(set(range(0, seq, 13)) | {seq - 1, min(63, seq - 1), min(64, seq - 1)})
+        out += [(r, seq, bk, causal) for r in rows]
+    return out
+
+
 def _block_domain() -> list[tuple[int, ...]]:
     out = []
     for seq, br, bc, causal in itertools.product((64, 100, 128, 200), (64, 128), (32, 64, 128), (0, 1)):
@@ -142,4 +158,6 @@ DRILLS: dict[str, Exercise] = {d.id: d for d in (
           function="d_owner", params=("row", "col", "n"), width=2,
           domain=lambda: [(r, c, n) for n in (8, 64, 256) for r in range(64) for c in range(n)],
           rule=lambda r, c, n: layouts.fragment(f"wgmma.m64n{n}k16", "D").owner(r, c)),
+    drill(id="ch11_dq_shares", chapter="11", title="dQ over key blocks: how many shares land on a row",
+          function="dq_shares", params=("row", "seq", "block_keys", "causal"), domain=_dq_domain, rule=_dq_shares),
 )}
