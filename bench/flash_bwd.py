@@ -91,7 +91,7 @@ def check() -> list[dict[str, Any]]:
         with sdpa_kernel(SDPBackend.MATH):
             out = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=causal)
         ref = torch.autograd.grad(out, (qd, kd, vd), do.double())
-        for opts in [{"DQ_MODE": 0}, {"DQ_MODE": 1}, *CHECK_VARIANTS[d]]:
+        for opts in [{"DQ_MODE": 0}, {"DQ_MODE": 1}, {"DQ_MODE": 2}, *CHECK_VARIANTS[d]]:
             grads = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal, **opts)
             errs = [attention_bwd.grad_errors(nm, g.double().cpu().numpy(), r.cpu().numpy())
                     for nm, g, r in zip(("dq", "dk", "dv"), grads, ref, strict=True)]
@@ -108,13 +108,14 @@ def check() -> list[dict[str, Any]]:
 
 def determinism(n: int = 4097, d: int = 128, runs: int = 5) -> list[dict[str, Any]]:
     """Run the same backward several times: how many elements of dQ (summed by atomic additions in an
-    order the blocks' timing decides) and of dK, dV (each written by one block) differ bit for bit."""
+    order the blocks' timing decides, DQ_MODE 0 and 1; in a fixed order from slots, DQ_MODE 2) and of dK, dV
+    (each written by one block) differ bit for bit."""
     import torch
 
     q, k, v, do = _inputs(2, 4, n, d)
     o, lse = attention.flash_fwd(q, k, v, causal=False)
     rows = []
-    for mode in (0, 1):
+    for mode in (0, 1, 2):
         first = attention_bwd.flash_bwd(q, k, v, o, lse, do, DQ_MODE=mode)
         differ = [0, 0, 0]
         for _ in range(runs - 1):
@@ -144,6 +145,7 @@ def _fa4() -> Any:
 VARIANTS: dict[str, dict[str, int]] = {
     "ch11 dQ atomicAdd": {"DQ_MODE": 0},
     "ch11 dQ TMA reduce": {"DQ_MODE": 1},
+    "ch11 dQ slots (deterministic)": {"DQ_MODE": 2},  # a slot per key block, summed in order by the last pass
     "ch11 1 consumer": {"CONSUMERS": 1},
     "ch11 3 stages": {"STAGES": 3},
     "ch11 overlap": {"OVERLAP": 1},  # d = 64 only (build() refuses d = 128: it would spill)

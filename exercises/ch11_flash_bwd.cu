@@ -14,7 +14,7 @@
 //                   those at or below the diagonal). dK and dV accumulate in registers and are written
 //                   once; dQ of a query block gets a share from every key block, so each block ADDS its
 //                   share into the fp32 accumulator, atomically (many blocks meet on one row);
-//   flash_bwd_dq    dQ = scale * accumulator, rounded to bf16.
+//   flash_bwd_dq    dQ = scale * accumulator, rounded to bf16 (DQ_MODE 2: the sum of the key blocks' slots).
 //
 // flash_bwd's roles (warp specialisation, as chapter 10): warpgroup 0 is the PRODUCER -- one thread loads
 // K and V once, then streams (Q, dO) of each query block into a ring of STAGES shared stages with TMA;
@@ -25,7 +25,9 @@
 //     dV += P^T dO,  dK += dS^T Q         (wgmma reading A "MN-major": the transpose costs nothing)
 //     dQ share = dS K                     (A = dS from shared memory, B = K read MN-major)
 //     dQ share -> added into the fp32 accumulator, DQ_MODE 0: atomicAdd from registers, 2 per pair;
-//                 DQ_MODE 1: through shared memory, one TMA reduce-add (cp.reduce.async.bulk) per box
+//                 DQ_MODE 1: through shared memory, one TMA reduce-add (cp.reduce.async.bulk) per box;
+//                 DQ_MODE 2: through shared memory, a plain TMA store into a slot of its own (one per key
+//                 block, and consumer without DQ_SPLIT), which flash_bwd_dq sums in a fixed order
 // OVERLAP 1 software-pipelines that loop by one step: the next query block's S and dP groups are issued
 // before this block's P and dS are formed, so the tensor cores work through the exponentials, masks and
 // shared stores (the plain loop leaves them idle there). It costs 64 more fp32 registers per thread (a
@@ -45,13 +47,17 @@
 // The dQ share: with DQ_SPLIT (d = 128, two consumers) consumer c computes columns [64c, 64c + 64) of
 // dQ over ALL the block's keys (both dS tiles times its panel of both K tiles): half the registers and
 // half the additions of each consumer adding 64 x 128 for its own keys (the plain way, d = 64).
-// dQ is summed over key blocks by atomic additions either way, so its last bits depend on the order
-// blocks finish: not bit-for-bit reproducible run to run (dK, dV are: each is written by one block).
+// With DQ_MODE 0 or 1 dQ is summed over key blocks by atomic additions, so its last bits depend on the order
+// blocks finish: not bit-for-bit reproducible run to run (dK, dV are: each is written by one block). DQ_MODE 2
+// is: every share lands in its own slot, and the last pass adds a row's slots in key-block order; the price
+// is memory, N / KV_BLOCK copies of dQ in fp32, written once and read once.
 //
 // Layouts: Q, K, V, O, dO, dQ, dK, dV bf16 [batch, heads, seq, HEAD_DIM] (rank-4 TMA maps for the tiles,
 // so any strides with a contiguous last dimension; tiles past the end of a head read zeros and are not
 // written back); L, D fp32 [batch, heads, seq]; the dQ accumulator fp32 [batch, heads, seq, HEAD_DIM],
-// contiguous.
+// contiguous; with DQ_MODE 2 the slots instead, fp32 [batch, heads, slots * q_blocks * 64, HEAD_DIM]: slot s
+// holds rows 0 .. q_blocks * 64 - 1 of one key block's shares (and with CONSUMERS == 2 at d = 64, of one
+// consumer's), s = kv (DQ_SPLIT) or kv * CONSUMERS + consumer.
 #include "tk.cuh"
 #include "tk/hopper/tma_reduce.cuh"  // TMA reduce-add with rank-4 coordinates
 #include "tk/types/shared/panel.cuh"  // one 64-column panel of a tile as a tile
@@ -68,7 +74,7 @@ using namespace tk;
 #define STAGES 2  // (Q, dO) stages in the ring
 #endif
 #ifndef DQ_MODE
-#define DQ_MODE 0  // 0: atomicAdd from registers; 1: TMA reduce-add from shared memory
+#define DQ_MODE 0  // 0: atomicAdd from registers; 1: TMA reduce-add from shared memory; 2: slots, summed after
 #endif
 #ifndef OVERLAP
 #define OVERLAP 0  // 1: the next query block's S and dP run on the tensor cores during this block's P, dS
@@ -90,6 +96,7 @@ using namespace tk;
 // tied together every step, wait on each other (bench/results/ncu_ch11_vs_cudnn_fa4_2026-12-01.md). Off.
 #define DQ_SUM 0
 #endif
+static_assert(DQ_MODE >= 0 && DQ_MODE <= 2, "DQ_MODE is 0 (atomicAdd), 1 (TMA reduce-add) or 2 (slots)");
 static_assert(!DQ_SUM || (DQ_MODE == 1 && CONSUMERS == 2 && HEAD_DIM == 64 && OVERLAP == 0),
               "DQ_SUM sums two consumers' d = 64 shares before one TMA reduce-add (DQ_MODE 1, OVERLAP 0)");
 static_assert(OVERLAP == 0 || (OVERLAP == 1 && STAGES >= 2 && HEAD_DIM == 64) || (OVERLAP == 2 && STAGES >= 2),
@@ -99,6 +106,7 @@ constexpr bool DQ_SPLIT = CONSUMERS == 2 && HEAD_DIM == 128;
 constexpr int DQ_COLS = DQ_SPLIT ? HEAD_DIM / 2 : HEAD_DIM;  // columns of dQ each consumer adds
 constexpr int BR = 64;                 // query rows per step (one wgmma M)
 constexpr int KV_BLOCK = 64 * CONSUMERS;  // keys per block
+constexpr int SLOTS_PER_KV = DQ_SPLIT ? 1 : CONSUMERS;  // DQ_MODE 2: dQ slots per key block
 constexpr float LOG2E = 1.4426950408889634f;
 // Named barriers (0 is __syncthreads): both consumers together; each consumer alone (ids 2, 3) around P
 // and dS when they do not share them; each consumer alone (ids 5, 6) before its TMA stores.
@@ -111,13 +119,13 @@ using split = warpgroup::register_split<24, 240, 2>;
 using q_tile = st_bf<BR, HEAD_DIM>;   // a query block's Q or dO
 using kv_tile = st_bf<64, HEAD_DIM>;  // one consumer's K or V rows (later its dK, dV on the way out)
 using p_tile = st_bf<BR, 64>;         // one consumer's P or dS: queries x its keys
-using dq_tile = st_fl<BR, DQ_COLS>;   // one consumer's dQ share on its way to TMA (DQ_MODE 1)
+using dq_tile = st_fl<BR, DQ_COLS>;   // one consumer's dQ share on its way to TMA (DQ_MODE 1, 2)
 
 struct smem_layout {
     kv_tile k[CONSUMERS], v[CONSUMERS];
     q_tile q[STAGES], dout[STAGES];
     p_tile p[CONSUMERS], ds[CONSUMERS];
-#if DQ_MODE == 1
+#if DQ_MODE >= 1
     dq_tile dq[CONSUMERS];
 #endif
     pipeline<STAGES> q_pipe;  // Q and dO of one query block share a stage and its two barriers
@@ -145,22 +153,36 @@ extern "C" __global__ void flash_bwd_prep(const bf16* o, const bf16* dout, float
         const float2 x = to_float2(*reinterpret_cast<const bf16_2*>(orow + c));
         const float2 y = to_float2(*reinterpret_cast<const bf16_2*>(drow + c));
         sum += x.x * y.x + x.y * y.y;
-        *reinterpret_cast<float2*>(dq_acc + bh_row * HEAD_DIM + c) = make_float2(0.0f, 0.0f);
+        if (DQ_MODE != 2) *reinterpret_cast<float2*>(dq_acc + bh_row * HEAD_DIM + c) = make_float2(0.0f, 0.0f);
     }
     for (int off = 16; off; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
     if (lane == 0) delta[bh_row] = sum;
 }
 
 // ---- 3. the last pass: dQ = scale * accumulator, in bf16 ---------------------------------------------
-/// One thread per pair of elements of one row; dq: element strides (batch, head, row).
+/// One thread per pair of elements of one row; dq: element strides (batch, head, row). DQ_MODE 2: the
+/// accumulator is the slots, and a row's sum runs over the key blocks that visited its query block (under a
+/// causal mask those whose first key is at or before the block's last row), always in the same order.
 extern "C" __global__ void flash_bwd_dq(const float* dq_acc, bf16* dq, int heads, int seq, long sb, long sh,
-                                        long sn, float scale) {
+                                        long sn, float scale, int causal) {
     constexpr int PAIRS = HEAD_DIM / 2;
     const long i = long(blockIdx.x) * blockDim.x + threadIdx.x;  // pair index in this (batch, head)
     const int h = blockIdx.y, b = blockIdx.z;
     if (i >= long(seq) * PAIRS) return;
     const int row = int(i / PAIRS), c = int(i % PAIRS) * 2;
+#if DQ_MODE == 2
+    const int q_rows = (seq + BR - 1) / BR * BR, last_row = min((row / BR + 1) * BR, seq) - 1;
+    const int kv_blocks = causal ? last_row / KV_BLOCK + 1 : (seq + KV_BLOCK - 1) / KV_BLOCK;
+    const float* slot0 = dq_acc + (size_t(b) * heads + h) * size_t((seq + KV_BLOCK - 1) / KV_BLOCK) * SLOTS_PER_KV * q_rows * HEAD_DIM;
+    float2 x = make_float2(0.0f, 0.0f);
+    for (int s = 0; s < kv_blocks * SLOTS_PER_KV; ++s) {  // key-block order: the same sum on every run
+        const float2 y = *reinterpret_cast<const float2*>(slot0 + (size_t(s) * q_rows + row) * HEAD_DIM + c);
+        x.x += y.x;
+        x.y += y.y;
+    }
+#else
     const float2 x = *reinterpret_cast<const float2*>(dq_acc + ((size_t(b) * heads + h) * seq + row) * HEAD_DIM + c);
+#endif
     *reinterpret_cast<bf16_2*>(dq + b * sb + h * sh + row * sn + c) = from_float2<bf16>(make_float2(scale * x.x, scale * x.y));
 }
 
@@ -312,7 +334,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         warpgroup::mma_async_wait<0>(s, dp);
 #endif
         rt_fl<16, DQ_COLS> dq;  // this consumer's dQ share
-        if (DQ_MODE == 1 && issuer) tma::store_wait_read<0>();  // the copy engine has read the last share
+        if (DQ_MODE >= 1 && issuer) tma::store_wait_read<0>();  // the copy engine has read the last share
 
         // TODO: your code here (about 18 lines).
         // Goal: goal: from S and dP (already waited), form P and dS for this block, make them readable by
@@ -380,7 +402,12 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         warpgroup::sync_group<STORE_BARRIERS>(me);  // this consumer's 4 warps wrote their rows
         const block_coords at_b = coords(heads, seq);  // recomputed: with ORDER, b and h are not kept live
         if (issuer) {
+#if DQ_MODE == 2
+            const int slot = DQ_SPLIT ? at_b.kv : at_b.kv * CONSUMERS + me;  // its own slot: a store, no addition
+            tma::store_async(map_dq, sm.dq[me], {at_b.b, at_b.h, slot * q_blocks + i, DQ_SPLIT ? me : 0});
+#else
             tma::store_add_async(map_dq, sm.dq[me], {at_b.b, at_b.h, i, DQ_SPLIT ? me : 0});
+#endif
             tma::store_commit();
         }
 #endif
@@ -404,6 +431,6 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         tma::store_async(map_dk, sm.k[me], {b, h, kv * CONSUMERS + me, 0});
         tma::store_async(map_dv, sm.v[me], {b, h, kv * CONSUMERS + me, 0});
         tma::store_commit();
-        tma::store_wait_read<0>();  // also the last dQ reduce (DQ_MODE 1): shared memory outlives the reads
+        tma::store_wait_read<0>();  // also the last dQ reduce or store: shared memory outlives the reads
     }
 }

@@ -85,6 +85,18 @@ def test_the_benchmarks_blockwise_l_and_d_equal_the_exact_ones(causal: bool) -> 
     np.testing.assert_allclose(fast["DELTA"], exact["DELTA"], atol=2e-2)
 
 
+def test_dq_slots_cover_every_key_block_and_query_row() -> None:
+    """DQ_MODE 2's accumulator: one slot per key block (per consumer without the column split), each of
+    whole query blocks; the last pass sums the slots of the key blocks the block map does not skip."""
+    split, plain, one = attention_bwd.build(128, DQ_MODE=2), attention_bwd.build(64, DQ_MODE=2), \
+        attention_bwd.build(64, DQ_MODE=2, CONSUMERS=1)
+    assert (split.dq_slots(1000), plain.dq_slots(1000), one.dq_slots(1000)) == (8, 16, 16)
+    assert split.q_rows(1000) == 1024 and split.q_rows(64) == 64
+    assert split.shared_bytes == attention_bwd.build(128, DQ_MODE=1).shared_bytes
+    with pytest.raises(ValueError, match="DQ_MODE 0, 1 or 2"):
+        attention_bwd.build(128, DQ_MODE=3)
+
+
 def test_build_options_and_shared_memory_model() -> None:
     cfg = attention_bwd.build(128)
     assert cfg.threads == 384 and cfg.kv_block == 128 and cfg.shared_bytes <= 227 * 1024
@@ -97,7 +109,7 @@ def test_build_options_and_shared_memory_model() -> None:
 
 BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}), (128, {}),
           (64, {"OVERLAP": 1}), (64, {"OVERLAP": 1, "STAGES": 3}), (128, {"ORDER": 4}), (128, {"OVERLAP": 2}),
-          (64, {"UNIFORM": 1, "OVERLAP": 2}), (128, {"UNIFORM": 0})]
+          (64, {"UNIFORM": 1, "OVERLAP": 2}), (128, {"UNIFORM": 0}), (128, {"DQ_MODE": 2}), (64, {"DQ_MODE": 2})]
 
 
 @pytest.mark.parametrize("d,options", BUILDS, ids=[f"d{d}-{o}" for d, o in BUILDS])
@@ -176,7 +188,9 @@ def _run_emulated(src: str, d: int, x: dict[str, np.ndarray], causal: bool, *, l
     mod = _module(src, cfg)
     b, h, n, _ = x["q"].shape
     grads = [np.full((b, h, n, d), 0xFFFF, np.uint16) for _ in range(3)]
-    delta, acc = np.full((b, h, n), np.nan, np.float32), np.full((b, h, n, d), np.nan, np.float32)
+    # NaN until written: with DQ_MODE 2 a slot the last pass reads but no key block wrote would show
+    acc_rows = cfg.dq_slots(n) * cfg.q_rows(n) if cfg.dq_mode == 2 else n
+    delta, acc = np.full((b, h, n), np.nan, np.float32), np.full((b, h, acc_rows, d), np.nan, np.float32)
     sc = np.float32(1 / math.sqrt(d))
     maps = [emu.tensor_map(a, (64, d), dtype="bfloat16") for a in (x["q"], x["k"], x["v"], x["do"], grads[1], grads[2])]
     maps.append(emu.tensor_map(acc, (64, cfg.dq_cols), dtype="float32"))
@@ -186,7 +200,8 @@ def _run_emulated(src: str, d: int, x: dict[str, np.ndarray], causal: bool, *, l
                            (*maps, lse, delta, acc, h, n, sc, int(causal)), shared_mem=cfg.shared_bytes)
     if launches is not None:
         launches.append(res)
-    mod["flash_bwd_dq"]((-(-n * d // 2 // 256), h, b), (256,), (acc, grads[0], h, n, h * n * d, n * d, d, sc))
+    mod["flash_bwd_dq"]((-(-n * d // 2 // 256), h, b), (256,), (acc, grads[0], h, n, h * n * d, n * d, d, sc,
+                                                               int(causal)))
     return [attention_bwd.grad_errors(name, bf16_to_float32(g), want)
             for name, g, want in zip(("dq", "dk", "dv"), grads, (ref.dq, ref.dk, ref.dv), strict=True)]
 
@@ -222,7 +237,10 @@ def test_backward_under_emulation_matches_float64(d: int, n: int, heads: int, ca
                                                   (128, 200, True, {"DQ_MODE": 1}),
                                                   (64, 130, False, {"DQ_MODE": 1}),
                                                   (128, 130, True, {"UNIFORM": 0}),
-                                                  (64, 200, True, {"DQ_SUM": 1})])
+                                                  (64, 200, True, {"DQ_SUM": 1}),
+                                                  (64, 200, True, {"DQ_MODE": 2}),
+                                                  (128, 130, False, {"DQ_MODE": 2}),
+                                                  (64, 77, False, {"DQ_MODE": 2, "CONSUMERS": 1})])
 def test_variants_match_float64(d: int, n: int, causal: bool, options: dict[str, int]) -> None:
     """One consumer warpgroup (no dQ split, no setmaxnreg), dQ added by TMA reduce-add (split and not), and
     at d = 128 the consumer index without the shuffle (UNIFORM=0; the default builds take it from one)."""
@@ -376,6 +394,25 @@ def test_backward_on_the_gpu_layouts_and_large_logits(case: str) -> None:
 @pytest.mark.parametrize("n", [77, 1000])
 def test_backward_on_the_gpu_with_tma_reduce_add_for_dq(n: int, d: int) -> None:
     _check_gpu(*_torch_case(1, 3, n, d), causal=True, DQ_MODE=1)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
+def test_backward_on_the_gpu_with_dq_slots_is_right_and_the_same_bit_for_bit_on_every_run(n: int, causal: bool,
+                                                                                          d: int) -> None:
+    """DQ_MODE 2: every key block's share in a slot of its own, summed in key-block order by the last pass,
+    so dQ is reproducible bit for bit (the atomic modes are not: bench/flash_bwd.py's determinism count)."""
+    import torch
+
+    q, k, v, do = _torch_case(2, 3, n, d)
+    _check_gpu(q, k, v, do, causal=causal, DQ_MODE=2)
+    o, lse = attention.flash_fwd(q, k, v, causal=causal)
+    first = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal, DQ_MODE=2)
+    for _ in range(3):
+        again = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal, DQ_MODE=2)
+        assert all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(first, again, strict=True))
 
 
 @pytest.mark.gpu

@@ -29,7 +29,9 @@ KERNEL = SOLUTIONS / "ch11_flash_bwd.cu"
 LOG2E = attention.LOG2E
 #: Options the kernel understands and the defaults for d = 64 and d = 128. DQ_MODE 1 ran 1.6-2.3x faster than 0
 #: on the H200 (bench/results/flash_bwd_2026-12-01_a2b4b3b.md), so it is the default.
-#: DQ_MODE: how dQ's shares are added over key blocks, 0 atomicAdd from registers, 1 TMA reduce-add.
+#: DQ_MODE: how dQ's shares are added over key blocks, 0 atomicAdd from registers, 1 TMA reduce-add, 2 a slot per
+#: key block (a plain TMA store) summed in a fixed order by the last pass: bit-for-bit reproducible, at the price
+#: of N / 128 copies of dQ in fp32 (opt-in; not yet timed on the H200).
 #: OVERLAP: 1 issues the next query block's S and dP before this block's P, dS (d = 64 only: at d = 128 the second
 #: S and dP spill); opt-in: SLOWER on the H200 (d = 64, N = 8192: 0.72-0.80x cuDNN against the default's 0.79-0.87x,
 #: bench/flash_bwd.py at main d90e31a, 2026-12-01). 2 issues the next S once this block's dQ share left its
@@ -167,13 +169,23 @@ class BwdBuild:
     def shared_bytes(self) -> int:
         """flash_bwd's dynamic shared memory, a model of the kernel's ``flash_bwd_shared_bytes`` (the
         emulator has no PTX to read it from; a GPU test holds the two equal): K, V per consumer, the
-        (Q, dO) ring, P and dS per consumer, the fp32 dQ share per consumer (DQ_MODE 1 only), the
+        (Q, dO) ring, P and dS per consumer, the fp32 dQ share per consumer (DQ_MODE 1 and 2), the
         barriers, and 1024 bytes of alignment slack."""
         tile, p_tile = 64 * self.head_dim * 2, 64 * 64 * 2
         body = 2 * self.consumers * tile + 2 * self.stages * tile + 2 * self.consumers * p_tile
-        body += self.consumers * 64 * self.dq_cols * 4 if self.dq_mode == 1 else 0
+        body += self.consumers * 64 * self.dq_cols * 4 if self.dq_mode >= 1 else 0
         body += 2 * self.stages * 8 + 8
         return 1024 + -(-body // 1024) * 1024
+
+    def dq_slots(self, seq: int) -> int:
+        """DQ_MODE 2: slots of dQ shares per (batch, head), one per key block (per consumer without the
+        column split), each ``q_rows(seq)`` rows."""
+        return -(-seq // self.kv_block) * (1 if self.dq_cols < self.head_dim else self.consumers)
+
+    @staticmethod
+    def q_rows(seq: int) -> int:
+        """The rows of one slot: every query block's 64, the last one's past the end included."""
+        return -(-seq // 64) * 64
 
 
 def build(head_dim: int = 128, **options: int) -> BwdBuild:
@@ -188,8 +200,8 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if any(v not in (0, 1) for v in opt_in.values()):
         raise ValueError(f"{sorted(OPT_IN)} must be 0 or 1; got {opt_in}")
     opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items() if k not in OPT_IN} | opt_in
-    if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1):
-        raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0 or 1; got {opts}")
+    if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1, 2):
+        raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0, 1 or 2; got {opts}")
     if opts["OVERLAP"] not in (0, 1, 2) or (opts["OVERLAP"] and opts["STAGES"] < 2) or (
             opts["OVERLAP"] == 1 and head_dim != 64):
         raise ValueError(f"OVERLAP must be 0, 1 or 2, and OVERLAP 1 or 2 needs STAGES >= 2 (it holds the next query "
@@ -249,6 +261,8 @@ class _Launches:
             raise ValueError(f"lse must be the forward's contiguous float32 {(b, h, n)}; got {_layout(lse)[:1]}")
         cfg = build(d, **options)
         sc = np.float32(_scale(d, scale))
+        # the fp32 dQ accumulator, or with DQ_MODE 2 every key block's slot of shares (summed by the last pass)
+        acc_shape = (b, h, cfg.dq_slots(n) * cfg.q_rows(n), d) if cfg.dq_mode == 2 else (b, h, n, d)
         if cpu:
             import tklab.emulate as emu
 
@@ -256,7 +270,7 @@ class _Launches:
                 return emu.tensor_map(x, (rows, cols), dtype=dtype)
 
             self.delta = np.zeros((b, h, n), np.float32)
-            self.dq_acc = np.zeros((b, h, n, d), np.float32)
+            self.dq_acc = np.zeros(acc_shape, np.float32)
         else:
             from ..run import tma
 
@@ -266,7 +280,7 @@ class _Launches:
                 return tma.tensor_map(x, (rows, cols), dtype=dtype)
 
             self.delta = _empty(q, (b, h, n), "float32")
-            self.dq_acc = _empty(q, (b, h, n, d), "float32")
+            self.dq_acc = _empty(q, acc_shape, "float32")
         mod = compiled(cfg, "cpu" if cpu else "gpu")
         smem = cfg.shared_bytes if cpu else mod.constants["flash_bwd_shared_bytes"]
         grids = _grids(b, h, n, cfg)
@@ -276,7 +290,8 @@ class _Launches:
              (o, do, self.delta, self.dq_acc, h, n, *_strides(o), *_strides(do)), 0),
             (mod["flash_bwd"], grids["main"], (cfg.threads,),
              (*maps, lse, self.delta, self.dq_acc, h, n, sc, int(causal)), smem),
-            (mod["flash_bwd_dq"], grids["dq"], (_DQ_THREADS,), (self.dq_acc, dq, h, n, *_strides(dq), sc), 0),
+            (mod["flash_bwd_dq"], grids["dq"], (_DQ_THREADS,),
+             (self.dq_acc, dq, h, n, *_strides(dq), sc, int(causal)), 0),
         ]
         self.cpu, self.stream, self.cfg = cpu, stream, cfg
         self.prepared = None if cpu else [k.prepare(g, t, a, shared_mem=s, stream=stream)
