@@ -197,8 +197,9 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
         raise ValueError(f"unknown option(s) {sorted(unknown)}; the backward takes "
                          f"{sorted([*DEFAULTS[head_dim], *OPT_IN])}")
     opt_in = {k: int(v) for k, v in options.items() if k in OPT_IN and int(v) != OPT_IN[k][head_dim]}
-    if any(v not in (0, 1) for v in opt_in.values()):
-        raise ValueError(f"{sorted(OPT_IN)} must be 0 or 1; got {opt_in}")
+    bad = sorted(k for k, v in opt_in.items() if v not in (0, 1))
+    if bad:
+        raise ValueError(f"{' and '.join(bad)} must be 0 or 1; got {opt_in}")
     opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items() if k not in OPT_IN} | opt_in
     if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1, 2):
         raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0, 1 or 2; got {opts}")
