@@ -88,9 +88,13 @@ NO_NVRTC_TESTS ?= tests/test_no_nvrtc.py tests/test_portable_emulator.py tests/t
 test-no-nvrtc: install
 	TKLAB_NO_NVRTC=1 TKLAB_EMU_PORTABLE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=5 $(NO_NVRTC_TESTS)
 
+# The main step runs on every core (pytest-xdist, at most TEST_WORKERS): tests/conftest.py keeps each module on one
+# worker (its module-scoped fixtures are built once) and spreads the planted suites by exercise.
+TEST_WORKERS ?= 8
 test: install chromium sandbox-tool
 	$(PY) -m ruff check tklab tests bench
-	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q --durations=20 -m "not planted_slow" tests
+	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q --durations=20 -m "not planted_slow" \
+		-n auto --maxprocesses $(TEST_WORKERS) --dist loadgroup tests
 	$(MAKE) --no-print-directory planted-slow
 	@echo "The same machine as a Mac sees it (no NVRTC, the emulator's Mac code path):"
 	TKLAB_NO_NVRTC=1 TKLAB_EMU_PORTABLE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=5 $(NO_NVRTC_TESTS)

@@ -22,7 +22,21 @@ def _gpu_arch() -> str | None:
         return None
 
 
+def _xdist_group(item: pytest.Item) -> str:
+    """The xdist group of a test (``make test`` runs ``pytest -n 2 --dist loadgroup``): its module, so a
+    module-scoped fixture (a graded class, a built module, a hub) is built once, on one worker; the planted
+    suites split by exercise (each builds its own mutations, tests/test_planted_mistakes.py)."""
+    spec = getattr(item, "callspec", None)
+    if item.path.name == "test_planted_mistakes.py" and spec is not None and "mutation" in spec.params:
+        return f"planted-{spec.params['mutation'].exercise}"
+    return item.path.name
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
     arch = _gpu_arch()
     no_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (run `make gpu-check` on a GPU machine)")
     no_hopper = pytest.mark.skip(reason=f"needs an sm_90 GPU (H100/H200); this machine has {arch or 'no GPU'}")
