@@ -94,7 +94,7 @@ TEST_WORKERS ?= 8
 test: install chromium sandbox-tool
 	$(PY) -m ruff check tklab tests bench
 	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q --durations=20 -m "not planted_slow" \
-		-n auto --maxprocesses $(TEST_WORKERS) --dist loadgroup tests
+		-n auto --maxprocesses $(TEST_WORKERS) --dist loadscope tests
 	$(MAKE) --no-print-directory planted-slow
 	@echo "The same machine as a Mac sees it (no NVRTC, the emulator's Mac code path):"
 	TKLAB_NO_NVRTC=1 TKLAB_EMU_PORTABLE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=5 $(NO_NVRTC_TESTS)

@@ -9,8 +9,11 @@ import pytest
 # Keep the compile cache of test runs apart from a learner's, and fresh per test session on CI.
 os.environ.setdefault("TKLAB_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".cache", "tklab-tests"))
 # Checks of exercises/ files record failed attempts (hint levels): tests keep theirs out of exercises/.
+# Under pytest-xdist the compile cache is shared (atomic entries: a module built by one worker serves both), the
+# hint state is one file per worker (two workers never write the same file).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 os.environ.setdefault("TKLAB_HINT_STATE", os.path.join(os.path.dirname(__file__), "..", ".cache", "tklab-tests",
-                                                       "hints.json"))
+                                                       f"hints{'-' + _WORKER if _WORKER else ''}.json"))
 
 
 def _gpu_arch() -> str | None:
@@ -22,21 +25,37 @@ def _gpu_arch() -> str | None:
         return None
 
 
-def _xdist_group(item: pytest.Item) -> str:
-    """The xdist group of a test (``make test`` runs ``pytest -n 2 --dist loadgroup``): its module, so a
-    module-scoped fixture (a graded class, a built module, a hub) is built once, on one worker; the planted
-    suites split by exercise (each builds its own mutations, tests/test_planted_mistakes.py)."""
-    spec = getattr(item, "callspec", None)
-    if item.path.name == "test_planted_mistakes.py" and spec is not None and "mutation" in spec.params:
-        return f"planted-{spec.params['mutation'].exercise}"
-    return item.path.name
+#: A planted-mistake test's node id ends in ``[<exercise>:<mutation>]`` (tests/test_planted_mistakes.py).
+_PLANTED = "tests/test_planted_mistakes.py::test_planted_mistake_fails_and_benign_variant_passes["
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work of one test under ``pytest -n N --dist loadscope`` (``make test``): its module, so a
+    module-scoped fixture (a graded class, a built module, a hub) is built once, on one worker; but each
+    exercise's planted suite on its own, so the suites (each builds its own mutations) spread over the workers.
+
+    A custom scheduler, not ``xdist_group`` marks: xdist's loadgroup renames ``item._nodeid``, which pytest 9's
+    nodes no longer read (the marks were silently ignored)."""
+    if nodeid.startswith(_PLANTED):
+        return "planted-" + nodeid[len(_PLANTED):].split(":", 1)[0]
+    return nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # optional: a hook of pytest-xdist, which may be absent
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadscope`` with the scopes of ``xdist_scope``; any other ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModuleAndExercise(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ByModuleAndExercise(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
     arch = _gpu_arch()
     no_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (run `make gpu-check` on a GPU machine)")
     no_hopper = pytest.mark.skip(reason=f"needs an sm_90 GPU (H100/H200); this machine has {arch or 'no GPU'}")

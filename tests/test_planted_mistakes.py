@@ -2,8 +2,8 @@
 (``python -m tklab check`` on the mutated solution) FAIL on the CPU emulator, and every benign variant PASSES.
 
 An exercise's checks run together (one per CPU) when its first test asks (``Verdicts``), and a test reads
-its verdict; under ``pytest -n`` the exercises spread over the workers (conftest.py groups each one). The GPU twin is
-tests/test_planted_mistakes_gpu.py.
+its verdict; under ``pytest -n`` the exercises spread over the workers (conftest.py's ``xdist_scope``).
+The GPU twin is tests/test_planted_mistakes_gpu.py.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_every_anchor_is_code_found_exactly_once() -> None:
 class Verdicts:
     """The checks of the selected mutations, run one exercise at a time when its first test asks.
 
-    ``tests/conftest.py`` puts each exercise's tests in one xdist group, so under ``pytest -n`` an exercise's
+    ``tests/conftest.py`` makes each exercise's tests one xdist scope, so under ``pytest -n`` an exercise's
     checks run on one worker while the other workers take other exercises (or other tests); within the
     batch, ``workers`` checks run at once (the CPUs left to this pytest process). ``-k`` selects, so a
     subset costs only its own checks.
