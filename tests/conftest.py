@@ -41,20 +41,9 @@ def xdist_scope(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-#: Scopes that take 30 s or more, longest first (two `pytest -n 2` runs of the suite on the 2-core CI box,
-#: 2026-12-01, --durations=60): handed out before the rest, so that none of them starts last and leaves the other
-#: workers idle (xdist's own order, most tests first, started them last). Only an order: a stale entry costs time.
-HEAVY_FIRST = ("planted-ch10_flash", "planted-ch09_flash", "tests/test_hub.py", "tests/test_browser.py",
-               "tests/test_check.py", "planted-ch08_wgmma", "planted-ch07_tma_ring", "tests/test_design_exercises.py",
-               "tests/test_redteam_isolation.py", "planted-ch04_swizzle", "tests/test_portable_emulator.py",
-               "tests/test_grade.py", "tests/test_nbgrade.py", "tests/test_grade_shards.py",
-               "tests/test_attention_persistent.py", "tests/test_attention_bwd.py")
-
-
 @pytest.hookimpl(optionalhook=True, tryfirst=True)  # optional: a hook of pytest-xdist, which may be absent
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """``--dist loadscope`` with the scopes of ``xdist_scope``, ``HEAVY_FIRST`` first; any other ``--dist`` is
-    xdist's own."""
+    """``--dist loadscope`` with the scopes of ``xdist_scope``; any other ``--dist`` is xdist's own."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -62,12 +51,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     class ByModuleAndExercise(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_scope(nodeid)
-
-        def _assign_work_unit(self, node: object) -> None:
-            heavy = next((s for s in HEAVY_FIRST if s in self.workqueue), None)
-            if heavy is not None:
-                self.workqueue.move_to_end(heavy, last=False)
-            super()._assign_work_unit(node)
 
     return ByModuleAndExercise(config, log)
 

@@ -22,17 +22,3 @@ def test_other_tests_keep_to_their_module() -> None:
     for nodeid in ("tests/test_hub.py::test_two_students_on_one_hub", "tests/test_grade.py::Sheet::test_row[a::b]",
                    "tests/test_planted_mistakes.py::test_every_anchor_is_code_found_exactly_once"):
         assert xdist_scope(nodeid) == nodeid.split("::")[0]
-
-
-def test_the_heavy_scopes_named_first_exist() -> None:
-    """A scope renamed away from ``HEAVY_FIRST`` would silently lose its early start."""
-    from pathlib import Path
-
-    from conftest import HEAVY_FIRST
-
-    tests = Path(__file__).parent
-    for scope in HEAVY_FIRST:
-        if scope.startswith("planted-"):
-            assert scope.removeprefix("planted-") in planted.exercises(), scope
-        else:
-            assert (tests.parent / scope).is_file(), scope
