@@ -88,18 +88,26 @@ NO_NVRTC_TESTS ?= tests/test_no_nvrtc.py tests/test_portable_emulator.py tests/t
 test-no-nvrtc: install
 	TKLAB_NO_NVRTC=1 TKLAB_EMU_PORTABLE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=5 $(NO_NVRTC_TESTS)
 
+# The pytest steps run on every core (pytest-xdist, at most TEST_WORKERS): with --dist loadscope, tests/conftest.py
+# keeps each test module on one worker (its module-scoped fixtures are built once) and spreads the planted suites
+# by exercise; a notebook's cells stay on one worker (nbval's kernel).
+TEST_WORKERS ?= 8
+XDIST := -n auto --maxprocesses $(TEST_WORKERS) --dist loadscope
 test: install chromium sandbox-tool
 	$(PY) -m ruff check tklab tests bench
-	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q --durations=20 -m "not planted_slow" tests
+	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q --durations=20 -m "not planted_slow" \
+		$(XDIST) tests
 	$(MAKE) --no-print-directory planted-slow
 	@echo "The same machine as a Mac sees it (no NVRTC, the emulator's Mac code path):"
-	TKLAB_NO_NVRTC=1 TKLAB_EMU_PORTABLE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=5 $(NO_NVRTC_TESTS)
+	TKLAB_NO_NVRTC=1 TKLAB_EMU_PORTABLE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=5 $(XDIST) \
+		$(NO_NVRTC_TESTS)
 	@if $(PY) -c "from tklab.build import toolchain; raise SystemExit(toolchain.nvrtc_available())"; then \
 		echo "No NVRTC here (macOS?): executing only the notebooks that compile nothing for the GPU ($(NB_NO_NVRTC));"; \
 		echo "the others open with their stored outputs, and their compile/SASS cells say that they need NVRTC."; \
 		$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider $(NB_NO_NVRTC); \
 	else \
-		$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider --ignore-glob='*.bak-*' notebooks; \
+		$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider $(XDIST) --ignore-glob='*.bak-*' \
+			notebooks; \
 	fi
 
 # Chapter 11's planted mistakes (tests/test_planted_mistakes.py, marker planted_slow): each check builds the

@@ -9,8 +9,11 @@ import pytest
 # Keep the compile cache of test runs apart from a learner's, and fresh per test session on CI.
 os.environ.setdefault("TKLAB_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".cache", "tklab-tests"))
 # Checks of exercises/ files record failed attempts (hint levels): tests keep theirs out of exercises/.
+# Under pytest-xdist the compile cache is shared (atomic entries: a module built by one worker serves both), the
+# hint state is one file per worker (two workers never write the same file).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 os.environ.setdefault("TKLAB_HINT_STATE", os.path.join(os.path.dirname(__file__), "..", ".cache", "tklab-tests",
-                                                       "hints.json"))
+                                                       f"hints{'-' + _WORKER if _WORKER else ''}.json"))
 
 
 def _gpu_arch() -> str | None:
@@ -20,6 +23,36 @@ def _gpu_arch() -> str | None:
         return gpu.arch() if gpu.available() else None
     except Exception:  # noqa: BLE001 - no driver, no bindings: no GPU
         return None
+
+
+#: A planted-mistake test's node id ends in ``[<exercise>:<mutation>]`` (tests/test_planted_mistakes.py).
+_PLANTED = "tests/test_planted_mistakes.py::test_planted_mistake_fails_and_benign_variant_passes["
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work of one test under ``pytest -n N --dist loadscope`` (``make test``): its module, so a
+    module-scoped fixture (a graded class, a built module, a hub) is built once, on one worker; but each
+    exercise's planted suite on its own, so the suites (each builds its own mutations) spread over the workers.
+
+    A custom scheduler, not ``xdist_group`` marks: xdist's loadgroup renames ``item._nodeid``, which pytest 9's
+    nodes no longer read (the marks were silently ignored)."""
+    if nodeid.startswith(_PLANTED):
+        return "planted-" + nodeid[len(_PLANTED):].split(":", 1)[0]
+    return nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # optional: a hook of pytest-xdist, which may be absent
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadscope`` with the scopes of ``xdist_scope``; any other ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModuleAndExercise(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ByModuleAndExercise(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

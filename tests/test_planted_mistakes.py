@@ -1,9 +1,9 @@
 """Planted-mistake suites (issue 23): every typical mistake in ``solutions/mistakes/`` makes the real check
 (``python -m tklab check`` on the mutated solution) FAIL on the CPU emulator, and every benign variant PASSES.
 
-The checks run in parallel (one per CPU) in one module-scoped fixture, so a test reads its verdict; the
-fixture's time is the suite's (see the report for measured wall times). The GPU twin is
-tests/test_planted_mistakes_gpu.py.
+An exercise's checks run together (one per CPU) when its first test asks (``Verdicts``), and a test reads
+its verdict; under ``pytest -n`` the exercises spread over the workers (conftest.py's ``xdist_scope``).
+The GPU twin is tests/test_planted_mistakes_gpu.py.
 """
 
 from __future__ import annotations
@@ -64,32 +64,56 @@ def test_every_anchor_is_code_found_exactly_once() -> None:
         planted.apply("text", bad)
 
 
+class Verdicts:
+    """The checks of the selected mutations, run one exercise at a time when its first test asks.
+
+    ``tests/conftest.py`` makes each exercise's tests one xdist scope, so under ``pytest -n`` an exercise's
+    checks run on one worker while the other workers take other exercises (or other tests); within the
+    batch, ``workers`` checks run at once (the CPUs left to this pytest process). ``-k`` selects, so a
+    subset costs only its own checks.
+    """
+
+    def __init__(self, chosen: set[str], folder: Path, workers: int) -> None:
+        self.chosen, self.folder, self.workers = chosen, folder, workers
+        self.done: dict[str, planted.Verdict | Exception] = {}
+
+    def __getitem__(self, mutation_id: str) -> planted.Verdict | Exception:
+        if mutation_id not in self.done:
+            self._run(mutation_id.split(":")[0])
+        return self.done[mutation_id]
+
+    def _run(self, exercise: str) -> None:
+        jobs, ids = [], []
+        for m in (m for m in ALL if m.exercise == exercise and m.id in self.chosen):
+            try:
+                jobs.append((planted.mutated_file(m, self.folder / m.exercise), m.exercise, SEED))
+                ids.append(m.id)
+            except planted.AnchorError as e:
+                self.done[m.id] = e
+        self.done.update(zip(ids, planted.run_all(jobs, workers=self.workers), strict=True))
+        if os.environ.get("TKLAB_PLANTED_REPORT"):  # the table of verdicts, for a report (bench/results/)
+            rows = [{"id": k, "verdict": v.verdict, "summary": v.summary[:300], "seconds": round(v.seconds, 1)}
+                    for k, v in self.done.items() if isinstance(v, planted.Verdict)]
+            report = Path(os.environ["TKLAB_PLANTED_REPORT"])
+            worker = os.environ.get("PYTEST_XDIST_WORKER")  # under -n each worker writes the exercises it ran
+            if worker:
+                report = report.with_name(f"{report.stem}.{worker}{report.suffix}")
+            report.write_text(json.dumps(rows, indent=1) + "\n")
+
+
 @pytest.fixture(scope="module")
-def verdicts(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-             ) -> dict[str, planted.Verdict | Exception]:
-    """Every selected mutation's check, run in parallel (``-k`` selects, so a subset costs only its own)."""
+def verdicts(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Verdicts:
+    """The selected mutations' verdicts, checked lazily per exercise (see ``Verdicts``)."""
     chosen = {item.callspec.params["mutation"].id for item in request.session.items
               if getattr(item, "callspec", None) is not None and "mutation" in item.callspec.params}
-    folder = Path(tmp_path_factory.mktemp("planted"))
-    out: dict[str, planted.Verdict | Exception] = {}
-    jobs, ids = [], []
-    for m in (m for m in ALL if m.id in chosen):
-        try:
-            jobs.append((planted.mutated_file(m, folder / m.exercise), m.exercise, SEED))
-            ids.append(m.id)
-        except planted.AnchorError as e:
-            out[m.id] = e
-    out.update(zip(ids, planted.run_all(jobs), strict=True))
-    if os.environ.get("TKLAB_PLANTED_REPORT"):  # the table of verdicts, for a report (bench/results/)
-        rows = [{"id": k, "verdict": v.verdict, "summary": v.summary[:300], "seconds": round(v.seconds, 1)}
-                for k, v in out.items() if isinstance(v, planted.Verdict)]
-        Path(os.environ["TKLAB_PLANTED_REPORT"]).write_text(json.dumps(rows, indent=1) + "\n")
-    return out
+    # One check per CPU, shared with the other xdist workers (PYTEST_XDIST_WORKER_COUNT; 1 without -n).
+    share = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return Verdicts(chosen, Path(tmp_path_factory.mktemp("planted")), max(1, (os.cpu_count() or 1) // share))
 
 
 @pytest.mark.parametrize("mutation", CASES, ids=lambda m: m.id)
 def test_planted_mistake_fails_and_benign_variant_passes(mutation: planted.Mutation,
-                                                           verdicts: dict[str, planted.Verdict | Exception]) -> None:
+                                                           verdicts: Verdicts) -> None:
     v = verdicts[mutation.id]
     if isinstance(v, Exception):
         raise v

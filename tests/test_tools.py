@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,6 +11,9 @@ import pytest
 
 import tklab
 from tklab import ceilings, compiler, doctor, magic, recorded, sass
+
+#: The test session's compile cache (tests/conftest.py), before the fixture below hides it.
+SHARED_CACHE = os.environ["TKLAB_CACHE_DIR"]
 
 
 @pytest.fixture(autouse=True)
@@ -125,6 +129,9 @@ ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem"""
 
 @pytest.mark.nvrtc
 def test_doctor_reports_cpu_path(capsys, monkeypatch):
+    # The session's cache: the emulator's runtime and prelude, which its probe kernel needs, are built once per
+    # run, not again here (nothing below depends on what the cache holds).
+    monkeypatch.setenv("TKLAB_CACHE_DIR", SHARED_CACHE)
     monkeypatch.setattr("tklab.run.gpu.available", lambda: False)
     monkeypatch.setattr(doctor, "_simulator", lambda: "skipped in this test")
     assert doctor.main([]) == 0
