@@ -92,11 +92,15 @@ test-no-nvrtc: install
 # keeps each test module on one worker (its module-scoped fixtures are built once) and spreads the planted suites
 # by exercise; a notebook's cells stay on one worker (nbval's kernel).
 TEST_WORKERS ?= 8
+# A browser driving JupyterLab and a JupyterHub with four students: run after the rest, one at a time (beside the
+# planted suites' emulator builds on a 2-core machine the lab's terminal once took longer than the test waits).
+SERIAL_TESTS := tests/test_browser.py tests/test_hub.py
 XDIST := -n auto --maxprocesses $(TEST_WORKERS) --dist loadscope
 test: install chromium sandbox-tool
 	$(PY) -m ruff check tklab tests bench
-	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q --durations=20 -m "not planted_slow" \
-		$(XDIST) tests
+	$(PY) -m pytest -q --durations=20 -m "not planted_slow" $(XDIST) $(addprefix --ignore=,$(SERIAL_TESTS)) tests
+	@echo "A real browser and a real JupyterHub, on their own (their waits are for a machine not loaded by the rest):"
+	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q --durations=5 $(SERIAL_TESTS)
 	$(MAKE) --no-print-directory planted-slow
 	@echo "The same machine as a Mac sees it (no NVRTC, the emulator's Mac code path):"
 	TKLAB_NO_NVRTC=1 TKLAB_EMU_PORTABLE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=5 $(XDIST) \
