@@ -407,9 +407,7 @@ def test_backward_on_the_gpu_with_dq_slots_is_right_and_the_same_bit_for_bit_on_
     import torch
 
     q, k, v, do = _torch_case(2, 3, n, d)
-    _check_gpu(q, k, v, do, causal=causal, DQ_MODE=2)
-    o, lse = attention.flash_fwd(q, k, v, causal=causal)
-    first = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal, DQ_MODE=2)
+    o, lse, first = _check_gpu(q, k, v, do, causal=causal, DQ_MODE=2)
     for _ in range(3):
         again = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal, DQ_MODE=2)
         assert all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(first, again, strict=True))
@@ -453,7 +451,8 @@ def test_backward_on_the_gpu_with_heaviest_first_order(d: int) -> None:
     _check_gpu(*_torch_case(2, 3, 1000, d), causal=True, ORDER=4)
 
 
-def _check_gpu(q: Any, k: Any, v: Any, do: Any, *, causal: bool, **options: int) -> None:
+def _check_gpu(q: Any, k: Any, v: Any, do: Any, *, causal: bool, **options: int) -> tuple[Any, Any, Any]:
+    """The backward against float64 autograd; returns the forward's (o, lse) and the checked (dq, dk, dv)."""
     import torch
 
     o, lse = attention.flash_fwd(q, k, v, causal=causal)
@@ -465,6 +464,7 @@ def _check_gpu(q: Any, k: Any, v: Any, do: Any, *, causal: bool, **options: int)
     for name, got, want in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, strict=True):
         e = attention_bwd.grad_errors(name, got.double().cpu().numpy(), want.cpu().numpy())
         assert e.ok(), str(e)
+    return o, lse, (dq, dk, dv)
 
 
 @pytest.mark.gpu

@@ -59,7 +59,7 @@ def forward_stats(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, c
                 e = xp.exp(s - m)
                 total = e.sum(axis=1, keepdims=True)
                 o = (e @ vh) / total
-                o16 = xp.asarray(bf16_to_float32(to_bf16_bits(xp.asnumpy(o) if xp is not np else o)))
+                o16 = xp.asarray(bf16_to_float32(to_bf16_bits(_host(xp, o))))
                 lse[bi, hi, r0:r0 + rows] = _host(xp, (m + xp.log(total))[:, 0])
                 delta[bi, hi, r0:r0 + rows] = _host(xp, (o16 * doh[r0:r0 + rows]).sum(axis=1))
     return lse, delta

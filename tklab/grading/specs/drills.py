@@ -9,6 +9,7 @@ that encoding from its header. The solutions are ``solutions/drills/<id>.py``; h
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Any
@@ -80,12 +81,19 @@ def _block_kind(i: int, j: int, seq: int, block_rows: int, block_keys: int, caus
     return int(attention.block_map(seq, block_rows, block_keys, bool(causal))[i, j])
 
 
+@functools.cache
+def _visiting_key_blocks(seq: int, block_keys: int, causal: int) -> tuple[int, ...]:
+    """Per query block of 64 rows, how many key blocks the block map does not skip (one map per shape, not
+    one per row asked about)."""
+    from ...course import attention
+
+    return tuple(int(n) for n in (attention.block_map(seq, 64, block_keys, bool(causal)) != attention.SKIPPED).sum(1))
+
+
 def _dq_shares(row: int, seq: int, block_keys: int, causal: int) -> int:
     """Chapter 11's backward: key block j adds a share into every row of each query block (64 rows) it
     visits, and it visits those the block map does not skip."""
-    from ...course import attention
-
-    return int((attention.block_map(seq, 64, block_keys, bool(causal))[row // 64] != attention.SKIPPED).sum())
+    return _visiting_key_blocks(seq, block_keys, causal)[row // 64]
 
 
 def _dq_domain() -> list[tuple[int, ...]]:
