@@ -109,7 +109,8 @@ def test_build_options_and_shared_memory_model() -> None:
 
 BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}), (128, {}),
           (64, {"OVERLAP": 1}), (64, {"OVERLAP": 1, "STAGES": 3}), (128, {"ORDER": 4}), (128, {"OVERLAP": 2}),
-          (64, {"UNIFORM": 1, "OVERLAP": 2}), (128, {"UNIFORM": 0}), (128, {"DQ_MODE": 2}), (64, {"DQ_MODE": 2})]
+          (64, {"UNIFORM": 1, "OVERLAP": 2}), (128, {"UNIFORM": 0}), (128, {"DQ_MODE": 2}), (64, {"DQ_MODE": 2}),
+          (128, {"DQ_LAG": 1}), (128, {"DQ_LAG": 2})]
 
 
 @pytest.mark.parametrize("d,options", BUILDS, ids=[f"d{d}-{o}" for d, o in BUILDS])
@@ -121,7 +122,7 @@ def test_shared_memory_model_equals_the_kernels_export(d: int, options: dict[str
     import tklab
 
     cfg = attention_bwd.build(d, **options)
-    mod = tklab.compile(SRC, arch="sm_90a", name=attention_bwd.KERNEL.name, options=cfg.options)
+    mod = tklab.compile(attention_bwd.source(cfg), arch="sm_90a", name=attention_bwd.KERNEL.name, options=cfg.options)
     assert mod.constants["flash_bwd_shared_bytes"] == cfg.shared_bytes
     assert mod.constants["flash_bwd_kv_block"] == cfg.kv_block
     assert not [ln for ln in mod.log.splitlines() if "C75" in ln]
@@ -291,6 +292,52 @@ def test_heaviest_first_order_matches_float64_and_covers_every_block() -> None:
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
 
+# DQ_LAG (d = 128): dQ one step late, dS handed between the consumers through two buffers and mbarriers.
+LAG_SRC = attention_bwd.source(attention_bwd.build(128, DQ_LAG=1))
+
+
+@pytest.mark.parametrize("n,causal,lag", [(200, True, 1), (130, False, 1), (1, False, 1), (200, True, 2),
+                                          (77, True, 2)])
+def test_lagged_dq_matches_float64(n: int, causal: bool, lag: int) -> None:
+    """A block of one step (n = 1: only the throwaway dQ and the last one), partial key blocks, causal
+    tails; with the consumers taking turns (2) too."""
+    errs = _run_emulated(LAG_SRC, 128, _inputs(128, n), causal, DQ_LAG=lag)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+
+
+def test_dq_lag_is_refused_where_it_does_not_apply() -> None:
+    for d, opts in [(64, {"DQ_LAG": 1}), (128, {"DQ_LAG": 1, "DQ_MODE": 0}), (128, {"DQ_LAG": 1, "OVERLAP": 2}),
+                    (128, {"DQ_LAG": 3})]:
+        with pytest.raises(ValueError, match="DQ_LAG"):
+            attention_bwd.build(d, **opts)
+
+
+# The hand-over's typical mistakes: each is a race or hazard the emulator names (n = 200, causal).
+LAG_MISTAKES = [
+    ("dS overwritten before the other consumer's dQ read it",
+     "        wait(sm.ds_free[x][me], lap ^ uint32_t(x ^ 1));\n", "", "hazard"),
+    ("dS announced before it is stored",
+     "        warpgroup::store(sm.p[me], s);\n        warpgroup::store(sm.ds[x][me], dp);\n"
+     "        fence_proxy_async();\n        arrive(sm.ds_full[x][me]);\n",
+     "        arrive(sm.ds_full[x][me]);\n        warpgroup::store(sm.p[me], s);\n"
+     "        warpgroup::store(sm.ds[x][me], dp);\n        fence_proxy_async();\n", "race"),
+    ("dQ from this step's buffer (the other's dS may not be there yet)", "dq_from(x ^ 1);  // the last",
+     "dq_from(x);  // the last", "race"),
+    ("the other's dS waited on the wrong lap",
+     "wait(sm.ds_full[x ^ 1][other], uint32_t((j - 1) >> 1) & 1);",
+     "wait(sm.ds_full[x ^ 1][other], uint32_t(j >> 1) & 1);",
+     "race|hazard|deadlock|hang"),
+]
+
+
+@pytest.mark.parametrize("what,old,new,match", LAG_MISTAKES, ids=[m[0] for m in LAG_MISTAKES])
+def test_lagged_dq_planted_mistake_is_caught(what: str, old: str, new: str, match: str) -> None:
+    assert LAG_SRC.count(old) == 1, what
+    with pytest.raises(Exception, match=f"(?i){match}"):
+        errs = _run_emulated(LAG_SRC.replace(old, new), 128, _inputs(128, 200), True, DQ_LAG=1)
+        assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+
+
 # Mistakes a software-pipelined loop invites; the emulator names each as a hazard (d = 64, n = 200, causal).
 OVERLAP_HAZARDS = [
     ("stage released before the products reading it have finished",
@@ -432,6 +479,15 @@ def test_backward_on_the_gpu_with_opt_in_options(n: int, causal: bool, d: int, o
     """OVERLAP=2 on the real asynchrony (the next block's S in flight through the dQ hand-off); UNIFORM 1 and 0
     at both head dimensions (each is one of them's default)."""
     _check_gpu(*_torch_case(1, 3, n, d), causal=causal, **options)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("lag", [1, 2])
+@pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
+def test_backward_on_the_gpu_with_lagged_dq(n: int, causal: bool, lag: int) -> None:
+    """DQ_LAG at d = 128 on the real asynchrony: the dS hand-over between consumers, with turns (2) and without."""
+    _check_gpu(*_torch_case(1, 3, n, 128), causal=causal, DQ_LAG=lag)
 
 
 @pytest.mark.gpu
