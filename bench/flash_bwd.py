@@ -159,7 +159,7 @@ VARIANTS: dict[str, dict[str, int]] = {
     "ch11 dQ summed": {"DQ_SUM": 1},  # d = 64: both consumers' dQ shares summed in shared memory, one reduce-add
     "ch11 dQ summed uniform": {"DQ_SUM": 1, "UNIFORM": 1},
     "ch11 dQ lagged": {"DQ_LAG": 1},  # d = 128: dQ one step late, the consumers no longer meet twice a step
-    "ch11 dQ lagged ping-pong": {"DQ_LAG": 2},  # and they take turns issuing their products
+    "ch11 ping-pong": {"PINGPONG": 1},  # the consumers take turns issuing (d = 128: with the lagged dQ)
 }
 #: Options checked against float64 autograd besides the two dQ modes, per head dimension.
 CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"OVERLAP": 1}, {"OVERLAP": 1, "STAGES": 3}, {"ORDER": 4},

@@ -110,7 +110,7 @@ def test_build_options_and_shared_memory_model() -> None:
 BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}), (128, {}),
           (64, {"OVERLAP": 1}), (64, {"OVERLAP": 1, "STAGES": 3}), (128, {"ORDER": 4}), (128, {"OVERLAP": 2}),
           (64, {"UNIFORM": 1, "OVERLAP": 2}), (128, {"UNIFORM": 0}), (128, {"DQ_MODE": 2}), (64, {"DQ_MODE": 2}),
-          (128, {"DQ_LAG": 1}), (128, {"DQ_LAG": 2})]
+          (128, {"DQ_LAG": 1}), (128, {"PINGPONG": 1}), (64, {"PINGPONG": 1})]
 
 
 @pytest.mark.parametrize("d,options", BUILDS, ids=[f"d{d}-{o}" for d, o in BUILDS])
@@ -296,36 +296,44 @@ def test_heaviest_first_order_matches_float64_and_covers_every_block() -> None:
 LAG_SRC = attention_bwd.source(attention_bwd.build(128, DQ_LAG=1))
 
 
-@pytest.mark.parametrize("n,causal,lag", [(200, True, 1), (130, False, 1), (1, False, 1), (200, True, 2),
-                                          (77, True, 2)])
-def test_lagged_dq_matches_float64(n: int, causal: bool, lag: int) -> None:
+LAG_CASES = [(128, 200, True, {"DQ_LAG": 1}), (128, 130, False, {"DQ_LAG": 1}), (128, 1, False, {"DQ_LAG": 1}),
+             (128, 200, True, {"PINGPONG": 1}), (128, 77, True, {"PINGPONG": 1}), (64, 200, True, {"PINGPONG": 1}),
+             (64, 130, False, {"PINGPONG": 1})]
+
+
+@pytest.mark.parametrize("d,n,causal,options", LAG_CASES)
+def test_lagged_dq_and_ping_pong_match_float64(d: int, n: int, causal: bool, options: dict[str, int]) -> None:
     """A block of one step (n = 1: only the throwaway dQ and the last one), partial key blocks, causal
-    tails; with the consumers taking turns (2) too."""
-    errs = _run_emulated(LAG_SRC, 128, _inputs(128, n), causal, DQ_LAG=lag)
+    tails; the consumers taking turns at d = 128 (with the lag) and d = 64 (without)."""
+    cfg = attention_bwd.build(d, **options)
+    errs = _run_emulated(attention_bwd.source(cfg), d, _inputs(d, n), causal, **options)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
 
-def test_dq_lag_is_refused_where_it_does_not_apply() -> None:
+def test_dq_lag_and_ping_pong_are_refused_where_they_do_not_apply() -> None:
+    assert "-DDQ_LAG=1" in attention_bwd.build(128, PINGPONG=1).options  # the split dQ needs the lag
     for d, opts in [(64, {"DQ_LAG": 1}), (128, {"DQ_LAG": 1, "DQ_MODE": 0}), (128, {"DQ_LAG": 1, "OVERLAP": 2}),
-                    (128, {"DQ_LAG": 3})]:
-        with pytest.raises(ValueError, match="DQ_LAG"):
+                    (64, {"PINGPONG": 1, "DQ_SUM": 1}), (64, {"PINGPONG": 1, "CONSUMERS": 1})]:
+        with pytest.raises(ValueError, match="DQ_LAG=1 .* and PINGPONG=1"):
             attention_bwd.build(d, **opts)
+    with pytest.raises(ValueError, match="must be 0 or 1"):
+        attention_bwd.build(128, DQ_LAG=2)
 
 
 # The hand-over's typical mistakes: each is a race or hazard the emulator names (n = 200, causal).
 LAG_MISTAKES = [
     ("dS overwritten before the other consumer's dQ read it",
-     "        wait(sm.ds_free[x][me], lap ^ uint32_t(x ^ 1));\n", "", "hazard"),
+     "if constexpr (DQ_LAG) wait(sm.ds_free[x][me], lap ^ uint32_t(x ^ 1));", "", "hazard"),
     ("dS announced before it is stored",
      "        warpgroup::store(sm.p[me], s);\n        warpgroup::store(sm.ds[x][me], dp);\n"
-     "        fence_proxy_async();\n        arrive(sm.ds_full[x][me]);\n",
+     "        fence_proxy_async();\n        if constexpr (DQ_LAG) arrive(sm.ds_full[x][me]);\n",
      "        arrive(sm.ds_full[x][me]);\n        warpgroup::store(sm.p[me], s);\n"
      "        warpgroup::store(sm.ds[x][me], dp);\n        fence_proxy_async();\n", "race"),
-    ("dQ from this step's buffer (the other's dS may not be there yet)", "dq_from(x ^ 1);  // the last",
-     "dq_from(x);  // the last", "race"),
+    ("dQ from this step's buffer (the other's dS may not be there yet)", "dq_from(x ^ 1);  // DQ_LAG",
+     "dq_from(x);  // DQ_LAG", "race"),
     ("the other's dS waited on the wrong lap",
-     "wait(sm.ds_full[x ^ 1][other], uint32_t((j - 1) >> 1) & 1);",
-     "wait(sm.ds_full[x ^ 1][other], uint32_t(j >> 1) & 1);",
+     "wait(sm.ds_full[x ^ 1][other], uint32_t((j - 1) >> 1) & 1);  // its",
+     "wait(sm.ds_full[x ^ 1][other], uint32_t(j >> 1) & 1);  // its",
      "race|hazard|deadlock|hang"),
 ]
 
@@ -483,11 +491,12 @@ def test_backward_on_the_gpu_with_opt_in_options(n: int, causal: bool, d: int, o
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-@pytest.mark.parametrize("lag", [1, 2])
+@pytest.mark.parametrize("d,options", [(128, {"DQ_LAG": 1}), (128, {"PINGPONG": 1}), (64, {"PINGPONG": 1})])
 @pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
-def test_backward_on_the_gpu_with_lagged_dq(n: int, causal: bool, lag: int) -> None:
-    """DQ_LAG at d = 128 on the real asynchrony: the dS hand-over between consumers, with turns (2) and without."""
-    _check_gpu(*_torch_case(1, 3, n, 128), causal=causal, DQ_LAG=lag)
+def test_backward_on_the_gpu_with_lagged_dq_and_ping_pong(n: int, causal: bool, d: int,
+                                                          options: dict[str, int]) -> None:
+    """On the real asynchrony: the dS hand-over between consumers (d = 128), and the turns."""
+    _check_gpu(*_torch_case(1, 3, n, d), causal=causal, **options)
 
 
 @pytest.mark.gpu

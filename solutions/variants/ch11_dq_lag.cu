@@ -1,4 +1,5 @@
-// Chapter 11, a measured variant: dQ one step late (DQ_LAG=1; d = 128, two consumers, DQ_MODE 1).
+// Chapter 11, measured variants: dQ one step late (DQ_LAG=1; d = 128), and the consumers taking turns at the
+// tensor cores (PINGPONG=1; d = 128 with DQ_LAG, or d = 64). Two consumers, DQ_MODE 1.
 // tklab.course.attention_bwd appends this file to solutions/ch11_flash_bwd.cu, whose flash_bwd it renames
 // (flash_bwd_chapter), so it reuses that file's tiles, constants, preprocess, last pass and helpers.
 //
@@ -11,13 +12,21 @@
 // consumer, an mbarrier ds_full (its writer's 128 threads arrive once it is stored) and ds_free (the other
 // consumer's 4 warps arrive once their dQ read it). Each consumer waits only on the other's PREVIOUS step,
 // so the two may drift apart by up to a step: one's exponentials can run under the other's products.
-// DQ_LAG=2 also makes the consumers take turns at the tensor cores (chapter 10's ping-pong): each step's
-// two batches of products, (S, dP) then (dV, dK, dQ), are issued A, B, A, B, so while B issues, A forms P
-// and dS, and the other way round: the drift is no longer left to chance.
-static_assert(DQ_SPLIT && DQ_MODE == 1 && OVERLAP == 0 && ORDER == 0 && !DQ_SUM,
-              "the lagged dQ is a d = 128 variant: two consumers, DQ_MODE 1, no OVERLAP, ORDER or DQ_SUM");
+// PINGPONG=1 makes the consumers take turns at the tensor cores (chapter 10's ping-pong): each step's two
+// batches of products, (S, dP) then (dV, dK, dQ), are issued A, B, A, B, so while B issues, A forms P and
+// dS, and the other way round: the drift is no longer left to chance. At d = 64 (no DQ_SPLIT: each consumer
+// forms dQ from its own dS) the consumers never wait on each other's dS, and turns are all it takes.
+#ifndef DQ_LAG
+#define DQ_LAG 0
+#endif
+#ifndef PINGPONG
+#define PINGPONG 0
+#endif
+static_assert(CONSUMERS == 2 && DQ_MODE == 1 && OVERLAP == 0 && ORDER == 0 && !DQ_SUM,
+              "these variants take two consumers, DQ_MODE 1, and no OVERLAP, ORDER or DQ_SUM");
+static_assert(DQ_LAG == DQ_SPLIT && (DQ_SPLIT || PINGPONG),
+              "DQ_LAG=1 is how d = 128 (DQ_SPLIT) runs here; d = 64 comes for PINGPONG=1");
 
-constexpr bool PINGPONG = DQ_LAG == 2;
 using lag_turn = warpgroup::turns<8, 2>;  // named barriers 8, 9 (1-7 are the chapter's)
 /// Issue one batch of products: in turn under ping-pong (`last`: this consumer's final batch).
 template <typename Issue>
@@ -33,10 +42,10 @@ __device__ inline void in_turn(int me, Issue issue, bool last = false) {
 struct lag_layout {
     kv_tile k[CONSUMERS], v[CONSUMERS];
     q_tile q[STAGES], dout[STAGES];
-    p_tile p[CONSUMERS], ds[2][CONSUMERS];  // ds[buffer][whose]
+    p_tile p[CONSUMERS], ds[1 + DQ_LAG][CONSUMERS];  // ds[buffer][whose]
     dq_tile dq[CONSUMERS];
     pipeline<STAGES> q_pipe;
-    mbarrier kv_full, ds_full[2][CONSUMERS], ds_free[2][CONSUMERS];
+    mbarrier kv_full, ds_full[1 + DQ_LAG][CONSUMERS], ds_free[1 + DQ_LAG][CONSUMERS];
 };
 extern "C" __device__ int flash_bwd_shared_bytes = dynamic_shared_bytes<lag_layout>();
 
@@ -54,7 +63,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     if (threadIdx.x == 0) {
         sm.q_pipe.init(CONSUMERS * warpgroup::WARPS);
         init_mbarrier(sm.kv_full, 1);
-        for (int x = 0; x < 2; ++x)
+        for (int x = 0; x < 1 + DQ_LAG; ++x)
             for (int g = 0; g < CONSUMERS; ++g) {
                 init_mbarrier(sm.ds_full[x][g], warpgroup::THREADS);
                 init_mbarrier(sm.ds_free[x][g], warpgroup::WARPS);
@@ -62,8 +71,8 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         fence_mbarrier_init();
     }
     // The first step forms the dQ of no block from buffer 1, before anyone wrote it: zeros, never sent.
-    for (int x = threadIdx.x; x < CONSUMERS * BR * 64 / 2; x += blockDim.x)
-        reinterpret_cast<uint32_t*>(&sm.ds[1][0])[x] = 0u;
+    for (int x = threadIdx.x; DQ_LAG && x < CONSUMERS * BR * 64 / 2; x += blockDim.x)
+        reinterpret_cast<uint32_t*>(&sm.ds[DQ_LAG][0])[x] = 0u;
     fence_proxy_async();
     __syncthreads();
 
@@ -101,26 +110,40 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     zero(dv);
     rt_fl<16, 64> s, dp;
     rt_fl<16, DQ_COLS> dq;
-    // dQ columns [64 me, 64 me + 64) of the block whose dS sits in buffer x, over both consumers' keys.
+    // DQ_LAG: dQ columns [64 me, 64 me + 64) of the block whose dS sits in buffer x, over both consumers'
+    // keys; else this consumer's share over its own keys, every column.
     auto dq_from = [&](int x) {
+        if constexpr (DQ_LAG) {
 #pragma unroll
-        for (int g = 0; g < CONSUMERS; ++g) warpgroup::mma_AB(dq, sm.ds[x][g], panel(sm.k[g], me), g > 0);
+            for (int g = 0; g < CONSUMERS; ++g) warpgroup::mma_AB(dq, sm.ds[x][g], panel(sm.k[g], me), g > 0);
+        } else {
+            warpgroup::mm_AB(dq, sm.ds[0][me], sm.k[me]);
+        }
     };
     auto send_dq = [&](int i) {  // (waited) registers -> shared memory -> one TMA reduce-add
         warpgroup::store(sm.dq[me], dq);
         fence_proxy_async();
         warpgroup::sync_group<STORE_BARRIERS>(me);
         if (issuer) {
-            tma::store_add_async(map_dq, sm.dq[me], {b, h, i, me});
+            tma::store_add_async(map_dq, sm.dq[me], {b, h, i, DQ_LAG ? me : 0});
             tma::store_commit();
         }
+    };
+    auto last_dq = [&](int steps) {  // DQ_LAG: the last block's dQ, after the loop
+        const int x = (steps - 1) & 1;
+        wait(sm.ds_full[x][other], uint32_t((steps - 1) >> 1) & 1);
+        if (issuer) tma::store_wait_read<0>();
+        warpgroup::sync_group<GUARD_BARRIERS>(me);  // the issuer saw the last share leave sm.dq[me]
+        in_turn(me, [&] { dq_from(x); }, true);
+        warpgroup::mma_async_wait<0>(dq);
+        send_dq(q_blocks - 1);
     };
     ring_cursor<STAGES> at;
     wait(sm.kv_full, 0);
     if constexpr (PINGPONG) lag_turn::start(me);
     int j = 0;  // steps taken: buffer j % 2, its lap (j / 2) % 2
     for (int i = q_first; i < q_blocks; ++i, ++j, at.advance()) {
-        const int x = j & 1, row0 = i * BR + 16 * w;
+        const int x = DQ_LAG ? j & 1 : 0, row0 = i * BR + 16 * w;
         const uint32_t lap = (j >> 1) & 1;
         wait(sm.q_pipe.full[at.stage], at.phase);
         in_turn(me, [&] {
@@ -140,32 +163,29 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         warpgroup::sync_group<GUARD_BARRIERS>(me);  // my warps are past the last step's dV (it read p[me])
         // This buffer last held my dS of two steps ago: the other consumer's dQ has read it (buffer 1's
         // first wait is for the other's first, throwaway read; buffer 0's first passes at once).
-        wait(sm.ds_free[x][me], lap ^ uint32_t(x ^ 1));
+        if constexpr (DQ_LAG) wait(sm.ds_free[x][me], lap ^ uint32_t(x ^ 1));
         warpgroup::store(sm.p[me], s);
         warpgroup::store(sm.ds[x][me], dp);
         fence_proxy_async();
-        arrive(sm.ds_full[x][me]);
+        if constexpr (DQ_LAG) arrive(sm.ds_full[x][me]);
         warpgroup::sync_group<GUARD_BARRIERS>(me);
 
         in_turn(me, [&] {
             warpgroup::mma_AtB(dv, sm.p[me], sm.dout[at.stage]);  // dV += P^T dO
             warpgroup::mma_AtB(dk, sm.ds[x][me], sm.q[at.stage]);  // dK += dS^T Q
-            wait(sm.ds_full[x ^ 1][other], uint32_t((j - 1) >> 1) & 1);  // the other's dS of the last step
-            dq_from(x ^ 1);  // the last block's dQ (the first step: zeros)
-        });
+            if constexpr (DQ_LAG) wait(sm.ds_full[x ^ 1][other], uint32_t((j - 1) >> 1) & 1);  // its last dS
+            dq_from(x ^ 1);  // DQ_LAG: the last block's dQ (the first step: zeros); else this block's
+        }, !DQ_LAG && i + 1 == q_blocks);
         warpgroup::mma_async_wait<0>(dv, dk, dq);
         sm.q_pipe.release(at.stage);
-        if (laneid() == 0) arrive(sm.ds_free[x ^ 1][other]);
-        if (j > 0) send_dq(i - 1);
+        if constexpr (DQ_LAG) {
+            if (laneid() == 0) arrive(sm.ds_free[x ^ 1][other]);
+            if (j > 0) send_dq(i - 1);
+        } else {
+            send_dq(i);
+        }
     }
-    // The last block's dQ.
-    const int x = (j - 1) & 1;
-    wait(sm.ds_full[x][other], uint32_t((j - 1) >> 1) & 1);
-    if (issuer) tma::store_wait_read<0>();
-    warpgroup::sync_group<GUARD_BARRIERS>(me);  // the issuer saw the last share leave sm.dq[me]
-    in_turn(me, [&] { dq_from(x); }, true);
-    warpgroup::mma_async_wait<0>(dq);
-    send_dq(q_blocks - 1);
+    if constexpr (DQ_LAG) last_dq(j);
 
     // Epilogue, as the chapter's: dK, dV out through K and V's tiles once no wgmma reads them.
     mul(dk, dk, scale);

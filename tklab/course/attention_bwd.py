@@ -54,12 +54,13 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: (285b899: 0.67-0.74x cuDNN against the default's 0.75-0.84x; coupling the consumers each step cost more than the
 #: halved L2 traffic saved: bench/results/ncu_ch11_vs_cudnn_fa4_2026-12-01.md).
 #: DQ_LAG: 1 (d = 128, DQ_MODE 1) forms query block i's dQ in step i + 1, from two dS buffers handed over by
-#: mbarriers, so the two consumers no longer meet twice a step (a variant kept in its own file, VARIANTS_DIR);
-#: 2 also makes them take turns issuing their products (ping-pong).
-OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1}, "DQ_SUM": {64: 0, 128: 0}, "DQ_LAG": {64: 0, 128: 0}}
-#: Variants built as the chapter's file plus one of their own that replaces its flash_bwd: option -> file.
-VARIANTS_DIR = SOLUTIONS / "variants"
-VARIANT_FILES = {"DQ_LAG": VARIANTS_DIR / "ch11_dq_lag.cu"}
+#: mbarriers, so the two consumers no longer meet twice a step. PINGPONG: 1 makes the two consumers take turns
+#: issuing their products, so one forms P and dS while the other's run (at d = 128 it brings DQ_LAG=1 with it:
+#: the split dQ would tie them together every step). Both live in a file of their own, LAG_FILE.
+OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1}, "DQ_SUM": {64: 0, 128: 0},
+                                     "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}}
+#: The variants' flash_bwd, built as the chapter's file (its flash_bwd renamed) followed by this one.
+LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
 _PREP_ROWS = 4  # query rows per block of flash_bwd_prep (one warp each)
 _DQ_THREADS = 256
 
@@ -156,7 +157,8 @@ class BwdBuild:
     stages: int
     dq_mode: int
     order: int = 0
-    variant: str = ""  # an option of VARIANT_FILES whose file replaces the chapter's flash_bwd, or ""
+    variant: bool = False  # LAG_FILE's flash_bwd replaces the chapter's (DQ_LAG or PINGPONG)
+    dq_lag: int = 0
 
     @property
     def threads(self) -> int:
@@ -182,8 +184,8 @@ class BwdBuild:
         body = 2 * self.consumers * tile + 2 * self.stages * tile + 2 * self.consumers * p_tile
         body += self.consumers * 64 * self.dq_cols * 4 if self.dq_mode >= 1 else 0
         body += 2 * self.stages * 8 + 8
-        if self.variant == "DQ_LAG":  # a second dS buffer per consumer, two mbarriers per buffer and consumer
-            body += self.consumers * p_tile + 2 * 2 * self.consumers * 8
+        if self.variant:  # DQ_LAG: a second dS buffer per consumer; two mbarriers per buffer and consumer
+            body += self.dq_lag * self.consumers * p_tile + 2 * (1 + self.dq_lag) * self.consumers * 8
         return 1024 + -(-body // 1024) * 1024
 
     def dq_slots(self, seq: int) -> int:
@@ -206,9 +208,11 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
         raise ValueError(f"unknown option(s) {sorted(unknown)}; the backward takes "
                          f"{sorted([*DEFAULTS[head_dim], *OPT_IN])}")
     opt_in = {k: int(v) for k, v in options.items() if k in OPT_IN and int(v) != OPT_IN[k][head_dim]}
-    bad = sorted(k for k, v in opt_in.items() if v not in ((0, 1, 2) if k == "DQ_LAG" else (0, 1)))
+    bad = sorted(k for k, v in opt_in.items() if v not in (0, 1))
     if bad:
-        raise ValueError(f"{' and '.join(bad)} must be 0 or 1 (DQ_LAG: 0, 1 or 2); got {opt_in}")
+        raise ValueError(f"{' and '.join(bad)} must be 0 or 1; got {opt_in}")
+    if opt_in.get("PINGPONG") and head_dim == 128:
+        opt_in["DQ_LAG"] = 1
     opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items() if k not in OPT_IN} | opt_in
     if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1, 2):
         raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0, 1 or 2; got {opts}")
@@ -221,15 +225,16 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if opts.get("DQ_SUM") and (head_dim != 64 or opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts["OVERLAP"]):
         raise ValueError(f"DQ_SUM=1 sums two consumers' d = 64 dQ shares before one TMA reduce-add: it needs head "
                          f"dimension 64, DQ_MODE=1, CONSUMERS=2 and OVERLAP=0; got head dimension {head_dim}, {opts}")
-    if opts.get("DQ_LAG") and (head_dim != 128 or opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2
-                               or opts["OVERLAP"] or opts["ORDER"]):
-        raise ValueError(f"DQ_LAG=1 defers the split dQ of head dimension 128 by one step: it needs head dimension "
-                         f"128, DQ_MODE=1, CONSUMERS=2, OVERLAP=0 and ORDER=0; got head dimension {head_dim}, {opts}")
+    variant = bool(opts.get("DQ_LAG") or opts.get("PINGPONG"))
+    if variant and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts["OVERLAP"] or opts["ORDER"]
+                    or opts.get("DQ_SUM") or (opts.get("DQ_LAG") and head_dim != 128)):
+        raise ValueError(f"DQ_LAG=1 (head dimension 128: dQ one step late) and PINGPONG=1 (turns) need DQ_MODE=1, "
+                         f"CONSUMERS=2 and no OVERLAP, ORDER or DQ_SUM; got head dimension {head_dim}, {opts}")
     if opts["ORDER"] < 0:
         raise ValueError(f"ORDER must be 0 (a 3-D grid) or a number of (batch, head) pairs per group; got {opts}")
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
-    variant = next((k for k in VARIANT_FILES if opts.get(k)), "")
-    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"], opts["ORDER"], variant)
+    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"], opts["ORDER"], variant,
+                 opts.get("DQ_LAG", 0))
     if b.shared_bytes > 227 * 1024:
         raise ValueError(f"{opts} needs {b.shared_bytes} B of shared memory, more than a block can have")
     return b
@@ -251,7 +256,7 @@ def source(b: BwdBuild) -> str:
     renamed = ("flash_bwd", "flash_bwd_shared_bytes")
     head = "".join(f"#define {n} {n.replace('flash_bwd', 'flash_bwd_chapter')}\n" for n in renamed)
     tail = "".join(f"#undef {n}\n" for n in renamed)
-    return head + KERNEL.read_text() + "\n" + tail + VARIANT_FILES[b.variant].read_text()
+    return head + KERNEL.read_text() + "\n" + tail + LAG_FILE.read_text()
 
 
 # ---- launching -----------------------------------------------------------------------------------------
