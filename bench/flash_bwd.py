@@ -144,7 +144,8 @@ def _fa4() -> Any:
 #: all adds the rest).
 VARIANTS: dict[str, dict[str, int]] = {
     "ch11 dQ atomicAdd": {"DQ_MODE": 0},
-    "ch11 dQ TMA reduce": {"DQ_MODE": 1},
+    "ch11 default": {},  # attention_bwd.build's default: at d = 128 the ping-pong variant, at d = 64 the chapter's
+    "ch11 dQ TMA reduce": {"DQ_MODE": 1, "PINGPONG": 0},  # the chapter's kernel (the default before f21183e)
     "ch11 dQ slots (deterministic)": {"DQ_MODE": 2},  # a slot per key block, summed in order by the last pass
     "ch11 1 consumer": {"CONSUMERS": 1},
     "ch11 3 stages": {"STAGES": 3},
@@ -166,7 +167,7 @@ CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"OVERLAP": 1}, {"OVERLA
                                                         {"OVERLAP": 2}, {"UNIFORM": 1, "OVERLAP": 2},
                                                         {"DQ_SUM": 1}],
                                                    128: [{"ORDER": 4}, {"OVERLAP": 2}, {"UNIFORM": 0}]}
-DEFAULT_VARIANTS = ["ch11 dQ atomicAdd", "ch11 dQ TMA reduce"]
+DEFAULT_VARIANTS = ["ch11 default", "ch11 dQ TMA reduce"]
 
 
 def contenders(q: Any, k: Any, v: Any, do: Any, causal: bool, variants: list[str] = DEFAULT_VARIANTS

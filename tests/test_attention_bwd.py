@@ -92,7 +92,7 @@ def test_dq_slots_cover_every_key_block_and_query_row() -> None:
         attention_bwd.build(64, DQ_MODE=2, CONSUMERS=1)
     assert (split.dq_slots(1000), plain.dq_slots(1000), one.dq_slots(1000)) == (8, 16, 16)
     assert split.q_rows(1000) == 1024 and split.q_rows(64) == 64
-    assert split.shared_bytes == attention_bwd.build(128, DQ_MODE=1).shared_bytes
+    assert split.shared_bytes == attention_bwd.build(128, DQ_MODE=1, PINGPONG=0).shared_bytes
     with pytest.raises(ValueError, match="DQ_MODE 0, 1 or 2"):
         attention_bwd.build(128, DQ_MODE=3)
 
@@ -186,7 +186,7 @@ def _run_emulated(src: str, d: int, x: dict[str, np.ndarray], causal: bool, *, l
     ref = attention_bwd.reference(f["q"], f["k"], f["v"], f["do"], causal=causal)
     o, lse = to_bf16_bits(ref.o.astype(np.float32)), ref.lse.astype(np.float32)
     cfg = attention_bwd.build(d, **options)
-    mod = _module(src, cfg)
+    mod = _module(attention_bwd.source(cfg) if src is SRC else src, cfg)  # SRC: the build's own source
     b, h, n, _ = x["q"].shape
     grads = [np.full((b, h, n, d), 0xFFFF, np.uint16) for _ in range(3)]
     # NaN until written: with DQ_MODE 2 a slot the last pass reads but no key block wrote would show
@@ -235,7 +235,7 @@ def test_backward_under_emulation_matches_float64(d: int, n: int, heads: int, ca
 
 
 @pytest.mark.parametrize("d,n,causal,options", [(64, 77, True, {"CONSUMERS": 1}),
-                                                  (128, 200, True, {"DQ_MODE": 1}),
+                                                  (128, 200, True, {"DQ_MODE": 1, "PINGPONG": 0}),
                                                   (64, 130, False, {"DQ_MODE": 1}),
                                                   (128, 130, True, {"UNIFORM": 0}),
                                                   (64, 200, True, {"DQ_SUM": 1}),
@@ -243,8 +243,9 @@ def test_backward_under_emulation_matches_float64(d: int, n: int, heads: int, ca
                                                   (128, 130, False, {"DQ_MODE": 2}),
                                                   (64, 77, False, {"DQ_MODE": 2, "CONSUMERS": 1})])
 def test_variants_match_float64(d: int, n: int, causal: bool, options: dict[str, int]) -> None:
-    """One consumer warpgroup (no dQ split, no setmaxnreg), dQ added by TMA reduce-add (split and not), and
-    at d = 128 the consumer index without the shuffle (UNIFORM=0; the default builds take it from one)."""
+    """One consumer warpgroup (no dQ split, no setmaxnreg), dQ added by TMA reduce-add (split and not: at
+    d = 128 the chapter's kernel, PINGPONG=0, as the default build there is the ping-pong variant), and at
+    d = 128 the consumer index without the shuffle (UNIFORM=0; the default builds take it from one)."""
     errs = _run_emulated(SRC, d, _inputs(d, n), causal, **options)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
@@ -312,6 +313,11 @@ def test_lagged_dq_and_ping_pong_match_float64(d: int, n: int, causal: bool, opt
 
 def test_dq_lag_and_ping_pong_are_refused_where_they_do_not_apply() -> None:
     assert "-DDQ_LAG=1" in attention_bwd.build(128, PINGPONG=1).options  # the split dQ needs the lag
+    # the default at d = 128 where it applies (measured faster there), never at d = 64 or for other modes
+    assert attention_bwd.build(128).options == attention_bwd.build(128, PINGPONG=1).options
+    assert attention_bwd.build(128).variant and not attention_bwd.build(128, PINGPONG=0).variant
+    assert not any(attention_bwd.build(d, **o).variant for d, o in [(64, {}), (128, {"DQ_MODE": 0}),
+                                                                     (128, {"UNIFORM": 0}), (128, {"OVERLAP": 2})])
     for d, opts in [(64, {"DQ_LAG": 1}), (128, {"DQ_LAG": 1, "DQ_MODE": 0}), (128, {"DQ_LAG": 1, "OVERLAP": 2}),
                     (64, {"PINGPONG": 1, "DQ_SUM": 1}), (64, {"PINGPONG": 1, "CONSUMERS": 1})]:
         with pytest.raises(ValueError, match="DQ_LAG=1 .* and PINGPONG=1"):
@@ -479,8 +485,8 @@ def test_backward_on_the_gpu_with_overlap(n: int, causal: bool, stages: int) -> 
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-@pytest.mark.parametrize("options", [{"OVERLAP": 2}, {"UNIFORM": 1}, {"UNIFORM": 0}],
-                         ids=["next_s_early", "uniform", "not_uniform"])
+@pytest.mark.parametrize("options", [{"OVERLAP": 2}, {"UNIFORM": 1}, {"UNIFORM": 0}, {"PINGPONG": 0}],
+                         ids=["next_s_early", "uniform", "not_uniform", "chapter_kernel"])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
 def test_backward_on_the_gpu_with_opt_in_options(n: int, causal: bool, d: int, options: dict[str, int]) -> None:
