@@ -31,7 +31,9 @@ LOG2E = attention.LOG2E
 #: on the H200 (bench/results/flash_bwd_2026-12-01_a2b4b3b.md), so it is the default.
 #: DQ_MODE: how dQ's shares are added over key blocks, 0 atomicAdd from registers, 1 TMA reduce-add, 2 a slot per
 #: key block (a plain TMA store) summed in a fixed order by the last pass: bit-for-bit reproducible, at the price
-#: of N / 128 copies of dQ in fp32 (opt-in; not yet timed on the H200).
+#: of N / 128 copies of dQ in fp32. Opt-in: on the H200 (d9c69ef) 0.66-0.73x cuDNN at d = 128, 0.45-0.55x at
+#: d = 64, against 0.90-0.95x and 0.77-0.85x with TMA reduce-add in the same run
+#: (bench/results/flash_bwd_2026-12-02_d9c69ef.md).
 #: OVERLAP: 1 issues the next query block's S and dP before this block's P, dS (d = 64 only: at d = 128 the second
 #: S and dP spill); opt-in: SLOWER on the H200 (d = 64, N = 8192: 0.72-0.80x cuDNN against the default's 0.79-0.87x,
 #: bench/flash_bwd.py at main d90e31a, 2026-12-01). 2 issues the next S once this block's dQ share left its
@@ -246,7 +248,7 @@ def pingpong_by_default(head_dim: int, opts: dict[str, int]) -> bool:
     """Whether a build that names neither PINGPONG nor DQ_LAG gets them: at d = 128, where they apply and the
     chapter's kernel is not otherwise asked for (UNIFORM=0 names it). Measured on the H200 at dd8f33f (d = 128,
     N = 4096 and 8192, causal or not, 3 rounds): 0.93-1.03x cuDNN against 0.89-1.01x for the chapter's kernel
-    in the same rounds; at d = 64 (f21183e) 0.79-0.84x against 0.81-0.85x, so not there."""
+    in the same rounds; at d = 64 (f21183e) 0.75-0.84x against 0.75-0.85x, so not there."""
     return (head_dim == 128 and opts["DQ_MODE"] == 1 and opts["CONSUMERS"] == 2 and not opts["OVERLAP"]
             and not opts["ORDER"] and not opts.get("DQ_SUM") and opts.get("UNIFORM", 1) == 1)
 
