@@ -221,6 +221,31 @@ __device__ inline block_coords coords(int heads, int seq) {
 #endif
 }
 
+/// The producer's work (call after its register split): one thread loads this block's K and V once, then
+/// streams (Q, dO) of every query block that sees them through the ring. A template on the shared-memory
+/// layout, so that the variants in solutions/variants/ (layouts of their own) share it.
+template <typename Layout>
+__device__ inline void produce(Layout& sm, const CUtensorMap& map_q, const CUtensorMap& map_k,
+                               const CUtensorMap& map_v, const CUtensorMap& map_do, int heads, int seq, int causal) {
+    const auto [kv, h, b] = coords(heads, seq);
+    const int q_first = causal ? kv * KV_BLOCK / BR : 0;  // earlier query blocks see none of these keys
+    const int q_blocks = (seq + BR - 1) / BR;
+    if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
+        arrive_expect_bytes(sm.kv_full, 2 * CONSUMERS * tma::bytes<kv_tile>);
+        for (int w = 0; w < CONSUMERS; ++w) {
+            tma::load_async(sm.k[w], map_k, sm.kv_full, {b, h, kv * CONSUMERS + w, 0});
+            tma::load_async(sm.v[w], map_v, sm.kv_full, {b, h, kv * CONSUMERS + w, 0});
+        }
+        ring_cursor<STAGES> at;
+        for (int i = q_first; i < q_blocks; ++i, at.advance()) {
+            wait(sm.q_pipe.empty[at.stage], at.phase ^ 1);
+            tma::expect(sm.q_pipe.full[at.stage], sm.q[at.stage], sm.dout[at.stage]);
+            tma::load_async(sm.q[at.stage], map_q, sm.q_pipe.full[at.stage], {b, h, i, 0});
+            tma::load_async(sm.dout[at.stage], map_do, sm.q_pipe.full[at.stage], {b, h, i, 0});
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
           const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
@@ -241,22 +266,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
     if (warpgroup::groupid() == 0) {  // ---- producer: one thread issues every copy ----
         if constexpr (CONSUMERS == 2) split::producer();
-        const auto [kv, h, b] = coords(heads, seq);
-        const int q_first = causal ? kv * KV_BLOCK / BR : 0;  // earlier query blocks see none of these keys
-        if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
-            arrive_expect_bytes(sm.kv_full, 2 * CONSUMERS * tma::bytes<kv_tile>);
-            for (int w = 0; w < CONSUMERS; ++w) {
-                tma::load_async(sm.k[w], map_k, sm.kv_full, {b, h, kv * CONSUMERS + w, 0});
-                tma::load_async(sm.v[w], map_v, sm.kv_full, {b, h, kv * CONSUMERS + w, 0});
-            }
-            ring_cursor<STAGES> at;
-            for (int i = q_first; i < q_blocks; ++i, at.advance()) {
-                wait(sm.q_pipe.empty[at.stage], at.phase ^ 1);
-                tma::expect(sm.q_pipe.full[at.stage], sm.q[at.stage], sm.dout[at.stage]);
-                tma::load_async(sm.q[at.stage], map_q, sm.q_pipe.full[at.stage], {b, h, i, 0});
-                tma::load_async(sm.dout[at.stage], map_do, sm.q_pipe.full[at.stage], {b, h, i, 0});
-            }
-        }
+        produce(sm, map_q, map_k, map_v, map_do, heads, seq, causal);
         return;
     }
 

@@ -76,24 +76,9 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     fence_proxy_async();
     __syncthreads();
 
-    if (warpgroup::groupid() == 0) {  // ---- producer: as the chapter's ----
+    if (warpgroup::groupid() == 0) {  // ---- producer: the chapter's ----
         split::producer();
-        const auto [kv, h, b] = coords(heads, seq);
-        const int q_first = causal ? kv * KV_BLOCK / BR : 0;
-        if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
-            arrive_expect_bytes(sm.kv_full, 2 * CONSUMERS * tma::bytes<kv_tile>);
-            for (int w = 0; w < CONSUMERS; ++w) {
-                tma::load_async(sm.k[w], map_k, sm.kv_full, {b, h, kv * CONSUMERS + w, 0});
-                tma::load_async(sm.v[w], map_v, sm.kv_full, {b, h, kv * CONSUMERS + w, 0});
-            }
-            ring_cursor<STAGES> at;
-            for (int i = q_first; i < q_blocks; ++i, at.advance()) {
-                wait(sm.q_pipe.empty[at.stage], at.phase ^ 1);
-                tma::expect(sm.q_pipe.full[at.stage], sm.q[at.stage], sm.dout[at.stage]);
-                tma::load_async(sm.q[at.stage], map_q, sm.q_pipe.full[at.stage], {b, h, i, 0});
-                tma::load_async(sm.dout[at.stage], map_do, sm.q_pipe.full[at.stage], {b, h, i, 0});
-            }
-        }
+        produce(sm, map_q, map_k, map_v, map_do, heads, seq, causal);
         return;
     }
 
