@@ -16,6 +16,10 @@
 // batches of products, (S, dP) then (dV, dK, dQ), are issued A, B, A, B, so while B issues, A forms P and
 // dS, and the other way round: the drift is no longer left to chance. At d = 64 (no DQ_SPLIT: each consumer
 // forms dQ from its own dS) the consumers never wait on each other's dS, and turns are all it takes.
+// Measured on the H200 (bench/results/flash_bwd_2026-12-02_dd8f33f.md and _f21183e.md, 3 rounds against cuDNN):
+// at d = 128 the lag alone 0.86-0.96x, lag and turns 0.93-1.03x, the chapter's kernel 0.89-1.01x in the same
+// rounds, so lag and turns are attention_bwd's default there since 69085c9; at d = 64 turns 0.75-0.84x against
+// the chapter's 0.75-0.85x: opt-in. Profile: bench/results/ncu_ch11_pingpong_2026-12-02.md.
 #ifndef DQ_LAG
 #define DQ_LAG 0
 #endif
