@@ -4,8 +4,8 @@ FlashAttention-4's (when importable), in the same run, on the GPU.
     python bench/flash_bwd.py                     check (float64 autograd on awkward shapes), then bench
     python bench/flash_bwd.py check               correctness only
     python bench/flash_bwd.py bench [--configs 128,8192,0;64,4096,1] [--rounds 3] [--variants all]
-    python bench/flash_bwd.py bench --configs 64,4096,0;64,4096,1 --variants "ch11 dQ TMA reduce,ch11 overlap"
-    python bench/flash_bwd.py run --d 128 --n 8192 [--causal] [--options OVERLAP=1,STAGES=3] [--who cudnn]
+    python bench/flash_bwd.py bench --configs 64,4096,0;64,4096,1 --variants "ch11 dQ TMA reduce,ch11 ping-pong"
+    python bench/flash_bwd.py run --d 128 --n 8192 [--causal] [--options PINGPONG=0,STAGES=3] [--who cudnn]
                                                   one backward after a warm-up, between cudaProfilerStart/Stop
                                                   (for ncu / compute-sanitizer; bench/ncu_flash_bwd.sh)
 
@@ -149,24 +149,14 @@ VARIANTS: dict[str, dict[str, int]] = {
     "ch11 dQ slots (deterministic)": {"DQ_MODE": 2},  # a slot per key block, summed in order by the last pass
     "ch11 1 consumer": {"CONSUMERS": 1},
     "ch11 3 stages": {"STAGES": 3},
-    "ch11 overlap": {"OVERLAP": 1},  # d = 64 only (build() refuses d = 128: it would spill)
-    "ch11 overlap 3 stages": {"OVERLAP": 1, "STAGES": 3},
-    "ch11 heavy first": {"ORDER": 4},  # causal: key blocks with the most query blocks start first, 4 heads a group
-    "ch11 next S early": {"OVERLAP": 2},  # the next query block's S runs under this block's dQ hand-off
-    "ch11 next S early heavy first": {"OVERLAP": 2, "ORDER": 4},
     "ch11 uniform": {"UNIFORM": 1},  # the consumer index warp-uniform: no R2UR before each wgmma (d=128's default)
-    "ch11 uniform next S early": {"UNIFORM": 1, "OVERLAP": 2},
     "ch11 not uniform": {"UNIFORM": 0},  # d=128's default before 41a7189's measurement
-    "ch11 dQ summed": {"DQ_SUM": 1},  # d = 64: both consumers' dQ shares summed in shared memory, one reduce-add
-    "ch11 dQ summed uniform": {"DQ_SUM": 1, "UNIFORM": 1},
     "ch11 dQ lagged": {"DQ_LAG": 1},  # d = 128: dQ one step late, the consumers no longer meet twice a step
     "ch11 ping-pong": {"PINGPONG": 1},  # the consumers take turns issuing (d = 128: with the lagged dQ)
 }
 #: Options checked against float64 autograd besides the two dQ modes, per head dimension.
-CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"OVERLAP": 1}, {"OVERLAP": 1, "STAGES": 3}, {"ORDER": 4},
-                                                        {"OVERLAP": 2}, {"UNIFORM": 1, "OVERLAP": 2},
-                                                        {"DQ_SUM": 1}],
-                                                   128: [{"ORDER": 4}, {"OVERLAP": 2}, {"UNIFORM": 0}]}
+CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"PINGPONG": 1}, {"STAGES": 3}],
+                                                   128: [{"PINGPONG": 0}, {"UNIFORM": 0}]}
 DEFAULT_VARIANTS = ["ch11 default", "ch11 dQ TMA reduce"]
 
 
@@ -307,7 +297,7 @@ def main() -> int:
     p.add_argument("--d", type=int, default=128)
     p.add_argument("--n", type=int, default=8192)
     p.add_argument("--causal", action="store_true")
-    p.add_argument("--options", default="", help="run: kernel options over DEFAULTS, e.g. OVERLAP=1,STAGES=3")
+    p.add_argument("--options", default="", help="run: kernel options over DEFAULTS, e.g. PINGPONG=0,STAGES=3")
     p.add_argument("--who", default="ch11", choices=["ch11", "cudnn", "fa2", "fa4"],
                    help="run: whose backward (the libraries through torch.autograd.grad, as the bench times them)")
     p.add_argument("--variants", default="default", help=f"'default' ({DEFAULT_VARIANTS}), 'all', or names "

@@ -27,22 +27,11 @@
 //                 DQ_MODE 1: through shared memory, one TMA reduce-add (cp.reduce.async.bulk) per box;
 //                 DQ_MODE 2: through shared memory, a plain TMA store into a slot of its own (one per key
 //                 block, and consumer without DQ_SPLIT), which flash_bwd_dq sums in a fixed order
-// OVERLAP 1 software-pipelines that loop by one step: the next query block's S and dP groups are issued
-// before this block's P and dS are formed, so the tensor cores work through the exponentials, masks and
-// shared stores (the plain loop leaves them idle there). It costs 64 more fp32 registers per thread (a
-// second S and dP), so d = 64 only: at d = 128, where dK and dV take 128 already, ptxas spills (736 B with
-// NVRTC 13.5; 476 B even with the next S alone ahead). It needs STAGES >= 2 (the next block's stage is
-// held while this one is still read).
-// OVERLAP 2 issues the next query block's S as soon as this block's dQ share has left its registers, into
-// S's own registers (free once P sits in shared memory), so the tensor cores work through the dQ hand-off
-// (TMA reduce-add or atomics) and the next L, D loads. No second S or dP: it builds at d = 128 without
-// spills (S issued before the dQ share left its registers spilled 44 B there; S and dP, 644 B). The last
-// step issues a throwaway S on its own stage (as OVERLAP 1). It needs STAGES >= 2.
-// ORDER G > 0 launches one line of blocks, G (batch, head) pairs after another, and within such a group
-// the key blocks in order 0, 1, ... across its heads. Under a causal mask key block kv walks q_blocks -
-// 2 kv query blocks, so the heaviest blocks start first and the last ones to start are the lightest: the
-// tail where a few SMs finish long blocks while the rest idle shrinks. G heads at a time (not the whole
-// grid) keeps the blocks in flight on a few heads' Q and dO, which L2 then serves many times.
+// Measured on the H200 and not kept (each slower against cuDNN in a run of its own; the code is in git at
+// 4c3f14e, the runs in bench/results and chapter 11): the next block's S and dP issued before this block's P
+// and dS (software pipelining), the next S under the dQ hand-off, heaviest key blocks first, and the two
+// consumers' dQ summed before one reduce-add. What was kept beyond this file: dQ one step late with the
+// consumers taking turns (solutions/variants/ch11_dq_lag.cu, the default at d = 128).
 // The dQ share: with DQ_SPLIT (d = 128, two consumers) consumer c computes columns [64c, 64c + 64) of
 // dQ over ALL the block's keys (both dS tiles times its panel of both K tiles): half the registers and
 // half the additions of each consumer adding 64 x 128 for its own keys (the plain way, d = 64).
@@ -75,32 +64,13 @@ using namespace tk;
 #ifndef DQ_MODE
 #define DQ_MODE 0  // 0: atomicAdd from registers; 1: TMA reduce-add from shared memory; 2: slots, summed after
 #endif
-#ifndef OVERLAP
-#define OVERLAP 0  // 1: the next query block's S and dP run on the tensor cores during this block's P, dS
-#endif                // 2: the next S runs during this block's dQ hand-off
-#ifndef ORDER
-#define ORDER 0  // 0: grid (key blocks, heads, batch); G > 0: one line of blocks, heaviest first per G heads
-#endif
 #ifndef UNIFORM
 // 1: the consumer index from a shuffle, so the wgmma descriptors live in uniform registers. Measured on the
 // H200 (bench/results/flash_bwd_2026-12-01_41a7189.md): d = 128 0.93-0.95x cuDNN against 0.86-0.90x without,
 // d = 64 0.70-0.71x against 0.81-0.83x. So on at d = 128 only.
 #define UNIFORM (HEAD_DIM == 128)
 #endif
-#ifndef DQ_SUM
-// 1 (d = 64, two consumers, DQ_MODE 1): the two consumers' dQ shares of a query block are summed in shared
-// memory and leave in ONE TMA reduce-add, not two: half the L2 reductions (ncu at 0534402, d = 64, N = 8192:
-// 805 M reduction sectors against 403 M for cuDNN and FlashAttention-4). At d = 128 DQ_SPLIT already sums
-// over both consumers' keys. Measured SLOWER on the H200 (0.67-0.74x cuDNN against 0.75-0.84x): the consumers,
-// tied together every step, wait on each other (bench/results/ncu_ch11_vs_cudnn_fa4_2026-12-01.md). Off.
-#define DQ_SUM 0
-#endif
 static_assert(DQ_MODE >= 0 && DQ_MODE <= 2, "DQ_MODE is 0 (atomicAdd), 1 (TMA reduce-add) or 2 (slots)");
-static_assert(!DQ_SUM || (DQ_MODE == 1 && CONSUMERS == 2 && HEAD_DIM == 64 && OVERLAP == 0),
-              "DQ_SUM sums two consumers' d = 64 shares before one TMA reduce-add (DQ_MODE 1, OVERLAP 0)");
-static_assert(OVERLAP == 0 || (OVERLAP == 1 && STAGES >= 2 && HEAD_DIM == 64) || (OVERLAP == 2 && STAGES >= 2),
-              "OVERLAP=1 holds two query blocks' stages (STAGES >= 2) and a second S, dP (HEAD_DIM 64 only); "
-              "OVERLAP=2 holds two stages (STAGES >= 2)");
 constexpr bool DQ_SPLIT = CONSUMERS == 2 && HEAD_DIM == 128;
 constexpr int DQ_COLS = DQ_SPLIT ? HEAD_DIM / 2 : HEAD_DIM;  // columns of dQ each consumer adds
 constexpr int BR = 64;                 // query rows per step (one wgmma M)
@@ -109,8 +79,7 @@ constexpr int SLOTS_PER_KV = DQ_SPLIT ? 1 : CONSUMERS;  // DQ_MODE 2: dQ slots p
 constexpr float LOG2E = 1.4426950408889634f;
 // Named barriers (0 is __syncthreads): both consumers together; each consumer alone (ids 2, 3) around P
 // and dS when they do not share them; each consumer alone (ids 5, 6) before its TMA stores.
-// DQ_SUM: consumer 1's share is in shared memory (id 7, consumer 1 arrives, consumer 0 waits).
-constexpr int CONSUMERS_BARRIER = 1, GUARD_BARRIERS = 2, STORE_BARRIERS = 5, DQ_SUM_BARRIER = 7;
+constexpr int CONSUMERS_BARRIER = 1, GUARD_BARRIERS = 2, STORE_BARRIERS = 5;
 // Two consumers need more than the 168 registers a 384-thread block gets evenly (d = 128: dK and dV are 64
 // fp32 registers each, S and dP 32 each, the dQ share 32): the producer gives its registers to them.
 using split = warpgroup::register_split<24, 240, 2>;
@@ -199,26 +168,13 @@ __device__ inline row_values load_rows(const float* vec, int row0, int seq, floa
     return out;
 }
 
-/// This block's key block, head and batch; every lane of the calling warp calls it. Each role calls it after
-/// its register split: values computed before setmaxnreg and live across it are kept on the stack by ptxas
-/// (d = 128: 40 B of spills for one).
+/// This block's key block, head and batch. Each role calls it after its register split: values computed
+/// before setmaxnreg and live across it are kept on the stack by ptxas (d = 128: 40 B of spills for one).
 struct block_coords {
     int kv, h, b;
 };
 __device__ inline block_coords coords(int heads, int seq) {
-#if ORDER > 0
-    // blockIdx.x through a shuffle (convergent: the compiler may not hoist it, and the arithmetic after it,
-    // out of the role's branch to above the register split; hoisted, it spilled 40 B at d = 128). So all
-    // 32 lanes of the warp call this.
-    const int x = __shfl_sync(0xffffffffu, int(blockIdx.x), 0);
-    const int kv_blocks = (seq + KV_BLOCK - 1) / KV_BLOCK, pairs = gridDim.x / kv_blocks;  // pairs: batch x heads
-    const int group = x / (ORDER * kv_blocks), in_group = x % (ORDER * kv_blocks);
-    const int size = min(ORDER, pairs - group * ORDER);  // the last group may be smaller
-    const int pair = group * ORDER + in_group % size;
-    return {in_group / size, pair % heads, pair / heads};
-#else
     return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
-#endif
 }
 
 /// The producer's work (call after its register split): one thread loads this block's K and V once, then
@@ -287,10 +243,9 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     const size_t bh = size_t(b) * heads + h;
     const bool issuer = warpgroup::threadid() == 0;  // issues this consumer's TMA stores
     // The barrier guarding P, dS (and K at the end): with DQ_SPLIT each consumer reads the OTHER's dS and
-    // K too, so both consumers meet (with DQ_SUM, consumer 0 reads consumer 1's dQ share before the next
-    // step's meeting, and consumer 1 writes it again only after it); else each warpgroup meets alone.
+    // K too, so both consumers meet; else each warpgroup meets alone.
     auto meet = [me] {
-        if constexpr (DQ_SPLIT || DQ_SUM) warpgroup::named_barrier<CONSUMERS_BARRIER, CONSUMERS * warpgroup::THREADS>::sync();
+        if constexpr (DQ_SPLIT) warpgroup::named_barrier<CONSUMERS_BARRIER, CONSUMERS * warpgroup::THREADS>::sync();
         else warpgroup::sync_group<GUARD_BARRIERS>(me);
     };
     rt_fl<16, HEAD_DIM> dk, dv;
@@ -299,49 +254,14 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     ring_cursor<STAGES> at;
     wait(sm.kv_full, 0);
     rt_fl<16, 64> s, dp;
-#if OVERLAP
-    // The first block's products, issued ahead of the loop. No wgmma sits under a branch: ptxas serializes
-    // every wgmma (C7518) when one may be pending on one path and not on another. Hence the loop runs at
-    // least once (q_first < q_blocks always: block kv holds keys below seq) and exits at its end, and its
-    // last step issues a throwaway S, dP on its own stage rather than none (2 products per key block against
-    // 5 per step: 0.6 % more at n = 4096, about 1.2 % under a causal mask).
-#if OVERLAP == 1
-    rt_fl<16, 64> s_next, dp_next;  // the next query block's S and dP, running while this block's P, dS form
-#endif
-    wait(sm.q_pipe.full[at.stage], at.phase);
-    warpgroup::mm_ABt(s, sm.q[at.stage], sm.k[me]);
-#if OVERLAP == 1
-    warpgroup::mm_ABt(dp, sm.dout[at.stage], sm.v[me]);
-#endif
-    for (int i = q_first;; ++i, at.advance()) {
-#else
     for (int i = q_first; i < q_blocks; ++i, at.advance()) {
-#endif
         const int row0 = i * BR + 16 * w;  // this warp's first query row
-#if OVERLAP == 2
-        const bool last = i + 1 == q_blocks;
-        warpgroup::mm_ABt(dp, sm.dout[at.stage], sm.v[me]);  // dP = dO V^T (S was issued a step ahead)
-#elif OVERLAP == 1
-        const bool last = i + 1 == q_blocks;
-        ring_cursor<STAGES> nx = at;  // block i + 1's stage (the last step: its own)
-        if (!last) {
-            nx.advance();
-            wait(sm.q_pipe.full[nx.stage], nx.phase);
-        }
-        warpgroup::mm_ABt(s_next, sm.q[nx.stage], sm.k[me]);  // two more groups, in flight through P, dS
-        warpgroup::mm_ABt(dp_next, sm.dout[nx.stage], sm.v[me]);
-#else
         wait(sm.q_pipe.full[at.stage], at.phase);
         warpgroup::mm_ABt(s, sm.q[at.stage], sm.k[me]);      // S  = Q K^T
         warpgroup::mm_ABt(dp, sm.dout[at.stage], sm.v[me]);  // dP = dO V^T
-#endif
         const row_values l2 = load_rows(lse + bh * seq, row0, seq, LOG2E, __int_as_float(0x7f800000));
         const row_values d = load_rows(delta + bh * seq, row0, seq, 1.0f, 0.0f);
-#if OVERLAP == 1
-        warpgroup::mma_async_wait<2>(s, dp);  // this block's S, dP: older than the next block's two groups
-#else
         warpgroup::mma_async_wait<0>(s, dp);
-#endif
         rt_fl<16, DQ_COLS> dq;  // this consumer's dQ share
         if (DQ_MODE >= 1 && issuer) tma::store_wait_read<0>();  // the copy engine has read the last share
 
@@ -370,31 +290,8 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
             warpgroup::mm_AB(dq, sm.ds[me], sm.k[me]);        // dQ share: this consumer's keys, all columns
         }
         // END SOLUTION
-#if OVERLAP == 2
-        warpgroup::mma_async_wait<0>(dv, dk, dq);
-        // The next block's S (the last step: a throwaway on its own stage), issued once this block's dQ
-        // share has left its registers (with TMA reduce-add: in shared memory; earlier, d = 128 spills).
-        auto next_s = [&] {
-            ring_cursor<STAGES> nx = at;
-            if (!last) {
-                sm.q_pipe.release(at.stage);  // (the last step's throwaway still reads it)
-                nx.advance();
-                wait(sm.q_pipe.full[nx.stage], nx.phase);
-            }
-            warpgroup::mm_ABt(s, sm.q[nx.stage], sm.k[me]);
-        };
-#if DQ_MODE == 0
-        next_s();
-#endif
-#elif OVERLAP == 1
-        warpgroup::mma_async_wait<0>(dv, dk, dq, s_next, dp_next);  // the next block's S, dP finished too
-        sm.q_pipe.release(at.stage);  // this block's Q, dO: no product reads them any more
-        s = s_next;
-        dp = dp_next;
-#else
         warpgroup::mma_async_wait<0>(dv, dk, dq);
         sm.q_pipe.release(at.stage);
-#endif
 #if DQ_MODE == 0
         float* acc = dq_acc + (bh * seq + row0) * HEAD_DIM + (DQ_SPLIT ? me * DQ_COLS : 0);
         for_each_pair(dq, [&](const float2& x, rc at_, rc e0, rc) {
@@ -404,32 +301,11 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
                 atomicAdd(p + 1, x.y);
             }
         });
-#elif DQ_SUM
-        using both = warpgroup::named_barrier<DQ_SUM_BARRIER, CONSUMERS * warpgroup::THREADS>;
-        if (me == 1) {  // consumer 1 hands its share over and goes on
-            warpgroup::store(sm.dq[1], dq);
-            both::arrive();
-        } else {        // consumer 0 adds it to its own and sends the sum
-            both::sync();
-            rt_fl<16, DQ_COLS> other;
-            load(other, sm.dq[1], {w, 0});
-            add(dq, dq, other);
-            warpgroup::store(sm.dq[0], dq);
-            fence_proxy_async();
-            warpgroup::sync_group<STORE_BARRIERS>(0);
-            if (issuer) {
-                tma::store_add_async(map_dq, sm.dq[0], {b, h, i, 0});
-                tma::store_commit();
-            }
-        }
 #else
         warpgroup::store(sm.dq[me], dq);
-#if OVERLAP == 2
-        next_s();
-#endif
         fence_proxy_async();
         warpgroup::sync_group<STORE_BARRIERS>(me);  // this consumer's 4 warps wrote their rows
-        const block_coords at_b = coords(heads, seq);  // recomputed: with ORDER, b and h are not kept live
+        const block_coords at_b = coords(heads, seq);  // recomputed, not kept live through the step
         if (issuer) {
 #if DQ_MODE == 2
             const int slot = DQ_SPLIT ? at_b.kv : at_b.kv * CONSUMERS + me;  // its own slot: a store, no addition
@@ -440,13 +316,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
             tma::store_commit();
         }
 #endif
-#if OVERLAP
-        if (last) break;
-#endif
     }
-#if OVERLAP == 2
-    warpgroup::mma_async_wait<0>(s);  // the throwaway S reads k[me], which the epilogue reuses
-#endif
 
     // Epilogue: dK = scale dK; both through this consumer's K and V tiles (no wgmma reads them any more),
     // out with TMA stores that skip rows past the end of the head.

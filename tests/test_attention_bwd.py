@@ -107,9 +107,8 @@ def test_build_options_and_shared_memory_model() -> None:
     assert attention_bwd.flops(1, 1, 128, 64) == 2.5 * attention.flops(1, 1, 128, 64)
 
 
-BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}), (128, {}),
-          (64, {"OVERLAP": 1}), (64, {"OVERLAP": 1, "STAGES": 3}), (128, {"ORDER": 4}), (128, {"OVERLAP": 2}),
-          (64, {"UNIFORM": 1, "OVERLAP": 2}), (128, {"UNIFORM": 0}), (128, {"DQ_MODE": 2}), (64, {"DQ_MODE": 2}),
+BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}), (128, {}), (128, {"PINGPONG": 0}),
+          (64, {"STAGES": 3}), (64, {"UNIFORM": 1}), (128, {"UNIFORM": 0}), (128, {"DQ_MODE": 2}), (64, {"DQ_MODE": 2}),
           (128, {"DQ_LAG": 1}), (128, {"PINGPONG": 1}), (64, {"PINGPONG": 1})]
 
 
@@ -117,8 +116,7 @@ BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}),
 def test_shared_memory_model_equals_the_kernels_export(d: int, options: dict[str, int]) -> None:
     """The emulator launch uses the Python model; the GPU launch the kernel's own number: they agree.
     And ptxas serializes no build's wgmma (C75xx warnings) and spills nothing -- the default TMA-reduce
-    build at d = 128 included (it spilled 40 B while q_first was live across setmaxnreg), and the
-    software-pipelined OVERLAP=1 builds, whose next S and dP take 64 more registers."""
+    build at d = 128 included (it spilled 40 B while q_first was live across setmaxnreg)."""
     import tklab
 
     cfg = attention_bwd.build(d, **options)
@@ -150,19 +148,6 @@ def test_uniform_is_the_kernels_default_at_d128_and_leaves_no_r2ur_in_the_loop()
     assert [op for op in loops[0] if op.startswith("R2UR")]
     assert "HGMMA" in " ".join(loops[1]) and not [op for op in loops[1] if op.startswith("R2UR")]
     assert len(loops[1]) < len(loops[0])
-
-
-def test_overlap_needs_two_stages_and_head_dimension_64() -> None:
-    with pytest.raises(ValueError, match="STAGES >= 2"):
-        attention_bwd.build(64, OVERLAP=1, STAGES=1)
-    with pytest.raises(ValueError, match="head dimension 64"):
-        attention_bwd.build(128, OVERLAP=1)
-    assert "-DOVERLAP=1" in attention_bwd.build(64, OVERLAP=1).options
-    assert "-DOVERLAP=2" in attention_bwd.build(128, OVERLAP=2).options  # no second S, dP: d = 128 fits
-    with pytest.raises(ValueError, match="STAGES >= 2"):
-        attention_bwd.build(128, OVERLAP=2, STAGES=1)
-    with pytest.raises(ValueError, match="OVERLAP must be 0, 1 or 2"):
-        attention_bwd.build(64, OVERLAP=3)
 
 
 # ---- the kernel on the CPU emulator -------------------------------------------------------------------
@@ -238,7 +223,6 @@ def test_backward_under_emulation_matches_float64(d: int, n: int, heads: int, ca
                                                   (128, 200, True, {"DQ_MODE": 1, "PINGPONG": 0}),
                                                   (64, 130, False, {"DQ_MODE": 1}),
                                                   (128, 130, True, {"UNIFORM": 0}),
-                                                  (64, 200, True, {"DQ_SUM": 1}),
                                                   (64, 200, True, {"DQ_MODE": 2}),
                                                   (128, 130, False, {"DQ_MODE": 2}),
                                                   (64, 77, False, {"DQ_MODE": 2, "CONSUMERS": 1})])
@@ -247,49 +231,6 @@ def test_variants_match_float64(d: int, n: int, causal: bool, options: dict[str,
     d = 128 the chapter's kernel, PINGPONG=0, as the default build there is the ping-pong variant), and at
     d = 128 the consumer index without the shuffle (UNIFORM=0; the default builds take it from one)."""
     errs = _run_emulated(SRC, d, _inputs(d, n), causal, **options)
-    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
-
-
-# OVERLAP=1 (d = 64): the next query block's S and dP are issued before this block's P and dS are formed.
-def test_overlap_matches_float64_with_two_more_wgmma_groups_in_flight() -> None:
-    """Correct on a causal tail (n = 77), and pipelined for real: the most wgmma groups a consumer had in
-    flight is the plain loop's (dV, dK, dQ, once S and dP were waited) plus the next block's S and dP -- a
-    wait<0> before this block's P, or the next products issued after it, would leave fewer."""
-    x = _inputs(64, 77)
-    plain: list[Any] = []
-    assert all(e.ok() for e in _run_emulated(SRC, 64, x, True, launches=plain))
-    launches: list[Any] = []
-    errs = _run_emulated(SRC, 64, x, True, launches=launches, OVERLAP=1)
-    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
-    assert plain[0].wgmma_max_in_flight == 3 and launches[0].wgmma_max_in_flight == 5
-
-
-@pytest.mark.parametrize("n,causal,dq_mode", [(130, False, 1), (200, True, 0)])
-def test_overlap_with_a_three_stage_ring_matches_float64(n: int, causal: bool, dq_mode: int) -> None:
-    """OVERLAP=1 holds two query blocks' stages, so a third lets the producer load one ahead (STAGES=3);
-    a length that ends just past a block, and a causal tail with dQ added by atomics."""
-    launches: list[Any] = []
-    errs = _run_emulated(SRC, 64, _inputs(64, n), causal, launches=launches, OVERLAP=1, STAGES=3, DQ_MODE=dq_mode)
-    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
-    assert launches[0].wgmma_max_in_flight == 5
-
-
-# OVERLAP=2: the next query block's S issued once this block's dQ share left its registers.
-@pytest.mark.parametrize("d,n,causal,dq_mode", [(128, 200, True, 1), (64, 130, False, 0)])
-def test_next_s_under_the_dq_hand_off_matches_float64(d: int, n: int, causal: bool, dq_mode: int) -> None:
-    """d = 128 with dQ split between the consumers and added by TMA reduce-add (S issued after the share
-    reached shared memory), d = 64 by atomics (S issued before them); the last step's throwaway S."""
-    errs = _run_emulated(SRC, d, _inputs(d, n), causal, OVERLAP=2, DQ_MODE=dq_mode)
-    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
-
-
-def test_heaviest_first_order_matches_float64_and_covers_every_block() -> None:
-    """ORDER=4: one line of blocks, 4 (batch, head) pairs per group, key blocks in order within a group.
-    2 x 3 pairs make a full group and a short one; n = 200 (2 key blocks, the last partial), causal: a
-    block decoded twice or never leaves dK, dV rows NaN or dQ off (a group size taken as 4 for the short
-    group too reads past the end: tried)."""
-    assert attention_bwd.main_grid(2, 3, 200, attention_bwd.build(64, ORDER=4)) == (12, 1, 1)
-    errs = _run_emulated(SRC, 64, _inputs(64, 200, heads=3, batch=2), True, ORDER=4)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
 
@@ -317,9 +258,9 @@ def test_dq_lag_and_ping_pong_are_refused_where_they_do_not_apply() -> None:
     assert attention_bwd.build(128).options == attention_bwd.build(128, PINGPONG=1).options
     assert attention_bwd.build(128).variant and not attention_bwd.build(128, PINGPONG=0).variant
     assert not any(attention_bwd.build(d, **o).variant for d, o in [(64, {}), (128, {"DQ_MODE": 0}),
-                                                                     (128, {"UNIFORM": 0}), (128, {"OVERLAP": 2})])
-    for d, opts in [(64, {"DQ_LAG": 1}), (128, {"DQ_LAG": 1, "DQ_MODE": 0}), (128, {"DQ_LAG": 1, "OVERLAP": 2}),
-                    (64, {"PINGPONG": 1, "DQ_SUM": 1}), (64, {"PINGPONG": 1, "CONSUMERS": 1})]:
+                                                                     (128, {"UNIFORM": 0}), (128, {"DQ_MODE": 2})])
+    for d, opts in [(64, {"DQ_LAG": 1}), (128, {"DQ_LAG": 1, "DQ_MODE": 0}), (128, {"DQ_LAG": 1, "DQ_MODE": 2}),
+                    (64, {"PINGPONG": 1, "CONSUMERS": 1})]:
         with pytest.raises(ValueError, match="DQ_LAG=1 .* and PINGPONG=1"):
             attention_bwd.build(d, **opts)
     with pytest.raises(ValueError, match="must be 0 or 1"):
@@ -350,34 +291,6 @@ def test_lagged_dq_planted_mistake_is_caught(what: str, old: str, new: str, matc
     with pytest.raises(Exception, match=f"(?i){match}"):
         errs = _run_emulated(LAG_SRC.replace(old, new), 128, _inputs(128, 200), True, DQ_LAG=1)
         assert all(e.ok() for e in errs), "; ".join(map(str, errs))
-
-
-# Mistakes a software-pipelined loop invites; the emulator names each as a hazard (d = 64, n = 200, causal).
-OVERLAP_HAZARDS = [
-    ("stage released before the products reading it have finished",
-     "        warpgroup::mma_async_wait<0>(dv, dk, dq, s_next, dp_next);  // the next block's S, dP finished too\n"
-     "        sm.q_pipe.release(at.stage);",
-     "        sm.q_pipe.release(at.stage);\n"
-     "        warpgroup::mma_async_wait<0>(dv, dk, dq, s_next, dp_next);", "hands back"),
-    ("this block's S read while its group may still run", "mma_async_wait<2>(s, dp);",
-     "mma_async_wait<4>(s, dp);", "accumulator register"),
-]
-
-
-@pytest.mark.parametrize("what,old,new,match", OVERLAP_HAZARDS, ids=[h[0] for h in OVERLAP_HAZARDS])
-def test_overlap_planted_ordering_mistake_is_an_async_hazard(what: str, old: str, new: str, match: str) -> None:
-    assert SRC.count(old) == 1, f"the planted mistake {what!r} no longer matches the solution"
-    with pytest.raises(emu.AsyncHazard, match=match):
-        _run_emulated(SRC.replace(old, new), 64, _inputs(64, 200), True, OVERLAP=1)
-
-
-def test_next_s_early_planted_missing_wait_before_the_epilogue_is_an_async_hazard() -> None:
-    """OVERLAP=2's last step issues a throwaway S reading K's tile: the epilogue must wait for it before
-    dK goes out through that tile."""
-    wait = "    warpgroup::mma_async_wait<0>(s);  // the throwaway S reads k[me], which the epilogue reuses\n"
-    assert SRC.count(wait) == 1
-    with pytest.raises(emu.AsyncHazard, match=r"\(stmatrix\) while the wgmma group .* may still read it"):
-        _run_emulated(SRC.replace(wait, ""), 64, _inputs(64, 130), False, OVERLAP=2)
 
 
 def test_the_python_launch_runs_numpy_inputs_on_the_emulator() -> None:
@@ -476,22 +389,13 @@ def test_backward_on_the_gpu_with_dq_slots_is_right_and_the_same_bit_for_bit_on_
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-@pytest.mark.parametrize("stages", [2, 3])
-@pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
-def test_backward_on_the_gpu_with_overlap(n: int, causal: bool, stages: int) -> None:
-    """OVERLAP=1 (d = 64) on the real asynchrony: the next block's S and dP in flight through P and dS."""
-    _check_gpu(*_torch_case(1, 3, n, 64), causal=causal, OVERLAP=1, STAGES=stages)
-
-
-@pytest.mark.gpu
-@pytest.mark.hopper
-@pytest.mark.parametrize("options", [{"OVERLAP": 2}, {"UNIFORM": 1}, {"UNIFORM": 0}, {"PINGPONG": 0}],
-                         ids=["next_s_early", "uniform", "not_uniform", "chapter_kernel"])
+@pytest.mark.parametrize("options", [{"UNIFORM": 1}, {"UNIFORM": 0}, {"PINGPONG": 0}],
+                         ids=["uniform", "not_uniform", "chapter_kernel"])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
 def test_backward_on_the_gpu_with_opt_in_options(n: int, causal: bool, d: int, options: dict[str, int]) -> None:
-    """OVERLAP=2 on the real asynchrony (the next block's S in flight through the dQ hand-off); UNIFORM 1 and 0
-    at both head dimensions (each is one of them's default)."""
+    """UNIFORM 1 and 0 at both head dimensions (each is one of them's default), the chapter's kernel at both
+    (at d = 128 the default is the ping-pong variant)."""
     _check_gpu(*_torch_case(1, 3, n, d), causal=causal, **options)
 
 
@@ -503,23 +407,6 @@ def test_backward_on_the_gpu_with_lagged_dq_and_ping_pong(n: int, causal: bool, 
                                                           options: dict[str, int]) -> None:
     """On the real asynchrony: the dS hand-over between consumers (d = 128), and the turns."""
     _check_gpu(*_torch_case(1, 3, n, d), causal=causal, **options)
-
-
-@pytest.mark.gpu
-@pytest.mark.hopper
-@pytest.mark.parametrize("uniform", [0, 1])
-@pytest.mark.parametrize("n,causal", [(77, True), (1000, False), (4097, True)])
-def test_backward_on_the_gpu_with_dq_summed_in_shared_memory(n: int, causal: bool, uniform: int) -> None:
-    """DQ_SUM=1 (d = 64): consumer 1's dQ share handed to consumer 0 through shared memory, one reduce-add."""
-    _check_gpu(*_torch_case(1, 3, n, 64), causal=causal, DQ_SUM=1, UNIFORM=uniform)
-
-
-@pytest.mark.gpu
-@pytest.mark.hopper
-@pytest.mark.parametrize("d", [64, 128])
-def test_backward_on_the_gpu_with_heaviest_first_order(d: int) -> None:
-    """ORDER=4: 2 x 3 (batch, head) pairs, a full group of 4 and a short one; a causal tail."""
-    _check_gpu(*_torch_case(2, 3, 1000, d), causal=True, ORDER=4)
 
 
 def _check_gpu(q: Any, k: Any, v: Any, do: Any, *, causal: bool, **options: int) -> tuple[Any, Any, Any]:

@@ -34,32 +34,24 @@ LOG2E = attention.LOG2E
 #: of N / 128 copies of dQ in fp32. Opt-in: on the H200 (d9c69ef) 0.66-0.73x cuDNN at d = 128, 0.45-0.55x at
 #: d = 64, against 0.90-0.95x and 0.77-0.85x with TMA reduce-add in the same run
 #: (bench/results/flash_bwd_2026-12-02_d9c69ef.md).
-#: OVERLAP: 1 issues the next query block's S and dP before this block's P, dS (d = 64 only: at d = 128 the second
-#: S and dP spill); opt-in: SLOWER on the H200 (d = 64, N = 8192: 0.72-0.80x cuDNN against the default's 0.79-0.87x,
-#: bench/flash_bwd.py at main d90e31a, 2026-12-01). 2 issues the next S once this block's dQ share left its
-#: registers (no second S: d = 128 too), so the tensor cores work through the dQ hand-off: no faster on the H200
-#: (41a7189, N = 8192: d = 128 0.86-0.90x cuDNN as the default; d = 64 0.80-0.82x against 0.81-0.83x).
-#: ORDER: 0 a (key blocks, heads, batch) grid; G > 0 one line of blocks, G (batch, head) pairs at a time, key blocks
-#: in order within them (causal: heaviest first, so the grid's tail is short); opt-in: SLOWER in the same run (ORDER=4:
-#: 0.66-0.88x cuDNN against 0.79-0.89x, causal or not, d = 64 and 128).
-DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0},
-                                       128: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1, "OVERLAP": 0, "ORDER": 0}}
+#: Measured on the H200 and removed (each slower than the default in a run of its own; the code is in git at
+#: 4c3f14e, the runs in bench/results and chapter 11 section 5): OVERLAP=1 (the next query block's S and dP
+#: issued before this block's P, dS; d90e31a), OVERLAP=2 (the next S under the dQ hand-off; 41a7189), ORDER=G
+#: (heaviest key blocks first; 41a7189), DQ_SUM=1 (the two consumers' d = 64 shares summed before one
+#: reduce-add; 285b899).
+DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1},
+                                       128: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1}}
 #: Options whose default lives with the kernel (the value it takes without the flag, per head dimension); a build
 #: passes one only when set to another value, so the default build's options stay as chapter 11 prints them.
 #: UNIFORM: 1 takes the consumer index from a shuffle (warp-uniform): the wgmma descriptors live in uniform
 #: registers (d = 128: no R2UR left in the loop, 887 -> 778 instructions, NVRTC 13.5, sm_90a). On the H200
 #: (bench/results/flash_bwd_2026-12-01_41a7189.md, N = 8192): d = 128 0.93-0.95x cuDNN against 0.86-0.90x
 #: without it; d = 64 0.70-0.71x against 0.81-0.83x. Hence on at d = 128 only.
-#: DQ_SUM: 1 (d = 64, DQ_MODE 1, two consumers, OVERLAP 0) sums the two consumers' dQ shares in shared memory and
-#: sends one TMA reduce-add per query block instead of two (half the L2 reductions; ncu at 0534402 counted 805 M
-#: reduction sectors at d = 64, N = 8192, against 403 M for cuDNN and FlashAttention-4). Opt-in: SLOWER on the H200
-#: (285b899: 0.67-0.74x cuDNN against the default's 0.75-0.84x; coupling the consumers each step cost more than the
-#: halved L2 traffic saved: bench/results/ncu_ch11_vs_cudnn_fa4_2026-12-01.md).
 #: DQ_LAG: 1 (d = 128, DQ_MODE 1) forms query block i's dQ in step i + 1, from two dS buffers handed over by
 #: mbarriers, so the two consumers no longer meet twice a step. PINGPONG: 1 makes the two consumers take turns
 #: issuing their products, so one forms P and dS while the other's run (at d = 128 it brings DQ_LAG=1 with it:
 #: the split dQ would tie them together every step). Both live in a file of their own, LAG_FILE.
-OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1}, "DQ_SUM": {64: 0, 128: 0},
+OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1},
                                      "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}}
 #: The variants' flash_bwd, built as the chapter's file (its flash_bwd renamed) followed by this one.
 LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
@@ -158,7 +150,6 @@ class BwdBuild:
     consumers: int
     stages: int
     dq_mode: int
-    order: int = 0
     variant: bool = False  # LAG_FILE's flash_bwd replaces the chapter's (DQ_LAG or PINGPONG)
     dq_lag: int = 0
 
@@ -220,24 +211,12 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
         opt_in["DQ_LAG"] = opts["DQ_LAG"] = 1
     if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1, 2):
         raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0, 1 or 2; got {opts}")
-    if opts["OVERLAP"] not in (0, 1, 2) or (opts["OVERLAP"] and opts["STAGES"] < 2) or (
-            opts["OVERLAP"] == 1 and head_dim != 64):
-        raise ValueError(f"OVERLAP must be 0, 1 or 2, and OVERLAP 1 or 2 needs STAGES >= 2 (it holds the next query "
-                         f"block's stage while this one is read); OVERLAP=1 needs head dimension 64 (at 128 its "
-                         f"second S and dP do not fit in registers: ptxas spills; OVERLAP=2 does); got head "
-                         f"dimension {head_dim}, {opts}")
-    if opts.get("DQ_SUM") and (head_dim != 64 or opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts["OVERLAP"]):
-        raise ValueError(f"DQ_SUM=1 sums two consumers' d = 64 dQ shares before one TMA reduce-add: it needs head "
-                         f"dimension 64, DQ_MODE=1, CONSUMERS=2 and OVERLAP=0; got head dimension {head_dim}, {opts}")
     variant = bool(opts.get("DQ_LAG") or opts.get("PINGPONG"))
-    if variant and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts["OVERLAP"] or opts["ORDER"]
-                    or opts.get("DQ_SUM") or (opts.get("DQ_LAG") and head_dim != 128)):
-        raise ValueError(f"DQ_LAG=1 (head dimension 128: dQ one step late) and PINGPONG=1 (turns) need DQ_MODE=1, "
-                         f"CONSUMERS=2 and no OVERLAP, ORDER or DQ_SUM; got head dimension {head_dim}, {opts}")
-    if opts["ORDER"] < 0:
-        raise ValueError(f"ORDER must be 0 (a 3-D grid) or a number of (batch, head) pairs per group; got {opts}")
+    if variant and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or (opts.get("DQ_LAG") and head_dim != 128)):
+        raise ValueError(f"DQ_LAG=1 (head dimension 128: dQ one step late) and PINGPONG=1 (turns) need DQ_MODE=1 and "
+                         f"CONSUMERS=2; got head dimension {head_dim}, {opts}")
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
-    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"], opts["ORDER"], variant,
+    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"], variant,
                  opts.get("DQ_LAG", 0))
     if b.shared_bytes > 227 * 1024:
         raise ValueError(f"{opts} needs {b.shared_bytes} B of shared memory, more than a block can have")
@@ -249,8 +228,7 @@ def pingpong_by_default(head_dim: int, opts: dict[str, int]) -> bool:
     chapter's kernel is not otherwise asked for (UNIFORM=0 names it). Measured on the H200 at dd8f33f (d = 128,
     N = 4096 and 8192, causal or not, 3 rounds): 0.93-1.03x cuDNN against 0.89-1.01x for the chapter's kernel
     in the same rounds; at d = 64 (f21183e) 0.75-0.84x against 0.75-0.85x, so not there."""
-    return (head_dim == 128 and opts["DQ_MODE"] == 1 and opts["CONSUMERS"] == 2 and not opts["OVERLAP"]
-            and not opts["ORDER"] and not opts.get("DQ_SUM") and opts.get("UNIFORM", 1) == 1)
+    return head_dim == 128 and opts["DQ_MODE"] == 1 and opts["CONSUMERS"] == 2 and opts.get("UNIFORM", 1) == 1
 
 
 @functools.cache
@@ -274,9 +252,8 @@ def source(b: BwdBuild) -> str:
 
 # ---- launching -----------------------------------------------------------------------------------------
 def main_grid(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int]:
-    """flash_bwd's grid: (key blocks, heads, batch), or with ORDER one line of all those blocks."""
-    kv = -(-n // cfg.kv_block)
-    return (kv * h * b, 1, 1) if cfg.order else (kv, h, b)
+    """flash_bwd's grid: (key blocks, heads, batch)."""
+    return (-(-n // cfg.kv_block), h, b)
 
 
 def _grids(b: int, h: int, n: int, cfg: BwdBuild) -> dict[str, tuple[int, int, int]]:
