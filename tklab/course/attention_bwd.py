@@ -151,7 +151,6 @@ class BwdBuild:
     stages: int
     dq_mode: int
     variant: bool = False  # LAG_FILE's flash_bwd replaces the chapter's (DQ_LAG or PINGPONG)
-    dq_lag: int = 0
 
     @property
     def threads(self) -> int:
@@ -161,6 +160,11 @@ class BwdBuild:
     def kv_block(self) -> int:
         """Keys per block of flash_bwd: 64 per consumer warpgroup."""
         return 64 * self.consumers
+
+    @property
+    def dq_lag(self) -> int:
+        """1 when dQ is formed one step late: the variant at d = 128 (build() adds DQ_LAG to PINGPONG there)."""
+        return int(self.variant and self.head_dim == 128)
 
     @property
     def dq_cols(self) -> int:
@@ -216,8 +220,7 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
         raise ValueError(f"DQ_LAG=1 (head dimension 128: dQ one step late) and PINGPONG=1 (turns) need DQ_MODE=1 and "
                          f"CONSUMERS=2; got head dimension {head_dim}, {opts}")
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
-    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"], variant,
-                 opts.get("DQ_LAG", 0))
+    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"], variant)
     if b.shared_bytes > 227 * 1024:
         raise ValueError(f"{opts} needs {b.shared_bytes} B of shared memory, more than a block can have")
     return b
