@@ -135,13 +135,30 @@ def test_tklab_compile_with_target_cpu_returns_an_emulated_module() -> None:
     assert x.tolist() == list(range(32)) and "CPU" in repr(mod)
 
 
-def test_an_instruction_that_is_not_emulated_says_so_when_reached() -> None:
+def test_an_instruction_that_is_not_modelled_says_so_when_reached() -> None:
+    """The interpreter runs what sm_90a compiles to; an instruction it does not model stops the launch only when a
+    thread executes it, naming the instruction and the learner's line."""
+    src = r"""
+extern "C" __global__ void k(int* x, int go) {
+  if (go) asm volatile("barrier.cluster.arrive;" ::: "memory");
+  x[0] = 1;
+}"""
+    mod = _compile(src)
+    assert any("barrier.cluster" in u for u in mod.unsupported)
+    x = np.zeros(1, np.int32)
+    mod["k"](1, 32, (x, 0))  # not reached: runs
+    assert x[0] == 1
+    with pytest.raises(emu.NotEmulated, match=r"not modelled: `barrier\.cluster\.arrive.* at k\.cu:3"):
+        mod["k"](1, 32, (x, 1))
+
+
+def test_the_native_engine_says_so_for_an_instruction_it_does_not_emulate() -> None:
     src = r"""
 extern "C" __global__ void k(int* x, int go) {
   if (go) asm volatile("tcgen05.fence::before_thread_sync;" ::: "memory");
   x[0] = 1;
 }"""
-    mod = _compile(src)
+    mod = _compile(src, engine="native")
     assert any("tcgen05" in u for u in mod.unsupported)
     x = np.zeros(1, np.int32)
     mod["k"](1, 32, (x, 0))  # not reached: runs

@@ -44,11 +44,13 @@ from .errors import (
     SharedRace,
     TimeLimit,
 )
+from .interp.module import PtxKernel, PtxModule
 from .module import TMA_ORDERS, EmuKernel, EmuModule, LaunchResult
 from .tensormap import TensorMap, tensor_map
 from .toolchain import Compiler, NoCompiler, find
 
-__all__ = ["compile", "tensor_map", "TensorMap", "compiler", "describe", "EmuModule", "EmuKernel", "LaunchResult",
+__all__ = ["compile", "engine", "ENGINES", "tensor_map", "TensorMap", "compiler", "describe", "EmuModule", "EmuKernel",
+           "PtxModule", "PtxKernel", "LaunchResult",
            "EmulationError", "OutOfBounds", "SharedRace", "Deadlock", "TimeLimit", "NotEmulated", "InvalidOperation",
            "AssertionFailed", "AsyncHazard", "EmulationCompileError", "NoCompiler", "LABEL", "TMA_ORDERS"]
 
@@ -77,6 +79,23 @@ def describe() -> str:
     return f"{cc.description}: CUDA kernels run on the CPU ({time.perf_counter() - start:.1f} s for a first kernel)"
 
 
+ENGINES = ("ptx", "native")
+
+
+def engine() -> str:
+    """How this machine runs CUDA kernels on the CPU: ``"ptx"`` (NVRTC compiles, the interpreter runs the PTX: the
+    graded path) or ``"native"`` (no NVRTC, e.g. macOS: the source compiled as host C++, for practice only).
+    ``$TKLAB_EMU_ENGINE`` picks one explicitly."""
+    import os
+
+    from ..build import toolchain
+
+    wanted = os.environ.get("TKLAB_EMU_ENGINE", "").strip().lower()
+    if wanted in ENGINES:
+        return wanted
+    return "ptx" if toolchain.nvrtc_available() else "native"
+
+
 def compile(  # noqa: A001 - mirrors tklab.compile
     source: str,
     *,
@@ -86,12 +105,29 @@ def compile(  # noqa: A001 - mirrors tklab.compile
     include_dirs: Iterable[str | Path] = (),
     name_expressions: Sequence[str] = (),
     line_offset: int = 0,
-) -> EmuModule:
-    """Compile CUDA C++ for the CPU emulator (cached); ``arch`` picks what the source sees as
-    ``__CUDA_ARCH__`` (``sm_90a``: Hopper paths such as wgmma and TMA; ``sm_80``: the others)."""
+    engine: str | None = None,
+) -> EmuModule | PtxModule:
+    """Compile CUDA C++ for the CPU emulator; ``arch`` picks what the source sees as ``__CUDA_ARCH__``
+    (``sm_90a``: Hopper paths such as wgmma and TMA; ``sm_80``: the others). ``engine``: ``"ptx"`` (NVRTC's PTX,
+    interpreted: the default where NVRTC is installed) or ``"native"`` (see ``engine()``)."""
     if not isinstance(source, str):
         raise TypeError(f"source must be a str of CUDA C++, not {type(source).__name__}")
     arch = (arch or COURSE_ARCH).strip().lower()
+    how = engine or globals()["engine"]()
+    if how not in ENGINES:
+        raise ValueError(f"engine={how!r}: choose one of {', '.join(ENGINES)}")
+    if how == "ptx":
+        from ..build.compiler import CompileError
+        from ..build.compiler import compile as nvrtc_compile
+
+        program = name or "kernel.cu"
+        try:
+            mod = nvrtc_compile(source, arch=arch, name=program, options=options, include_dirs=include_dirs,
+                                name_expressions=name_expressions, line_offset=line_offset)
+        except CompileError as e:
+            raise EmulationCompileError(str(e), program) from None
+        return PtxModule(mod.ptx, program=program, source=source, arch=arch, options=mod.options,
+                         lowered=mod.lowered, key=mod.key)
     built = _build.build(source, arch=arch, name=name or "kernel.cu", options=options, include_dirs=tuple(include_dirs),
                   name_expressions=tuple(name_expressions))
     return EmuModule(built, source=source, arch=arch, options=options)

@@ -252,9 +252,10 @@ def runtime_library(cc: Compiler | None = None) -> Path:
     if not out.exists():
         with tempfile.TemporaryDirectory(dir=_root()) as tmp:
             lib = Path(tmp) / out.name
-            _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-w", *hostos.defines(host), *_stdlib(cc, host),
-                  *hostos.runtime_link(host, out.name), "-o", str(lib), str(SHIM / "src" / "runtime.cpp"),
-                  str(SHIM / "src" / "ptx.cpp"), str(SHIM / "src" / "trace.cpp"), "-lpthread", "-ldl"],
+            _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-w", "-ffp-contract=off", *hostos.defines(host),
+                  *_stdlib(cc, host), *hostos.runtime_link(host, out.name), "-o", str(lib),
+                  str(SHIM / "src" / "runtime.cpp"), str(SHIM / "src" / "ptx.cpp"), str(SHIM / "src" / "trace.cpp"),
+                  str(SHIM / "src" / "interp.cpp"), "-lpthread", "-ldl"],
                  "building the emulator runtime", "the emulator runtime")
             _publish(lib, out)
     return out

@@ -3,7 +3,8 @@
 The runtime reports an error as JSON with placeholders: ``@@PC:offset@@`` (a code address in the
 module → `` at file.cu:LINE``), ``@@S:alloc:byte@@`` (a shared-memory byte → ``As[3][7]``) and
 ``@@G:slot:offset:bytes@@`` (a global address → ``C[32, 0], 0 elements past the end of argument 2
-'float* C' (32×32 float32)``). ``render`` fills them in.
+'float* C' (32×32 float32)``) and, for the PTX interpreter, ``@@I:n@@`` (instruction n → `` at file.cu:LINE``).
+``render`` fills them in.
 
 Public API: ``EmulationError`` and its kinds (``OutOfBounds``, ``SharedRace``, ``AsyncHazard``, ``Deadlock``,
 ``TimeLimit``, ``NotEmulated``, ``InvalidOperation``, ``AssertionFailed``), ``render(...)``.
@@ -16,6 +17,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -102,6 +104,8 @@ class Context:
     args: dict[int, ArgInfo] = field(default_factory=dict)
     bases: dict[int, int] = field(default_factory=dict)  # buffer slot -> its address in emulator memory
     slot_bytes: int = 1 << 31  # the runtime's address-space slot per array argument
+    #: The PTX interpreter's instruction numbers (``@@I:n@@``) → "file:line"; None for a native module.
+    instr_where: Callable[[int], str] | None = None
 
 
 def _lines(library: Path, offsets: list[int], program: str) -> dict[int, str]:
@@ -191,6 +195,9 @@ def render(text: str, report: dict[str, Any], ctx: Context) -> str:
         return f"byte {off} of an address outside the kernel's arrays"
 
     text = re.sub(r"@@S:(\d+):(\d+)@@", shared_sub, text)
+    if ctx.instr_where is not None:
+        where = ctx.instr_where
+        text = re.sub(r"@@I:(\d+)@@", lambda m: f" at {w}" if (w := where(int(m.group(1)))) else "", text)
     text = re.sub(r"@@G:(\d+):(-?\d+):(\d+)@@", global_sub, text)
     offsets = [int(o, 16) for chain in re.findall(r"@@PC:([0-9a-f|]+)@@", text) for o in chain.split("|")]
     lines = _lines(ctx.library, offsets, ctx.program)

@@ -83,6 +83,12 @@ class LaunchResult:
     output: str = ""
     tma_order: str = "delayed"
     wgmma_max_in_flight: int = 0
+    #: The PTX interpreter's account of what executed (thread-level executions by PTX opcode); {} natively.
+    executed: dict[str, int] = field(default_factory=dict)
+    #: ... its concept counters (``tklab.emulate.interp.module.CONCEPTS``); {} natively.
+    concepts: dict[str, int] = field(default_factory=dict)
+    #: ... and each instruction's executions (a NumPy array by instruction number); None natively.
+    counts: Any = None
 
 
 class EmuModule(KernelsByName):

@@ -213,6 +213,8 @@ struct Block {
     uint3 bid{};
     Launch* launch = nullptr;
     char* altstack = nullptr;
+    uint64_t serial = 0;          // which block run this is (run_block counts them): the interpreter's state is per run
+    void* interp = nullptr;       // the interpreter's per-worker state (interp.cpp), kept across blocks and launches
 };
 
 struct Launch {
@@ -238,6 +240,10 @@ struct Launch {
 
 extern thread_local Block* t_block;
 extern Launch* g_launch;
+/// A launch of the PTX interpreter (interp.cpp) is running: code addresses are instruction numbers (INSTR_TAG), no
+/// native kernel code exists, and every global address must lie inside a mapped buffer.
+extern bool g_interp;
+constexpr uintptr_t INSTR_TAG = uintptr_t(1) << 62;
 
 // runtime.cpp
 [[noreturn]] void fail_json(const std::string& json);
@@ -265,6 +271,8 @@ void vc_acquire(Block& b, int t, const std::vector<uint32_t>& src);
 void vc_tick(Block& b, int t);
 void vc_sync_group(Block& b, const std::vector<int>& members);
 void complete_copy(Block& b, int t, uint32_t clk, uintptr_t pc, const Copy& c);
+void check_deadline_now(Block& b);  // the launch's time limit (and an abort elsewhere) seen from a running thread
+bool global_in_buffer(uintptr_t addr, size_t bytes);  // inside one mapped argument buffer
 
 // ptx.cpp
 void tma_execute(Block& b, const TmaOp& op);
@@ -296,4 +304,5 @@ void trace_wgmma_retire(Block& b, int first, uint32_t seq, uintptr_t pc);
 }  // namespace tkemu
 
 #define TKEMU_ENTER() \
-    do { if (::tkemu::t_block && ::tkemu::t_block->cur) ::tkemu::t_block->cur->pc = uintptr_t(__builtin_return_address(0)); } while (0)
+    do { if (!::tkemu::g_interp && ::tkemu::t_block && ::tkemu::t_block->cur) \
+             ::tkemu::t_block->cur->pc = uintptr_t(__builtin_return_address(0)); } while (0)

@@ -34,6 +34,7 @@ namespace tkemu {
 
 thread_local Block* t_block = nullptr;
 Launch* g_launch = nullptr;
+bool g_interp = false;
 
 static std::mutex g_out_mu;
 static std::string g_output;
@@ -74,6 +75,7 @@ static std::mutex g_chain_mu;
 static std::vector<std::array<uintptr_t, CHAIN_DEPTH>> g_chains;
 
 uintptr_t pc_chain(uintptr_t fallback) {
+    if (g_interp) return fallback;  // an instruction number: its .loc chain already names the learner's line
     void* frames[16];
     const int n = backtrace(frames, 16);
     Dl_info self{};
@@ -102,6 +104,11 @@ std::string offset_of(uintptr_t pc) {
 
 std::string pc_mark(uintptr_t pc) {
     if (!pc) return "";
+    if ((pc & INSTR_TAG) && !(pc & CHAIN_TAG)) {  // "@@I:n@@": instruction n of the interpreted PTX
+        char buf[48];
+        snprintf(buf, sizeof buf, "@@I:%lu@@", static_cast<unsigned long>(pc & ~INSTR_TAG));
+        return buf;
+    }
     std::string offs;
     if (pc & CHAIN_TAG) {  // "@@PC:a|b|c@@": the message names the first of them in the learner's file
         std::array<uintptr_t, CHAIN_DEPTH> chain{};
@@ -258,6 +265,9 @@ void yield_now() {
     b->cur->state = RUNNABLE;
     yield_to_scheduler();
 }
+
+static void check_deadline(Block& b);
+void check_deadline_now(Block& b) { check_deadline(b); }
 
 static void check_deadline(Block& b) {
     if (b.launch->deadline > 0 && now() > b.launch->deadline) {
@@ -693,8 +703,25 @@ void shadow_access(Block& b, int t, uint32_t clk, uint32_t addr, uint32_t bytes,
 }
 
 // ---- global bounds ----------------------------------------------------------------------------------------------
+bool global_in_buffer(uintptr_t addr, size_t bytes) {
+    if (!g_lo || addr - g_lo >= SLOTS * SLOT_BYTES) return false;
+    const Buffer& buf = g_buffers[(addr - g_lo) / SLOT_BYTES];
+    return buf.mapped && addr >= buf.base && addr + bytes <= buf.base + buf.bytes && addr + bytes >= addr;
+}
+
 void global_check(uintptr_t addr, size_t bytes, bool write, uintptr_t pc, const char* what) {
-    if (!g_lo || addr - g_lo >= SLOTS * SLOT_BYTES) return;
+    // Native kernels also touch their own stack and the runtime's memory, so addresses outside every slot pass
+    // here; an interpreted kernel has nothing but its buffers, so there they do not.
+    if (!g_interp && (!g_lo || addr - g_lo >= SLOTS * SLOT_BYTES)) return;
+    if (g_interp && (!g_lo || addr - g_lo >= SLOTS * SLOT_BYTES)) {
+        Block* b = t_block;
+        char buf[96];
+        snprintf(buf, sizeof buf, " %s %zu bytes at address %#lx, which is in none of the kernel's arrays",
+                 write ? "wrote" : "read", bytes, static_cast<unsigned long>(addr));
+        fail_json(error_json("invalid_address", (b && b->cur ? thread_desc(*b, b->cur->id) + " of " + block_desc(*b)
+                                                              : std::string("a thread")) + buf + pc_mark(pc) +
+                                                     (what && *what ? std::string(" (") + what + ")" : std::string())));
+    }
     const int slot = int((addr - g_lo) / SLOT_BYTES);
     const Buffer& buf = g_buffers[slot];
     if (buf.mapped && addr >= buf.base && addr + bytes <= buf.base + buf.bytes) return;
@@ -892,6 +919,7 @@ static Block* worker_block(int slot, const Launch& L) {
 
 static void run_block(Block& b, uint3 bid) {
     Launch& L = *b.launch;
+    b.serial++;
     b.bid = bid;
     b.n = int(L.block.x * L.block.y * L.block.z);
     b.exited = 0;
