@@ -36,8 +36,9 @@ def _frames(program: Program, index: int) -> list[tuple[str, int]]:
 
 
 def where(program: Program, index: int, learner: str) -> str:
-    """``file:line`` of instruction ``index``: the outermost frame in the learner's file (``learner``, a base name)
-    when the instruction was inlined from elsewhere, with the innermost frame in parentheses; "" if unknown."""
+    """``file:line`` of instruction ``index``: the innermost frame in the learner's file (``learner``, a base name:
+    the statement they wrote, inside their own helper or lambda if it is one) when the instruction was inlined from
+    elsewhere, with the innermost frame in parentheses; "" if unknown."""
     frames = _frames(program, index)
     if not frames:
         return ""
@@ -45,11 +46,11 @@ def where(program: Program, index: int, learner: str) -> str:
     first = f"{frames[0][0]}:{frames[0][1]}"
     if not mine:
         return first
-    at = f"{mine[-1][0]}:{mine[-1][1]}"
+    at = f"{mine[0][0]}:{mine[0][1]}"
     return at if at == first else f"{at} (in {first})"
 
 
 def line_of(program: Program, index: int, learner: str) -> int | None:
-    """The learner's line of instruction ``index`` (the outermost frame in their file), or None."""
+    """The learner's line of instruction ``index`` (the innermost frame in their file), or None."""
     mine = [f for f in _frames(program, index) if f[0] == learner]
-    return mine[-1][1] if mine else None
+    return mine[0][1] if mine else None

@@ -74,6 +74,8 @@ class PtxModule(KernelsByName):
         self.program, self.target, self.key = program, "cpu", key
         self.lowered = dict(lowered or {})
         self.decoded = _decode.decode(parse(ptx))
+        if source:
+            _name_shared_elements(self.decoded, source, options)
         self._rt = _runtime(native_build.runtime_library())
         arrays = self.decoded.arrays()
         self._keep = arrays  # the runtime copies them; kept alive for the call anyway
@@ -137,6 +139,23 @@ class PtxModule(KernelsByName):
 
     def __repr__(self) -> str:
         return f"<tklab.emulate PtxModule {self.program} (CPU: PTX for {self.arch}, interpreted) kernels={self.kernels}>"
+
+
+def _name_shared_elements(decoded: _decode.Program, source: str, options: Sequence[str]) -> None:
+    """Give each shared array whose declaration the source shows its element size and extents (for messages)."""
+    from .shapes import shared_shapes
+
+    shapes = shared_shapes(source, options, decoded.constants)
+    for sym in decoded.symbols:
+        hit = shapes.get(sym.display) if sym.space == "shared" else None
+        if hit is None:
+            continue
+        elem, dims = hit
+        total = elem
+        for d in dims:
+            total *= d
+        if total == sym.size and len(dims) <= 4:
+            sym.elem, sym.dims = elem, dims
 
 
 _PTX_SCALARS = {"u8": "uint8", "s8": "int8", "u16": "uint16", "s16": "int16", "u32": "uint32", "s32": "int32",

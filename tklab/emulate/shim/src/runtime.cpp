@@ -273,8 +273,13 @@ static void check_deadline(Block& b) {
     if (b.launch->deadline > 0 && now() > b.launch->deadline) {
         std::string msg = "the time limit ran out while running " + block_desc(b) +
                           " (an endless loop, or a spin-wait on a value no thread ever writes?)";
-        if (b.cur) msg = thread_desc(b, b.cur->id) + " of " + block_desc(b) + " was running" + pc_mark(b.cur->pc) +
-                         ": the time limit ran out (an endless loop, or a spin-wait on a value no thread writes?)";
+        if (b.cur && g_interp)  // the interpreter watches the clock itself: it knows the instruction that was running
+            msg = thread_desc(b, b.cur->id) + " of " + block_desc(b) + " was still running" + pc_mark(b.cur->pc) +
+                  " when the time limit ran out: an endless loop (a loop whose bound never changes, a spin-wait on a "
+                  "value no thread writes)?";
+        else if (b.cur)
+            msg = thread_desc(b, b.cur->id) + " of " + block_desc(b) + " was running" + pc_mark(b.cur->pc) +
+                  ": the time limit ran out (an endless loop, or a spin-wait on a value no thread writes?)";
         fail_json(error_json("timeout", msg));
     }
     if (b.launch->failed.load() && b.cur) abort_to_scheduler();
