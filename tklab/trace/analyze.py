@@ -129,13 +129,50 @@ def _mix(entries: list[tuple[int, str, float]], source_lines: Sequence[str]) -> 
     return tuple(out)
 
 
+def _by_line(instrs: list[dict[str, Any]], where: dict[str, int]) -> list[dict[str, Any]]:
+    """One entry per source line and kind of access: a loop the compiler unrolled (the interpreter runs the PTX, where
+    chapter 04's four-row loop is four copies of each access) reads as the line the learner wrote, its copies'
+    executions and patterns together; the warps that ran it are the most that ran any copy."""
+    merged: dict[tuple[int, bool, str, int], dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    for ins in instrs:
+        line = where.get(ins["pc"], 0)
+        if not line:
+            out.append(ins)
+            continue
+        k = (line, bool(ins["shared"]), str(ins["op"]), int(ins["width"]))
+        if k not in merged:
+            merged[k] = {**ins, "pats": list(ins["pats"]), "copies": 1}
+            out.append(merged[k])
+            continue
+        m = merged[k]
+        m["pats"] = m["pats"] + list(ins["pats"])
+        m["lane_execs"] = int(m.get("lane_execs", 0)) + int(ins.get("lane_execs", 0))
+        m["warps"] = max(int(m.get("warps", 0)), int(ins.get("warps", 0)))
+        m["copies"] += 1
+    return out
+
+
 def pcs_of(raw: dict[str, Any]) -> list[str]:
     return [i["pc"] for i in raw.get("instrs", [])] + [o[0] for o in raw.get("ops", [])] + \
         [e[6] for e in raw.get("events", [])]
 
 
-def resolve(raw: dict[str, Any], library: Path, source_name: str) -> dict[str, int]:
-    """Every pc chain of ``raw`` → its line in the learner's file (where the module is: the sandboxed child)."""
+def resolve(raw: dict[str, Any], module: Any, source_name: str) -> dict[str, int]:
+    """Every pc chain of ``raw`` → its line in the learner's file (where the module is: the sandboxed child).
+    ``module``: the emulated module (the interpreter's instruction numbers "I<n>" are named through its PTX's
+    line records; a native module's code offsets through its debug info), or a native module's library path."""
+    if getattr(module, "engine", "") == "ptx":
+        from ..emulate.interp import lines as interp_lines
+
+        out: dict[str, int] = {}
+        for chain in pcs_of(raw):
+            if chain and chain.startswith("I") and chain not in out:
+                line = interp_lines.line_of(module.decoded, int(chain[1:]), source_name)
+                if line:
+                    out[chain] = line
+        return out
+    library = module if isinstance(module, Path) else Path(module.built.path)
     return _resolve(pcs_of(raw), library, source_name)
 
 
@@ -153,7 +190,7 @@ def analyze(raw: dict[str, Any], *, kernel: str, source: str, source_name: str, 
     globals_: list[GlobalInstr] = []
     mix: list[tuple[int, str, float]] = []
     notes: list[str] = []
-    for ins in raw.get("instrs", []):
+    for ins in _by_line(raw.get("instrs", []), where):
         line = where.get(ins["pc"], 0)
         op, width = ins["op"], int(ins["width"])
         pats = [(int(c), int(blk), int(w), tuple(offs)) for c, blk, w, offs in ins["pats"]]

@@ -61,7 +61,7 @@ def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> N
             args = spec.args(arrays, dims)
         raw = collect(kernel, shape.grid, shape.block, args, shared_mem=shape.shared_mem, options=opts,
                       time_limit=emulated.TIME_LIMIT, **emulated._order(kernel, dims))
-        where = resolve(raw, Path(mod.built.path), path.name)
+        where = resolve(raw, mod, path.name)
         grid = tuple(shape.grid) + (1,) * (3 - len(tuple(shape.grid)))
         block = tuple(shape.block) + (1,) * (3 - len(tuple(shape.block)))
         tr = analyze(raw, kernel=spec.kernel, source=source, source_name=path.name, grid=grid, block=block,

@@ -64,8 +64,9 @@ def trace(exercise_or_source: str | Path, *, kernel: str | None = None, grid: An
     from ..run.launch import check_launch
 
     g, b = check_launch(kernel, grid, block, args)
-    return analyze(raw, kernel=kernel, source=src, source_name=name, grid=g, block=b,
-                   library=Path(mod.built.path))
+    from .analyze import resolve
+
+    return analyze(raw, kernel=kernel, source=src, source_name=name, grid=g, block=b, where=resolve(raw, mod, name))
 
 
 def _trace_exercise(exercise_id: str, *, path: str | Path | None, opts: Options, timeout: float) -> Trace:

@@ -228,7 +228,7 @@ class _Decoder:
         self.global_syms: dict[str, int] = {}
         self.func_index: dict[str, int] = {}
 
-    # -- symbols -------------------------------------------------------------------------------------------------
+    # -- symbols ---------------------------------------------------------------------------------------------------
     def _symbol(self, v: VarDecl, func: int, flags: int = 0) -> int:
         init = b""
         if v.init is not None and v.space in ("global", "const"):
@@ -257,7 +257,7 @@ class _Decoder:
                 out += bytes(nb)
         return bytes(out.ljust(v.size, b"\0")[:v.size])
 
-    # -- module ------------------------------------------------------------------------------------------------------
+    # -- module ----------------------------------------------------------------------------------------------------
     def run(self) -> Program:
         for v in self.m.variables:
             idx = self._symbol(v, -1)
@@ -381,7 +381,7 @@ class _Decoder:
         for st, _no in items:
             self._instruction(st)
 
-    # -- name resolution ---------------------------------------------------------------------------------------------
+    # -- name resolution -------------------------------------------------------------------------------------------
     def _reg(self, name: str, scope: int) -> tuple[int, str] | None:
         s = scope
         while s >= 0:
@@ -411,7 +411,7 @@ class _Decoder:
             return self._param_syms[name]
         return self.global_syms.get(name)
 
-    # -- operands ----------------------------------------------------------------------------------------------------
+    # -- operands --------------------------------------------------------------------------------------------------
     def _operand(self, o: Operand, scope: int, t: str | None = None) -> tuple:
         """One operand record (kind, t, n, reg, imm); vectors append their items first and point at them."""
         neg = K_NEG if o.neg else 0
@@ -480,7 +480,7 @@ class _Decoder:
         self.p.operands.extend(recs)
         return start
 
-    # -- instructions ---------------------------------------------------------------------------------------------------
+    # -- instructions ----------------------------------------------------------------------------------------------
     def _emit(self, st: Statement, op: str, t: str = "none", t2: str = "none", mod: int = 0, x: int = 0, y: int = 0,
               operands: list[tuple] | None = None, ptypes: list[str | None] | None = None) -> None:
         p = self.p
@@ -521,7 +521,7 @@ class _Decoder:
         except DecodeError as e:
             self._unmodelled(st, str(e))
 
-    # data movement ----------------------------------------------------------------------------------------------------
+    # data movement ------------------------------------------------------------------------------------------------
     def _op_mov(self, st: Statement, mods: list[str]) -> None:
         ts = _types(mods)
         self._emit(st, "MOV", ts[-1] if ts else "b32")
@@ -565,7 +565,7 @@ class _Decoder:
         sub = next((modes[m] for m in mods if m in modes), 0)
         self._emit(st, "PRMT", "b32", mod=sub << SUB_SHIFT)
 
-    # arithmetic ------------------------------------------------------------------------------------------------------
+    # arithmetic ---------------------------------------------------------------------------------------------------
     def _arith(self, op: str):
         def handler(st: Statement, mods: list[str]) -> None:
             ts = _types(mods)
@@ -630,7 +630,7 @@ class _Decoder:
         ts = _types(mods)
         self._emit(st, "SLCT", ts[0], ts[1], _common(mods), ptypes=[None, ts[0], ts[0], ts[1]])
 
-    # control ------------------------------------------------------------------------------------------------------------
+    # control ------------------------------------------------------------------------------------------------------
     def _op_bra(self, st: Statement, mods: list[str]) -> None:
         if not st.operands or st.operands[0].kind != "reg":
             raise DecodeError("an indirect branch (brx) is not modelled")
@@ -667,7 +667,7 @@ class _Decoder:
 
     _op_brkpt = _op_trap
 
-    # synchronisation ---------------------------------------------------------------------------------------------------
+    # synchronisation ----------------------------------------------------------------------------------------------
     def _op_bar(self, st: Statement, mods: list[str]) -> None:
         if mods and mods[0] == "warp":
             self._emit(st, "BAR_WARP_SYNC")
@@ -739,7 +739,7 @@ class _Decoder:
         rec = self._operand(st.operands[0], st.scope)
         self._emit(st, "MOV", "b64", operands=[rec, (K_IMM, 0, 0, -1, 0)])
 
-    # atomics ------------------------------------------------------------------------------------------------------------
+    # atomics ------------------------------------------------------------------------------------------------------
     def _atomic(self, st: Statement, mods: list[str], op: str) -> None:
         ts = _types(mods)
         sub = next((ATOM_OPS[m] for m in mods if m in ATOM_OPS), None)
@@ -763,7 +763,7 @@ class _Decoder:
             raise DecodeError("red.async (remote shared memory of a cluster) is not modelled")
         self._atomic(st, mods, "RED")
 
-    # tensor cores ----------------------------------------------------------------------------------------------------------
+    # tensor cores -------------------------------------------------------------------------------------------------
     def _op_mma(self, st: Statement, mods: list[str]) -> None:
         shape = next((m for m in mods if re.fullmatch(r"m\d+n\d+k\d+", m)), "")
         m, n, k = (int(x) for x in re.findall(r"\d+", shape)) if shape else (0, 0, 0)
@@ -812,7 +812,7 @@ class _Decoder:
         else:
             raise DecodeError(f"wgmma.{sub} is not modelled")
 
-    # async copies and barriers --------------------------------------------------------------------------------------------
+    # async copies and barriers ------------------------------------------------------------------------------------
     def _op_cp(self, st: Statement, mods: list[str]) -> None:
         if not mods:
             raise DecodeError("cp")
@@ -909,7 +909,9 @@ def _text(st: Statement) -> str:
             return ("!" if o.neg else "") + o.name
         if o.kind in ("vec", "list", "pair"):
             inner = ", ".join(op(i) for i in o.items)
-            return {"vec": "{" + inner + "}", "list": "(" + inner + ")", "pair": "|".join(op(i) for i in o.items)}[o.kind]
+            if o.kind == "pair":
+                return "|".join(op(i) for i in o.items)
+            return "{" + inner + "}" if o.kind == "vec" else "(" + inner + ")"
         if o.kind == "addr":
             inner = (o.base or "") + (f"+{o.offset}" if o.offset else "") if o.base else str(o.offset)
             if o.items:

@@ -138,7 +138,8 @@ class PtxModule(KernelsByName):
         return self._kernels[name]
 
     def __repr__(self) -> str:
-        return f"<tklab.emulate PtxModule {self.program} (CPU: PTX for {self.arch}, interpreted) kernels={self.kernels}>"
+        return (f"<tklab.emulate PtxModule {self.program} (CPU: PTX for {self.arch}, interpreted) "
+                f"kernels={self.kernels}>")
 
 
 def _name_shared_elements(decoded: _decode.Program, source: str, options: Sequence[str]) -> None:
@@ -332,7 +333,7 @@ class PtxKernel:
                               int(stats.get("wgmma_max_in_flight", 0)))
         result.executed = dict(executed)
         result.counts = counts
-        result.concepts = {k: int(v) for k, v in zip(CONCEPTS, concepts)}
+        result.concepts = {k: int(v) for k, v in zip(CONCEPTS, concepts, strict=False)}
         self.last = result
         if output:
             sys.stdout.write(output)

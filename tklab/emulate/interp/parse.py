@@ -157,6 +157,10 @@ _LINE_DIRECTIVES = (".loc", ".file", ".version", ".target", ".address_size", ".m
                     ".noreturn", ".abi_preserve", ".abi_preserve_control")
 
 
+_LOC = re.compile(r"(\d+)\s+(\d+)\s+(\d+)"
+                  r"(?:\s*,\s*function_name\s+[\w$.]+\s*,\s*inlined_at\s+(\d+)\s+(\d+)\s+(\d+))?")
+
+
 @dataclass
 class _Tok:
     kind: str
@@ -233,8 +237,7 @@ class _Parser:
             if m:
                 self.files[int(m.group(1))] = m.group(2)
         elif head == ".loc":
-            m = re.match(r"(\d+)\s+(\d+)\s+(\d+)(?:\s*,\s*function_name\s+[\w$.]+\s*,\s*inlined_at\s+(\d+)\s+(\d+)\s+(\d+))?",
-                         rest)
+            m = _LOC.match(rest)
             if not m:
                 raise PtxSyntaxError(f"PTX line {n}: cannot read .loc {rest!r}")
             parent = -1

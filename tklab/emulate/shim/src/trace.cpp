@@ -121,7 +121,17 @@ thread_local BlockTrace t_tr;
 
 constexpr uint64_t SHARED_BIT = uint64_t(1) << 62;
 
-inline uint64_t key(uintptr_t pc, int who) { return uint64_t(pc) ^ (uint64_t(who) << 48); }
+// A key holds a pc in its low 48 bits: a native code address (below 2^47), or an interpreted instruction number
+// with bit 47 set (INSTR_TAG itself lies above those bits); pc_of_key undoes it.
+constexpr uint64_t KEY_INSTR = uint64_t(1) << 47;
+inline uint64_t key(uintptr_t pc, int who) {
+    const uint64_t p = (pc & INSTR_TAG) ? (KEY_INSTR | (uint64_t(pc) & (KEY_INSTR - 1))) : uint64_t(pc);
+    return p ^ (uint64_t(who) << 48);
+}
+inline uintptr_t pc_of_key(uint64_t k) {
+    const uint64_t p = k & ((uint64_t(1) << 48) - 1);
+    return (p & KEY_INSTR) ? uintptr_t(INSTR_TAG | (p & (KEY_INSTR - 1))) : uintptr_t(p);
+}
 
 uint64_t& clk(Block& b, int t) {
     (void)b;
@@ -146,8 +156,10 @@ void event(Block& b, int t, int kind, uint64_t start, uint64_t end, int64_t id, 
 }
 
 std::string pc_text(uintptr_t pc) {
-    // The innermost kernel-module frame's offset, then (from a call chain taken once) its callers: Python names
-    // the first in the learner's file.
+    // The interpreter's instruction number ("I<n>": its .loc chain names the learner's line); natively the
+    // innermost kernel-module frame's offset, then (from a call chain taken once) its callers: Python names the
+    // first in the learner's file.
+    if ((pc & INSTR_TAG) && !(pc >> 63)) return "I" + std::to_string(pc & ~INSTR_TAG);
     const std::string m = pc_mark(pc_chain(pc));
     const std::string own = offset_of(pc);
     if (m.size() > 9) return own + "|" + m.substr(7, m.size() - 9);
@@ -157,7 +169,8 @@ std::string pc_text(uintptr_t pc) {
 std::unordered_map<uintptr_t, std::string> g_pc_text;  // filled at first sight of a pc, under a fiber
 
 void note_pc(uintptr_t pc, bool mine = true) {  // mine: pc is where the running fiber is (its chain is pc's)
-    if (g_pc_text.find(pc) == g_pc_text.end()) g_pc_text.emplace(pc, mine ? pc_text(pc) : offset_of(pc));
+    if (g_pc_text.find(pc) == g_pc_text.end())
+        g_pc_text.emplace(pc, (mine || (pc & INSTR_TAG)) ? pc_text(pc) : offset_of(pc));
 }
 
 void record(Block& b, int t, uintptr_t pc, int64_t addr, bool shared, const char* op, int width) {
@@ -217,7 +230,7 @@ void trace_block_end(Block& b) {
     for (auto& [gk, gs] : tr.groups) {
         const bool shared = gk & SHARED_BIT;
         const uint64_t k = gk & ~SHARED_BIT;
-        const uintptr_t pc = uintptr_t(k & ((uint64_t(1) << 48) - 1));
+        const uintptr_t pc = pc_of_key(k);
         const int warp = int(k >> 48);
         const auto& kind = tr.kinds[gk];
         Instr& ins = g_instrs[pc];
