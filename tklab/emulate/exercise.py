@@ -1,22 +1,25 @@
 """Checking a CUDA exercise without a GPU: the emulator's side of ``tklab.check``.
 
-Without a GPU, ``tklab.check`` runs a CUDA exercise in its usual child process, but on the CPU
-emulator: the exercise's own cases, minus those too big to emulate in seconds (the main 1024-sized case
-of a GEMM, say), on fresh random inputs, compared element by element with the reference. The verdict is
-real and labelled ``LABEL``: it says the kernel computes the right thing, nothing about its speed. A
-race, an out-of-bounds access or a deadlock fails the run with the emulator's explanation.
+Without a GPU, ``tklab.check`` runs a CUDA exercise in its usual child process, on the CPU: the exercise's own
+cases, minus those too big to emulate in seconds (the main 1024-sized case of a GEMM, say), on fresh random
+inputs, compared element by element with the reference. It says the kernel computes the right thing, nothing
+about its speed. A race, an out-of-bounds access or a deadlock fails the run with the emulator's explanation.
 
-It plugs into ``tklab.grading.child`` as the mode "emu" (``Evidence.CPU_EMULATION``), used when no GPU is there.
+Which program runs: the PTX that NVRTC built for sm_90a in the checking process -- the program its static checks
+read and a GPU would run -- handed to the child as ``PTX_FILE`` and run there by the PTX interpreter
+(``tklab.emulate.interp``). The learner's code is data to it: nothing of theirs runs natively, and every address
+their kernel computes is checked against the kernel's own buffers. That is a verdict (mode "emu",
+``Evidence.CPU_EMULATION``, labelled ``LABEL``).
 
-Where what runs: the learner's file is host C++ here, so it is compiled (``emulate.build``: time and memory
-limits, includes and calls confined) and loaded only in the sandboxed child (``child``). The checking
-process builds nothing of the learner's: ``prepare`` gives the child the emulator's own trusted parts (its
-runtime and precompiled prelude) to copy into the run's folder; the shared cache is never written from the
-sandbox, and no module the child built is ever used by anyone else.
+Where NVRTC is missing (macOS), there is no PTX: the source is compiled as host C++ against the emulator's shim
+(``engine="native"``) in the sandboxed child, for practice only (mode "practice", ``Evidence.CPU_PRACTICE``,
+labelled ``PRACTICE_LABEL``): a second program, whose native code runs in the child, so ``tklab grade`` and
+``nbgrade`` refuse it.
 
-Public API: ``can_run(spec)``, ``cases(spec)``, ``runnable_cases(spec)``, ``hazard_cases(spec)``, ``shape(dims)``,
-``left_to_gpu(spec)``, ``prepare(spec)`` (parent), ``child(spec, path, chan, run_cases)`` (child),
-``annotate(check_result, outcome, spec)``, ``LABEL``, ``TMA_ORDERS``.
+Public API: ``can_run(spec)``, ``cases(spec)``, ``runnable_cases(spec)``, ``practice_cases(spec)``,
+``hazard_cases(spec)``, ``shape(dims)``, ``left_to_gpu(spec)``, ``prepare(spec)`` (parent), ``child(spec, path,
+chan, run_cases)`` (child), ``annotate(check_result, outcome, spec)``, ``LABEL``, ``PRACTICE_LABEL``, ``PTX_FILE``,
+``TMA_ORDERS``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ from typing import Any
 
 from ..build.compiler import COURSE_ARCH
 
-LABEL = "CPU emulation: correctness only, no timing"
+LABEL = "CPU: the sm_90a PTX that NVRTC built, interpreted (correctness only, no timing)"
+PRACTICE_LABEL = "CPU practice build (host C++, no NVRTC here): for practice, not a graded verdict"
+#: The file in the run's folder holding the PTX the checking process compiled (the program the child runs).
+PTX_FILE = "program.ptx"
 #: The TMA completion orders a case's ``tma_order`` picks (the emulator's launch option ``tma_order``; 0 is
 #: its default, "delayed": every load lands as late as its mbarrier allows).
 TMA_ORDERS = ("delayed", "reversed", "in_order")
@@ -93,22 +99,35 @@ def can_run(spec: Any) -> bool:
 
 
 def runnable_cases(spec: Any) -> list[dict[str, int]]:
-    """The cases of ``spec`` this machine can emulate; [] when it cannot (the runner's mode then does not apply)."""
-    return cases(spec) if can_run(spec) else []
+    """The cases of ``spec`` this machine can emulate as a verdict (the PTX interpreter: NVRTC and a C++ compiler
+    for the interpreter's runtime); [] when it cannot (the runner's mode then does not apply)."""
+    from . import engine
+
+    return cases(spec) if can_run(spec) and engine() == "ptx" else []
+
+
+def practice_cases(spec: Any) -> list[dict[str, int]]:
+    """The cases the native practice build runs where NVRTC is missing; [] where the interpreter can run them."""
+    from . import engine
+
+    return cases(spec) if can_run(spec) and engine() == "native" else []
 
 
 def prepare(spec: Any) -> list[Path]:
-    """In the checking (parent) process: build the emulator's own parts (its runtime library and the
-    precompiled CUDA prelude, from tklab's sources only: no learner code) into the shared cache, and return
-    them, for the runner to copy into the run's own cache folder. The learner's module is compiled and
-    loaded in the sandboxed child only (``child``): its host code (a constructor, say) never runs here, and
-    nothing the child builds goes back into the shared cache. A failure is left to the child to report."""
+    """In the checking (parent) process: build the emulator's own parts (its runtime library, with the PTX
+    interpreter, and for the native practice build the precompiled CUDA prelude, from tklab's sources only: no
+    learner code) into the shared cache, and return them, for the runner to copy into the run's own cache folder.
+    Nothing the child builds goes back into the shared cache. A failure is left to the child to report."""
+    from . import engine
     from .build import _pch, runtime_library
     from .toolchain import find
 
     try:
         cc = find()
-        return [runtime_library(cc), _pch(cc)[0]]
+        parts = [runtime_library(cc)]
+        if engine() == "native":
+            parts.append(_pch(cc)[0])
+        return parts
     except Exception:  # noqa: BLE001 - the child builds them itself (slower) and reports what fails
         return []
 
@@ -127,21 +146,51 @@ def _cpu_tensor_maps() -> Iterator[None]:
         tma.tensor_map = saved  # type: ignore[assignment]
 
 
-def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> None:
-    """The runner child's emulated run (``tklab.grading.child``'s "emu" mode): compile for the CPU, then the
-    parent's cases through ``run_cases``; emulator warnings (e.g. shared memory read before written) go
-    back as "note" frames."""
-    import numpy as np
+def ptx_for(spec: Any, source: str, name: str, module: Any = None) -> str | None:
+    """In the checking process: the PTX the emulated run interprets -- ``module``'s (the static checks' build)
+    when it was built for ``ARCH``, else the source built for ``ARCH`` here; None without NVRTC (or when the
+    source does not compile: the static checks say why)."""
+    if module is not None and getattr(module, "arch", None) == ARCH and getattr(module, "ptx", None):
+        return str(module.ptx)
+    from ..build import toolchain
 
+    if not toolchain.nvrtc_available():
+        return None
+    from ..build.compiler import compile as nvrtc_compile
+
+    try:
+        return nvrtc_compile(source, arch=ARCH, name=name, options=spec.options).ptx
+    except Exception:  # noqa: BLE001 - a compile error is the static checks' to report
+        return None
+
+
+def load(spec: Any, path: Path) -> Any:
+    """In the child: the module to run. The PTX the checking process handed over (``PTX_FILE`` beside the learner's
+    file), interpreted; without it (no NVRTC there) the native practice build of the source."""
     from .. import emulate
     from ..build import includes
     from ..build import toolchain as cuda_toolchain
 
-    chan.send("device", name=LABEL)
     source = path.read_text()
+    ptx = path.parent / PTX_FILE
+    if ptx.is_file():
+        from .interp.module import PtxModule
+
+        return PtxModule(ptx.read_text(), program=path.name, source=source, arch=ARCH, options=spec.options)
     includes.refuse_outside(source, path.name, own_dir=path.parent,
                             allowed=[cuda_toolchain.tile_library_dir()], search=[path.parent])
-    mod = emulate.compile(source, arch=ARCH, name=path.name, options=spec.options)
+    return emulate.compile(source, arch=ARCH, name=path.name, options=spec.options, engine="native")
+
+
+def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> None:
+    """The runner child's emulated run (``tklab.grading.child``'s "emu", "hazards" and "practice" modes): the
+    module (``load``), then the parent's cases through ``run_cases``; emulator warnings (e.g. shared memory read
+    before written) go back as "note" frames, and what executed as "facts" (for the concept floors)."""
+    import numpy as np
+
+    ptx = (path.parent / PTX_FILE).is_file()
+    chan.send("device", name=LABEL if ptx else PRACTICE_LABEL)
+    mod = load(spec, path)
     kernel = mod[spec.kernel]
     sent: set[str] = set()
     facts: dict[str, int] = {}
@@ -182,6 +231,10 @@ def _collect(res: Any, facts: dict[str, int]) -> None:
         value = getattr(res, attr, None)
         if isinstance(value, int):
             facts[name] = max(facts.get(name, value), value)
+    for name, value in (getattr(res, "concepts", None) or {}).items():  # the interpreter's counts: summed
+        facts["executed_" + name] = facts.get("executed_" + name, 0) + int(value)
+    if getattr(res, "concepts", None):
+        facts["interpreted_launches"] = facts.get("interpreted_launches", 0) + 1
 
 
 def annotate(res: Any, outcome: Any, spec: Any) -> None:

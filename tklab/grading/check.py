@@ -260,6 +260,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     have_gpu = where.on_gpu if spec.language == "cuda" else gpu.available()
     _tell(f"compiling {shown}")
     module_keys: list[str] = []
+    mod = None
     if spec.language == "cuda":
         mod = _static_cuda(spec, source, shown, res, where.static_arch, file.resolve().parent)
         if mod is not None:
@@ -280,13 +281,14 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         from .runner import run_isolated
 
         emulator_parts = None
-        if mode.name == "emu":  # the emulator's own parts only: the learner's module is built in the sandbox
+        ptx = None
+        if mode.name in ("emu", "practice"):  # the emulator's own parts, and the program it runs (the PTX built here)
             from ..emulate import exercise as emulated
 
             emulator_parts = emulated.prepare(spec)
-        # (under emulation the child also compiles the learner's module: that is inside the limit now)
+            ptx = emulated.ptx_for(spec, source, shown, mod) if mode.name == "emu" else None
         limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else
-                                                     120.0 if mode.name == "emu" else 60.0)
+                                                     120.0 if mode.name in ("emu", "practice") else 60.0)
         reference_keys: list[str] = []
         reference_env = _reference(spec, res.arch, reference_keys) if mode.name == "gpu" and bench else {}
         if reference_env and seed is None:  # the reference's rounds time the same inputs as the learner's run
@@ -296,7 +298,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
             _tell(f"running {shown} ({mode.name})")
             return run_isolated(spec.id, file, mode=mode.name, timeout=limit, bench=bench and mode.can_bench,
                                 seed=seed, source=source, hide=hide, cache_keys=module_keys,
-                                arch=res.arch or None, emulator_parts=emulator_parts)
+                                arch=res.arch or None, emulator_parts=emulator_parts, ptx=ptx)
 
         if reference_env:
             outcome = _with_reference_rounds(learner_run, res, spec, reference_env, reference_keys, seed, limit,
@@ -310,10 +312,13 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         res.notes += outcome.notes
         if mode.note:
             res.notes.append(mode.note)
-        if where.why and mode.name == "emu":
+        if where.why and mode.name in ("emu", "practice"):
             res.notes.append(where.why)
             res.caveat = res.caveat or "on the CPU emulator: " + where.why.split(", so ")[0]
-        if mode.name == "emu":
+        if mode.name == "practice":
+            res.caveat = "practice only: without NVRTC the source ran as host C++ on this machine, not the program a " \
+                "GPU runs; not a graded verdict"
+        if mode.name in ("emu", "practice"):
             emulated.annotate(res, outcome, spec)
             marker = "EmulationCompileError: "
             if outcome.status == "error" and marker in outcome.message and res.resources.startswith("built for"):
@@ -322,7 +327,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         elif mode.name == "gpu" and outcome.status == "ok":
             _gpu_floors(res, spec)
             if spec.language == "cuda" and spec.chapter.isdigit() and int(spec.chapter) >= HAZARDS_FROM_CHAPTER:
-                _hazards(res, spec, file, source, shown, seed, hide)
+                _hazards(res, spec, file, source, shown, seed, hide, mod)
     ran = res.run_status in ("ok", "wrong", "error", "crashed", "timeout")
     if not res.static_ok:
         res.passed = False
@@ -434,7 +439,7 @@ def _gpu_floors(res: CheckResult, spec: Exercise) -> None:
 
 
 def _hazards(res: CheckResult, spec: Exercise, file: Path, source: str, shown: str, seed: int | None,
-             hide: Sequence[str | os.PathLike[str]]) -> None:
+             hide: Sequence[str | os.PathLike[str]], module: Any = None) -> None:
     """The emulator's hazard analysis of a small case (and of another TMA order), beside a GPU run: a race, a
     stage released while a product still reads it, a box read before it landed … fail the check even where the
     GPU's timing hid them."""
@@ -449,9 +454,9 @@ def _hazards(res: CheckResult, spec: Exercise, file: Path, source: str, shown: s
                          "the verdict rests on the GPU run alone")
         return
     _tell(f"hazard analysis of {shown} (CPU emulator)")
-    parts = emulated.prepare(spec)  # the emulator's own runtime; the learner's module is built in the sandbox
+    parts = emulated.prepare(spec)  # the emulator's own runtime; it interprets the PTX built here for the GPU
     out = run_isolated(spec.id, file, mode="hazards", timeout=120.0, seed=seed, source=source, hide=hide,
-                       emulator_parts=parts)
+                       emulator_parts=parts, ptx=emulated.ptx_for(spec, source, shown, module))
     where = "; ".join(dims_text(c) for c in cases)
     if out.status == "ok":
         res.hazards = StaticResult(name, True, f"no race or asynchronous hazard at {where}")

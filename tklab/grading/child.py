@@ -434,9 +434,24 @@ def _child_emulated(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> Non
     exercise.child(spec, path, chan, _run_cases)
 
 
-# CUDA C++ without a GPU: the CPU emulator (tklab.emulate), at the exercise's smaller cases, no timing.
+# CUDA C++ without a GPU: the PTX the checking process compiled, interpreted on the CPU (tklab.emulate.interp), at
+# the exercise's smaller cases, no timing.
 register_mode(Mode("emu", Evidence.CPU_EMULATION, ("cuda",), False, _emulated_cases, _child_emulated,
-                   note="CPU emulation: correctness only, no timing; the speed is measured on a GPU only"))
+                   note="the sm_90a PTX NVRTC built, interpreted on the CPU: correctness only, no timing; the speed "
+                   "is measured on a GPU only"))
+
+
+def _practice_cases(spec: Any) -> list[dict[str, int]]:
+    from ..emulate import exercise
+
+    return exercise.practice_cases(spec)
+
+
+# Without NVRTC (macOS) there is no PTX to interpret: the source built as host C++ runs natively in the sandboxed
+# child. Practice only: a second program, not the one a GPU would run; tklab grade and nbgrade refuse it.
+register_mode(Mode("practice", Evidence.CPU_PRACTICE, ("cuda",), False, _practice_cases, _child_emulated,
+                   note="a practice run without NVRTC (the source built as host C++ on this machine): not a graded "
+                   "verdict; install NVRTC (pip, Linux) for one"))
 
 
 def _hazard_cases(spec: Any) -> list[dict[str, int]]:

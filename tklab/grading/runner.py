@@ -103,7 +103,8 @@ def _hand_over_emulator(parts: Sequence[Path], target: Path) -> None:
 def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeout: float = 60.0,
                  bench: bool = False, seed: int | None = None, env: dict[str, str] | None = None,
                  source: str | None = None, hide: Sequence[str | Path] = (), cache_keys: Sequence[str] = (),
-                 arch: str | None = None, emulator_parts: Sequence[Path] | None = None) -> RunOutcome:
+                 arch: str | None = None, emulator_parts: Sequence[Path] | None = None,
+                 ptx: str | None = None) -> RunOutcome:
     """Run ``path`` as exercise ``exercise_id`` in a sandboxed child; never raises for the learner's faults.
 
     ``source``: the file's text as the caller read it (written into the run's folder instead of the raw
@@ -111,7 +112,8 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
     ``hide``: folders the sandbox hides (the solutions and the shared compile cache always).
     ``cache_keys``: compile-cache entries to hand to the child. ``arch``: the GPU's arch, if the caller knows
     it. ``emulator_parts``: the emulator's trusted parts for the emulated modes (default:
-    ``tklab.emulate.exercise.prepare``).
+    ``tklab.emulate.exercise.prepare``). ``ptx``: the PTX this process compiled from the file, for the emulated
+    modes: the program the child's interpreter runs (without it, the practice build compiles the source natively).
     """
     from . import specs
     from .sandbox import Limits, Sandbox, limits_for
@@ -144,7 +146,11 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
         for sub in ("tmp", "cache"):
             (workdir / sub).mkdir()
         _warm_cache(cache_keys, workdir / "cache")
-        if m.name in ("emu", "trace", "hazards"):  # every emulated mode: else its child rebuilds them
+        if ptx is not None and m.name in ("emu", "trace", "hazards"):  # the program the interpreter runs
+            from ..emulate.exercise import PTX_FILE
+
+            (workdir / PTX_FILE).write_text(ptx)
+        if m.name in ("emu", "trace", "hazards", "practice"):  # every emulated mode: else its child rebuilds them
             if emulator_parts is None:
                 from ..emulate import exercise as emulated
 

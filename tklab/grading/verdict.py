@@ -25,7 +25,8 @@ class Evidence(str, Enum):
 
     GPU = "gpu"  # ran on this machine's GPU
     SIMULATOR = "simulator"  # ran in numba's CUDA simulator (numba exercises, on the CPU)
-    CPU_EMULATION = "cpu-emulation"  # CUDA C++ run by a CPU emulator: a mode for it registers itself
+    CPU_EMULATION = "cpu-emulation"  # the PTX NVRTC built, run by the CPU interpreter: a mode for it registers itself
+    CPU_PRACTICE = "cpu-practice"  # no NVRTC: the source built as host C++ and run natively, practice only
     CPU = "cpu"  # a drill's Python function, run on the CPU and compared with the hardware model
     NOT_ESTABLISHED = "not-established"  # nothing ran: static checks only
 

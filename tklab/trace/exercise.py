@@ -40,18 +40,13 @@ def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> N
     """Runs in the sandboxed child only (see the module docstring)."""
     import numpy as np
 
-    from .. import emulate
-    from ..build import includes
-    from ..build import toolchain as cuda_toolchain
     from ..emulate import exercise as emulated
     from .analyze import analyze, resolve
     from .collect import Options, collect
 
     chan.send("device", name=emulated.LABEL)
     source = path.read_text()
-    includes.refuse_outside(source, path.name, own_dir=path.parent,
-                            allowed=[cuda_toolchain.tile_library_dir()], search=[path.parent])
-    mod = emulate.compile(source, arch=emulated.ARCH, name=path.name, options=spec.options)
+    mod = emulated.load(spec, path)  # the PTX the checking process built, interpreted (or the practice build)
     kernel = mod[spec.kernel]
     opts = Options(**{**json.loads(os.environ.get(ENV, "{}") or "{}"), "max_events": 20_000})
 

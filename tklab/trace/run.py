@@ -79,7 +79,10 @@ def _trace_exercise(exercise_id: str, *, path: str | Path | None, opts: Options,
         raise FileNotFoundError(f"tklab.trace: no file {file} for exercise {exercise_id}")
     source = file.read_text(encoding="utf-8")
     env = {traced.ENV: json.dumps(opts.__dict__)}
-    out = runner.run_isolated(exercise_id, file, mode="trace", timeout=timeout, source=source, env=env)
+    from ..emulate import exercise as emulated
+
+    out = runner.run_isolated(exercise_id, file, mode="trace", timeout=timeout, source=source, env=env,
+                              ptx=emulated.ptx_for(spec, source, file.name))
     raw = (out.result or {}).get("trace")
     if not isinstance(raw, bytes):
         why = out.message or out.status
