@@ -78,7 +78,7 @@ def graded(tmp_path_factory) -> tuple[dict[tuple[str, str], dict[str, str]], flo
     root = tmp_path_factory.mktemp("grading")
     cls = build_class(root)
     out = root / "grades.csv"
-    # The simulator finishes the real ch01 runs in a few seconds; dave's never ends and costs the limit.
+    # The interpreter finishes the real ch01 runs in a few seconds; dave's never ends and costs the limit.
     t = time.monotonic()
     assert main(["--class", str(cls), "--out", str(out), "--exercises", "ch01", "ch02", "--timeout", "10",
                  "--no-bench", "--allow-unsandboxed"]) == 0  # the refusal itself: the test below
@@ -102,7 +102,7 @@ def test_one_row_per_student_and_exercise(sheet):
 
 def test_solutions_are_correct(sheet):
     row = sheet["alice", "ch01_naive_matmul"]
-    assert row["correct"] == "yes" and row["established"] == ("gpu" if ON_GPU else "simulator")
+    assert row["correct"] == "yes" and row["established"] == ("gpu" if ON_GPU else "cpu-emulation")
     assert row["isolation"] in ("bubblewrap sandbox", "separate process")
     row = sheet["alice", "ch02_smem_tiling"]
     assert row["compiled"] == "yes"

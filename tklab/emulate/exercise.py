@@ -33,6 +33,7 @@ from typing import Any
 from ..build.compiler import COURSE_ARCH
 
 LABEL = "CPU: the sm_90a PTX that NVRTC built, interpreted (correctness only, no timing)"
+NUMBA_LABEL = "CPU: the PTX numba compiled, interpreted (correctness only, no timing)"
 PRACTICE_LABEL = "CPU practice build (host C++, no NVRTC here): for practice, not a graded verdict"
 #: The file in the run's folder holding the PTX the checking process compiled (the program the child runs).
 PTX_FILE = "program.ptx"
@@ -84,11 +85,18 @@ def left_to_gpu(spec: Any) -> list[dict[str, int]]:
 
 
 def can_run(spec: Any) -> bool:
-    """A CUDA exercise with at least one case small enough, and a C++ compiler on this machine."""
+    """A CUDA exercise (or a numba one, where numba can compile to PTX) with at least one case small enough, and a
+    C++ compiler on this machine (the emulator's runtime is built with it)."""
     import os
 
-    if spec.language != "cuda" or not cases(spec) or os.environ.get("TKLAB_NO_EMULATION", "") in ("1", "true", "yes"):
+    if spec.language not in ("cuda", "numba") or not cases(spec) or \
+            os.environ.get("TKLAB_NO_EMULATION", "") in ("1", "true", "yes"):
         return False
+    if spec.language == "numba":
+        from ..grading import numba_ptx
+
+        if not numba_ptx.available():
+            return False
     from .toolchain import NoCompiler, find
 
     try:
@@ -103,6 +111,8 @@ def runnable_cases(spec: Any) -> list[dict[str, int]]:
     for the interpreter's runtime); [] when it cannot (the runner's mode then does not apply)."""
     from . import engine
 
+    if spec.language == "numba":  # its PTX comes from numba's NVVM, not NVRTC
+        return cases(spec) if can_run(spec) else []
     return cases(spec) if can_run(spec) and engine() == "ptx" else []
 
 
@@ -110,7 +120,7 @@ def practice_cases(spec: Any) -> list[dict[str, int]]:
     """The cases the native practice build runs where NVRTC is missing; [] where the interpreter can run them."""
     from . import engine
 
-    return cases(spec) if can_run(spec) and engine() == "native" else []
+    return cases(spec) if spec.language == "cuda" and can_run(spec) and engine() == "native" else []
 
 
 def prepare(spec: Any) -> list[Path]:
@@ -176,7 +186,11 @@ def load(spec: Any, path: Path) -> Any:
     if ptx.is_file():
         from .interp.module import PtxModule
 
+        if spec.language == "numba":  # numba's array arguments, by its calling convention; Python is not CUDA source
+            return PtxModule(ptx.read_text(), program=path.name, arch=spec.arch, abi="numba")
         return PtxModule(ptx.read_text(), program=path.name, source=source, arch=ARCH, options=spec.options)
+    if spec.language == "numba":
+        raise RuntimeError("no PTX was handed over for this numba exercise")
     includes.refuse_outside(source, path.name, own_dir=path.parent,
                             allowed=[cuda_toolchain.tile_library_dir()], search=[path.parent])
     return emulate.compile(source, arch=ARCH, name=path.name, options=spec.options, engine="native")
@@ -189,7 +203,7 @@ def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> N
     import numpy as np
 
     ptx = (path.parent / PTX_FILE).is_file()
-    chan.send("device", name=LABEL if ptx else PRACTICE_LABEL)
+    chan.send("device", name=(NUMBA_LABEL if spec.language == "numba" else LABEL) if ptx else PRACTICE_LABEL)
     mod = load(spec, path)
     kernel = mod[spec.kernel]
     sent: set[str] = set()

@@ -5,7 +5,8 @@ What a check does, in order:
 1. finds the exercise (an id, a unique prefix such as ``"ch02"``, or a file named after its exercise)
    and the file (by default the learner's copy in ``exercises/``);
 2. refuses what must not be compiled or run here (a CUDA ``#include`` outside the tile library, CUDA's
-   headers and the learner's folder: ``tklab.build.includes``; a Python file that does more than import
+   headers and the learner's folder: ``tklab.build.includes``; a conditional, ``#define``, ``#pragma`` or
+   ``#include`` the exercise's template does not have: ``directives``; a Python file that does more than import
    numba, numpy and math, set constants and define ``@cuda.jit`` functions: ``hygiene``), then
    compiles it (CUDA: ``tklab.compile``, so errors are shown on the learner's own numbered lines;
    numba: a syntax check) and runs the exercise's *static checks* on what the compiler made of it:
@@ -101,7 +102,7 @@ def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch
     from ..build import includes, toolchain
     from ..build.compiler import CompileError
     from ..build.toolchain import NvrtcUnavailable
-    from . import without_nvrtc
+    from . import directives, without_nvrtc
 
     res.arch = arch
     try:  # before NVRTC reads anything: it runs here, as the grader
@@ -110,6 +111,9 @@ def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch
                                 search=[Path.cwd(), toolchain.tile_library_dir(), *map(Path, toolchain.include_dirs())])
     except includes.IncludeRefused as e:
         res.compile_error = str(e)
+        return None
+    if added := directives.added(spec, source, shown):  # one preprocessor view on every path (directives.py)
+        res.compile_error = "\n".join(added)
         return None
     try:
         mod = tk_compile(source, arch=arch, name=shown, options=spec.options)
@@ -286,7 +290,16 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
             from ..emulate import exercise as emulated
 
             emulator_parts = emulated.prepare(spec)
-            ptx = emulated.ptx_for(spec, source, shown, mod) if mode.name == "emu" else None
+            if mode.name == "emu" and spec.language == "numba":  # compiled by numba in a child of its own
+                from . import numba_ptx
+
+                _tell(f"compiling {shown} to PTX (numba, sandboxed)")
+                ptx, problem = numba_ptx.compile_in_child(spec, file, source, hide)
+                if ptx is None:
+                    res.compiled, res.compile_error, res.passed = False, f"{shown}: {problem}", False
+                    return res
+            elif mode.name == "emu":
+                ptx = emulated.ptx_for(spec, source, shown, mod)
         limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else
                                                      120.0 if mode.name in ("emu", "practice") else 60.0)
         reference_keys: list[str] = []

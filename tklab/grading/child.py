@@ -412,9 +412,12 @@ def choose_mode(spec: Any, have_gpu: bool) -> Mode | None:
 
 register_mode(Mode("gpu", Evidence.GPU, ("cuda", "numba"), True, lambda s: s.cases, _child_gpu, can_bench=True,
                    env=(("NUMBA_ENABLE_CUDASIM", "0"),)))
-register_mode(Mode("sim", Evidence.SIMULATOR, ("numba",), False, lambda s: s.sim_cases, _child_sim,
+# Where numba cannot compile to PTX (no NVVM: macOS), numba's CUDA simulator runs the kernel as Python in the
+# child that sends the outputs: practice only, like the native CUDA build (tklab grade and nbgrade refuse it).
+register_mode(Mode("sim", Evidence.CPU_PRACTICE, ("numba",), False, lambda s: s.sim_cases, _child_sim,
                    env=(("NUMBA_ENABLE_CUDASIM", "1"),),
-                   note="ran in numba's CUDA simulator on tiny shapes; speed is measured on a GPU only"))
+                   note="a practice run in numba's CUDA simulator on tiny shapes (no NVVM here to compile the kernel "
+                   "to PTX): not a graded verdict; speed is measured on a GPU only"))
 
 
 # A concept floor's yardstick on a GPU: the reference solution timed in a child of its own (no cases: never
@@ -434,11 +437,22 @@ def _child_emulated(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> Non
     exercise.child(spec, path, chan, _run_cases)
 
 
-# CUDA C++ without a GPU: the PTX the checking process compiled, interpreted on the CPU (tklab.emulate.interp), at
-# the exercise's smaller cases, no timing.
-register_mode(Mode("emu", Evidence.CPU_EMULATION, ("cuda",), False, _emulated_cases, _child_emulated,
-                   note="the sm_90a PTX NVRTC built, interpreted on the CPU: correctness only, no timing; the speed "
-                   "is measured on a GPU only"))
+# Without a GPU: the PTX the checking process compiled (CUDA: NVRTC; numba: a "numba-ptx" child), interpreted on
+# the CPU (tklab.emulate.interp), at the exercise's smaller cases, no timing. Preferred to numba's simulator.
+register_mode(Mode("emu", Evidence.CPU_EMULATION, ("cuda", "numba"), False, _emulated_cases, _child_emulated,
+                   note="the PTX the compiler built, interpreted on the CPU: correctness only, no timing; the speed "
+                   "is measured on a GPU only"), before="sim")
+
+
+def _child_numba_ptx(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
+    from . import numba_ptx
+
+    numba_ptx.child(spec, path, chan)
+
+
+# A numba kernel compiled to PTX, nothing run (no cases: asked for by name, tklab.grading.numba_ptx).
+register_mode(Mode("numba-ptx", Evidence.NOT_ESTABLISHED, ("numba",), False, lambda s: (), _child_numba_ptx,
+                   env=(("NUMBA_ENABLE_CUDASIM", "0"),)))
 
 
 def _practice_cases(spec: Any) -> list[dict[str, int]]:

@@ -187,6 +187,8 @@ def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequenc
                                    if k != "type" and isinstance(v, (int, float)) and not isinstance(v, bool)}
             elif kind == "trace":  # tklab.trace's mode: the emulator's trace, as JSON (data only, parsed later)
                 result["trace"] = bytes(payload[: 4 << 20])
+            elif kind == "ptx":  # a numba kernel compiled to PTX (data only: another child interprets it)
+                result["ptx"] = bytes(payload[: 8 << 20])
             elif kind == "limits" and isinstance(head.get("skipped"), list):
                 result["limits_not_applied"] = [str(x)[:40] for x in head["skipped"][:10]]
     except ChannelError as e:

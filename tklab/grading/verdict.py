@@ -127,7 +127,8 @@ class CheckResult:
             out.append(f"{good} of {len(self.static)} static checks pass")
         if self.established != Evidence.NOT_ESTABLISHED and self.run_status in ("ok", "wrong"):
             how = {"gpu": f"on {self.run_where or 'the GPU'}", "simulator": "in numba's CUDA simulator",
-                   "cpu-emulation": "in a CPU emulation of the GPU",
+                   "cpu-emulation": f"on the CPU ({self.run_where or 'the compiled PTX, interpreted'})",
+                   "cpu-practice": f"as a practice run ({self.run_where or 'not the program a GPU runs'})",
                    "cpu": "on the CPU"}.get(self.established, self.established)
             out.append(f"its output {'is right' if self.run_status == 'ok' else 'is wrong'}, run {how} on fresh "
                        "random inputs and compared by the checker")

@@ -67,11 +67,15 @@ class PtxModule(KernelsByName):
     engine = "ptx"
 
     def __init__(self, ptx: str, *, program: str = "kernel.cu", source: str | None = None, arch: str = "sm_90a",
-                 options: Sequence[str] = (), lowered: dict[str, str] | None = None, key: str = ""):
+                 options: Sequence[str] = (), lowered: dict[str, str] | None = None, key: str = "",
+                 abi: str = "cuda"):
         from .. import build as native_build
 
         self.ptx, self.source, self.arch, self.options = ptx, source, arch, tuple(options)
         self.program, self.target, self.key = program, "cpu", key
+        if abi not in ("cuda", "numba"):
+            raise ValueError(f"abi={abi!r}: 'cuda' (C++ kernels) or 'numba' (numba's array arguments)")
+        self.abi = abi
         self.lowered = dict(lowered or {})
         self.decoded = _decode.decode(parse(ptx))
         if source:
@@ -123,6 +127,10 @@ class PtxModule(KernelsByName):
         return _lines.where(self.decoded, index, _lines.shown(self.program))
 
     def __getitem__(self, name: str) -> PtxKernel:
+        if self.abi == "numba" and len(self.decoded.kernels) == 1:  # numba mangles the name; one kernel per module
+            if name not in self._kernels:
+                self._kernels[name] = PtxKernel(self, name, self.decoded.kernels[0])
+            return self._kernels[name]
         symbol = self.lowered.get(name, name)
         if symbol not in self.decoded.kernels:
             from ...build.compiler import plain_name
@@ -157,6 +165,19 @@ def _name_shared_elements(decoded: _decode.Program, source: str, options: Sequen
             total *= d
         if total == sym.size and len(dims) <= 4:
             sym.elem, sym.dims = elem, dims
+
+
+def _numba_args(args: Sequence[Any]) -> list[Any]:
+    """numba passes an array as its struct's fields, one parameter each: meminfo, parent, nitems, itemsize, data,
+    shape[ndim], strides[ndim] (bytes); a scalar as itself."""
+    out: list[Any] = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            out += [np.uint64(0), np.uint64(0), np.int64(a.size), np.int64(a.itemsize), a,
+                    *(np.int64(d) for d in a.shape), *(np.int64(st) for st in a.strides)]
+        else:
+            out.append(a)
+    return out
 
 
 _PTX_SCALARS = {"u8": "uint8", "s8": "int8", "u16": "uint16", "s16": "int16", "u32": "uint32", "s32": "int32",
@@ -254,6 +275,8 @@ class PtxKernel:
         if tma_order not in TMA_ORDERS:
             raise ValueError(f"{self.name}: tma_order={tma_order!r}; choose one of {', '.join(TMA_ORDERS)}")
         g, b = check_launch(self.name, grid, block, args)
+        if self.module.abi == "numba":
+            args = _numba_args(args)
         n = len(self.ptx_params)
         check_count(self.name, self.params, n, len(args))
         arch = 90 if self.module.arch.startswith("sm_9") else 80

@@ -719,13 +719,25 @@ void global_check(uintptr_t addr, size_t bytes, bool write, uintptr_t pc, const 
     // here; an interpreted kernel has nothing but its buffers, so there they do not.
     if (!g_interp && (!g_lo || addr - g_lo >= SLOTS * SLOT_BYTES)) return;
     if (g_interp && (!g_lo || addr - g_lo >= SLOTS * SLOT_BYTES)) {
+        // Far outside every argument: name the array it most likely ran off (the nearest one below it), as a
+        // native kernel's fault there is named.
         Block* b = t_block;
-        char buf[96];
+        const std::string who = b && b->cur ? thread_desc(*b, b->cur->id) + " of " + block_desc(*b) : "a thread";
+        const std::string note = what && *what ? std::string(" (") + what + ")" : std::string();
+        int near = -1;
+        for (int s = 0; s < SLOTS; ++s)
+            if (g_buffers[s].mapped && g_buffers[s].base <= addr && (near < 0 || g_buffers[s].base > g_buffers[near].base))
+                near = s;
+        char buf[200];
+        if (near >= 0) {
+            snprintf(buf, sizeof buf, " %s %zu bytes at address %#lx, far outside the kernel's arrays: @@G:%d:%lld:%zu@@",
+                     write ? "wrote" : "read", bytes, static_cast<unsigned long>(addr), near,
+                     (long long)(addr - g_buffers[near].base), bytes);
+            fail_json(error_json("out_of_bounds", who + buf + pc_mark(pc) + note));
+        }
         snprintf(buf, sizeof buf, " %s %zu bytes at address %#lx, which is in none of the kernel's arrays",
                  write ? "wrote" : "read", bytes, static_cast<unsigned long>(addr));
-        fail_json(error_json("invalid_address", (b && b->cur ? thread_desc(*b, b->cur->id) + " of " + block_desc(*b)
-                                                              : std::string("a thread")) + buf + pc_mark(pc) +
-                                                     (what && *what ? std::string(" (") + what + ")" : std::string())));
+        fail_json(error_json("invalid_address", who + buf + pc_mark(pc) + note));
     }
     const int slot = int((addr - g_lo) / SLOT_BYTES);
     const Buffer& buf = g_buffers[slot];
