@@ -284,6 +284,7 @@ def _summary(res: dict[str, Any], commit: str, device: str) -> str:
 
     lines = [f"# Chapters 07-08 on the GPU — {datetime.date.today().isoformat()}", "",
              f"- device: {device}; commit: {commit}; {datetime.datetime.now().isoformat(timespec='seconds')}",
+             f"- NVRTC: {res.get('nvrtc') or recorded.nvrtc()} (its ptxas schedules the kernels' SASS)",
              "- parts: " + ", ".join(f"{k} {v['status']} ({v['seconds']} s)" for k, v in res["parts"].items()), ""]
     comp = (res["parts"].get("compile") or {}).get("result")
     if comp:
@@ -423,7 +424,7 @@ def main() -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     log: list[str] = []
-    res: dict[str, Any] = {"commit": commit, "parts": {}, "sanitizers": {}}
+    res: dict[str, Any] = {"commit": commit, "nvrtc": recorded.nvrtc(), "parts": {}, "sanitizers": {}}
     with tempfile.TemporaryDirectory(prefix="ch0708-") as tmp_name:
         tmp = Path(tmp_name)
         sanitizers = {} if "sanitize" in skip else _start_sanitizers(tmp)

@@ -227,7 +227,8 @@ def main() -> int:
         rows.append(row)
         print(f"{'ok  ' if row['ok'] else 'FAIL'} {name} ({kind}): {_detail(row)}", flush=True)
     now = datetime.datetime.now(datetime.timezone.utc)
-    meta = {"device": gpu.name(), "commit": recorded.commit(), "date": now.strftime("%Y-%m-%d %H:%M UTC"),
+    meta = {"device": gpu.name(), "commit": recorded.commit(), "nvrtc": recorded.nvrtc(),
+            "date": now.strftime("%Y-%m-%d %H:%M UTC"),
             "compiler": cc.description, "host": platform.processor() or platform.machine()}
     stem = out_dir / f"emulate_crosscheck_{now:%Y-%m-%d}_{meta['commit']}"
     stem.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import tklab  # noqa: E402
+from tklab import recorded  # noqa: E402
 
 SRC = r"""
 #include "tk.cuh"
@@ -63,7 +64,8 @@ def measure(n: int = 1 << 24) -> list[tuple[str, str, float]]:
 def main() -> None:
     rows = measure()
     lines = [f"# fast_math accuracy — {datetime.date.today().isoformat()}", "",
-             f"- device: {tklab.run.gpu.name()}; commit: {os.environ.get('GIT_COMMIT', 'see git log')}", "",
+             f"- device: {tklab.run.gpu.name()}; commit: {os.environ.get('GIT_COMMIT', 'see git log')}; "
+             f"NVRTC {recorded.nvrtc()}", "",
              "| function | measure | value | in units of 2^-23 (float32 ulp at 1) |", "|---|---|---|---|"]
     lines += [f"| {f} | {m} | {v:.3e} | {v / 2**-23:.2f} |" for f, m, v in rows]
     text = "\n".join(lines) + "\n"

@@ -279,6 +279,7 @@ def write_report(body: list[str], data: Any) -> Path:
             f"- device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
             f"cuDNN {torch.backends.cudnn.version()}",
             f"- commit: {recorded.commit()}; date: {datetime.datetime.now().isoformat(timespec='seconds')}",
+            f"- NVRTC: {recorded.nvrtc()} (its ptxas schedules the kernels' SASS)",
             f"- SM clock at start (MHz now, max; °C; W): {sm_clock()}",
             "- written by `python bench/flash_bwd.py " + " ".join(sys.argv[1:]) + "`", ""]
     stem = f"flash_bwd_{today}_{recorded.commit()}"

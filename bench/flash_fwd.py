@@ -317,6 +317,7 @@ def write_report(kind: str, body: list[str], data: Any) -> Path:
             f"- device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
             f"cuDNN {torch.backends.cudnn.version()}",
             f"- commit: {recorded.commit()}; date: {datetime.datetime.now().isoformat(timespec='seconds')}",
+            f"- NVRTC: {recorded.nvrtc()} (its ptxas schedules the kernels' SASS)",
             "- written by `python bench/flash_fwd.py " + " ".join(sys.argv[1:]) + "`", ""]
     stem = f"flash_fwd_{kind}_{today}_{recorded.commit()}"
     for folder in _out_dirs():

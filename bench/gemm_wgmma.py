@@ -94,7 +94,8 @@ def report(checks: list[dict[str, Any]], timing: dict[str, Any] | None, facts: l
 
     lines = [f"# Chapter 08 GEMM progression vs cuBLAS — {datetime.date.today().isoformat()}", "",
              f"- device: {torch.cuda.get_device_name()} ({tklab.run.gpu.arch()}), torch {torch.__version__}",
-             f"- commit: {recorded.commit()}; date: {datetime.datetime.now().isoformat(timespec='seconds')}", "",
+             f"- commit: {recorded.commit()}; date: {datetime.datetime.now().isoformat(timespec='seconds')}",
+             f"- NVRTC: {recorded.nvrtc()} (its ptxas schedules the kernels' SASS)", "",
              "## compile facts", "", "| step | options | regs | spill | HGMMA | UTMALDG | UTMASTG | threads | "
              "shared B | cluster | C75xx |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {f['step']} | {' '.join(f['options'])} | {f['registers']} | {f['spill']} | {f['HGMMA']} | "

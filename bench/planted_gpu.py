@@ -86,7 +86,8 @@ def _row(m: planted.Mutation, seed: int, v: planted.Verdict, wrong: list[str]) -
 def _write(rows: list[str], wrong: list[str], args: argparse.Namespace, cut: str) -> None:
     today = datetime.date.today().isoformat()
     head = [f"# Planted mistakes on the GPU, {today}", "",
-            f"- commit {recorded.commit()}; `python bench/planted_gpu.py {' '.join(sys.argv[1:])}`",
+            f"- commit {recorded.commit()}; NVRTC {recorded.nvrtc()}; "
+            f"`python bench/planted_gpu.py {' '.join(sys.argv[1:])}`",
             f"- {len(rows)} checks{' (' + cut + ')' if cut else ''}; wrong verdicts: "
             f"{', '.join(sorted(set(wrong))) or 'none'}", "",
             "| exercise | variant | seed | expected | verdict (evidence) | time | summary |",

@@ -105,7 +105,8 @@ def main() -> int:
         old, new = (json.loads(p.read_text())["kernels"] for p in args.compare)
         print("\n".join(compare(old, new)))
         return 0
-    result = {"arch": ARCH, "commit": recorded.commit(), "date": datetime.date.today().isoformat(), "kernels": facts()}
+    result = {"arch": ARCH, "commit": recorded.commit(), "nvrtc": recorded.nvrtc(),
+              "date": datetime.date.today().isoformat(), "kernels": facts()}
     text = json.dumps(result, indent=1)
     if args.out:
         args.out.write_text(text)

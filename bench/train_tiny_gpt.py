@@ -159,6 +159,7 @@ def main() -> int:
                "median_step_ms": {r["attention"]: float(np.median(r["step_ms"][5:])) for r in runs}}
     today = datetime.date.today().isoformat()
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": recorded.commit(),
+            "nvrtc": recorded.nvrtc(),
             "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "args": {k: str(v) for k, v in vars(args).items()},
             "text": str(args.text) if args.text else "generated arithmetic sentences", "vocab": len(chars),

@@ -35,7 +35,7 @@ __version__ = "0.1.0"
 #: and profile/, emulate/, widgets/. The notebooks, and anyone, still name a module by its own name:
 #: ``from tklab import gpu, sass, banks`` gives the module from its home (the same object, not a copy).
 _HOMES = {name: f"{group}.{name}" for group, names in {
-    "build": ("toolchain", "compiler", "cache", "sass", "signature", "magic"),
+    "build": ("toolchain", "compiler", "cache", "sass", "overlap", "signature", "magic"),
     "run": ("gpu", "launch", "tma", "ceilings", "arrays", "baselines"),
     "models": ("banks", "layouts", "occupancy", "schedules"),
     "course": ("gemm", "attention", "tma_copy", "numba_compat", "recorded", "report", "nbrefresh", "doctor"),

@@ -6,11 +6,12 @@ histogram counts base opcodes (``LDG.E.128`` counts as ``LDG``; the full forms a
 learner can ask "are the tensor cores used?" as ``hist["HGMMA"] > 0``.
 
 ``main_loop`` finds a kernel's hot loop in its SASS (the backward branch whose body holds the most
-FFMA/HMMA/HGMMA), which lessons read instruction by instruction.
+FFMA/HMMA/HGMMA), which lessons read instruction by instruction; ``loops`` gives every loop's body with
+operands (``tklab.build.schedule`` reads where instructions lie between two waits).
 
 Public API: ``disassemble(cubin) -> dict[kernel, sass]``, ``resource_usage(cubin)``,
-``parse_ptxas_log(log)``, ``histogram(sass)``, ``instructions(sass)``, ``main_loop(sass)``,
-``ffma_share(sass)``, ``Resources``.
+``parse_ptxas_log(log)``, ``histogram(sass)``, ``instructions(sass)``, ``parsed(sass)``, ``loops(sass)``,
+``main_loop(sass)``, ``ffma_share(sass)``, ``Resources``.
 """
 
 from __future__ import annotations
@@ -127,14 +128,15 @@ _LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]
 _TARGET = re.compile(r"\b(?:0x)?([0-9a-f]+)\s*;")
 
 
-def _parsed(sass: str) -> list[tuple[int, str, str]]:
-    """(address, full opcode, operands) of every instruction, in program order."""
+def parsed(sass: str) -> list[tuple[int, str, str]]:
+    """(address, full opcode, operands) of every instruction, in program order; the operands run to the end of
+    the line (``" gsb0, 0x1 ; /* 0x... */"``), a predicate (``@P0``) is dropped."""
     return [(int(m.group(1), 16), m.group(2), m.group(3)) for m in _LINE.finditer(sass)]
 
 
 def instructions(sass: str) -> list[str]:
     """Full opcodes (with modifiers) in program order, e.g. ``["LDG.E.128", "FFMA", ...]``."""
-    return [op for _, op, _ in _parsed(sass)]
+    return [op for _, op, _ in parsed(sass)]
 
 
 def histogram(sass: str, *, full: bool = False) -> Counter[str]:
@@ -143,16 +145,15 @@ def histogram(sass: str, *, full: bool = False) -> Counter[str]:
     return Counter(ops if full else (op.split(".", 1)[0] for op in ops))
 
 
-def main_loop(sass: str) -> list[str]:
-    """Opcodes of the kernel's hot loop: the backward branch's body that holds the most FFMA/HMMA/HGMMA.
+def loops(sass: str) -> list[list[tuple[int, str, str]]]:
+    """Every loop's body, as ``parsed`` gives its instructions, in the order of their branches.
 
     A loop in SASS is a branch (``BRA``) to an earlier address; its body runs from that address to the
     branch. A "body" that holds an EXIT is not a loop: it is an out-of-line retry (an mbarrier wait placed
-    after the kernel's end) jumping back into the code. Returns [] when the kernel has no loop.
+    after the kernel's end) jumping back into the code.
     """
-    instrs = _parsed(sass)
-    best: tuple[int, int] | None = None
-    best_score = (-1, 0)
+    instrs = parsed(sass)
+    bodies = []
     for i, (addr, op, rest) in enumerate(instrs):
         if op.split(".")[0] != "BRA":
             continue
@@ -165,16 +166,24 @@ def main_loop(sass: str) -> list[str]:
         start = next((j for j, (a, _, _) in enumerate(instrs) if a >= target), None)
         if start is None:
             continue
-        body = [o.split(".")[0] for _, o, _ in instrs[start:i + 1]]
-        if "EXIT" in body:
+        body = instrs[start:i + 1]
+        if any(o.split(".")[0] == "EXIT" for _, o, _ in body):
             continue
-        math = sum(o in ("FFMA", "HMMA", "HGMMA") for o in body)
+        bodies.append(body)
+    return bodies
+
+
+def main_loop(sass: str) -> list[str]:
+    """Opcodes of the kernel's hot loop: the loop (``loops``) whose body holds the most FFMA/HMMA/HGMMA, the
+    shortest of those that tie. Returns [] when the kernel has no loop."""
+    best: list[tuple[int, str, str]] = []
+    best_score = (-1, 0)
+    for body in loops(sass):
+        math = sum(o.split(".")[0] in ("FFMA", "HMMA", "HGMMA") for _, o, _ in body)
         score = (math, -len(body))
         if score > best_score:
-            best_score, best = score, (start, i)
-    if best is None:
-        return []
-    return [o for _, o, _ in instrs[best[0]:best[1] + 1]]
+            best_score, best = score, body
+    return [o for _, o, _ in best]
 
 
 def ffma_share(sass: str) -> float:

@@ -7,7 +7,8 @@ written unless ``TKLAB_RECORD=1``, so a learner's runs never touch the repositor
 shows the stored numbers, clearly labelled as recorded elsewhere, or says that none exist yet.
 
 Public API: ``measure(key, fn) -> Recorded``, ``load(key)``, ``all_records() -> dict[str, Recorded]``,
-``Recorded``, ``commit()`` (the commit a measurement belongs to: every report and bench script uses it).
+``Recorded``, ``commit()`` (the commit a measurement belongs to: every report and bench script uses it),
+``nvrtc()`` (the NVRTC that compiled what was measured: its ptxas decides a kernel's instruction schedule).
 """
 
 from __future__ import annotations
@@ -46,6 +47,26 @@ def commit() -> str:
         return "unknown"
 
 
+def nvrtc() -> str:
+    """The NVRTC that compiles the kernels being measured, for every report beside ``commit()``: NVRTC's own
+    major.minor and the exact version of the ``nvidia-cuda-nvrtc`` wheel where one is installed (e.g. ``"13.5
+    (nvidia-cuda-nvrtc 13.5.37)"``). ptxas comes inside NVRTC and decides the SASS's instruction schedule (where
+    chapter 10's wait for P V lands: tests/test_overlap.py), so a timing belongs to one NVRTC as to one commit.
+    ``"none"`` where NVRTC cannot be loaded (the reason: ``toolchain.nvrtc_missing()``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..build import toolchain
+
+    try:
+        major, minor = toolchain.nvrtc_version()
+    except toolchain.ToolchainError:
+        return "none"
+    try:
+        return f"{major}.{minor} (nvidia-cuda-nvrtc {version('nvidia-cuda-nvrtc')})"
+    except PackageNotFoundError:
+        return f"{major}.{minor} (not from the nvidia-cuda-nvrtc wheel)"
+
+
 @dataclass
 class Recorded:
     """Numbers for one measurement, and where they came from."""
@@ -56,6 +77,7 @@ class Recorded:
     device: str = ""
     date: str = ""
     commit: str = ""
+    nvrtc: str = ""  # recorded since NVRTC versions are reported (older entries have none)
 
     def __getitem__(self, name: str) -> Any:
         if self.values is None:
@@ -71,7 +93,8 @@ class Recorded:
             return "no GPU here and no recorded result yet"
         if self.live:
             return f"measured now on {self.device}"
-        return f"recorded on {self.device}, {self.date}, commit {self.commit} (this machine has no GPU)"
+        built = f", NVRTC {self.nvrtc}" if self.nvrtc else ""
+        return f"recorded on {self.device}, {self.date}, commit {self.commit}{built} (this machine has no GPU)"
 
     def __str__(self) -> str:
         if self.values is None:
@@ -119,7 +142,7 @@ def load(key: str) -> Recorded:
     if entry is None:
         return Recorded(key, None, live=False)
     return Recorded(key, entry["values"], live=False, device=entry.get("device", "?"),
-                    date=entry.get("date", "?"), commit=entry.get("commit", "?"))
+                    date=entry.get("date", "?"), commit=entry.get("commit", "?"), nvrtc=entry.get("nvrtc", ""))
 
 
 def measure(key: str, fn: Callable[[], Any]) -> Recorded:
@@ -128,10 +151,11 @@ def measure(key: str, fn: Callable[[], Any]) -> Recorded:
         return load(key)
     values = _as_values(fn())
     rec = Recorded(key, values, live=True, device=gpu.name(), date=_dt.date.today().isoformat(),
-                   commit=commit())
+                   commit=commit(), nvrtc=nvrtc())
     if os.environ.get("TKLAB_RECORD", "") in ("1", "true", "yes"):
         data = _read()
-        data[key] = {"values": values, "device": rec.device, "date": rec.date, "commit": rec.commit}
+        data[key] = {"values": values, "device": rec.device, "date": rec.date, "commit": rec.commit,
+                     "nvrtc": rec.nvrtc}
         path = _file()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(dict(sorted(data.items())), indent=1, default=float) + "\n")

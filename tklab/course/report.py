@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
              f"- device: {props.name} ({gpu.arch()}, {props.sm_count} SMs, L2 {props.l2_bytes >> 20} MiB)",
              f"- driver CUDA version: {version // 1000}.{version % 1000 // 10}",
              f"- commit: {env['TKLAB_COMMIT']}", f"- date: {dt.datetime.now().isoformat(timespec='seconds')}",
+             f"- NVRTC: {recorded.nvrtc()} (its ptxas schedules the kernels' SASS)",
              f"- python: {sys.version.split()[0]}",
              f"- part: {args.part or 'the whole check'} (skip: {args.skip or 'nothing'}; notebooks: "
              f"{args.notebooks or 'all'}; bench: {args.bench or 'all'})", "",

@@ -36,6 +36,39 @@ class NoSerializedWgmma:
                             "touching its accumulator or its register A operand")
 
 
+@dataclass(frozen=True)
+class SoftmaxUnderPV:
+    """In the SASS, most of the key loop's exponentials (MUFU.EX2) are issued while a wgmma group is in flight,
+    between the wait for S_j and the wait for P V_{j-1} (``tklab.build.overlap``): the softmax runs while the
+    tensor cores still compute P V, which is what the overlapped schedules are for. The source's order is not
+    enough: ptxas may move the wait for P V above the exponentials."""
+
+    name: str = "softmax under P·V (SASS)"
+    min_share: float = 0.5
+
+    def run(self, ctx: Any) -> StaticResult:
+        from ...build import overlap
+
+        o = overlap.softmax_under_pv(ctx.kernel.sass)
+        if o.loop and o.share >= self.min_share:
+            return StaticResult(self.name, True, str(o))
+        if not o.loop:
+            return StaticResult(self.name, False, f"{o}: the loop over key blocks 1, 2, ... issues S_j and "
+                                "P V_{j-1} and computes block j's softmax while P V still runs")
+        if not o.waits_for_one:
+            return StaticResult(self.name, False, f"{o}: every product is waited for before the softmax (no wait "
+                                "in the key loop leaves P V_{j-1} running: in SASS, WARPGROUP.DEPBAR.LE gsb0, 0x1 "
+                                "with two groups in flight), so the tensor cores idle while the exponentials run. "
+                                "Issue S_j and P V_{j-1} back to back, wait for S_j alone, compute block j's "
+                                "softmax, and only then wait for P V")
+        return StaticResult(self.name, False, f"{o}: the wait for P V_{{j-1}} comes before the softmax, so the "
+                            "exponentials do not run while the tensor cores compute P V; the two take turns. The "
+                            "SASS is what runs, not the source's order, and a stage handed back between the two "
+                            "waits lets ptxas move the wait for P V above the exponentials. Hand K_j back after "
+                            "the softmax, behind a test on its result that the compiler cannot see through "
+                            "(softmax_state::exponentiated)")
+
+
 def args(a: Arrays, d: Dims) -> tuple[Any, ...]:
     from ...run import tma
 
@@ -88,6 +121,7 @@ SPEC = Exercise(
                 "every step of the key loop computes block j's softmax, as the prologue does for block 0",
                 min_count=64, name="exponentials"),
         NoSerializedWgmma(),
+        SoftmaxUnderPV(),
         NoSpills(),
     ),
     bench=Bench(dims={"B": 2, "H": 16, "N": 8192, "causal": 0}, baseline=sdpa_cudnn,
