@@ -62,6 +62,11 @@ def cases(spec: Any) -> list[dict[str, int]]:
     return [d for d in spec.cases if _work(d) <= MAX_WORK]
 
 
+def shape_of(dims: dict[str, int]) -> dict[str, int]:
+    """``shape``, under the name the child's launch uses (``shape`` is a local there)."""
+    return shape(dims)
+
+
 def shape(dims: dict[str, int]) -> dict[str, int]:
     """A case without how it is emulated (its ``tma_order``): the shape a GPU case would have."""
     return {k: v for k, v in dims.items() if k != "tma_order"}
@@ -216,6 +221,11 @@ def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> N
         res = kernel(shape.grid, shape.block, args, shared_mem=shape.shared_mem, time_limit=TIME_LIMIT,
                      **_order(kernel, dims))
         _collect(res, facts)
+        for floor in getattr(spec, "floors", ()):  # the problem's work at this case, for TensorCoreWork
+            count = getattr(floor, "flops", None)
+            if callable(count) and getattr(res, "concepts", None):
+                facts["problem_flops"] = facts.get("problem_flops", 0) + int(count(shape_of(dims)))
+                break
         for w in res.warnings:
             if w not in sent and len(sent) < 3:
                 sent.add(w)

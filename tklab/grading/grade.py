@@ -349,6 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             refused = refusal(args.allow_unsandboxed)
             if refused:
                 raise GradeError(f"{refused} (the sheet's isolation column records how little held)")
+            from .route import practice_only
+
+            practice = practice_only([specs.get(i) for i in (ids or specs.all_ids())])
+            if practice:
+                raise GradeError(practice)
         roster, every = plan(args.class_dir, ids)  # refuses names that read as one before anything is opened
         sheet = Sheet(args.out, restart=args.restart)  # locked from here until it is closed
         for note in sheet.notes:

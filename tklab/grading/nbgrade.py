@@ -487,6 +487,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         refused = refusal(args.allow_unsandboxed)
         if refused:
             raise NbgradeError(refused)
+        from .route import practice_only
+
+        practice = practice_only([specs.get(args.assignment)])
+        if practice:
+            raise NbgradeError(practice)
         return autograde(args.course, args.assignment, students=args.student, timeout=args.timeout,
                          bench=args.bench, extra=extra, db_url=args.db)
     except (NbgradeError, KeyError) as e:

@@ -7,7 +7,12 @@ static checks compile for this GPU when it runs the exercise, else for the exerc
 course's Hopper target when there is no GPU), so a Hopper exercise checked on an A100 still gets its
 wgmma checked in the SASS.
 
-Public API: ``Route``, ``route(spec)``.
+Without a GPU, a verdict comes from interpreting the program the compiler built (NVRTC's PTX, numba's PTX).
+Where that compiler is missing, a check runs a practice build instead (the CUDA source as host C++, numba's
+simulator): fine for a learner's practice, never a grade, so ``practice_only`` says which exercises a class
+could not be graded on here, and ``grade``/``nbgrade`` refuse.
+
+Public API: ``Route``, ``route(spec)``, ``practice_only(specs) -> str | None``.
 """
 
 from __future__ import annotations
@@ -45,3 +50,25 @@ def route(spec: Any) -> Route:
                      "instead of this GPU", missing)
     return Route(True, gpu.arch())
 
+
+def practice_only(exercises: list[Any]) -> str | None:
+    """Why grading ``exercises`` here would give practice runs instead of verdicts (None: it would not): no GPU,
+    and the compiler whose program the interpreter runs is missing (NVRTC for CUDA; numba's NVVM for numba)."""
+    if gpu.available():
+        return None
+    cuda = [e.id for e in exercises if e.language == "cuda"]
+    numba = [e.id for e in exercises if e.language == "numba"]
+    missing = []
+    if cuda and toolchain.nvrtc_missing() is not None:
+        missing.append(f"NVRTC ({toolchain.nvrtc_missing()}), so {', '.join(cuda[:3])}{' …' if len(cuda) > 3 else ''} "
+                       "would run as host C++ builds of the source, not the program a GPU runs")
+    if numba:
+        from .numba_ptx import available
+
+        if not available():
+            missing.append(f"numba's NVVM, so {', '.join(numba)} would run in numba's simulator, in the process that "
+                           "sends the outputs")
+    if not missing:
+        return None
+    return ("refusing to grade: this machine has no GPU and lacks " + "; and ".join(missing) + ": practice runs, "
+            "not verdicts. Grade on Linux with the workbook's pip install (it brings NVRTC and NVVM), or on a GPU")

@@ -37,7 +37,7 @@ from .parse import parse
 
 #: The concept counters a launch reports (``LaunchResult.concepts``), in the runtime's order.
 CONCEPTS = ("ex2", "ex2_under_wgmma", "wgmma", "tma_loads", "tma_stores", "mma", "instructions",
-            "wgmma_outside_turn")
+            "wgmma_outside_turn", "tensor_flops", "scalar_flops")
 _SLOTS = 64
 _GLOBAL_SLOT = _SLOTS - 1  # the module's own .global/.const variables
 _RUNTIMES: dict[str, ctypes.CDLL] = {}
@@ -57,6 +57,7 @@ def _runtime(path: Path) -> ctypes.CDLL:
         lib.tkemu_interp_launch.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint64] + \
             [ctypes.c_uint] * 7 + [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_int]
         lib.tkemu_interp_counts.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        lib.tkemu_interp_turns.argtypes = [ctypes.c_int, ctypes.c_int]
         lib._tk_interp_ready = True
     return lib
 
@@ -116,6 +117,14 @@ class PtxModule(KernelsByName):
         """PTX instructions of the module the interpreter does not model (they stop a launch that executes one)."""
         not_modelled = _decode.OPS["NOT_MODELLED"]
         return sorted({self.decoded.opnames[i] for i, rec in enumerate(self.decoded.instrs) if rec[0] == not_modelled})
+
+    @property
+    def turns(self) -> tuple[int, int]:
+        """The named barriers the kernel's warpgroups take turns with, ``[lo, hi)``: from what the kernel exports
+        (``turn_barriers``, the first turn id, and ``epilogue_barriers``, the first id after them); (0, 0): none."""
+        c = self.decoded.constants
+        lo, hi = c.get("turn_barriers"), c.get("epilogue_barriers")
+        return (int(lo), int(hi)) if isinstance(lo, int) and isinstance(hi, int) and 0 < lo < hi <= 16 else (0, 0)
 
     @property
     def constants(self) -> dict[str, int]:
@@ -326,6 +335,7 @@ class PtxKernel:
                 nworkers = workers if workers is not None else 1
                 flags = (1 if race else 0) | (2 if reverse else 0) | (TMA_ORDERS[tma_order] << 2) | \
                     ((limit // 1024) << 8)
+                rt.tkemu_interp_turns(*self.module.turns)
                 failed = rt.tkemu_interp_launch(self.module._handle, self.entry, ctypes.addressof(params), total, *g,
                                                 *b, int(shared_mem), arch, int(nworkers), flags, float(time_limit),
                                                 _GLOBAL_SLOT)
@@ -340,7 +350,7 @@ class PtxKernel:
                 output = (rt.tkemu_output() or b"").decode(errors="replace")
                 stats = json.loads((rt.tkemu_stats() or b"{}").decode(errors="replace") or "{}")
                 counts = np.zeros(max(1, len(self.module.decoded.instrs)), np.uint64)
-                concepts = np.zeros(8, np.uint64)
+                concepts = np.zeros(len(CONCEPTS), np.uint64)
                 rt.tkemu_interp_counts(self.module._handle, counts.ctypes.data, concepts.ctypes.data)
             finally:
                 for slot in addresses:

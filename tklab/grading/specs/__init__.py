@@ -266,7 +266,25 @@ class WgmmaOverlap:
     name: str = "S_j / P·V_{j-1} overlap"
     needs_reference: bool = True
 
+    #: Of the exponentials the kernel executed, at least this share ran while a wgmma group of the executing warp
+    #: was still pending (the reference: 0.65 over chapter 10's emulated cases; every key block after a row's first
+    #: has its softmax under the previous block's P·V, the first has none). A schedule that waits for both products
+    #: before the softmax, or runs the softmax after P·V, executes none under a pending group.
+    min_overlapped: float = 0.3
+
     def judge_emulated(self, facts: dict[str, Any]) -> StaticResult | None:
+        ex2 = facts.get("executed_ex2")
+        if isinstance(ex2, int) and ex2 > 0 and facts.get("interpreted_launches"):  # what executed, in order
+            under = int(facts.get("executed_ex2_under_wgmma", 0))
+            share = under / ex2
+            detail = (f"{share:.0%} of the {ex2:,} exponentials executed while a P·V product (a wgmma group) of the "
+                      "warp was still pending")
+            if share >= self.min_overlapped:
+                return StaticResult(self.name, True, detail)
+            return StaticResult(self.name, False, detail + f" (at least {self.min_overlapped:.0%} expected): the "
+                                "softmax of block j must run while P V_{j-1} is still on the tensor cores. Issue "
+                                "S_j = Q K_j^T and O += P V_{j-1}, wait with mma_async_wait<1> for S_j only, compute "
+                                "the softmax, and wait for P V_{j-1} after it")
         n = facts.get("max_wgmma_groups")
         if n is None:
             return None  # this emulator does not count them: nothing to judge
@@ -286,6 +304,66 @@ class WgmmaOverlap:
             return StaticResult(self.name, True, detail)
         return StaticResult(self.name, False, detail + ": the S_j / P V_{j-1} overlap is missing or serialised "
                             "(issue both products, then mma_async_wait<1> for S_j only)")
+
+
+@dataclass(frozen=True)
+class TakesTurns:
+    """A concept floor: the consumer warpgroups issue their products only inside their turn (chapter 10's
+    ping-pong: a warpgroup takes the turn on its named barrier, issues, hands the turn on), judged on what executed:
+    the interpreter counts wgmma instructions a thread issued while it did not hold a turn (the named barriers the
+    kernel exports as ``turn_barriers`` .. ``epilogue_barriers``)."""
+
+    name: str = "products inside the turns"
+    needs_reference: bool = False
+
+    def judge_emulated(self, facts: dict[str, Any]) -> StaticResult | None:
+        if not facts.get("interpreted_launches"):
+            return None
+        issued, outside = int(facts.get("executed_wgmma", 0)), int(facts.get("executed_wgmma_outside_turn", 0))
+        if issued == 0:
+            return StaticResult(self.name, False, "no wgmma was executed")
+        if outside == 0:
+            return StaticResult(self.name, True, f"all {issued:,} wgmma issued inside the warpgroup's turn")
+        return StaticResult(self.name, False, f"{outside:,} of {issued:,} wgmma were issued outside the warpgroup's "
+                            "turn: take the turn (wait on your turn barrier) before issuing S_j and P V_{j-1}, and "
+                            "pass it on after, so the two consumers' products alternate on the tensor cores")
+
+    def judge_gpu(self, speed: dict[str, Any]) -> StaticResult | None:
+        return None
+
+
+@dataclass(frozen=True)
+class TensorCoreWork:
+    """A concept floor: the tensor cores did the exercise's work, judged on what executed. The interpreter counts the
+    FLOPs its tensor-core instructions performed (wgmma, mma.sync) and those of scalar fp32 arithmetic; the problem's
+    FLOPs come from ``flops`` (the same count the benchmark uses) at each emulated case. A kernel whose wgmma sits in
+    a branch that never runs, or whose output comes from a plain loop beside an unused product, fails, although its
+    SASS holds the instructions the static checks look for."""
+
+    flops: Callable[[Dims], float]
+    what: str = "tensor cores (wgmma)"
+    min_tensor: float = 0.9    # tensor-core FLOPs at least this share of the problem's (padding and masks add more)
+    max_scalar: float = 0.25   # scalar fp32 FLOPs at most this share (a softmax costs ~1 % at d = 128)
+    name: str = "the tensor cores did the work"
+    needs_reference: bool = False
+
+    def judge_emulated(self, facts: dict[str, Any]) -> StaticResult | None:
+        if not facts.get("interpreted_launches") or not facts.get("problem_flops"):
+            return None
+        problem = float(facts["problem_flops"])
+        tensor, scalar = float(facts.get("executed_tensor_flops", 0)), float(facts.get("executed_scalar_flops", 0))
+        detail = (f"the {self.what} did {tensor / problem:.0%} of the problem's {problem:,.0f} FLOPs, scalar fp32 "
+                  f"arithmetic {scalar / problem:.0%}")
+        if tensor >= self.min_tensor * problem and scalar <= self.max_scalar * problem:
+            return StaticResult(self.name, True, detail)
+        why = ("the tensor-core products never executed (in a branch that never runs?) or were too few"
+               if tensor < self.min_tensor * problem else
+               "the output was computed with scalar multiply-adds, not by the tensor-core products")
+        return StaticResult(self.name, False, f"{detail}: {why}; the exercise is about doing the matrix products on "
+                            f"the {self.what}, and the verdict counts what executed, not what the code contains")
+
+    def judge_gpu(self, speed: dict[str, Any]) -> StaticResult | None:
+        return None
 
 
 @dataclass(frozen=True)

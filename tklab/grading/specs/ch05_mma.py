@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...run.arrays import bf16_to_float32, to_bf16_bits
-from . import Dims, Exercise, Launch, SassHas, WritesGlobal, uniform
+from . import Dims, Exercise, Launch, SassHas, TensorCoreWork, WritesGlobal, matmul_flops, uniform
 
 
 def _inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
@@ -37,6 +37,7 @@ SPEC = Exercise(
     shapes="exactly 16×16×16",
     rtol=1e-3,
     atol=1e-3,
+    floors=(TensorCoreWork(matmul_flops, "tensor cores (mma.sync)"),),
     static=(
         WritesGlobal(),
         SassHas(r"HMMA\.16816\.F32\.BF16(\..*)?", "tensor-core instructions (HMMA.16816.F32.BF16)",

@@ -8,6 +8,7 @@ from . import (
     Launch,
     NoSpills,
     SassHas,
+    TensorCoreWork,
     UsesSharedMemory,
     WritesGlobal,
     bf16_matmul_baseline,
@@ -38,6 +39,7 @@ SPEC = Exercise(
     shapes="M and N multiples of 128, K a multiple of 32",
     rtol=1e-3,
     atol=1e-3,
+    floors=(TensorCoreWork(matmul_flops, "tensor cores (mma.sync)"),),
     static=(
         WritesGlobal(),
         UsesSharedMemory(),

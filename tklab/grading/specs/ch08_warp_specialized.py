@@ -14,10 +14,12 @@ from . import (
     NoSpills,
     Probe,
     SassHas,
+    TensorCoreWork,
     UsesSharedMemory,
     WritesGlobal,
     bf16_matmul_inputs,
     bf16_matmul_reference,
+    matmul_flops,
 )
 from .ch08_wgmma import NoSerializedWgmma
 
@@ -81,6 +83,7 @@ SPEC = Exercise(
     rtol=1e-3,
     atol=1e-3,
     options=("-DC_TYPE=float",),
+    floors=(TensorCoreWork(matmul_flops),),
     static=(
         WritesGlobal(),
         UsesSharedMemory(),

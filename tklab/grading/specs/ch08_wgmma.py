@@ -19,6 +19,7 @@ from . import (
     SassHas,
     StaticContext,
     StaticResult,
+    TensorCoreWork,
     UsesSharedMemory,
     WritesGlobal,
     bf16_matmul_baseline,
@@ -83,6 +84,7 @@ SPEC = Exercise(
     rtol=1e-3,
     atol=1e-3,
     options=("-DC_TYPE=float",),
+    floors=(TensorCoreWork(matmul_flops),),
     static=(
         WritesGlobal(),
         UsesSharedMemory(),

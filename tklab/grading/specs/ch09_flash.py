@@ -17,6 +17,7 @@ from . import (
     Launch,
     NoSpills,
     SassHas,
+    TensorCoreWork,
     UsesSharedMemory,
     WritesGlobal,
 )
@@ -128,6 +129,8 @@ SPEC = Exercise(
     atol=2e-2,
     by_output={"O": O_TOLERANCE},
     options=BUILD.options,
+    floors=(TensorCoreWork(lambda d: attention.flops(d["B"], d["H"], d["N"], D, bool(d["causal"])),
+                           "tensor cores (mma.sync)"),),
     static=(
         WritesGlobal(),
         UsesSharedMemory(),

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...course import attention
 from ...run.arrays import bf16_to_float32, to_bf16_bits
-from . import Arrays, Dims, Exercise, Launch, NoSpills, SassHas, WritesGlobal
+from . import Arrays, Dims, Exercise, Launch, NoSpills, SassHas, TensorCoreWork, WritesGlobal
 from .ch10_flash import NoSerializedWgmma
 
 BUILD = attention.build("hopper", 128)  # chapter 10's d = 128 geometry: 2 consumer warpgroups, 176-key blocks
@@ -81,6 +81,7 @@ SPEC = Exercise(
     atol=2e-2,
     arch="sm_90a",
     options=OPTIONS,
+    floors=(TensorCoreWork(lambda d: attention.flops(d["B"], d["H"], d["N"], D, bool(d["causal"]))),),
     static=(
         WritesGlobal(),
         SassHas(r"UTMALDG(\..*)?", "TMA loads (UTMALDG) of Q, K and V", "the producer streams every key block "

@@ -122,7 +122,7 @@ struct Program {
     uint32_t global_bytes = 0;         // the module's .global and .const variables, one buffer
     std::vector<uint32_t> global_off;  // per symbol (global/const): its offset in that buffer
     std::vector<uint64_t> last_counts; // the last launch's executions of each instruction (thread-level)
-    uint64_t last_stats[8] = {};       // ... and its concept counters (Stat)
+    uint64_t last_stats[10] = {};      // ... and its concept counters (Stat)
 };
 
 /// Each launch's shared facts.
@@ -137,7 +137,10 @@ struct Ctx {
     std::vector<struct WorkerState*> workers;  // the worker states that ran this launch (their counts)
 };
 enum Stat { ST_EX2 = 0, ST_EX2_UNDER_WGMMA = 1, ST_WGMMA = 2, ST_TMA_LOAD = 3, ST_TMA_STORE = 4, ST_MMA = 5,
-            ST_INSTRS = 6, ST_WGMMA_OUTSIDE_TURN = 7 };
+            ST_INSTRS = 6, ST_WGMMA_OUTSIDE_TURN = 7, ST_TENSOR_FLOPS = 8, ST_SCALAR_FLOPS = 9, ST_COUNT = 10 };
+/// The named barriers a kernel's warpgroups take turns with ([lo, hi), none when lo == hi): a wgmma issued by a
+/// thread that has not synced on one since it last arrived on one is issued outside its turn.
+static int g_turn_lo = 0, g_turn_hi = 0;
 
 /// One worker's state for the block it runs (registers and local memory of every thread of the block).
 struct WorkerState {
@@ -148,7 +151,7 @@ struct WorkerState {
     std::vector<uint8_t> cparams;
     std::vector<uint32_t> shared_addr;  // each symbol's shared address (static .shared, extern shared)
     std::vector<uint64_t> counts;
-    uint64_t stats[8] = {};
+    uint64_t stats[ST_COUNT] = {};
     bool shared_done = false;
 };
 
@@ -213,6 +216,7 @@ private:
     int depth = 0;
     uint32_t func = 0;
     uint64_t ticks = 0;
+    bool holding_turn = false;  // synced on a turn barrier since the last arrive on one (g_turn_lo..hi)
 
     // -- registers ----------------------------------------------------------------------------------------------
     inline void touch(uint64_t* slot, bool write) {
@@ -569,6 +573,8 @@ void Thread_::arith(const Instr& in) {
         return;
     }
     if (t == T_F32 || (t == T_TF32)) {
+        if (op == OP_FMA || op == OP_MAD) W.stats[ST_SCALAR_FLOPS] += 2;
+        else if (op == OP_ADD || op == OP_SUB || op == OP_MUL) W.stats[ST_SCALAR_FLOPS] += 1;
         write(d, bits(float_op(op, in.mod, f32(a), f32(b), f32(c))), 4);
         return;
     }
@@ -1196,6 +1202,7 @@ void Thread_::tensor(const Instr& in) {
             sources(opnd(in, 3), c, 8);
             for (int i = 0; i < 8; ++i) dp[i] = &dv[i];
             W.stats[ST_MMA]++;
+            if (tid % 32 == 0) W.stats[ST_TENSOR_FLOPS] += uint64_t(2) * uint64_t(m) * uint64_t(n) * uint64_t(k);
             ptx::mma(m, n, k, ptx_type(in.t), ptx_type(in.t2), ptx_type(btype), ptx_type(ctype), dp, a, b, c,
                      in.mod & M_FLAG, in.mod & M_FLAG2);
             for (int i = 0; i < nd; ++i)
@@ -1252,6 +1259,8 @@ void Thread_::tensor(const Instr& in) {
             if (a_regs) tb = in.n > 6 ? int(value(opnd(in, 6))) : 0;
             else { ta = in.n > 6 ? int(value(opnd(in, 6))) : 0; tb = in.n > 7 ? int(value(opnd(in, 7))) : 0; }
             W.stats[ST_WGMMA]++;
+            if (tid % 128 == 0) W.stats[ST_TENSOR_FLOPS] += uint64_t(2) * 64 * uint64_t(n) * 16;
+            if (g_turn_hi > g_turn_lo && !holding_turn) W.stats[ST_WGMMA_OUTSIDE_TURN]++;
             T.in_wgmma = true;
             ptx::wgmma(n, ptx_type(in.t), ptx_type(in.t2), ptx_type(int(in.y)), d, dptr, a_regs ? ar : nullptr, adesc,
                        bdesc, scale_d, sa, sb, ta, tb);
@@ -1552,9 +1561,15 @@ void Thread_::exec(const Instr& in) {
             const unsigned id = unsigned(value(opnd(in, 0)));
             const int count = in.n > 1 ? int(value(opnd(in, 1))) : 0;
             bar_sync(id, count);
+            if (int(id) >= g_turn_lo && int(id) < g_turn_hi) holding_turn = true;
             return;
         }
-        case OP_BAR_ARRIVE: bar_arrive(unsigned(value(opnd(in, 0))), int(value(opnd(in, 1)))); return;
+        case OP_BAR_ARRIVE: {
+            const unsigned id = unsigned(value(opnd(in, 0)));
+            bar_arrive(id, int(value(opnd(in, 1))));
+            if (int(id) >= g_turn_lo && int(id) < g_turn_hi) holding_turn = false;
+            return;
+        }
         case OP_BAR_RED: {  // bar.red.popc.u32 d, a{, b}, {!}c
             const unsigned id = unsigned(value(opnd(in, 1)));
             const int pred = int(value(opnd(in, in.n - 1)) & 1);
@@ -1818,19 +1833,26 @@ int tkemu_interp_launch(void* program, uint32_t entry, const void* params, uint6
     std::memset(P.last_stats, 0, sizeof P.last_stats);
     for (WorkerState* w : c.workers) {
         for (size_t i = 0; i < P.ins.size() && i < w->counts.size(); ++i) P.last_counts[i] += w->counts[i];
-        for (int k = 0; k < 8; ++k) P.last_stats[k] += w->stats[k];
+        for (int k = 0; k < ST_COUNT; ++k) P.last_stats[k] += w->stats[k];
     }
     for (uint64_t n : P.last_counts) P.last_stats[ST_INSTRS] += n;
     return failed;
 }
 
 /// The last launch's executions of each instruction (n_instrs values, thread-level) into `counts`, and its
-/// concept counters (8 values: ex2, ex2 while a wgmma group of the warp was pending, wgmma, TMA loads, TMA
-/// stores, mma.sync, all instructions, wgmma issued outside the warpgroup's turn) into `stats`.
+/// concept counters (ST_COUNT values, Stat's order: ex2, ex2 while a wgmma group of the warp was pending, wgmma,
+/// TMA loads, TMA stores, mma.sync, all instructions (thread-level), wgmma issued outside the warpgroup's turn,
+/// tensor-core FLOPs (wgmma and mma.sync, counted once per warpgroup or warp), scalar fp32 FLOPs) into `stats`.
 void tkemu_interp_counts(void* program, uint64_t* counts, uint64_t* stats) {
     const Program& P = *static_cast<Program*>(program);
     for (size_t i = 0; i < P.ins.size(); ++i) counts[i] = i < P.last_counts.size() ? P.last_counts[i] : 0;
-    for (int k = 0; k < 8; ++k) stats[k] = P.last_stats[k];
+    for (int k = 0; k < ST_COUNT; ++k) stats[k] = P.last_stats[k];
+}
+
+/// The named barriers the kernel's warpgroups take turns with, [lo, hi) (lo == hi: none), for the next launches.
+void tkemu_interp_turns(int lo, int hi) {
+    g_turn_lo = lo;
+    g_turn_hi = hi;
 }
 
 }  // extern "C"
