@@ -43,6 +43,7 @@ class Mutation:
     needs: str = ""  # what the emulator must model for the CPU path to see it (documentation)
     speed: bool = False  # graded on a GPU by a speed floor too: its GPU check times it
     cpu_misses: str = ""  # why the CPU emulator cannot see this mistake (known gap; the test is a strict xfail)
+    shows: str = ""  # words the failing verdict must tell (``Verdict.says``: the message this mistake must get)
 
     @property
     def id(self) -> str:
@@ -63,7 +64,8 @@ def load(exercise_id: str) -> list[Mutation]:
     for kind, benign in (("mistake", False), ("benign", True)):
         for m in data.get(kind, []):
             out.append(Mutation(exercise_id, m["name"], m["description"], benign, tuple(m["edit"]),
-                                m.get("needs", ""), bool(m.get("speed", False)), m.get("cpu_misses", "")))
+                                m.get("needs", ""), bool(m.get("speed", False)), m.get("cpu_misses", ""),
+                                m.get("shows", "")))
     names = [m.name for m in out]
     if len(set(names)) != len(names):
         raise ValueError(f"{exercise_id}.toml: duplicate names")
@@ -126,6 +128,16 @@ class Verdict:
     @property
     def passed(self) -> bool:
         return self.exit_code == 0 and self.report.get("passed") is True
+
+    def says(self, words: str) -> bool:
+        """Whether the report tells the learner ``words``: in its summary or in one of its failed lines (a
+        failed static check or concept floor, the compile error, the run message), since the summary may put another
+        failure of the same mistake first (a run's fault before a static check's reason)."""
+        r = self.report
+        lines = [self.summary, str(r.get("compile_error", "")), str(r.get("run_message", ""))]
+        lines += [f"{s.get('name')}: {s.get('detail')}" for s in [*r.get("static", []), *r.get("floors", [])]
+                  if isinstance(s, dict) and not s.get("ok")]
+        return any(words in line for line in lines)
 
 
 def run_check(path: Path, exercise_id: str, seed: int, *, bench: bool = False, timeout: float = 300) -> Verdict:
