@@ -78,7 +78,15 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     # GPU deals them as SMs free up, so a causal grid ends on the last section's lightest items
     "ch10 flat sections": ("hopper", {"PERSISTENT": 3}, (64, 128)),
     "ch10 flat sections uniform": ("hopper", {"PERSISTENT": 3, "UNIFORM": 1}, (64, 128)),
+    # the defaults with K_j handed back right after the wait for S_j, before the softmax: the planted mistake
+    # below, which is how the kernel once read; ptxas then waits for P V before the exponentials
+    "ch10 defaults, K released before the softmax": ("hopper", {}, (64, 128)),
 }
+#: Variants whose source is the shipped kernel with one planted mistake of its exercise applied
+#: (solutions/mistakes/<exercise>.toml, tests/planted.py): a way the kernel could be written, measured beside the
+#: shipped variant it differs from (exercise, mutation, that variant).
+PLANTED = {"ch10 defaults, K released before the softmax": ("ch10_flash", "k_released_before_the_softmax",
+                                                            "ch10 defaults")}
 #: What a plain run (and `make gpu-check`) measures: each chapter's kernel and chapter 10's progression.
 COURSE = ["ch09 tiles", "ch10 plain", "ch10 overlap", "ch10 ping-pong", "ch10 ping-pong BC=176", "ch10 persistent"]
 SDPA = ("sdpa flash", "sdpa cudnn", "sdpa efficient")
@@ -87,6 +95,34 @@ CONFIGS = [(d, n, c) for d in (128, 64) for n in (4096, 8192) for c in (False, T
 #: Shapes nobody tuned for (issue 27): short and long sequences, many heads, lengths off the block size.
 UNTUNED = "64,1024,0,16,16;64,1024,1,16,16;128,2048,1;128,2048,0;128,16384,1;128,32768,1;64,16384,1;" \
           "128,1000,0,8,16;64,4097,1,4,32"
+
+
+def source_text(name: str) -> str | None:
+    """The source a variant compiles when it is not the shipped kernel (``PLANTED``), else None."""
+    if name not in PLANTED:
+        return None
+    sys.path.insert(0, str(ROOT / "tests"))
+    import planted
+
+    exercise, mutation, _ = PLANTED[name]
+    chosen = next(m for m in planted.load(exercise) if m.name == mutation)
+    return planted.apply(planted.solution(exercise).read_text(), chosen)
+
+
+def softmax_under_pv(name: str, d: int) -> str:
+    """What the SASS of a variant's build does with the key loop's exponentials (tklab.build.overlap), for the
+    report: the build measured is the one read."""
+    from tklab.build import overlap
+
+    kernel, opts, _ = VARIANTS[name]
+    if kernel != "hopper":
+        return "–"
+    try:
+        k = attention.compiled(attention.build(kernel, d, source_text=source_text(name), **opts))
+        o = overlap.softmax_under_pv(k.sass)
+    except Exception as e:  # noqa: BLE001 - no disassembler here: the report says so
+        return f"not read ({type(e).__name__}: {str(e)[:80]})"
+    return f"{o.under} of {o.total}" if o.loop else "no key loop"
 
 
 def _out_dirs() -> list[Path]:
@@ -131,7 +167,8 @@ def check_one(name: str, d: int) -> list[dict[str, Any]]:
         q, k, v = _inputs(b, h, n, d, layout=layout, logit_scale=ls)
         o = torch.full_like(q, float("nan"))
         lse = torch.full((b, h, n), float("nan"), device="cuda")
-        attention.prepare(q, k, v, o, lse, causal=causal, kernel=kernel, sms=sms, **opts)()
+        attention.prepare(q, k, v, o, lse, causal=causal, kernel=kernel, sms=sms, source_text=source_text(name),
+                          **opts)()
         torch.cuda.synchronize()
         e = attention.errors(o, lse, q, k, v, causal=causal)
         rows.append({"variant": name, "d": d, "shape": [b, h, n], "causal": causal, "layout": layout, "sms": sms,
@@ -251,7 +288,8 @@ def bench(names: list[str], rounds: int, configs: list[tuple[int, ...]],
             if d not in dims:
                 continue
             try:
-                contenders[name] = attention.prepare(q, k, v, o, lse, causal=causal, kernel=kernel, **opts)
+                contenders[name] = attention.prepare(q, k, v, o, lse, causal=causal, kernel=kernel,
+                                                     source_text=source_text(name), **opts)
             except Exception as e:  # noqa: BLE001 - report and go on with the others
                 print(f"  {name}: {e}", flush=True)
         order = list(contenders)
@@ -306,6 +344,33 @@ def _ratio_table(rows: list[dict[str, Any]], names: list[str]) -> list[str]:
     if not any(x["who"] == FA4 for x in rows):
         lines += ["", "FlashAttention-4 was not installed on this machine (optional: `pip install "
                   "\"flash-attn-4[cu13]\"`, or shared/tools/fa4_wheels.sh offline): its columns are empty."]
+    return lines
+
+
+def _schedule_table(rows: list[dict[str, Any]], names: list[str]) -> list[str]:
+    """Per Hopper variant measured: its key loop's exponentials issued under P·V in the SASS of the build that
+    ran (tklab.build.overlap); and each planted variant against the shipped one it differs from, same round."""
+    import statistics
+
+    measured = [(name, d) for name in names for d in VARIANTS[name][2] if VARIANTS[name][0] == "hopper"
+                and any(x["who"] == name and x["d"] == d for x in rows)]
+    if not measured:
+        return []
+    lines = ["", "The key loop's exponentials (MUFU.EX2) issued while a wgmma group runs, in the SASS of each build "
+             "measured (tklab.build.overlap):", "", "| variant | d | under P·V |", "|---|---|---|"]
+    lines += [f"| {name} | {d} | {softmax_under_pv(name, d)} |" for name, d in measured]
+    pairs = [(name, PLANTED[name][2]) for name in names if name in PLANTED and PLANTED[name][2] in names]
+    for planted_name, base in pairs:
+        lines += ["", f"{base} / {planted_name}, same round (> 1: the shipped kernel is faster):", "",
+                  "| d | N | causal | per round | median |", "|---|---|---|---|---|"]
+        for d, n, causal in sorted({(x["d"], x["n"], x["causal"]) for x in rows}, key=lambda t: (-t[0], t[1], t[2])):
+            sel = [x for x in rows if (x["d"], x["n"], x["causal"]) == (d, n, causal)]
+            a = {x["round"]: x["tflops"] for x in sel if x["who"] == base}
+            b = {x["round"]: x["tflops"] for x in sel if x["who"] == planted_name}
+            rs = [a[r] / b[r] for r in sorted(a) if r in b]
+            if rs:
+                lines.append(f"| {d} | {n} | {'yes' if causal else 'no'} | {', '.join(f'{r:.3f}' for r in rs)} | "
+                             f"{statistics.median(rs):.3f} |")
     return lines
 
 
@@ -384,7 +449,7 @@ def main() -> int:
         body = ["FLOPs counted as 4·B·H·N²·d (halved for causal); 16k tokens per batch, hidden 2048; "
                 f"tklab.bench: {how}; median per round; every contender in the same run, rounds in rotating "
                 "order; SM clock from nvidia-smi before and after each timing.", "",
-                *_ratio_table(rows, args.variants)]
+                *_ratio_table(rows, args.variants), *_schedule_table(rows, args.variants)]
         path = write_report("bench", body, rows)
         print("\n".join(body[2:]))
         print(path)
@@ -394,7 +459,9 @@ def main() -> int:
         kernel, opts, _ = VARIANTS[args.variant]
         b, h = args.b or max(1, 16384 // args.n), args.h or 2048 // args.d
         q, k, v = _inputs(b, h, args.n, args.d)
-        o, lse = attention.flash_fwd(q, k, v, causal=args.causal, kernel=kernel, **opts)
+        o, lse = torch.empty_like(q), torch.empty(b, h, args.n, device="cuda")
+        attention.prepare(q, k, v, o, lse, causal=args.causal, kernel=kernel, source_text=source_text(args.variant),
+                          **opts)()
         torch.cuda.synchronize()
         checked = not args.no_check and b * h * args.n * args.n <= 2**31
         print(args.variant, attention.errors(o, lse, q, k, v, causal=args.causal) if checked else "ran")

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -172,10 +172,16 @@ class Build:
     threads: int
     block_rows: int  # query rows per block
     shared_bytes: int
+    #: the kernel's text when it is not the shipped file's: a variant measured against it (bench/flash_fwd.py)
+    source_text: str | None = field(default=None, repr=False)
 
     @property
     def source(self) -> Path:
         return SOLUTIONS / KERNELS[self.kernel]
+
+    def text(self) -> str:
+        """The source this build compiles: ``source_text``, else the shipped file."""
+        return self.source.read_text() if self.source_text is None else self.source_text
 
     def option(self, name: str) -> int:
         """The value of one -D option this build is compiled with (e.g. ``option("BC")``, keys per block)."""
@@ -211,8 +217,9 @@ def _round_up(x: int, unit: int) -> int:
     return (x + unit - 1) // unit * unit
 
 
-def build(kernel: str = "hopper", head_dim: int = 128, **options: int) -> Build:
-    """The variant of ``kernel`` for ``head_dim`` with ``options`` (e.g. SCHEDULE=0) over the defaults."""
+def build(kernel: str = "hopper", head_dim: int = 128, *, source_text: str | None = None, **options: int) -> Build:
+    """The variant of ``kernel`` for ``head_dim`` with ``options`` (e.g. SCHEDULE=0) over the defaults;
+    ``source_text`` compiles that text instead of the shipped kernel (same options, same launch)."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
     if head_dim not in (64, 128):
@@ -250,7 +257,7 @@ def build(kernel: str = "hopper", head_dim: int = 128, **options: int) -> Build:
         barriers = 2 * stages * 2 * 8 + 8 + 8 * bool(opts["PERSISTENT"])  # two pipelines' full/empty, q_full (q_empty)
         threads, rows, smem = (cons + 1) * 128, 64 * cons, _round_up(tiles + barriers, _TILE_ALIGN) + 1024
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
-    b = Build(kernel, head_dim, flags, threads, rows, smem)
+    b = Build(kernel, head_dim, flags, threads, rows, smem, source_text)
     check_shared(f"attention.build({kernel!r}, {head_dim}, {', '.join(f'{k}={v}' for k, v in sorted(opts.items()))})",
                  smem, b.arch)
     return b
@@ -263,8 +270,7 @@ def compiled(b: Build, arch: str | None = None) -> Any:
     ``ConfigError`` when the compiled kernel spills or does not fit (``limits.check_compiled``)."""
     import tklab
 
-    src = b.source.read_text()
-    k = tklab.compile(src, arch=arch or b.arch, name=b.source.name, options=b.options)["flash_fwd"]
+    k = tklab.compile(b.text(), arch=arch or b.arch, name=b.source.name, options=b.options)["flash_fwd"]
     check_compiled(k, what=f"the {b.kernel} attention kernel built with {' '.join(b.options)}",
                    dynamic_shared=k.module.constants["flash_shared_bytes"], threads=b.threads, arch=arch or b.arch)
     return k
@@ -352,16 +358,17 @@ def launch_grid(cfg: Build, batch: int, heads: int, seq: int, sms: int | None = 
 
 
 def prepare(q: Any, k: Any, v: Any, o: Any, lse: Any, *, causal: bool = False, scale: float | None = None,
-            kernel: str = "hopper", stream: Any = None, sms: int | None = None, **options: int) -> Any:
+            kernel: str = "hopper", stream: Any = None, sms: int | None = None, source_text: str | None = None,
+            **options: int) -> Any:
     """Check the inputs, build the variant and its tensor maps once; returns ``run()`` that launches it.
-    ``sms`` sizes a persistent grid (PERSISTENT=1; default: the GPU's SM count)."""
+    ``sms`` sizes a persistent grid (PERSISTENT=1; default: the GPU's SM count); ``source_text``: see ``build``."""
     b, h, n, d = _check_inputs(q, k, v, kernel)
     if _layout(o)[0] != (b, h, n, d) or _layout(lse)[0] != (b, h, n):
         raise ValueError(f"o must be {(b, h, n, d)} and lse {(b, h, n)}; got {_layout(o)[0]}, {_layout(lse)[0]}")
     if _layout(lse)[2] != "float32" or _layout(lse)[1] != (h * n, n, 1):
         raise ValueError("lse must be a contiguous float32 [batch, heads, seq] array")
     sc = _kernel_scale(d, scale)
-    cfg = build(kernel, d, **options)
+    cfg = build(kernel, d, source_text=source_text, **options)
     fn = compiled(cfg)
     grid = launch_grid(cfg, b, h, n, sms)
     if kernel == "tiles":
