@@ -9,14 +9,16 @@
 // Your job is the layout: tile_index(r, c) says which word of the shared buffer holds element
 // (r, c) of the tile. It must be one-to-one, fit in TILE_WORDS, and spread both a row (writing
 // phase: lanes c = 0..31 of one row r) and a column (reading phase: lanes r = 0..31 of one column c)
-// over all 32 banks. `python -m tklab check` evaluates your function at compile time and counts the
-// conflicts of both phases, so this part is checked even without a GPU.
+// over all 32 banks. The buffer is the tile's 32×32 words and not one more, as a TMA box or a wgmma
+// operand is (chapters 07-08): padding does not fit, so the layout is a swizzle, a permutation of
+// the words within each row. `python -m tklab check` evaluates your function at compile time and
+// counts the conflicts of both phases, so this part is checked even without a GPU.
 //
 // Launch: grid = (ceil(N/32), ceil(M/32)), block = (32, 8). Any M and N work.
 
 constexpr int TILE = 32;  // the tile is TILE×TILE
 constexpr int ROWS = 8;   // rows of threads in a block: each thread moves TILE/ROWS = 4 elements
-constexpr int TILE_WORDS = TILE * (TILE + 1);  // room for a padded layout, should you choose one
+constexpr int TILE_WORDS = TILE * TILE;  // exactly the tile: no word to spare for padding
 
 // Word of the shared buffer that holds element (r, c) of the tile, 0 <= r, c < TILE.
 __host__ __device__ constexpr int tile_index(int r, int c) {

@@ -136,7 +136,8 @@ def test_renamed_kernel_is_a_static_failure(tmp_path):
 
 
 @pytest.mark.parametrize("layout, ok, words", [
-    ("r * (TILE + 1) + c", True, "conflict-free"),         # padding: also a right answer
+    ("r * TILE + (c + r) % TILE", True, "conflict-free"),  # a rotation: another swizzle
+    ("r * (TILE + 1) + c", False, "padding does not fit"),  # padding: the buffer has no word to spare
     ("r * TILE + c", False, "32 passes (32-way bank conflict)"),  # row-major: columns in one bank
     ("c * TILE + r", False, "writing a row of the tile takes 32 passes"),
     ("r * TILE + (c ^ (r % 2))", False, "reading a column of the tile takes 16 passes"),

@@ -122,6 +122,7 @@ def test_planted_mistake_fails_and_benign_variant_passes(mutation: planted.Mutat
         assert v.established in ("cpu-emulation", "simulator"), v.established  # numba: its simulator
     else:
         assert v.failed, f"{mutation.id} ({mutation.description}) must fail: {v.verdict}: {v.summary}"
+        assert v.says(mutation.shows), f"{mutation.id} must say {mutation.shows!r}: {v.summary}"
 
 
 def test_a_missing_barrier_of_chapter_02_fails_a_gpu_check_by_the_hazard_analysis(

@@ -48,3 +48,4 @@ def test_planted_mistake_fails_on_the_gpu_with_three_seeds(
             assert v.passed, f"{mutation.id} must pass (seed {seed}): {v.verdict}: {v.summary}"
         else:
             assert v.failed, f"{mutation.id} must fail (seed {seed}): {v.verdict}: {v.summary}"
+            assert v.says(mutation.shows), f"{mutation.id} must say {mutation.shows!r} (seed {seed}): {v.summary}"

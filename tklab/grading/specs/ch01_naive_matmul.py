@@ -54,10 +54,15 @@ SPEC = Exercise(
     # The first GPU case is the main size; the others are ragged edges (not multiples of 16), one with M > K
     # and one with M < K: a dot product over the wrong length reads past A's rows and B's end on a GPU
     # (no bounds checks), where memory that happens to hold zeros made a loop over M pass with M > K alone
-    # (bench/results/planted_mistakes_gpu_2026-12-01_285b899.md); with M < K it misses terms.
-    cases=({"M": 512, "N": 512, "K": 512}, {"M": 37, "N": 53, "K": 29}, {"M": 29, "N": 53, "K": 37}),
+    # (bench/results/planted_mistakes_gpu_2026-12-01_285b899.md); with M < K it misses terms. Then a skinny
+    # output each way (M >> N, M << N, K equal to neither): the grid is sized ceil(N/16) blocks along x and
+    # ceil(M/16) along y, so with the row and column indices swapped (`row, col = cuda.grid(2)`) the threads
+    # cover only 16 rows of a 40 x 7 C, or 16 columns of a 7 x 40 one; nearly square shapes hide that.
+    cases=({"M": 512, "N": 512, "K": 512}, {"M": 37, "N": 53, "K": 29}, {"M": 29, "N": 53, "K": 37},
+           {"M": 40, "N": 7, "K": 29}, {"M": 7, "N": 40, "K": 29}),
     # The simulator runs every thread as a Python thread: keep these tiny (a block or four).
-    sim_cases=({"M": 5, "N": 7, "K": 3}, {"M": 17, "N": 18, "K": 4}),
+    sim_cases=({"M": 5, "N": 7, "K": 3}, {"M": 17, "N": 18, "K": 4}, {"M": 40, "N": 7, "K": 5},
+               {"M": 7, "N": 40, "K": 5}),
     shapes="any M, N, K",
     static=(AssignsTo("C"),),
     remarks=(uncoalesced_order,),

@@ -1,10 +1,35 @@
-"""ch04: transpose through a conflict-free shared tile; the layout function is checked at compile time."""
+"""ch04: transpose through a conflict-free shared tile; the layout function is checked at compile time.
+
+The buffer is the tile's 32 x 32 words, no more: chapter 04 shows the padded layout (33-word rows) three times
+before the exercise, and a buffer with room for it would make that the answer. With no word to spare padding
+does not fit (an element lands outside the buffer, or the kernel's buffer grows: ``FitsTheTile``), and the answer
+is the chapter's subject, a swizzle: what TMA boxes and wgmma operands, which cannot be padded, need.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from . import Bench, Dims, Exercise, Launch, Probe, UsesSharedMemory, WritesGlobal, copy_baseline, uniform
+from . import (
+    Bench,
+    Dims,
+    Exercise,
+    Launch,
+    Probe,
+    StaticContext,
+    StaticResult,
+    UsesSharedMemory,
+    WritesGlobal,
+    copy_baseline,
+    uniform,
+)
+
+#: The tile's words: the most shared memory the kernel may have (4-byte floats), so no layout with spare words fits.
+TILE_WORDS = 32 * 32
+NO_PADDING = ("the buffer is the tile's 1024 words with none to spare, so padding does not fit: permute the "
+              "words within each row (chapter 04, section 2)")
 
 # Appended to the learner's file and evaluated by NVRTC: for every row (writing phase: lanes are the
 # columns) and every column (reading phase: lanes are the rows) of the tile, how many passes one warp
@@ -63,7 +88,7 @@ def judge(v: dict[str, int]) -> list[str]:
     """Problems with the layout, or one ``ok:`` note with the pass counts."""
     problems = []
     if v.get("outside", 0):
-        problems.append(f"{v['outside']} of the 1024 elements map outside the buffer [0, TILE_WORDS)")
+        problems.append(f"{v['outside']} of the 1024 elements map outside the buffer [0, TILE_WORDS): {NO_PADDING}")
     if v.get("collisions", 0):
         problems.append(f"{v['collisions']} of the 1024 elements share a word with another one: the layout "
                         "must be one-to-one")
@@ -75,6 +100,21 @@ def judge(v: dict[str, int]) -> list[str]:
         return problems
     return [f"ok: one-to-one; a row write takes {v.get('row_passes')} pass, a column read "
             f"{v.get('column_passes')} (conflict-free)"]
+
+
+@dataclass(frozen=True)
+class FitsTheTile:
+    """The kernel's shared memory holds the tile and nothing more (``TILE_WORDS`` floats): a buffer enlarged to
+    make room for padding fails here, whatever ``tile_index`` says."""
+
+    name: str = "no room for padding"
+
+    def run(self, ctx: StaticContext) -> StaticResult:
+        used, most = ctx.kernel.shared_bytes, 4 * TILE_WORDS
+        if used <= most:
+            return StaticResult(self.name, True, f"{used} B of shared memory: the tile's 32 x 32 floats")
+        return StaticResult(self.name, False, f"the kernel has {used} B of shared memory, more than the tile's "
+                            f"{most} B (32 x 32 floats): keep TILE_WORDS at TILE * TILE; {NO_PADDING}")
 
 
 def _inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
@@ -110,7 +150,7 @@ SPEC = Exercise(
     shapes="any M, N",
     rtol=0.0,
     atol=0.0,
-    static=(WritesGlobal(), UsesSharedMemory(), Probe(PROBE, judge, name="conflict-free tile layout")),
+    static=(WritesGlobal(), UsesSharedMemory(), Probe(PROBE, judge, name="conflict-free tile layout"), FitsTheTile()),
     bench=Bench(dims={"M": 8192, "N": 8192}, baseline=copy_baseline("inp"),
                 baseline_name="device-to-device copy of the same bytes", output="out", target=0.44,
                 bytes=lambda d: 2.0 * 4 * d["M"] * d["N"], expect=lambda a, d: a["inp"].T, rtol=0.0, atol=0.0,
