@@ -38,6 +38,7 @@ from .errors import (
     AsyncHazard,
     Deadlock,
     EmulationError,
+    InvalidAddress,
     InvalidOperation,
     NotEmulated,
     OutOfBounds,
@@ -52,6 +53,7 @@ from .toolchain import Compiler, NoCompiler, find
 __all__ = ["compile", "engine", "ENGINES", "tensor_map", "TensorMap", "compiler", "describe", "EmuModule", "EmuKernel",
            "PtxModule", "PtxKernel", "LaunchResult",
            "EmulationError", "OutOfBounds", "SharedRace", "Deadlock", "TimeLimit", "NotEmulated", "InvalidOperation",
+           "InvalidAddress",
            "AssertionFailed", "AsyncHazard", "EmulationCompileError", "NoCompiler", "LABEL", "TMA_ORDERS"]
 
 #: How results of this target are labelled wherever a verdict is shown.

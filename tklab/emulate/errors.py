@@ -7,7 +7,8 @@ module → `` at file.cu:LINE``), ``@@S:alloc:byte@@`` (a shared-memory byte →
 ``render`` fills them in.
 
 Public API: ``EmulationError`` and its kinds (``OutOfBounds``, ``SharedRace``, ``AsyncHazard``, ``Deadlock``,
-``TimeLimit``, ``NotEmulated``, ``InvalidOperation``, ``AssertionFailed``), ``render(...)``.
+``TimeLimit``, ``NotEmulated``, ``InvalidOperation``, ``AssertionFailed``, ``InvalidAddress``),
+``render(...)``.
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ class AssertionFailed(EmulationError):
     kind = "assert"
 
 
+class InvalidAddress(EmulationError):
+    """An access at an address that is in none of the kernel's regions (its arrays, shared memory, its own local
+    memory, its parameters), or misaligned: on a GPU, an illegal or misaligned address."""
+
+    kind = "invalid_address"
+
+
 class AsyncHazard(EmulationError):
     """An asynchronous unit (TMA, wgmma, a TMA store) and a thread touch the same shared bytes with nothing
     ordering them as the PTX ISA requires: a read of a box still in flight, a write to operands a pending
@@ -76,7 +84,7 @@ class AsyncHazard(EmulationError):
 
 
 _KINDS = {c.kind: c for c in (OutOfBounds, SharedRace, Deadlock, TimeLimit, NotEmulated, InvalidOperation,
-                              AssertionFailed, AsyncHazard)}
+                              AssertionFailed, AsyncHazard, InvalidAddress)}
 
 
 def error_class(kind: str) -> type[EmulationError]:
