@@ -129,7 +129,8 @@ def test_the_doctor_table_says_what_each_chapter_does_on_each_gpu(monkeypatch, a
         if ch.number in on_gpu:
             assert (kernels, timings) == ("run on this GPU", "measured here"), ch
         else:
-            assert kernels == f"exercise emulated on the CPU (needs {ch.needs})" and timings == "recorded on an H200"
+            assert kernels == f"exercise its PTX interpreted on the CPU (needs {ch.needs})"
+            assert timings == "recorded on an H200"
 
 
 def test_the_cpu_paths(monkeypatch) -> None:
@@ -137,7 +138,8 @@ def test_the_cpu_paths(monkeypatch) -> None:
     monkeypatch.delenv("TKLAB_NO_NVRTC", raising=False)
     assert where.machine_path() is where.MachinePath.CPU_NVRTC
     ch08 = next(c for c in where.chapters() if c.number == "08")
-    assert where.on_path(ch08, where.MachinePath.CPU_NVRTC)[0] == "compiled and inspected here, emulated on the CPU"
+    assert where.on_path(ch08, where.MachinePath.CPU_NVRTC)[0] == \
+        "compiled and inspected here, its PTX interpreted on the CPU"
     monkeypatch.setenv("TKLAB_NO_NVRTC", "1")
     assert where.machine_path() is where.MachinePath.CPU_ONLY
     # a machine where the emulator does not work either (no C++ compiler): nothing claims it runs

@@ -71,11 +71,12 @@ def test_a_check_gets_an_emulation_verdict_that_names_the_skipped_static_checks(
     assert main([str(ROOT / "solutions" / "ch02_smem_tiling.cu"), "--no-bench"]) == 0
     out = capsys.readouterr().out
     last = out.strip().splitlines()[-1]
-    assert last == ("PASSED on 2 of 3 cases; the rest need a GPU (on the CPU emulator; 4 static checks skipped: "
-                    "they need NVRTC)"), out
+    assert last == ("PASSED on 2 of 3 cases; the rest need a GPU (practice only: without NVRTC the source ran as host "
+                    "C++ on this machine, not the program a GPU runs; not a graded verdict; on the CPU emulator; 4 "
+                    "static checks skipped: they need NVRTC)"), out
     assert "4 static checks skipped (writes its output, uses shared memory, FMAs from the tiles, no spills" in out
     res = check("ch02", ROOT / "exercises" / "ch02_smem_tiling.cu", bench=False)  # the untouched exercise
-    assert res.passed is False and res.run_status == "wrong" and res.established == "cpu-emulation"
+    assert res.passed is False and res.run_status == "wrong" and res.established == "cpu-practice"
 
 
 def test_a_file_that_does_not_compile_shows_the_emulator_s_error_on_its_lines(no_nvrtc: None, tmp_path) -> None:
@@ -133,7 +134,8 @@ def test_the_doctor_names_the_path_and_passes(no_nvrtc: None, monkeypatch, capsy
     out = capsys.readouterr().out
     assert "[MISS] compiler (NVRTC)  compiling for the GPU needs NVRTC, which TKLAB_NO_NVRTC=1 hides" in out
     assert "This machine's path: CPU without NVRTC" in out
-    assert "08 wgmma gemm" in out and "emulated on the CPU (compile/SASS cells need NVRTC)" in out
+    assert "08 wgmma gemm" in out
+    assert "a practice build on the CPU (no NVRTC: not graded) (compile/SASS cells need NVRTC)" in out
 
 
 def test_the_doctor_on_a_mac_names_its_path_the_emulator_s_clang_and_no_pip_advice(no_nvrtc, monkeypatch,
@@ -155,10 +157,11 @@ def test_the_doctor_on_a_mac_names_its_path_the_emulator_s_clang_and_no_pip_advi
     assert doc.main([]) == 0
     out = capsys.readouterr().out
     assert "This machine's path: CPU without NVRTC, a Mac (no NVIDIA GPU;" in out
-    assert f"- CUDA exercises: checked on the CPU emulator, built with {clang}" in out
+    assert f"- CUDA exercises: practised on the CPU emulator's host build (with {clang})" in out
     assert "CPU path (compile, inspect, models, widgets, simulator): without NVRTC on a Mac" in out
     assert "CuPy drives NVIDIA GPUs, which macOS has none of" in out and "pip install cupy" not in out
-    assert "08 wgmma gemm" in out and "emulated on the CPU (compile/SASS cells need NVRTC)" in out
+    assert "08 wgmma gemm" in out
+    assert "a practice build on the CPU (no NVRTC: not graded) (compile/SASS cells need NVRTC)" in out
     # without a compiler the Mac is told how to get Apple's
     lines = "\n".join(where.table(where.MachinePath.CPU_ONLY, emulator=False, platform="darwin"))
     assert "xcode-select --install" in lines and "not run here (no working CPU emulator)" in lines

@@ -72,13 +72,17 @@ def chapters() -> list[Chapter]:
 def on_path(ch: Chapter, path: MachinePath, emulator: bool = True) -> tuple[str, str]:
     """(its kernels, its timings) for chapter ``ch`` on ``path``, in a few words each; ``emulator``: whether
     the CPU emulator works here (the doctor's probe)."""
-    emulated = "emulated on the CPU" if emulator else "not run here (no working CPU emulator)"
+    emulated = "its PTX interpreted on the CPU" if emulator else "not run here (no working CPU emulator)"
+    if emulator and path is MachinePath.CPU_ONLY:
+        emulated = "a practice build on the CPU (no NVRTC: not graded)"
     if path in (MachinePath.HOPPER, MachinePath.OTHER_GPU):
         if gpu.runs(ch.needs) and (path is MachinePath.HOPPER or ch.language == "numba" or toolchain.nvrtc_available()):
             return "run on this GPU", "measured here"
         return f"exercise {emulated} (needs {ch.needs})", "recorded on an H200"
     if ch.language == "numba":
-        return "numba's CUDA simulator", "recorded on an H200"
+        if path is MachinePath.CPU_ONLY:
+            return "numba's CUDA simulator (practice: not graded)", "recorded on an H200"
+        return "its PTX (numba) interpreted on the CPU", "recorded on an H200"
     if ch.number == "00":
         return "recorded (no GPU to measure)", "recorded on an H200"
     if path is MachinePath.CPU_NVRTC:
@@ -89,7 +93,8 @@ def on_path(ch: Chapter, path: MachinePath, emulator: bool = True) -> tuple[str,
 def mac_lines(emulator: bool, compiler: str | None) -> list[str]:
     """What a Mac's path is, said outright (``compiler``: the emulator's C++ compiler, when one was found)."""
     if emulator and compiler:
-        how = f"checked on the CPU emulator, built with {compiler}"
+        how = (f"practised on the CPU emulator's host build (with {compiler}): no NVRTC means no PTX to interpret, so "
+               "these runs are practice, not graded verdicts")
     else:
         how = "need the CPU emulator, which needs Apple's clang++: `xcode-select --install`, then `make doctor`"
     return ["  A Mac: no NVIDIA GPU and no NVRTC (CUDA has no macOS build), so the course runs on the CPU:",

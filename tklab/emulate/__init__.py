@@ -1,10 +1,13 @@
 """Run CUDA kernels -- tile library, inline PTX, tensor cores and all -- on the CPU, to check them without a GPU.
 
-The same source a GPU compiles is compiled as host C++ against a small CUDA shim: each block's threads
-run as fibers that switch where the hardware makes threads meet (barriers, warp-wide instructions,
-waits), and every inline ``asm`` statement is rewritten into calls that emulate its PTX instructions
-with the hardware's fragment layouts (mma.sync, ldmatrix, stmatrix, movmatrix, cp.async, mbarrier, TMA,
-wgmma, ...). It is for correctness only: no timing means anything here.
+Two engines (``engine()``). Where NVRTC is installed (every Linux pip install): the PTX NVRTC builds -- the program a
+GPU would run -- is interpreted instruction by instruction (``tklab.emulate.interp``): the learner's code is data,
+and every address it computes is checked against the kernel's own buffers; this gives graded verdicts. Without
+NVRTC (macOS): the source is compiled as host C++ against a small CUDA shim, with every inline ``asm`` statement
+rewritten into calls that emulate its PTX instructions: a second program, whose native code runs in its process,
+so it is for practice only. Both run each block's threads as fibers that switch where the hardware makes threads
+meet (barriers, warp-wide instructions, waits), with the hardware's fragment layouts (mma.sync, ldmatrix, stmatrix,
+movmatrix, cp.async, mbarrier, TMA, wgmma, ...). It is for correctness only: no timing means anything here.
 
 Mistakes come back as exceptions that name the thread, the block and the line: an out-of-bounds global
 access (with the argument and element), a shared-memory race (the two threads, the element, read or
@@ -78,7 +81,12 @@ def describe() -> str:
     mod["k"](1, 32, (x,))
     if x.tolist() != [2 * i for i in range(32)]:
         raise RuntimeError("the emulator ran a kernel but got a wrong result")
-    return f"{cc.description}: CUDA kernels run on the CPU ({time.perf_counter() - start:.1f} s for a first kernel)"
+    took = f"{time.perf_counter() - start:.1f} s for a first kernel"
+    if engine() == "ptx":
+        return (f"the PTX interpreter (runtime built with {cc.description}): CUDA exercises get graded verdicts on the "
+                f"CPU, from the PTX NVRTC builds ({took})")
+    return (f"{cc.description}: CUDA kernels run on the CPU as host C++ builds of the source, for PRACTICE only (no "
+            f"NVRTC here, so no PTX to interpret): tklab grade and nbgrade refuse them ({took})")
 
 
 ENGINES = ("ptx", "native")

@@ -17,7 +17,8 @@ What a check does, in order:
    the GPU when there is one, numba exercises in the CPU simulator otherwise. This process draws the
    inputs (fresh random numbers), computes the reference and compares what the run sends back: the
    learner's code never gets to say "passed". Outputs start as NaN (an element the kernel never writes
-   fails), and the edge shapes the exercise promises are tried;
+   fails), and the edge shapes the exercise promises are tried, in each build the exercise names
+   (``builds``: chapter 11 at d = 64 as well as 128);
 4. times it against the library (cuBLAS, a plain copy …) in the same run, as a ratio, against the
    exercise's target. The target is a goal shown beside the verdict, not a condition of passing;
 5. on a GPU, for CUDA exercises from chapter 02 on, also runs the CPU emulator's hazard analysis on one
@@ -282,6 +283,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
                            else "running it needs a GPU, and this machine has none; the static checks above are "
                            "all that could be checked here")
     else:
+        from .builds import run_others
         from .runner import run_isolated
 
         emulator_parts = None
@@ -318,6 +320,8 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
                                              hide)
         else:
             outcome = learner_run()
+        outcome = run_others(spec, outcome, file=file, source=source, shown=shown, mode=mode.name, seed=seed,
+                             hide=hide, timeout=limit, arch=res.arch, emulator_parts=emulator_parts)  # builds.py
         _fill_run(res, outcome)
         if outcome.status in ("ok", "wrong"):
             res.established = outcome.evidence.value
@@ -329,8 +333,9 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
             res.notes.append(where.why)
             res.caveat = res.caveat or "on the CPU emulator: " + where.why.split(", so ")[0]
         if mode.name == "practice":
-            res.caveat = "practice only: without NVRTC the source ran as host C++ on this machine, not the program a " \
+            practice = "practice only: without NVRTC the source ran as host C++ on this machine, not the program a " \
                 "GPU runs; not a graded verdict"
+            res.caveat = practice + (f"; {res.caveat}" if res.caveat else "")
         if mode.name in ("emu", "practice"):
             emulated.annotate(res, outcome, spec)
             marker = "EmulationCompileError: "

@@ -415,6 +415,10 @@ class Exercise:
     #: advice a run on the CPU cannot measure (e.g. an uncoalesced access order): functions of the source
     #: returning a sentence or None; shown as notes, never a condition of passing
     remarks: tuple[Callable[[str], str | None], ...] = ()
+    #: Other builds of the same file that the check also runs (``tklab.grading.builds``), each an ``Exercise`` with
+    #: the id ``<id>@<tag>`` (``get`` finds it; the registry's lists do not), its own ``options`` and cases: a
+    #: branch the main build compiles away (chapter 11's d = 64 dQ share) runs under the check too.
+    builds: tuple[Exercise, ...] = ()
 
     @property
     def filename(self) -> str:
@@ -474,7 +478,14 @@ def all_ids() -> list[str]:
 
 
 def get(exercise_id: str) -> Exercise:
-    """The spec of one exercise by exact id."""
+    """The spec of one exercise by exact id (``<id>@<tag>``: one of its other ``builds``)."""
+    if "@" in exercise_id:
+        base = get(exercise_id.split("@", 1)[0])
+        other = next((b for b in base.builds if b.id == exercise_id), None)
+        if other is None:
+            raise KeyError(f"{base.id} has no build {exercise_id!r}; its builds: "
+                           f"{', '.join(b.id for b in base.builds) or 'none'}")
+        return other
     drills = _drills()
     if exercise_id in drills:
         return drills[exercise_id]

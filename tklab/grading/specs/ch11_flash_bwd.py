@@ -1,11 +1,14 @@
 """ch11: the consumer's step of chapter 11's Hopper FlashAttention backward (P, dS, dV, dK, dQ with wgmma).
 
 The exercise is the main kernel, ``flash_bwd``; the check gives it what the preprocess would (D, and
-the fp32 dQ accumulator zeroed) and reads dK, dV and the accumulator (dQ / scale) back.
+the fp32 dQ accumulator zeroed) and reads dK, dV and the accumulator (dQ / scale) back. It builds the file twice:
+at d = 128 (the chapter's kernel, timed) and at d = 64 (``D64``, one of ``SPEC.builds``), where two consumers no
+longer split dQ's columns: the other branch of ``if constexpr (DQ_SPLIT)`` in the learner's part runs there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -17,12 +20,20 @@ from . import Arrays, Bench, Dims, Exercise, Launch, NoSpills, SassHas
 from .ch09_flash import CASES
 from .ch10_flash import NoSerializedWgmma
 
-BUILD = attention_bwd.build(128, PINGPONG=0)  # the chapter's kernel: the one the learner writes
+#: The chapter's kernel (the one the learner writes) per head dimension: the check's own build, and the d = 64
+#: build whose dQ share is the other branch of the learner's ``if constexpr (DQ_SPLIT)``.
+BUILDS = {128: attention_bwd.build(128, PINGPONG=0), 64: attention_bwd.build(64)}
+BUILD = BUILDS[128]
 D = BUILD.head_dim
 
 
-def _scale() -> float:
-    return 1 / math.sqrt(D)
+def _head(d: Dims) -> int:
+    """A case's head dimension: its ``D`` (the d = 64 build's cases say so), else the main build's."""
+    return int(d.get("D", D))
+
+
+def _scale(head: int) -> float:
+    return 1 / math.sqrt(head)
 
 
 #: Above this many score entries (B * H * N * N) L and D come from a blockwise float32 pass (on the GPU when one
@@ -44,7 +55,7 @@ def forward_stats(q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, c
     except Exception:  # noqa: BLE001 - no CuPy or no GPU: the same pass on the CPU
         xp = np  # type: ignore[assignment]
     b, h, n, _ = q.shape
-    c = np.float32(_scale())
+    c = np.float32(_scale(q.shape[-1]))
     lse = np.empty((b, h, n), np.float32)
     delta = np.empty((b, h, n), np.float32)
     for bi in range(b):
@@ -73,7 +84,7 @@ def inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
     """Q, K, V, dO (bf16 bits), and what the forward and the preprocess leave: L and D = rowsum(dO o O)
     (O rounded to bf16 first, as the forward stores it): exact (float64) for the checked cases, blockwise in
     float32 at the benchmark's size (``forward_stats``)."""
-    shape = (d["B"], d["H"], d["N"], D)
+    shape = (d["B"], d["H"], d["N"], _head(d))
     x = {n: to_bf16_bits(rng.standard_normal(shape).astype(np.float32)) for n in ("Q", "K", "V", "DO")}
     if d["B"] * d["H"] * d["N"] ** 2 > EXACT_LIMIT:
         x["LSE"], x["DELTA"] = forward_stats(*(bf16_to_float32(x[n]) for n in ("Q", "K", "V", "DO")),
@@ -88,14 +99,14 @@ def inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
 
 
 def outputs(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
-    shape = (d["B"], d["H"], d["N"], D)
+    shape = (d["B"], d["H"], d["N"], _head(d))
     return {"DK": (shape, "uint16"), "DV": (shape, "uint16"), "DQ": (shape, "float32")}
 
 
 def reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
     """The kernel's products in float64 from ITS inputs (L and D as given): DQ is the accumulator, dS K."""
     q, k, v, do = (bf16_to_float32(x[n]).astype(np.float64) for n in ("Q", "K", "V", "DO"))
-    c = _scale()
+    c = _scale(q.shape[-1])
     p = np.exp(q @ np.swapaxes(k, -1, -2) * c - x["LSE"].astype(np.float64)[..., None])
     if d["causal"]:
         p = np.where(np.tril(np.ones(p.shape[-2:], bool)), p, 0.0)
@@ -104,17 +115,18 @@ def reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
 
 
 def launch(d: Dims) -> Launch:
-    return Launch(grid=(-(-d["N"] // BUILD.kv_block), d["H"], d["B"]), block=(BUILD.threads,),
-                  shared_mem=BUILD.shared_bytes)
+    b = BUILDS[_head(d)]
+    return Launch(grid=(-(-d["N"] // b.kv_block), d["H"], d["B"]), block=(b.threads,), shared_mem=b.shared_bytes)
 
 
 def args(a: Arrays, d: Dims) -> tuple[Any, ...]:
     from ...run import tma
 
+    head = _head(d)
     a["DQ"][...] = 0  # the accumulator starts at zero (flash_bwd_prep's job in the full backward)
-    maps = [tma.tensor_map(a[n], (64, D), dtype="bfloat16") for n in ("Q", "K", "V", "DO", "DK", "DV")]
-    maps.append(tma.tensor_map(a["DQ"], (64, BUILD.dq_cols), dtype="float32"))
-    return (*maps, a["LSE"], a["DELTA"], a["DQ"], d["H"], d["N"], np.float32(_scale()), d["causal"])
+    maps = [tma.tensor_map(a[n], (64, head), dtype="bfloat16") for n in ("Q", "K", "V", "DO", "DK", "DV")]
+    maps.append(tma.tensor_map(a["DQ"], (64, BUILDS[head].dq_cols), dtype="float32"))
+    return (*maps, a["LSE"], a["DELTA"], a["DQ"], d["H"], d["N"], np.float32(_scale(head)), d["causal"])
 
 
 def sdpa_cudnn_backward(arrays: Arrays, d: Dims) -> Any:
@@ -135,7 +147,7 @@ def expect_dv(arrays: Arrays, d: Dims) -> Any:
     return cp.asarray(sdpa_cudnn_backward(arrays, d)()[2].float())
 
 
-SPEC = Exercise(
+_MAIN = Exercise(
     id="ch11_flash_bwd",
     title="Hopper FlashAttention backward: P, dS and the three gradient products",
     chapter="11",
@@ -149,7 +161,7 @@ SPEC = Exercise(
     launch=launch,
     args=args,
     cases=CASES,
-    shapes="any sequence length, causal or not; d = 128; Q, K, V, dO as [batch, heads, seq, d] bf16",
+    shapes="any sequence length, causal or not; d = 128 and 64; Q, K, V, dO as [batch, heads, seq, d] bf16",
     # P and dS are rounded to bf16 before the products (as in every FlashAttention backward); DQ is the
     # unscaled accumulator, sqrt(128) ~ 11x the size of dQ, so its absolute errors are too (measured on the
     # emulator: worst |error| ~0.07 on entries near zero)
@@ -168,10 +180,17 @@ SPEC = Exercise(
     ),
     bench=Bench(dims={"B": 2, "H": 16, "N": 8192, "causal": 0}, baseline=sdpa_cudnn_backward,
                 baseline_name="SDPA cuDNN backward", output="DV", target=0.75,
-                flops=lambda d: attention_bwd.flops(d["B"], d["H"], d["N"], D, bool(d["causal"])),
+                flops=lambda d: attention_bwd.flops(d["B"], d["H"], d["N"], _head(d), bool(d["causal"])),
                 expect=expect_dv, rtol=5e-2, atol=5e-2,
                 # the reference's main kernel (the exercise) against cuDNN's whole backward (its preprocess and
                 # dQ pass included), the check's own timing, twice on the H200 at 285b899 (2026-12-01,
                 # bench/results/gpu-session_2026-12-01_session6.md); the target is TARGET_MARGIN below
                 measured=(0.946, 0.955)),
 )
+
+#: The d = 64 build's cases (GPU and CPU emulator alike): several key blocks (128 keys each with two consumers)
+#: and query blocks, a ragged tail, causal or not.
+D64_CASES = ({"B": 1, "H": 2, "N": 300, "causal": 1, "D": 64}, {"B": 2, "H": 1, "N": 77, "causal": 0, "D": 64})
+D64 = dataclasses.replace(_MAIN, id="ch11_flash_bwd@d64", title="its d = 64 build", options=BUILDS[64].options,
+                          cases=D64_CASES, emu_cases=D64_CASES, bench=None, static=(), floors=())
+SPEC = dataclasses.replace(_MAIN, builds=(D64,))
