@@ -180,3 +180,22 @@ def test_an_uncoalesced_ch01_order_passes_with_a_remark_where_only_the_simulator
     f = tmp_path / "ch01_naive_matmul.py"
     f.write_text(swapped)
     assert any("none coalesce" in n for n in check("ch01", f, run=False).notes)
+
+
+def test_a_nan_the_kernel_wrote_is_told_apart_from_an_element_it_never_wrote() -> None:
+    """The checker fills outputs with a NaN whose payload no arithmetic makes: an element still holding it was never
+    written; any other NaN was computed (from shared memory no thread filled, say) and written."""
+    from tklab.run.arrays import poisoned, to_bf16_bits, unwritten
+
+    expected = np.ones((4, 8), np.float32)
+    for dtype in (np.float32, np.float64, np.uint16):
+        got = poisoned(np, (4, 8), dtype)
+        assert np.isnan(got.astype(np.float64) if dtype != np.uint16 else bf16_to_float32(got)).all()
+        assert unwritten(got).all()
+        ones = to_bf16_bits(np.ones(4, np.float32)) if dtype == np.uint16 else np.ones(4, dtype)
+        nans = to_bf16_bits(np.full(2, np.nan, np.float32)) if dtype == np.uint16 else np.full(2, np.nan, dtype)
+        got[0, :4] = ones
+        got[1, :2] = nans  # computed NaN: canonical bits
+        got[1, 2] = (np.zeros(1, dtype) / np.zeros(1, dtype))[0] if dtype != np.uint16 else 0xFFFF
+        m = compare("C", got, expected.astype(np.float64), 1e-3, 1e-3)
+        assert m["unwritten"] == 32 - 4 - 3 and m["nan_written"] == 3, (dtype, m)

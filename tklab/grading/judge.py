@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..run.arrays import as_values, isclose, relative_rms
+from ..run.arrays import as_values, isclose, relative_rms, unwritten
 from .channel import ChannelError, array_from, read_frames
 from .verdict import Evidence
 
@@ -59,7 +59,9 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, rtol: float, atol:
     return {
         "ok": False, "output": name, "index": list(first), "got": float(got64[first]),
         "expected": float(exp64[first]), "wrong": wrong, "total": int(good.size),
-        "unwritten": int(np.count_nonzero(np.isnan(got64) & ~np.isnan(exp64))), "max_abs_err": max_err, **rel,
+        "unwritten": int(np.count_nonzero(unwritten(np.asarray(got)) & ~np.isnan(exp64))),
+        "nan_written": int(np.count_nonzero(np.isnan(got64) & ~unwritten(np.asarray(got)) & ~np.isnan(exp64))),
+        "max_abs_err": max_err, **rel,
         "window": {"origin": [r0, c0], "got": g2[win].tolist(), "expected": e2[win].tolist(),
                    "bad": b2[win].tolist(), "matrix": got64.ndim >= 2},
     }

@@ -281,6 +281,7 @@ def _mismatch_line(m: dict[str, Any]) -> str:
     if "reason" in m:
         return f"wrong result ({where}): {m['reason']}"
     unwritten = f", {m['unwritten']} never written" if m.get("unwritten") else ""
+    unwritten += f", {m['nan_written']} written as NaN" if m.get("nan_written") else ""
     return (f"wrong result ({where}): {m['wrong']} of {m['total']} elements of {m['output']} wrong{unwritten}"
             f"{_rms_text(m)}; first {_index(m['output'], m['index'])} = {_fmt(m['got'])}, "
             f"expected {_fmt(m['expected'])}")
@@ -297,8 +298,12 @@ def _mismatch_lines(m: dict[str, Any]) -> list[str]:
     if "reason" in m:
         return [m["reason"]]
     name = m["output"]
+    notes = ([f"{m['unwritten']} never written: they still hold the NaN the checker filled them with"]
+             if m.get("unwritten") else []) + \
+        ([f"{m['nan_written']} written as NaN: computed from garbage, e.g. shared memory no thread filled"]
+         if m.get("nan_written") else [])
     lines = [f"{m['wrong']} of {m['total']} elements of {name} are wrong"
-             + (f" ({m['unwritten']} never written: still NaN)" if m.get("unwritten") else "") + _rms_text(m)
+             + (f" ({'; '.join(notes)})" if notes else "") + _rms_text(m)
              + f"; the first is {_index(name, m['index'])}: got {_fmt(m['got'])}, expected {_fmt(m['expected'])}"]
     w = m.get("window")
     if not w:

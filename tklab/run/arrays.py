@@ -16,7 +16,7 @@
   error exceeds ``rms`` × RMS(expected) are the ones reported as not close (there always is one then).
 
 Public API: ``array_module``, ``to_bf16_bits``, ``bf16_to_float32``, ``as_values``, ``bf16_random``,
-``BF16_NAN``, ``poisoned``, ``isclose``, ``relative_rms``.
+``BF16_NAN``, ``POISON_BITS``, ``poisoned``, ``unwritten``, ``isclose``, ``relative_rms``.
 """
 
 from __future__ import annotations
@@ -58,12 +58,30 @@ def as_values(x: Any) -> Any:
     return bf16_to_float32(x) if getattr(x, "dtype", None) == np.uint16 else x
 
 
+#: The bits an output holds until the kernel writes it (``poisoned``): a NaN for floats, but one with a payload no
+#: arithmetic makes (a GPU's and a CPU's NaNs are canonical, or carry their operands' payloads), so a NaN the kernel
+#: computed and wrote is told apart from an element it never wrote.
+POISON_BITS = {np.dtype(np.float32): (np.uint32, 0x7FC0DEAD), np.dtype(np.float64): (np.uint64, 0x7FF80000DEADBEEF),
+               np.dtype(np.float16): (np.uint16, 0x7E5D), np.dtype(np.uint16): (np.uint16, 0x7FDA)}
+
+
 def poisoned(xp: Any, shape: Any, dtype: Any = np.float32) -> Any:
-    """An output array that shows every element the kernel never writes: NaN for floats, bf16 NaN bits
+    """An output array that shows every element the kernel never writes: a NaN of ``POISON_BITS`` for floats and
     for uint16 (bf16 data), -1 for other integers."""
     dtype = np.dtype(dtype)
-    fill = np.nan if dtype.kind == "f" else BF16_NAN if dtype == np.uint16 else -1
-    return xp.full(shape, fill, dtype=dtype)
+    if dtype in POISON_BITS:
+        bits, value = POISON_BITS[dtype]
+        return xp.full(shape, value, dtype=bits).view(dtype)
+    return xp.full(shape, -1, dtype=dtype)
+
+
+def unwritten(x: np.ndarray) -> np.ndarray:
+    """Where ``x`` (an output the checker filled with ``poisoned``) still holds the poison: never written."""
+    x = np.asarray(x)
+    if x.dtype in POISON_BITS:
+        bits, value = POISON_BITS[x.dtype]
+        return x.view(bits) == value
+    return np.zeros(x.shape, dtype=bool) if x.dtype.kind == "f" else x == -1
 
 
 def bf16_random(shape: tuple[int, ...], rng: Any = None) -> Any:

@@ -130,6 +130,9 @@ struct Thread {
     bool in_wgmma = false;             // inside a wgmma asm statement: its own operand traffic is no touch
     int red_pred = 0;
     int red_result[3] = {0, 0, 0};
+    uintptr_t last_bar_pc = 0;         // where it last passed a barrier (__syncthreads, bar.sync)
+    int last_wgmma_wait = -1;          // N of its warp's last wgmma.wait_group (-1: none yet) ...
+    uintptr_t last_wgmma_wait_pc = 0;  // ... and where it was
 };
 
 /// Where a warp (32) or warpgroup (128) meets for one collective operation.
@@ -159,6 +162,7 @@ struct MBar {
     std::vector<uint32_t> queued;  // in-flight TMA loads (Block::inflight indices) that complete on this barrier
     std::vector<uint32_t> vc_phase, vc_done;
     int init_thread = -1;
+    uintptr_t init_pc = 0;  // where it was initialised: how a message names it (its bytes have no name)
 };
 
 struct SharedAlloc {

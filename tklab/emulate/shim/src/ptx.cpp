@@ -354,6 +354,7 @@ void ptx::mbar_init(uint64_t addr, uint32_t count) {
     m.valid = true;
     m.expected = m.pending = count;
     m.init_thread = b.cur->id;
+    m.init_pc = g_interp ? b.cur->pc : pc_chain(b.cur->pc);
     b.mbars[uint32_t(addr)] = m;
     const uint64_t marker = 0x4d42415200000000ull | count;  // what a plain read of the barrier would see
     std::memcpy(p, &marker, 8);
@@ -377,13 +378,22 @@ static void release_check(Block& b, uint32_t bar) {
                         const TmaOp& o = b.inflight[i];
                         if (at >= o.smem && at < o.smem + o.extent) filler = ", which the TMA load" + pc_mark(o.pc) + " fills";
                     }
+                    const Thread& me = *b.cur;
+                    std::string waited;  // which wait left this group running (the chapter's wait<1> then release)
+                    if (me.last_wgmma_wait > 0)
+                        waited = " (its warp's last wgmma.wait_group " + std::to_string(me.last_wgmma_wait) +
+                                 pc_mark(me.last_wgmma_wait_pc) + " leaves the " +
+                                 std::to_string(me.last_wgmma_wait) + " most recent group" +
+                                 (me.last_wgmma_wait == 1 ? "" : "s") + " running, and this is one of them)";
+                    else if (me.last_wgmma_wait < 0)
+                        waited = " (its warp has not waited for any wgmma group yet)";
                     const std::string msg =
                         "asynchronous hazard in " + block_desc(b) + ": " + thread_desc(b, b.cur->id) +
                         " hands back " + smem_desc(b, at) + filler + " (mbarrier arrive on " + smem_desc(b, bar) + ")" +
                         pc_mark(b.cur->pc) + " while the wgmma group that its warpgroup issued" + pc_mark(g.pc) +
-                        " may still read it: a wgmma group reads its shared operands until the wgmma.wait_group "
-                        "that retires it, so wait for the group (warpgroup::mma_async_wait) before releasing its "
-                        "stage; the producer may refill the stage as soon as the arrive lands";
+                        " may still read it" + waited + ": a wgmma group reads its shared operands until the "
+                        "wgmma.wait_group that retires it, so wait for the group (warpgroup::mma_async_wait) before "
+                        "releasing its stage; the producer may refill the stage as soon as the arrive lands";
                     fail_json(error_json("async", msg));
                 }
     };
@@ -950,6 +960,10 @@ void ptx::wgmma_wait(int n) {
         const int keep = *static_cast<int*>(rv.data[0]);
         WgState& ws = b.wgs[first / 128];
         const int committed = b.threads[first].wgmma_commits;  // by this warp (its lanes commit together)
+        for (int t = first; t < first + 32 && t < b.n; ++t) {
+            b.threads[t].last_wgmma_wait = keep;
+            b.threads[t].last_wgmma_wait_pc = b.threads[first].pc;
+        }
         for (WgGroup& g : ws.committed)
             if (g.index < committed - keep && !(g.retired & (1u << w)))
                 wgmma_retire(b, ws, g, w, first, b.threads[first].pc);
@@ -986,8 +1000,14 @@ void ptx::fence_proxy_async() {
         msg += " while the TMA load that " + (op ? thread_desc(b, op->issuer) + " issued" + pc_mark(op->pc)
                                                  : std::string("a thread issued")) +
                " is still in flight: a TMA load writes its box at any moment until the phase of its mbarrier" +
-               (op ? " " + smem_desc(b, op->bar) : std::string()) +
-               " completes, so wait on that barrier (for the phase parity of this round) before touching the box";
+               (op ? " " + smem_desc(b, op->bar) : std::string()) + " completes";
+        if (op && t < int(b.threads.size()) && b.threads[t].waited_bar == op->bar && op->issuer != t)
+            // the reader did wait on that barrier: the load in flight is a later round's, a refill
+            msg += ". " + thread_desc(b, t) + " did wait on that barrier: the load in flight is a later round's refill "
+                   "of the stage, issued before the stage was handed back. Does the producer wait on the stage's "
+                   "empty mbarrier (with this round's phase) before it refills it?";
+        else
+            msg += ", so wait on that barrier (for the phase parity of this round) before touching the box";
     } else {
         const WgGroup* grp = nullptr;
         int wg = -1;

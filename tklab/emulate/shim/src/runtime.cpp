@@ -141,16 +141,25 @@ std::string thread_desc(const Block& b, int t) {
 std::string block_desc(const Block& b) { return "block " + dims3(b.bid, b.launch->grid); }
 
 std::string smem_desc(const Block& b, uint32_t addr) {
+    std::string what;
     for (const auto& a : b.allocs) {
         if (addr >= a.offset && addr < a.offset + a.size) {
             char buf[96];
             snprintf(buf, sizeof buf, "@@S:%u:%u@@", unsigned(&a - b.allocs.data()), addr - a.offset);
-            return buf;
+            what = buf;
+            break;
         }
     }
-    char buf[64];
-    snprintf(buf, sizeof buf, "shared address 0x%x", addr);
-    return buf;
+    if (what.empty()) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "shared address 0x%x", addr);
+        what = buf;
+    }
+    // An mbarrier's bytes have no name of their own (a field of a struct in dynamic shared memory): say where
+    // the kernel initialised it, which names it in the learner's words.
+    auto it = b.mbars.find(addr);
+    if (it != b.mbars.end() && it->second.init_pc) what += " (the mbarrier initialised" + pc_mark(it->second.init_pc) + ")";
+    return what;
 }
 
 static std::string allocs_json(const Block& b) {
@@ -379,6 +388,7 @@ static void barrier_arrive(unsigned id, int count, bool wait) {
 void bar_sync(unsigned id, int count) {
     TKEMU_ENTER();
     barrier_arrive(id, count, true);
+    if (Block* b = t_block; b && b->cur) b->cur->last_bar_pc = b->cur->pc;
 }
 void bar_arrive(unsigned id, int count) {
     TKEMU_ENTER();
@@ -682,13 +692,37 @@ void shadow_access(Block& b, int t, uint32_t clk, uint32_t addr, uint32_t bytes,
         }
         if (other >= 0) {
             const std::string where = smem_desc(b, addr + i);
+            const bool same_warp = other / 32 == t / 32;
+            // Interpreted, code addresses are instruction numbers: a second access that lies before the first in
+            // the code was made on a later pass of a loop (the next iteration's write racing this one's read).
+            // ... and one that follows the first in the code with a barrier this thread passed between them (in
+            // the code) was made on a different pass too: the barrier would have ordered the same pass.
+            const auto index = [](uintptr_t p) { return (p & INSTR_TAG) && !(p >> 63) ? int64_t(p & ~INSTR_TAG) : -1; };
+            const int64_t now_i = index(pc), other_i = index(other_pc), bar_i = index(b.threads[t].last_bar_pc);
+            const bool across = now_i >= 0 && other_i >= 0 &&
+                                (now_i < other_i || (bar_i > other_i && bar_i < now_i));
             std::string msg = "shared-memory race (" + std::string(kind_text(other_write, write)) + ") on " + where +
                               " in " + block_desc(b) + ": " + thread_desc(b, other) +
                               (other_write ? " wrote it" : " read it") + pc_mark(other_pc) + ", and " +
                               thread_desc(b, t) + (write ? " wrote it" : " read it") + pc_mark(pc) +
                               (what && *what ? std::string(" (") + what + ")" : std::string()) +
-                              ", with nothing ordering the two: a missing __syncthreads() (or mbarrier wait) "
-                              "between them";
+                              ", with nothing ordering the two: " +
+                              (write && what && std::strstr(what, "TMA load") && !other_write
+                                   ? std::string("the refill of a stage must come after every read of it: the readers "
+                                                 "hand the stage back with an mbarrier arrive made after all their "
+                                                 "reads (one lane arriving for its warp needs a __syncwarp() before "
+                                                 "it), and the producer waits on that barrier, with this round's "
+                                                 "phase, before it refills") :
+                               same_warp ? "a missing __syncthreads() (or mbarrier wait) between them, or, if only "
+                                           "this warp reaches them (one role's branch), a __syncwarp(): both are "
+                                           "lanes of one warp"
+                                         : "a missing __syncthreads() (or mbarrier wait) between them") +
+                              (across ? ". The two were made on different passes of the loop (the second lies "
+                                        "before the first in the code, or a barrier between them in the code did "
+                                        "not order them): the race crosses iterations, one thread an iteration ahead "
+                                        "of the other; a barrier after the last access of an iteration, before the "
+                                        "loop comes round to the first, orders them"
+                                      : "");
             fail_json(error_json("race", msg));
         }
         if (!write && s.wtid == NONE && s.rtid == NONE) {
