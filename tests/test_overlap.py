@@ -145,3 +145,11 @@ def test_a_loop_that_waits_for_each_product_at_once_fails_for_the_overlap_it_lac
 def test_the_untouched_exercise_fails_it_saying_what_the_loop_must_do():
     r = _verdict((REPO / "exercises" / SPEC.exercise_file).read_text())
     assert not r.ok and "no loop issues both wgmma" in r.detail, r.detail
+
+
+def test_the_outline_reads_the_loop_in_order_with_the_groups_in_flight():
+    lines = overlap.outline(_sass(*S, *PV, WAIT_S, *EX2, RELEASE, WAIT_PV))
+    assert [ln.split()[0] for ln in lines] == ["2", "1", "WARPGROUP.DEPBAR.LE", "3", "SYNCS.ARRIVE.TRANS64.A1T0",
+                                               "WARPGROUP.DEPBAR.LE"]
+    assert [ln.split()[-3] for ln in lines] == ["1", "2", "1", "1", "1", "0"]  # groups in flight after each
+    assert "MUFU.EX2" in lines[3] and "a stage handed back" in lines[4]

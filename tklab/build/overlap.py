@@ -19,7 +19,8 @@ repeats (a group issued at the end of one step may still run at the start of the
 exponentials are counted. Branches inside the loop (a causal mask, a skipped rescale) are read in
 layout order, the order ptxas scheduled them in; the count is of instructions, not of executions.
 
-Public API: ``softmax_under_pv(sass) -> Overlap``, ``Overlap``.
+Public API: ``softmax_under_pv(sass) -> Overlap``, ``outline(sass) -> list[str]`` (the key loop as the rule
+reads it, for a lesson), ``Overlap``.
 """
 
 from __future__ import annotations
@@ -55,35 +56,76 @@ class Overlap:
         return f"{self.under} of the key loop's {self.total} exponentials (MUFU.EX2) issued while a wgmma group runs"
 
 
-def _walk(body: list[tuple[int, str, str]], in_flight: int) -> tuple[int, int, bool]:
-    """One round of the loop from ``in_flight`` groups: (groups in flight at its end, exponentials issued under
-    a group, whether a wait left a group running)."""
-    under, waits_for_one = 0, False
+def _events(body: list[tuple[int, str, str]], in_flight: int) -> list[tuple[str, str, int]]:
+    """The loop's body, one round from ``in_flight`` groups, as (kind, opcode, groups in flight after it) for
+    what the rule reads: ``"commit"`` (an HGMMA ending a group), ``"wait"``, ``"exp"`` (MUFU.EX2), ``"arrive"`` (an
+    mbarrier arrive, e.g. a stage handed back), and ``"hgmma"`` for the other HGMMA of a group."""
+    out = []
     for _, op, rest in body:
         base = op.split(".")[0]
-        if base == "HGMMA" and _COMMIT.search(rest):
-            in_flight += 1
+        if base == "HGMMA":
+            committed = _COMMIT.search(rest) is not None
+            in_flight += committed
+            out.append(("commit" if committed else "hgmma", op, in_flight))
         elif op == "WARPGROUP.DEPBAR.LE" and (m := _WAIT.match(rest)):
             in_flight = min(in_flight, int(m.group(1), 0))
-            waits_for_one |= in_flight > 0
-        elif op.startswith("MUFU.EX2") and in_flight > 0:
-            under += 1
-    return in_flight, under, waits_for_one
+            out.append(("wait", f"{op} gsb0, {m.group(1)}", in_flight))
+        elif op.startswith("MUFU.EX2"):
+            out.append(("exp", op, in_flight))
+        elif op.startswith("SYNCS.ARRIVE"):
+            out.append(("arrive", op, in_flight))
+    return out
 
 
-def softmax_under_pv(sass: str) -> Overlap:
-    """The exponentials of the kernel's key loop that the SASS issues while a product still runs."""
+def _key_loop(sass: str) -> tuple[list[tuple[str, str, int]], bool]:
+    """The key loop's events in its settled round (see the module docstring), and whether there is one."""
     keyed = [body for body in _sass.loops(sass)
              if {"HGMMA", "MUFU"} <= {op.split(".")[0] for _, op, _ in body}
              and any(op.startswith("MUFU.EX2") for _, op, _ in body)]
     if not keyed:
-        return Overlap(0, 0, loop=False)
+        return [], False
     body = min(keyed, key=len)  # the innermost: an outer (persistent) loop holds the key loop whole
-    total = sum(op.startswith("MUFU.EX2") for _, op, _ in body)
     start = 0
     for _ in range(8):  # the count at the top settles in a round or two; a loop that never waits keeps growing
-        end, under, waits_for_one = _walk(body, start)
+        events = _events(body, start)
+        end = events[-1][2] if events else start
         if end == start:
             break
         start = end
-    return Overlap(under, total, loop=True, waits_for_one=waits_for_one)
+    return events, True
+
+
+def softmax_under_pv(sass: str) -> Overlap:
+    """The exponentials of the kernel's key loop that the SASS issues while a product still runs."""
+    events, found = _key_loop(sass)
+    if not found:
+        return Overlap(0, 0, loop=False)
+    return Overlap(under=sum(k == "exp" and n > 0 for k, _, n in events), total=sum(k == "exp" for k, _, _ in events),
+                   loop=True, waits_for_one=any(k == "wait" and n > 0 for k, _, n in events))
+
+
+def outline(sass: str) -> list[str]:
+    """The key loop as the rule reads it, one line per step in layout order: each wgmma group (its HGMMA count),
+    each wait, each mbarrier arrive, each run of exponentials, with the groups in flight after it."""
+    events, _ = _key_loop(sass)
+    lines: list[str] = []
+    hgmma = exps = 0
+
+    def line(what: str, n: int) -> None:
+        lines.append(f"{what:<54} {n} in flight")
+
+    for i, (kind, op, n) in enumerate(events):
+        if kind == "hgmma":
+            hgmma += 1
+        elif kind == "commit":
+            line(f"{hgmma + 1:3d} × HGMMA: a wgmma group (the last: gsb0)", n)
+            hgmma = 0
+        elif kind == "exp":
+            exps += 1
+            nxt = events[i + 1] if i + 1 < len(events) else None
+            if nxt is None or nxt[0] != "exp" or nxt[2] != n:
+                line(f"{exps:3d} × MUFU.EX2 (exponentials)", n)
+                exps = 0
+        else:
+            line(f"      {op}" + (" (a stage handed back)" if kind == "arrive" else ""), n)
+    return lines
