@@ -8,7 +8,7 @@ autograde`` (the check outside the notebook, then ``nbgrader autograde``, then t
 gradebook) and generates feedback. Scores are read back from nbgrader's gradebook, and nbgrader's own
 ``determine_grade`` scores the cells of the notebooks that were run.
 
-Exercise ch01 (numba) runs in numba's CUDA simulator here, so the verdicts are real ones on a CPU.
+Exercise ch01 (numba) runs here as its PTX (numba-cuda compiles it), interpreted on the CPU: real verdicts on a CPU.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def test_verdicts_are_kept_outside_every_submission(course, autograded):
     assert len(kept) == 2  # bob and mallory handed in the same (untouched) file: one verdict for that content
     for record in kept:
         d = json.loads(record.read_text())
-        assert d["result"]["established"] == "simulator" and record.stem == d["sha256"]
+        assert d["result"]["established"] == "cpu-emulation" and record.stem == d["sha256"]
 
 
 def test_feedback_shows_the_gradebooks_scores(course, autograded):
