@@ -16,7 +16,7 @@ import numpy as np
 
 from ...course import attention, attention_bwd
 from ...run.arrays import bf16_to_float32, to_bf16_bits
-from . import Arrays, Bench, Dims, Exercise, Launch, NoSpills, SassHas
+from . import Arrays, Bench, Dims, Exercise, Launch, NoSpills, SassHas, TensorCoreWork
 from .ch09_flash import CASES
 from .ch10_flash import NoSerializedWgmma
 
@@ -169,6 +169,8 @@ _MAIN = Exercise(
     atol=1.5e-1,
     arch="sm_90a",
     options=BUILD.options,
+    # the five products (S and dP again, dV, dK, the dQ share) on the tensor cores, judged on what executed
+    floors=(TensorCoreWork(lambda d: attention_bwd.flops(d["B"], d["H"], d["N"], _head(d), bool(d["causal"]))),),
     static=(
         SassHas(r"HGMMA(\..*)?", "warpgroup tensor-core instructions (HGMMA)",
                 "issue dV += P^T dO and dK += dS^T Q (warpgroup::mma_AtB) and the dQ share (mma_AB)",
