@@ -4,8 +4,10 @@ What a learner does on a fresh clone, step by step: open each chapter (its store
 before anything runs, in a notebook nobody has trusted), run the layout playground and chapter 04 top to
 bottom (every explorer must come up as a live widget), move controls (the drawing and the wavefront
 count must change; controls a pattern ignores stay hidden; only the swizzles that fit are offered), and
-open an exercise from its chapter's link, edit it and save it. Every step leaves a screenshot in
-``tests/results/browser/`` (git-ignored).
+open an exercise from its chapter's link, edit it and save it. The window is 1280 px wide with the file
+browser open, and no output may reach past the notebook's column there: the stored ones, every explorer the
+chapters use, and a failed check's report (a box may scroll sideways inside itself, the page may not).
+Every step leaves a screenshot in ``tests/results/browser/`` (git-ignored).
 
 The lab runs on a copy of ``notebooks/`` and ``exercises/`` in a temporary folder laid out like the
 repository, so running cells and saving never touch the working tree. Needs Chromium (Debian's
@@ -39,6 +41,8 @@ TOKEN = "tklab-browser-test"
 CHAPTERS = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 pytestmark = pytest.mark.browser
+#: A laptop's window: the notebook's column beside the open file browser is about 950 px wide.
+VIEWPORT = {"width": 1280, "height": 1000}
 
 
 def _chromium() -> str | None:
@@ -143,7 +147,7 @@ def page(lab: tuple[str, Path]) -> Iterator[Any]:
         old.unlink()
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=_chromium(), args=["--no-sandbox", "--disable-gpu"])
-        pg = browser.new_page(viewport={"width": 1500, "height": 1100})
+        pg = browser.new_page(viewport=VIEWPORT)
         pg.set_default_timeout(60_000)
         try:
             yield pg
@@ -161,7 +165,7 @@ def _open(page: Any, lab: tuple[str, Path], path: str) -> Any:
     The panel is found by the id of the lab's current document, never by "the visible one": while a page
     loads, the previous notebook's panel can still be the visible one.
     """
-    url, _ = lab
+    url, root = lab
     page.goto(f"{url}/lab/tree/{path}?reset&token={TOKEN}")
     page.wait_for_function(
         "p => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget; "
@@ -169,7 +173,7 @@ def _open(page: Any, lab: tuple[str, Path], path: str) -> Any:
     panel_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
     panel = page.locator(f"[id='{panel_id}']")
     panel.locator(".jp-Cell").first.wait_for()
-    cells = len(json.loads((ROOT / path).read_text())["cells"])
+    cells = len(json.loads((root / path).read_text())["cells"])  # the lab's copy (a test may add a notebook)
     page.wait_for_function("([id, n]) => document.getElementById(id).querySelectorAll('.jp-Cell').length >= n",
                            arg=[panel_id, cells])
     return panel
@@ -207,6 +211,37 @@ def _assert_pictures_show(page: Any, panel: Any, path: str) -> None:
     junk = [t for t in text if re.search(r"<Figure size|IPython\.core\.display\.SVG object|Error displaying widget|"
                                          r"bank 0, word 0|^Text\(|VBox\(children=", t)]
     assert not junk, f"{path}: outputs shown as text instead of pictures: {[j[:80] for j in junk]}"
+
+
+def _too_wide(page: Any, panel: Any) -> list[str]:
+    """Outputs that reach past their own box (the notebook's column minus the prompt): any element whose right
+    edge lies beyond it, clipped or not (a widget's box cuts off what overflows it), unless it lies inside a
+    ``<pre>`` that scrolls sideways (a report's grid of numbers, which must not wrap). Also [] only while the
+    file browser is open beside it."""
+    return page.evaluate(
+        """id => { const p = document.getElementById(id); const out = [];
+        const browser = document.getElementById('filebrowser');
+        if (!browser || browser.getBoundingClientRect().width < 150) out.push('the file browser is not open');
+        const column = p.querySelector('.jp-Notebook').getBoundingClientRect();
+        for (const o of p.querySelectorAll('.jp-OutputArea-output')) {
+          const edge = Math.min(o.getBoundingClientRect().right, column.right) + 1;
+          for (const e of o.querySelectorAll('*')) {
+            const r = e.getBoundingClientRect();
+            if (r.width === 0 || r.right <= edge) continue;
+            const pre = e.closest('pre');
+            const inside = pre && o.contains(pre) && ['auto', 'scroll'].includes(getComputedStyle(pre).overflowX);
+            if (!inside) { out.push(`${e.tagName.toLowerCase()}.${e.className} reaches ${Math.round(r.right)} px, `
+              + `past ${Math.round(edge)} px: ${(o.innerText || '').slice(0, 60)}`); break; }
+          }
+        }
+        return out; }""", _panel_id(panel))
+
+
+def _assert_fits(page: Any, panel: Any, what: str) -> None:
+    wide = _too_wide(page, panel)
+    if wide:
+        _shot(page, f"FAILED_too_wide_{re.sub(r'[^a-z0-9]+', '_', what.lower())}")
+    assert not wide, f"{what}, at {VIEWPORT['width']} px with the file browser open: {wide}"
 
 
 def _kernel_ready(page: Any) -> None:
@@ -296,6 +331,7 @@ def _wait_change(page: Any, explorer: Any, before: str) -> str:
 def test_stored_pictures_show_before_anything_runs(page: Any, lab: tuple[str, Path], chapter: str) -> None:
     panel = _open(page, lab, f"notebooks/{chapter}")
     _assert_pictures_show(page, panel, f"notebooks/{chapter}")
+    _assert_fits(page, panel, f"{chapter}'s stored outputs")
     _shot(page, f"01_open_{chapter.removesuffix('.ipynb')}")
     assert panel.locator(".jp-Notebook").count() == 1
 
@@ -304,6 +340,7 @@ def test_playground_explorers_are_live_and_redraw(page: Any, lab: tuple[str, Pat
     panel = _open(page, lab, "notebooks/layout_playground.ipynb")
     _run_all(page, panel, timeout_s=180)
     explorers = _explorers(page, panel, 4)  # two bank and two layout explorers
+    _assert_fits(page, panel, "the layout playground's explorers")
     _shot(page, "02_playground_ran")
 
     bank = explorers.nth(0)
@@ -346,6 +383,7 @@ def test_chapter_04_runs_its_explorer_redraws_and_its_exercise_opens(page: Any, 
     _assert_pictures_show(page, panel, path)
     _run_all(page, panel, timeout_s=300)
     explorer = _explorers(page, panel, 1).first
+    _assert_fits(page, panel, "chapter 04, run")
     explorer.scroll_into_view_if_needed()
     _shot(page, "06_ch04_ran")
     first = _wavefronts(explorer)
@@ -374,6 +412,46 @@ def test_chapter_04_runs_its_explorer_redraws_and_its_exercise_opens(page: Any, 
         assert time.monotonic() < deadline, "saving the exercise from the lab did not write the file"
         page.wait_for_timeout(250)
     _shot(page, "08_ch04_exercise_saved")
+
+
+#: Every explorer the chapters use, opened as they open it, and a failed check's report with its yours/expected
+#: grid (a chapter 01 kernel that adds one to every element), in one notebook of the test's own.
+FIT_CELLS = [
+    "import tklab\nfrom tklab import recorded, widgets\nfrom tklab.widgets import attention_view, pipeline",
+    'widgets.bank_explorer(pattern="tile column walk", width=16, cols=64, swizzle="128B")',
+    'widgets.layout_explorer("mma.m16n8k16", "A", lane=5)',
+    'widgets.layout_explorer("wgmma.m64n64k16", "D", lane=37, swizzle="128B")',
+    'ring = recorded.load("ch07.ring_stages")\n'
+    'pipeline.pipeline_explorer(stages=2, latency=1.5, consume=0.3, transfer=1.0, issue=0.05,\n'
+    '                           measured=dict(zip(ring["stages"], ring["gbps"])) if ring.values else None,\n'
+    '                           ceiling=ring["device_copy_gbps"] if ring.values else None)',
+    "attention_view.blocks_explorer(seq=1000, block_rows=128, block_keys=64, causal=True)",
+    "attention_view.schedule_explorer(softmax=1.0, stagger=0.0, latency=0.25)",
+    'tklab.check("ch01_naive_matmul", "../exercises/ch01_off_by_one.py")',
+]
+
+
+def test_reports_and_explorers_fit_the_column(page: Any, lab: tuple[str, Path]) -> None:
+    used = {m for p in (ROOT / "notebooks").glob("*.ipynb") for m in re.findall(r"(\w+_explorer)\(", p.read_text())}
+    assert used and all(f"{name}(" in "".join(FIT_CELLS) for name in used), f"an explorer not measured: {used}"
+    _, root = lab
+    solution = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
+    assert "C[row, col] = acc\n" in solution
+    (root / "exercises" / "ch01_off_by_one.py").write_text(solution.replace("C[row, col] = acc\n",
+                                                                            "C[row, col] = acc + 1\n"))
+    cells = [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None}
+             for c in FIT_CELLS]
+    (root / "notebooks" / "fits.ipynb").write_text(json.dumps(
+        {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                     "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}))
+    panel = _open(page, lab, "notebooks/fits.ipynb")
+    _run_all(page, panel, timeout_s=240)
+    _explorers(page, panel, 6)
+    report = panel.locator(".jp-OutputArea-output", has_text="ch01_naive_matmul").last
+    report.scroll_into_view_if_needed()
+    assert "FAILED" in report.inner_text() and "expected" in report.inner_text(), report.inner_text()[:500]
+    _shot(page, "11_failed_report_fits")
+    _assert_fits(page, panel, "the explorers and a failed check's report")
 
 
 def _dirty(page: Any) -> bool:

@@ -35,12 +35,14 @@ class Evidence(str, Enum):
 @dataclass(frozen=True)
 class Row:
     """One line of a check's report: a mark (✔ ✘ ·), what it is about, what was seen, and lines shown
-    beneath it as they are (a compile log, the window of a wrong output)."""
+    beneath it as they are (a compile log, the window of a wrong output); the block's first ``prose`` lines
+    are sentences, which the HTML report wraps (the rest keep their columns)."""
 
     mark: str
     label: str
     detail: str
     block: list[str] = field(default_factory=list)
+    prose: int = 0
 
 
 @dataclass
@@ -197,8 +199,9 @@ class CheckResult:
         rows += [Row(ok if s.ok else bad, s.name, s.detail) for s in self.static]
         if self.compiled:
             mark = {"ok": ok, "not run": dot, "skipped": dot}.get(self.run_status, bad)
+            block = _mismatch_lines(self.mismatch) if self.mismatch else []
             rows.append(Row(mark, "run" + (f" on {self.run_where}" if self.run_where else ""), self.run_message,
-                            _mismatch_lines(self.mismatch) if self.mismatch else []))
+                            block, prose=len(block) - len(_grid(self.mismatch.get("window"))) if block else 0))
             if self.hazards is not None:
                 rows.append(Row(ok if self.hazards.ok else bad, self.hazards.name, self.hazards.detail))
             rows += [Row(ok if f.ok else bad, f.name, f.detail) for f in self.floors]
@@ -235,18 +238,24 @@ class CheckResult:
     __str__ = __repr__
 
     def _repr_html_(self) -> str:
+        """The rows as a table as wide as the notebook's column, never wider: fixed columns, long words
+        broken, and the yours/expected grid (whose numbers must not wrap) scrolling sideways inside its own
+        box. A notebook nobody has trusted drops the inline styles; the grid is narrow enough to fit then too."""
         colour = {True: "#1a7f37", False: "#cf222e", None: "#9a6700"}[self.passed]
+        left = "text-align:left;vertical-align:top;overflow-wrap:anywhere"
         body = "".join(
-            f"<tr><td>{r.mark}</td><td style='text-align:left'>{html.escape(r.label)}</td>"
-            f"<td style='text-align:left'>{html.escape(r.detail)}"
-            # the yours | expected grid scrolls sideways instead of wrapping inside a number (JupyterLab wraps <pre>)
-            + (f"<pre style='white-space:pre;overflow-x:auto;max-width:100%'>{html.escape(chr(10).join(r.block))}"
-               "</pre>" if r.block else "") + "</td></tr>"
+            f"<tr><td style='vertical-align:top'>{r.mark}</td><td style='{left}'>{html.escape(r.label)}</td>"
+            f"<td style='{left}'>{html.escape(r.detail)}"
+            + "".join(f"<div style='margin-top:0.3em'>{html.escape(line)}</div>" for line in r.block[:r.prose])
+            + (f"<pre style='white-space:pre;overflow-x:auto;max-width:100%;margin:0.3em 0 0'>"
+               f"{html.escape(chr(10).join(r.block[r.prose:]))}</pre>" if r.block[r.prose:] else "") + "</td></tr>"
             for r in self.rows())
         reason = ((f" ({html.escape(self.caveat)})" if self.caveat else "") if self.passed
                   else ": " + html.escape(self.summary))
-        return (f"<div><b>{html.escape(self.exercise)}</b> · {html.escape(self.title)} · "
-                f"<code>{html.escape(self.path)}</code><table>{body}</table>"
+        return (f"<div style='max-width:100%;overflow-x:auto;overflow-wrap:anywhere'><b>{html.escape(self.exercise)}"
+                f"</b> · {html.escape(self.title)} · <code>{html.escape(self.path)}</code>"
+                "<table style='width:100%;table-layout:fixed;margin:0.3em 0'><colgroup><col style='width:1.8em'>"
+                f"<col style='width:12em'><col></colgroup>{body}</table>"
                 f"<b style='color:{colour}'>{self.verdict}</b>{reason}</div>")
 
     def to_dict(self) -> dict[str, Any]:
@@ -294,7 +303,7 @@ def _rms_text(m: dict[str, Any]) -> str:
 
 
 def _mismatch_lines(m: dict[str, Any]) -> list[str]:
-    """First wrong element, then the window of output beside expected (wrong entries starred)."""
+    """First wrong element, then the window of output above the expected values (wrong entries starred)."""
     if "reason" in m:
         return [m["reason"]]
     name = m["output"]
@@ -313,15 +322,28 @@ def _mismatch_lines(m: dict[str, Any]) -> list[str]:
     span = f"rows {r0}..{r0 + rows - 1}, columns {c0}..{c0 + cols - 1}" if w.get("matrix") else \
         f"elements {c0}..{c0 + cols - 1}"
     lines.append(f"{span} of {name} (* = wrong):")
-    width = 10
-    head = "yours".ljust(cols * width) + "  │ expected"
-    lines.append("      " + head)
-    for i in range(rows):
-        mine = "".join((_fmt(v) + ("*" if w["bad"][i][j] else "")).rjust(width) for j, v in enumerate(w["got"][i]))
-        exp = "".join(_fmt(v).rjust(width) for v in w["expected"][i])
-        label = str(r0 + i).rjust(5) if w.get("matrix") else " " * 5
-        lines.append(f"{label} {mine}  │{exp}")
-    return lines
+    return lines + _grid(w)
+
+
+def _grid(w: dict[str, Any] | None) -> list[str]:
+    """The window's output above the expected values, in columns as wide as the widest number plus a space
+    (so no two numbers ever touch), each row labelled by its index in a matrix. One above the other, not
+    side by side: half as wide, so the grid fits a notebook's column."""
+    if not w:
+        return []
+    r0 = w["origin"][0]
+    got = [[_fmt(v) + ("*" if bad else " ") for v, bad in zip(row, marks, strict=True)]
+           for row, marks in zip(w["got"], w["bad"], strict=True)]
+    expected = [[_fmt(v) + " " for v in row] for row in w["expected"]]
+    width = 1 + max((len(c) for row in got + expected for c in row), default=0)
+    label = max(5, len(str(r0 + len(got) - 1)))
+    out = []
+    for title, grid in (("yours", got), ("expected", expected)):
+        out.append(" " * (label + 2) + title)
+        for i, row in enumerate(grid):
+            index = str(r0 + i).rjust(label) if w.get("matrix") else " " * label
+            out.append(index + "".join(c.rjust(width) for c in row).rstrip())
+    return out
 
 
 def _speed_row(s: dict[str, Any]) -> Row:

@@ -14,6 +14,9 @@ from ..models import banks, layouts
 
 CELL = 22  # px, one bank (or one matrix element)
 FONT = "font-family:ui-monospace,Menlo,Consolas,monospace"
+#: Every drawing shrinks to fit a narrow page (a notebook's column beside the file browser), keeping its
+#: proportions; it is never drawn larger than its own size.
+FIT = "max-width:100%;height:auto"
 
 
 def lane_color(lane: int, *, faded: bool = False) -> str:
@@ -31,7 +34,7 @@ DISPLAY_SCALE = 1.25
 
 def _svg(width: int, height: int, body: list[str]) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width * DISPLAY_SCALE:g}" '
-            f'height="{height * DISPLAY_SCALE:g}" viewBox="0 0 {width} {height}" style="{FONT};font-size:10px">'
+            f'height="{height * DISPLAY_SCALE:g}" viewBox="0 0 {width} {height}" style="{FONT};font-size:10px;{FIT}">'
             + "".join(body) + "</svg>")
 
 

@@ -23,7 +23,7 @@ import math
 from html import escape
 from typing import Any
 
-from .draw import FONT
+from .draw import FIT, FONT
 
 PANEL_H = 190
 TOP = 28
@@ -194,4 +194,4 @@ def profile_svg(r: Any) -> str:
     caption = f"{r.label or r.kernel} — {r.origin}"
     body.append(_text(left1 - 40, height - 6, caption, size=8, fill="#666"))
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="tklab-profile" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" style="{FONT};font-size:10px">' + "".join(body) + "</svg>")
+            f'viewBox="0 0 {width} {height}" style="{FONT};font-size:10px;{FIT}">' + "".join(body) + "</svg>")

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
-from .draw import DISPLAY_SCALE, FONT
+from .draw import DISPLAY_SCALE, FIT, FONT
 
 COLORS = {"load": "#8fb5de", "full": "#d8e6f3", "use": "#f0a35e", "issue": "#3b6ea8", "busy": "#f0a35e"}
 
@@ -149,7 +149,7 @@ def _svg(width: float, height: float, body: list[str]) -> str:
     10-11 px."""
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width * DISPLAY_SCALE:g}" '
             f'height="{height * DISPLAY_SCALE:g}" viewBox="0 0 {width:.0f} {height:.0f}" '
-            f'style="{FONT};font-size:10px">' + "".join(body) + "</svg>")
+            f'style="{FONT};font-size:10px;{FIT}">' + "".join(body) + "</svg>")
 
 
 def _ticks(span: float) -> float:
