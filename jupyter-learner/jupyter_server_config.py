@@ -16,3 +16,7 @@ c.ServerApp.terminado_settings = {
     "shell_command": [shutil.which("bash") or "/bin/bash", "--rcfile", str(Path(__file__).with_name("terminal.bashrc")),
                       "-i"],
 }
+
+# The learner's lab defaults (lab-settings/overrides.json; a learner's own settings still win): Markdown files
+# (notebooks/README.md, the workbook's index) open rendered, not as source.
+c.LabApp.app_settings_dir = str(Path(__file__).with_name("lab-settings"))

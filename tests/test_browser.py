@@ -454,6 +454,54 @@ def test_reports_and_explorers_fit_the_column(page: Any, lab: tuple[str, Path]) 
     _assert_fits(page, panel, "the explorers and a failed check's report")
 
 
+def _current_path(page: Any) -> str:
+    return page.evaluate("() => { const w = window.jupyterapp.shell.currentWidget; "
+                         "return w && w.context ? w.context.path : ''; }")
+
+
+def _opens_in_the_editor(page: Any, link: Any, path: str) -> None:
+    """Click a link; the file must open in the lab's editor (its text loaded), not download or 404."""
+    link.scroll_into_view_if_needed()
+    link.click()
+    page.wait_for_function("p => { const w = window.jupyterapp.shell.currentWidget; "
+                           "return !!w && !!w.context && w.context.path === p; }", arg=path)
+    editor_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    page.locator(f"[id='{editor_id}'] .cm-content").filter(has_text="TODO").wait_for()
+
+
+@pytest.mark.parametrize(("chapter", "exercise"), [("07_tma_pipelines.ipynb", "ch07_tma_ring.cu"),
+                                                   ("08_wgmma_gemm.ipynb", "ch08_wgmma.cu"),
+                                                   ("11_flash_attention_backward.ipynb", "ch11_flash_bwd.cu")])
+def test_a_chapters_exercise_link_opens_in_the_editor(page: Any, lab: tuple[str, Path], chapter: str,
+                                                      exercise: str) -> None:
+    panel = _open(page, lab, f"notebooks/{chapter}")
+    link = panel.locator(f".jp-RenderedMarkdown a:has-text('exercises/{exercise}')").first
+    _opens_in_the_editor(page, link, f"exercises/{exercise}")
+    _shot(page, f"12_link_{exercise.replace('.', '_')}")
+
+
+def test_the_workbooks_readme_opens_rendered_and_lists_every_chapter(page: Any, lab: tuple[str, Path]) -> None:
+    """notebooks/README.md, opened from the file browser as a learner does (a double click), shows as a page
+    (the learner's lab opens Markdown in its preview), its table lists every chapter, and a chapter's link
+    opens that notebook."""
+    url, _ = lab
+    page.goto(f"{url}/lab/tree/notebooks?reset&token={TOKEN}")
+    page.locator(".jp-DirListing-item:has-text('README.md')").first.dblclick()
+    page.wait_for_function("() => { const w = window.jupyterapp.shell.currentWidget; "
+                           "return !!w && !!w.context && w.context.path === 'notebooks/README.md'; }")
+    view_id = page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    view = page.locator(f"[id='{view_id}']")
+    rendered = view.locator(".jp-RenderedMarkdown")
+    rendered.locator("h1", has_text="The workbook").wait_for()
+    assert view.locator(".cm-content").count() == 0, "README.md opened as source in the editor"
+    for chapter in CHAPTERS:
+        assert rendered.locator(f"a[href*='{chapter}']").count() >= 1, f"the README does not link {chapter}"
+    _shot(page, "13_readme_rendered")
+    rendered.locator(f"a[href*='{CHAPTERS[-1]}']").first.click()
+    page.wait_for_function("p => { const w = window.jupyterapp.shell.currentWidget; "
+                           "return !!w && !!w.context && w.context.path === p; }", arg=f"notebooks/{CHAPTERS[-1]}")
+
+
 def _dirty(page: Any) -> bool:
     return page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty")
 
