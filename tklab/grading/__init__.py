@@ -7,6 +7,8 @@
     channel     the pipe between them (frames, .npy outputs, dtype/shape checked)
     judge       inputs drawn by the parent, outputs compared (tklab.run.arrays.isclose), the outcome
     sandbox     bubblewrap or a clean process tree; limits, wall clock for the whole tree
+    unseen      what a run may not see of the workbook: every folder but the package and the tile library
+    intake      reading a class folder (the students') in a child with limits: no link, FIFO or device read
     specs/      the registry: one module per exercise (inputs, reference, launch, static checks, baseline,
                 target), the drills in specs/drills.py
     drills      drills: a Python function per hardware rule, run in the child (mode cpu), judged by the models

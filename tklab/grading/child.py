@@ -520,13 +520,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
     from .sandbox import drop_privileges
 
-    drop_privileges()  # a root grader's run inside bubblewrap becomes nobody here, before anything else
+    skipped = drop_privileges()  # a root grader's run becomes its user here (having hidden what it may not see)
     key = read_key(args.key_fd) if args.key_fd is not None else ""  # first: before any learner code
-    skipped: list[str] = []
     if args.limits:
         from .sandbox import Limits, apply_limits
 
-        skipped = apply_limits(Limits(**json.loads(args.limits)))
+        skipped += apply_limits(Limits(**json.loads(args.limits)))
     if MODES[args.mode].can_bench and args.bench:
         with contextlib.suppress(ImportError):
             _bind_timer()

@@ -11,14 +11,19 @@ The CSV has one row per (student, exercise): ``student, exercise, compiled, corr
 message, established, isolation`` with ``compiled`` yes/no, ``correct`` yes / no / not verified (the
 static checks pass but nothing could run the kernel here: no GPU) / missing / refused, ``speed_ratio`` =
 library time / student's time when it was measured, ``established`` how the output was judged
-(``gpu``, ``simulator``; ``not-established`` when it was not) and ``isolation`` the sandbox level of the
-run.
+(``gpu``, ``simulator``; ``not-established`` when it was not), ``isolation`` the sandbox level of the
+run and ``hint_level`` (``unknown``: see below).
 
-What grade refuses, and says so in the row: a student folder that is a link leading out of the class
-folder, and a file (or a folder on its way) that is a link leading out of the student's folder (a link
-to ``solutions/`` is not the student's work). Refused before anything is graded: student folders whose
-names read as one (``sheet.refuse_lookalikes``). Names are written escaped and reversibly, never as a
-formula (``sheet.escape_name``); message cells that a spreadsheet would run get a leading ``'``.
+What grade refuses, and says so in the row: a student folder that is a link (of any kind: to a classmate's
+folder or out of the class), and an exercise file that is a link (a link to ``solutions/`` is not the student's
+work), a FIFO, a device or more than ``intake.MAX_FILE_BYTES``. The class folder is hostile input: the grader
+never reads it itself. A child with limits lists it and each student's folder (``tklab.grading.intake``: no
+link followed, a wall-clock limit per student), another copies a student's files into a folder the grader owns,
+and the checker checks that copy. Refused before anything is graded: student folders whose names read as one
+(``sheet.refuse_lookalikes``). Names are written escaped and reversibly, never as a formula
+(``sheet.escape_name``); message cells that a spreadsheet would run get a leading ``'``. The ``hint_level``
+column is ``unknown``: the hint state lives in the student's folder, which the student writes, so it is not a
+grade input.
 
 Nothing is lost: ``--out`` is checked and locked before anything is graded (a second grader on it is
 refused, naming the holder), rows are written as they finish, and a rerun with the same ``--out`` resumes
@@ -42,14 +47,16 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import sys
-from collections.abc import Callable, Collection, Iterable, Sequence
+import tempfile
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from ..build.toolchain import REPO
-from . import grade_shards, hints, specs
+from . import grade_shards, intake, specs
 from .sheet import FIELDS, GradeError, Row, Sheet, escape_name, refuse_lookalikes
 
 __all__ = ["FIELDS", "GradeError", "Row", "Sheet", "find_submissions", "grade", "main", "plan", "scan", "students",
@@ -64,64 +71,47 @@ STOP_GRACE = 3.0
 
 # ---- finding the work -------------------------------------------------------------------------------
 
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        path.relative_to(folder)
-        return True
-    except ValueError:
-        return False
+def _filenames(exercise_ids: Sequence[str]) -> dict[str, str]:
+    """{file name: exercise id}: what a student's file must be called to count."""
+    return {specs.get(ex).filename: ex for ex in exercise_ids}
+
+
+def _by_exercise(folder: intake.Folder, exercise_ids: Sequence[str], shown: str
+                 ) -> tuple[dict[str, str], dict[str, str]]:
+    """({exercise id: path relative to the student's folder}, {exercise id: why refused or missing}) of one
+    surveyed folder: links in it are named when an exercise is missing (they were not followed)."""
+    names = _filenames(exercise_ids)
+    found = {names[n]: rel for n, rel in folder.found.items() if n in names}
+    refused = {names[n]: why for n, why in folder.refused.items() if n in names}
+    links = [n.removesuffix(" (a link)") for n in folder.notes if n.endswith(" (a link)")]
+    for ex in exercise_ids:
+        if ex not in found and ex not in refused and links:
+            refused[ex] = (f"no {specs.get(ex).filename} in {shown}/ (not followed: links in it: "
+                           f"{', '.join(links[:5])})")
+    return found, refused
 
 
 def students(class_dir: Path) -> tuple[list[Path], dict[str, str]]:
-    """(student folders, {name: why refused}) of a class folder; hidden entries are skipped."""
-    root = class_dir.resolve()
-    ok, refused = [], {}
-    for p in sorted(class_dir.iterdir()):
-        if p.name.startswith(".") or not p.is_dir():
-            continue
-        if p.is_symlink() and not _inside(p.resolve(), root):
-            refused[p.name] = (f"refused: the folder {p.name} is a link to {p.resolve()}, outside the class folder; "
-                               "copy the work in instead")
-            continue
-        ok.append(p)
-    return ok, refused
+    """(student folders, {name: why refused}) of a class folder, read by ``intake``; hidden entries are skipped,
+    and a student folder that is a link is refused."""
+    seen = intake.survey(class_dir, [])
+    return [Path(class_dir) / name for name in sorted(seen.folders)], seen.refused
 
 
 def scan(student_dir: Path, exercise_ids: Sequence[str]) -> tuple[dict[str, Path], dict[str, str]]:
-    """({exercise id: file}, {exercise id: why refused}) for a student's folder.
+    """({exercise id: file}, {exercise id: why refused}) for a student's folder, read by ``intake``.
 
-    A file counts when it is named after an exercise (backups ``name.bak-*`` do not) and it really lives
-    in the student's folder: a link that leads out of it (to ``solutions/``, to another student) is
-    refused, and so is a linked folder leading out. Of several copies, the shallowest wins.
+    A file counts when it is named after an exercise (backups ``name.bak-*`` do not) and is a regular file of
+    the student's own: a link (to ``solutions/``, to another student, or within the folder), a FIFO or a device
+    is refused. Of several copies, the shallowest wins. The paths returned are for messages: the grader reads
+    only ``intake.fetch``'s copies.
     """
-    root = student_dir.resolve()
-    wanted = {specs.get(ex).filename: ex for ex in exercise_ids}
-    hits: dict[str, list[Path]] = {}
-    refused: dict[str, str] = {}
-    outside_dirs: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(student_dir, followlinks=False):
-        here = Path(dirpath)
-        for d in dirnames:
-            link = here / d
-            if link.is_symlink() and not _inside(link.resolve(), root):
-                outside_dirs.append(f"{link.relative_to(student_dir)} → {link.resolve()}")
-        for name in filenames:
-            if name not in wanted:
-                continue
-            f = here / name
-            ex = wanted[name]
-            target = f.resolve()
-            if f.is_symlink() and not _inside(target, root):
-                refused.setdefault(ex, f"refused: {f.relative_to(student_dir)} is a link to {target}, outside "
-                                   f"{student_dir.name}/; hand in the file itself")
-            elif f.is_file():
-                hits.setdefault(ex, []).append(f)
-    found = {ex: min(ps, key=lambda p: (len(p.parts), str(p))) for ex, ps in hits.items()}
-    for ex in exercise_ids:
-        if ex not in found and ex not in refused and outside_dirs:
-            refused[ex] = (f"no {specs.get(ex).filename} in {student_dir.name}/ (not followed: linked "
-                           f"folders leading out of it: {', '.join(outside_dirs)})")
-    return found, {ex: why for ex, why in refused.items() if ex not in found}
+    student_dir = Path(student_dir)
+    seen = intake.survey(student_dir.parent, list(_filenames(exercise_ids)), students=[student_dir.name])
+    if student_dir.name in seen.refused:
+        return {}, {ex: seen.refused[student_dir.name] for ex in exercise_ids}
+    found, refused = _by_exercise(seen.folders[student_dir.name], exercise_ids, student_dir.name)
+    return {ex: student_dir.joinpath(*rel.split("/")) for ex, rel in found.items()}, refused
 
 
 def find_submissions(student_dir: Path, exercise_ids: Sequence[str]) -> dict[str, Path]:
@@ -148,9 +138,10 @@ def _checker_command(exercise: str, path: Path, *, timeout: float, run: bool, be
 
 def _check_in_subprocess(exercise: str, path: Path, *, timeout: float, run: bool, bench: bool,
                          hide: Sequence[Path] = (), compile_allowance: float = COMPILE_ALLOWANCE,
-                         seed: int | None = None) -> dict:
+                         seed: int | None = None, cwd: Path | None = None) -> dict:
     """``python -m tklab.grading.check --json`` on one file, its whole process tree limited to ``timeout`` plus the
-    compile allowance; a crash or a hang of the checker becomes a dict that says what it was doing."""
+    compile allowance; a crash or a hang of the checker becomes a dict that says what it was doing. ``cwd``: the
+    checker's folder (messages show the file's path from there; default: this process's)."""
     from .check import SEED_VARIABLE, STAGE_PREFIX
     from .sandbox import Limits, Sandbox
 
@@ -160,7 +151,7 @@ def _check_in_subprocess(exercise: str, path: Path, *, timeout: float, run: bool
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_PARENT), env.get("PYTHONPATH")) if p)
     limit = timeout + compile_allowance
     out = bytearray()
-    box = Sandbox(Path.cwd(), limits=Limits(wall_seconds=limit), confine=False)  # messages keep the grader's paths
+    box = Sandbox(Path(cwd) if cwd is not None else Path.cwd(), limits=Limits(wall_seconds=limit), confine=False)
     box.start(cmd, env)
     assert box.proc is not None and box.proc.stdout is not None
     try:
@@ -199,31 +190,40 @@ def _stop(box: object) -> None:
     box.kill()  # type: ignore[attr-defined]
 
 
-def _row(student: str, exercise: str, d: dict, folder: Path | None = None) -> Row:
+#: The ``hint_level`` cell of a graded row: the grader has no record of the hints a student saw (their hint state
+#: lives in their own folder, which they write), so it is not read, and not a grade input.
+HINT_LEVEL_UNKNOWN = "unknown"
+
+
+def _row(student: str, exercise: str, d: dict) -> Row:
     compiled = {True: "yes", False: "no", None: "?"}[d.get("compiled")]
     correct = {True: "yes", False: "no", None: "not verified"}[d.get("passed")]
     ratio = d.get("speed_ratio")
     level = str(d.get("isolation", "")).split(" (", 1)[0].split(",", 1)[0]
     return Row(student, exercise, compiled, correct, f"{ratio:.3f}" if isinstance(ratio, (int, float)) else "",
                " ".join(str(d.get("summary", "")).split()), str(d.get("established", "")), level,
-               str(hints.reached_in(folder, exercise)) if folder is not None else "")
+               HINT_LEVEL_UNKNOWN)
 
 
 # ---- grading -------------------------------------------------------------------------------------------
 
 def _survey(class_dir: Path, exercises: Sequence[str] | None
-            ) -> tuple[list[str], list[str], dict[str, tuple[dict[str, Path], dict[str, str]]], dict[str, str]]:
-    """(roster, exercise ids, {student: scan result}, {student: why refused}) of a whole class folder;
-    ``GradeError`` when two folders' names read as one (``sheet.refuse_lookalikes``)."""
+            ) -> tuple[list[str], list[str], dict[str, tuple[dict[str, str], dict[str, str]]], dict[str, str]]:
+    """(roster, exercise ids, {student: ({exercise: path relative to their folder}, {exercise: why refused})},
+    {student: why refused}) of a whole class folder, read by one ``intake`` child; ``GradeError`` when two
+    folders' names read as one (``sheet.refuse_lookalikes``)."""
     if not class_dir.is_dir():
         raise FileNotFoundError(f"{class_dir} is not a folder (expected one folder per student)")
     ids = list(exercises) if exercises else specs.all_ids()
-    folders, refused_students = students(class_dir)
-    refuse_lookalikes([*(s.name for s in folders), *refused_students])
-    found = {s.name: scan(s, ids) for s in folders}
+    try:
+        seen = intake.survey(class_dir, list(_filenames(ids)))
+    except intake.IntakeError as e:
+        raise GradeError(str(e)) from None
+    refuse_lookalikes(seen.roster)
+    found = {name: _by_exercise(folder, ids, name) for name, folder in seen.folders.items()}
     if not exercises:
         ids = [ex for ex in ids if any(ex in f or ex in r for f, r in found.values())]
-    return sorted([*(s.name for s in folders), *refused_students]), ids, found, refused_students
+    return seen.roster, ids, found, seen.refused
 
 
 def plan(class_dir: str | Path, exercises: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
@@ -260,27 +260,46 @@ def grade(class_dir: str | Path, *, exercises: Sequence[str] | None = None, time
             on_row(row)
 
     for name in names:
-        for ex in ids:
-            if (name, ex) in done:  # a resumed sheet (its names unescaped: the folders' own)
-                continue
-            if name in refused_students:
+        todo = [ex for ex in ids if (name, ex) not in done]  # a resumed sheet (its names unescaped: the folders' own)
+        if not todo:
+            continue
+        if name in refused_students:
+            for ex in todo:
                 emit(Row(name, ex, "", "refused", "", refused_students[name]))
-                continue
-            files, refused = found[name]
-            path = files.get(ex)
-            if path is None:
-                if ex in refused:
-                    emit(Row(name, ex, "", "refused" if refused[ex].startswith("refused") else "missing", "",
-                             refused[ex]))
-                else:
-                    emit(Row(name, ex, "", "missing", "", f"no {specs.get(ex).filename} in {escape_name(name)}/"))
-                continue
-            if progress:
-                print(f"  {name!r}: {ex} …", file=sys.stderr, flush=True)
-            d = _check_in_subprocess(ex, path, timeout=timeout, run=run, bench=bench, hide=[class_dir],
-                                     compile_allowance=compile_allowance, seed=seed)
-            emit(_row(name, ex, d, class_dir / name))
+            continue
+        files, refused = found[name]
+        with _copied(class_dir, name, {ex: files[ex] for ex in todo if ex in files}) as (staged, copies, problems):
+            for ex in todo:
+                path = copies.get(ex)
+                why = refused.get(ex) or problems.get(ex)
+                if path is None:
+                    if why:
+                        emit(Row(name, ex, "", "refused" if why.startswith("refused") else "missing", "", why))
+                    else:
+                        emit(Row(name, ex, "", "missing", "", f"no {specs.get(ex).filename} in {escape_name(name)}/"))
+                    continue
+                if progress:
+                    print(f"  {name!r}: {ex} …", file=sys.stderr, flush=True)
+                d = _check_in_subprocess(ex, path, timeout=timeout, run=run, bench=bench, hide=[class_dir, staged],
+                                         compile_allowance=compile_allowance, seed=seed, cwd=staged)
+                emit(_row(name, ex, d))
     return rows
+
+
+@contextlib.contextmanager
+def _copied(class_dir: Path, student: str, files: dict[str, str]
+            ) -> Iterator[tuple[Path, dict[str, Path], dict[str, str]]]:
+    """A fresh folder the grader owns with copies of ``files`` ({exercise: path in the student's folder}) made by
+    ``intake.fetch``: (the folder, {exercise: the copy}, {exercise: why refused}); removed afterwards. The copy
+    sits at ``<folder>/<student>/<path>``, so the checker, run in the folder, names it as the student's."""
+    staged = Path(tempfile.mkdtemp(prefix="tklab-intake-"))
+    try:
+        by_name = {specs.get(ex).filename: ex for ex in files}
+        copies, problems = intake.fetch(class_dir, student, {specs.get(ex).filename: rel for ex, rel in files.items()},
+                                        staged / student)
+        yield staged, {by_name[n]: p for n, p in copies.items()}, {by_name[n]: why for n, why in problems.items()}
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
 
 
 def summary(rows: Sequence[Row]) -> str:
@@ -303,7 +322,8 @@ def summary(rows: Sequence[Row]) -> str:
                      "correctness is NOT established ('not verified'); grade on a GPU machine for verdicts")
     refused = sum(r.correct == "refused" for r in rows)
     if refused:
-        lines.append(f"{refused} row(s) refused: links leading out of a student's folder (see their message)")
+        lines.append(f"{refused} row(s) refused: links, files that are not regular files, or folders that could not "
+                     "be read in time (see their message)")
     return "\n".join(lines)
 
 

@@ -11,7 +11,9 @@ unlocked: level 1 always; each failed check of the learner's copy unlocks one mo
 how often a check failed are kept in ``exercises/.hints.json`` (ignored by git; ``$TKLAB_HINT_STATE``
 names another file), never in the repository's files. A FAILED check report shows the level-1 hint.
 
-For grade sheets: ``reached_in(student_folder, id)`` is the highest level a student has seen.
+``reached_in(folder, id)`` is the highest level seen according to the hint state in a folder: the learner's
+own view. A grade sheet does not use it: that state is written by the student, so ``grade`` records the hint
+level as ``unknown`` rather than take a student's word for it.
 
 Public API: ``hint(exercise, *, more=False, level=None, state=None)``, ``Hint``, ``Ladder``,
 ``ladder(id)``, ``answer(spec)``, ``hints_file(spec)``, ``record_failure(id, state=None)``,
@@ -146,8 +148,9 @@ def reached(exercise_id: str, state: Path | None = None) -> int:
 
 
 def reached_in(folder: str | os.PathLike[str], exercise_id: str) -> int:
-    """The highest hint level seen for ``exercise_id`` in any ``.hints.json`` inside a student's folder
-    (links are not followed): what a grade sheet records beside the verdict."""
+    """The highest hint level seen for ``exercise_id`` in any ``.hints.json`` inside ``folder`` (links are not
+    followed): what the folder's own hint state says, for the learner; not a grade input (see the module
+    docstring)."""
     best = 0
     root = Path(folder)
     for dirpath, _dirs, files in os.walk(root, followlinks=False):

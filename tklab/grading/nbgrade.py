@@ -326,11 +326,30 @@ def report(exercise: str) -> Any:
 
 # ---- outside the notebooks: autograde ------------------------------------------------------------
 
-def _submissions(course: Path, assignment: str, students: Sequence[str] | None) -> dict[str, Path]:
+def _submissions(course: Path, assignment: str, filename: str, students: Sequence[str] | None
+                 ) -> dict[str, tuple[str, str]]:
+    """{student: (path of ``filename`` relative to their submitted folder, or "", why it is not there)} for every
+    submission of ``assignment``, read by ``intake`` (a child with limits: the submissions are the students')."""
+    from . import intake
+
     base = course / "submitted"
     if not base.is_dir():
         raise NbgradeError(f"{base} does not exist: collect the submissions first (`nbgrader collect {assignment}`)")
-    found = {p.parent.name: p for p in sorted(base.glob(f"*/{assignment}")) if p.is_dir()}
+    try:
+        seen = intake.survey(base, [filename])
+    except intake.IntakeError as e:
+        raise NbgradeError(str(e)) from None
+    found: dict[str, tuple[str, str]] = {name: ("", why) for name, why in seen.refused.items()}
+    for name, folder in seen.folders.items():
+        if assignment not in folder.dirs:
+            continue
+        rel = folder.found.get(filename, "")
+        if rel and rel != f"{assignment}/{filename}":
+            found[name] = ("", f"{filename} is not beside the notebook (found {rel})")
+        elif not rel:
+            found[name] = ("", folder.refused.get(filename) or f"no {filename} in the submission")
+        else:
+            found[name] = (rel, "")
     if students:
         unknown = [s for s in students if s not in found]
         if unknown:
@@ -338,14 +357,16 @@ def _submissions(course: Path, assignment: str, students: Sequence[str] | None) 
         found = {s: found[s] for s in students}
     if not found:
         raise NbgradeError(f"no submission of {assignment} in {base}")
-    return found
+    return dict(sorted(found.items()))
 
 
 def compute_verdicts(course: Path, assignment: str, *, students: Sequence[str] | None = None,
                      timeout: float = 60.0, bench: bool = False, progress: bool = True) -> dict[str, dict[str, Any]]:
     """Check each student's submitted exercise file outside any notebook; keep each verdict in
-    ``course/tklab_verdicts/<exercise>/<sha256>.json``. Returns {student: {sha256, scores, summary}}."""
-    from .grade import _check_in_subprocess, scan
+    ``course/tklab_verdicts/<exercise>/<sha256>.json``. Returns {student: {sha256, scores, summary}}.
+
+    The file checked is a copy ``intake`` made (a regular file, no link followed) in a folder the grader owns."""
+    from .grade import _check_in_subprocess, _copied
 
     ex, cells = graded_cells(course / "source" / assignment / f"{assignment}.ipynb")
     spec = specs.get(ex)
@@ -353,22 +374,22 @@ def compute_verdicts(course: Path, assignment: str, *, students: Sequence[str] |
     store = course / VERDICTS_DIR / ex
     store.mkdir(parents=True, exist_ok=True)
     out: dict[str, dict[str, Any]] = {}
-    for student, folder in _submissions(course, assignment, students).items():
-        found, refused = scan(folder, [ex])
-        path = found.get(ex)
-        if path is None or path.parent != folder:
-            why = refused.get(ex) or f"no {spec.filename} in the submission"
-            if path is not None:
-                why = f"{spec.filename} is not beside the notebook (found {path.relative_to(folder)})"
-            result: dict[str, Any] = {"compiled": False, "passed": False, "summary": why}
-            sha = ""
-        else:
-            if progress:
-                print(f"  {student}: checking {spec.filename} …", file=sys.stderr, flush=True)
-            sha = _sha256(path)
-            result = _check_in_subprocess(ex, path, timeout=timeout, run=True, bench=bench, hide=[course])
-            (store / f"{sha}.json").write_text(json.dumps({"exercise": ex, "sha256": sha, "student": student,
-                                                           "result": result}, default=str) + "\n")
+    submitted = course / "submitted"
+    for student, (rel, why) in _submissions(course, assignment, spec.filename, students).items():
+        result: dict[str, Any] = {"compiled": False, "passed": False, "summary": why}
+        sha = ""
+        with _copied(submitted, student, {ex: rel} if rel else {}) as (staged, copies, problems):
+            path = copies.get(ex)
+            if rel and path is None:
+                result["summary"] = problems.get(ex, f"{spec.filename} could not be read")
+            elif path is not None:
+                if progress:
+                    print(f"  {student}: checking {spec.filename} …", file=sys.stderr, flush=True)
+                sha = _sha256(path)
+                result = _check_in_subprocess(ex, path, timeout=timeout, run=True, bench=bench,
+                                              hide=[course, staged], cwd=staged)
+                (store / f"{sha}.json").write_text(json.dumps({"exercise": ex, "sha256": sha, "student": student,
+                                                               "result": result}, default=str) + "\n")
         out[student] = {"sha256": sha, "scores": score(result, spec, cells),
                         "summary": " ".join(str(result.get("summary", "")).split())}
     return out

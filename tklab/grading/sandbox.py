@@ -7,12 +7,15 @@ Levels, strongest first (``Isolation.level`` says which one a run got, and every
 
 * ``bubblewrap``: the ``bwrap`` program (Debian/Ubuntu package ``bubblewrap``) with new user, PID,
   network, IPC and UTS namespaces. The filesystem is read-only except the run's fresh working folder and
-  a private ``/tmp``; chosen folders (the solutions, the class folder) are hidden; there is no network;
-  and every process of the run dies with it (the kernel ends a PID namespace as a whole).
+  a private ``/tmp``; chosen folders (the solutions, the class folder) are hidden, and so is every folder of
+  the workbook checkout but the package and the tile library (its git history, the tests' copies of solutions:
+  ``unseen``); there is no network; and every process of the run dies with it (the kernel ends a PID
+  namespace as a whole).
 * ``process``: no sandbox program here (or ``TKLAB_SANDBOX=process``). A fresh working folder, a clean
   environment, its own session; on exit and at the time limit every process of the run is killed: its
   session and process group, its descendants as last seen, and any process carrying the run's token in
-  its environment.
+  its environment. A root grader's child hides the same folders in a mount namespace of its own before it
+  drops to its user (``HIDE_VAR``; where the container allows mounts, else the report lists what was not).
 
 At both levels the child limits itself before it loads any learner code (``apply_limits``: address
 space, processes, file size, CPU time; no new privileges; it dies with its parent), the time limit is
@@ -53,6 +56,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..build.toolchain import REPO
+from . import unseen
 
 TOKEN_VAR = "TKLAB_SANDBOX_TOKEN"
 _PACKAGE_PARENT = REPO
@@ -195,6 +199,17 @@ def _python_paths() -> set[Path]:
             if p and Path(p).is_absolute() and Path(p).exists()}
 
 
+def _installation() -> set[Path]:
+    """The Python installation the child runs on (prefixes, the interpreter's folder, site-packages): unlike
+    ``_python_paths`` not this process's ``sys.path``, which may hold folders the child never imports from."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                                        Path(sys.executable).resolve().parent, paths.get("purelib"),
+                                        paths.get("platlib")) if p and Path(p).exists()}
+
+
 def _closed_folders(paths: set[Path]) -> list[Path]:
     """The folders above ``paths`` that keep other users out (no o+x, e.g. ``/root``), outermost only."""
     found = set()
@@ -251,17 +266,26 @@ def _bwrap_user_args() -> list[str]:
     return ["--unshare-all"]
 
 
-def drop_privileges() -> None:
-    """In the child, first thing: become the user ``DROP_VAR`` names (root inside bubblewrap only)."""
+#: Environment variable naming (JSON) the folders a root child hides in a mount namespace of its own before it
+#: drops to its user (the process level, where no bubblewrap does it: ``unseen.hide_here``).
+HIDE_VAR = "TKLAB_SANDBOX_HIDE"
+
+
+def drop_privileges() -> list[str]:
+    """In the child, first thing: hide what ``HIDE_VAR`` names (a root child at the process level), then become
+    the user ``DROP_VAR`` names. Returns what could not be hidden."""
+    hide = os.environ.pop(HIDE_VAR, "")
+    missed = unseen.hide_here(json.loads(hide)) if hide and os.getuid() == 0 else []
     want = os.environ.pop(DROP_VAR, "")
     if not want or os.getuid() != 0:
-        return
+        return missed
     uid, gid = (int(x) for x in want.split(":"))
     os.setgroups([])
     os.setgid(gid)
     os.setuid(uid)
     if os.getuid() != uid or os.geteuid() != uid:
         raise SystemExit("could not drop privileges")
+    return missed
 
 
 @functools.cache
@@ -470,7 +494,8 @@ class Sandbox:
         self.workdir = Path(workdir)
         self.gpu, self.limits, self.confine = gpu, limits, confine
         self.isolation = isolation(gpu) if confine else Isolation("process", "the grader's user", ("trusted",))
-        self.hide = [Path(h).resolve() for h in (*hide, *_private_homes())]
+        extras = unseen.workbook_extras(_PACKAGE_PARENT, _installation()) if confine else []
+        self.hide = [Path(h).resolve() for h in (*hide, *_private_homes(), *extras)]
         self.token = uuid.uuid4().hex
         self.proc: subprocess.Popen[bytes] | None = None
         self._seen: dict[int, int] = {}
@@ -522,6 +547,12 @@ class Sandbox:
                 "--new-session", "--setenv", TOKEN_VAR, self.token]
         return out + list(argv)
 
+    def _hidden_here(self) -> list[Path]:
+        """The folders to hide at the process level: those of ``hide`` that hold nothing the run needs."""
+        keep = [self.workdir.resolve(), *_installation(), _PACKAGE_PARENT / "tklab"]
+        return [h for h in self.hide if h.is_dir() and not any(k == h or h in k.parents for k in keep)
+                and h != _PACKAGE_PARENT]
+
     def start(self, argv: Sequence[str], env: Mapping[str, str], pass_fds: Sequence[int] = ()) -> None:
         """Start ``argv`` (the child) in the sandbox, stdout and stderr merged into one pipe."""
         ids = _run_user()[0] if self.confine else None
@@ -529,6 +560,13 @@ class Sandbox:
         env[TOKEN_VAR] = self.token
         command = self._bwrap_argv(argv) if self.isolation.level == "bubblewrap" else list(argv)
         kwargs: dict = {}
+        if self.confine and self.isolation.level == "process" and os.getuid() == 0:
+            # no bubblewrap: the child (root until its first step) hides what the run may not see in a mount
+            # namespace of its own, then drops to the run's user itself (drop_privileges)
+            env[HIDE_VAR] = json.dumps([str(h) for h in self._hidden_here()])
+            if ids is not None:
+                env[DROP_VAR] = f"{ids[0]}:{ids[1]}"
+                ids = None
         if ids is not None:
             kwargs.update(user=ids[0], group=ids[1], extra_groups=[])
         self.started = time.monotonic()

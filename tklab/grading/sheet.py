@@ -55,8 +55,8 @@ class Row:
     message: str
     established: str = ""
     isolation: str = ""
-    #: the highest hint level the student had unlocked for this exercise (0-3; ``hints.reached_in``), as
-    #: recorded in their folder: what the verdict was reached with
+    #: the hint level the student had reached for this exercise: ``unknown`` in a graded row, since the only
+    #: record of it is the hint state in the student's own folder, which the student writes (``grade._row``)
     hint_level: str = ""
 
 

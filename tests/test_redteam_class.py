@@ -1,0 +1,358 @@
+"""Red team, issue 39: a hostile class against the grader. The class folder is the students', so each attack here
+is one a student can mount by what they put in their own folder: a folder that is a link to a classmate's, a FIFO
+where the grader expects a file, a hint state that claims what the grader cannot know, a folder that takes for
+ever to read. Each test failed on the grader that read the class folder itself (the commit before
+``tklab.grading.intake``) and passes now.
+
+Most tests stand a recording fake in for the checker (``grade._check_in_subprocess``): what is under test is what
+the grader reads and hands on, not a verdict.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import tklab.grading.grade as g
+from tklab.grading import intake
+
+ROOT = Path(__file__).resolve().parent.parent
+FILE = "ch01_naive_matmul.py"
+EX = "ch01_naive_matmul"
+SOLUTION = (ROOT / "solutions" / FILE).read_text()
+STUB = (ROOT / "exercises" / FILE).read_text()
+
+
+class Recorder:
+    """Stands in for the checker: keeps each file it is handed (path and content) and passes the solution."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Path, str]] = []
+
+    def __call__(self, exercise: str, path: Path, **_: object) -> dict:
+        text = path.read_text()
+        self.seen.append((path, text))
+        return {"compiled": True, "passed": text == SOLUTION, "summary": "checked", "established": "fake"}
+
+
+def _class(root: Path) -> Path:
+    cls = root / "class"
+    (cls / "alice").mkdir(parents=True)
+    (cls / "alice" / FILE).write_text(SOLUTION)
+    os.chmod(cls / "alice", 0o700)  # her folder is hers; a link to it must not make it another student's
+    return cls
+
+
+def _grade(cls: Path, out: Path, monkeypatch) -> tuple[dict[tuple[str, str], dict[str, str]], Recorder]:
+    rec = Recorder()
+    monkeypatch.setattr(g, "_check_in_subprocess", rec)
+    assert g.main(["--class", str(cls), "--out", str(out), "--exercises", "ch01", "--no-run"]) == 0
+    with open(out, newline="") as f:
+        return {(r["student"], r["exercise"]): r for r in csv.DictReader(f)}, rec
+
+
+# ---- links --------------------------------------------------------------------------------------------------
+
+def test_a_student_folder_that_is_a_link_to_a_classmates_is_refused(tmp_path, monkeypatch):
+    """``class/mallory -> alice`` gave mallory alice's ``yes``: only links leading out of the class were refused."""
+    cls = _class(tmp_path)
+    (cls / "mallory").symlink_to("alice", target_is_directory=True)
+    sheet, rec = _grade(cls, tmp_path / "g.csv", monkeypatch)
+    assert sheet["alice", EX]["correct"] == "yes"
+    row = sheet["mallory", EX]
+    assert row["correct"] == "refused" and "is a link to alice" in row["message"], row
+    assert "a folder of their own" in row["message"]
+    assert len(rec.seen) == 1  # alice's file was checked once: as alice's
+
+
+def test_an_exercise_file_that_is_a_link_inside_the_students_folder_is_refused(tmp_path, monkeypatch):
+    """Even within the student's own folder: the link could be repointed between the look and the read."""
+    cls = _class(tmp_path)
+    (cls / "mallory" / "src").mkdir(parents=True)
+    (cls / "mallory" / "src" / "mine.py").write_text(STUB)
+    (cls / "mallory" / FILE).symlink_to(cls / "mallory" / "src" / "mine.py")
+    sheet, rec = _grade(cls, tmp_path / "g.csv", monkeypatch)
+    row = sheet["mallory", EX]
+    assert row["correct"] == "refused" and f"{FILE} is a link to" in row["message"], row
+
+
+# ---- only regular files, with a size cap and a time limit ------------------------------------------------------
+
+def _special_files(folder: Path) -> dict[str, str]:
+    """{student: what their ch01 file is}: a FIFO, a character device (as root), a socket, a sparse 1 GB file."""
+    made = {}
+    (folder / "fifo").mkdir()
+    os.mkfifo(folder / "fifo" / FILE)
+    made["fifo"] = "is a FIFO, not a regular file"
+    try:
+        (folder / "dev").mkdir()
+        os.mknod(folder / "dev" / FILE, stat.S_IFCHR | 0o644, os.makedev(1, 5))  # /dev/zero's numbers
+        made["dev"] = "is a device, not a regular file"
+    except PermissionError:
+        pass
+    import socket
+
+    (folder / "sock").mkdir()
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(folder / "sock" / FILE))
+    s.close()
+    made["sock"] = "is a socket, not a regular file"
+    (folder / "huge").mkdir()
+    with open(folder / "huge" / FILE, "wb") as f:
+        f.truncate(1 << 30)
+    made["huge"] = "1048576 KB; an exercise file is a few KB"
+    return made
+
+
+def test_only_regular_files_of_a_few_kb_are_read(tmp_path, monkeypatch):
+    """A FIFO, a device or a socket named like the exercise was "missing" (or, opened, would block or stream for
+    ever); now each is refused saying what it is, and nothing of it reaches the checker."""
+    cls = _class(tmp_path)
+    made = _special_files(cls)
+    t = time.monotonic()
+    sheet, rec = _grade(cls, tmp_path / "g.csv", monkeypatch)
+    assert time.monotonic() - t < 30
+    for student, words in made.items():
+        row = sheet[student, EX]
+        assert row["correct"] == "refused" and words in row["message"], row
+    assert [p.parent.name for p, _ in rec.seen] == ["alice"]
+
+
+def test_a_fifo_named_like_the_hint_state_does_not_stall_the_class(tmp_path):
+    """``.hints.json`` as a FIFO: the grader read hint files itself and blocked for ever, grading nobody after her
+    and keeping the sheet locked. The grader runs in a process of its own here, so the old hang is a timeout."""
+    cls = _class(tmp_path)
+    (cls / "mallory" / "exercises").mkdir(parents=True)
+    os.mkfifo(cls / "mallory" / "exercises" / ".hints.json")
+    (cls / "mallory" / "exercises" / FILE).write_text(STUB)
+    (cls / "zed").mkdir()
+    (cls / "zed" / FILE).write_text(SOLUTION)
+    out = tmp_path / "g.csv"
+    script = textwrap.dedent(f"""
+        import tklab.grading.grade as g
+        g._check_in_subprocess = lambda ex, path, **k: {{"compiled": True, "passed": True, "summary": "ok"}}
+        raise SystemExit(g.main(["--class", {str(cls)!r}, "--out", {str(out)!r}, "--exercises", "ch01", "--no-run"]))
+    """)
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        pytest.fail("grade blocked on a FIFO in a student's folder")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with open(out, newline="") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert set(rows) == {"alice", "mallory", "zed"} and rows["zed"]["correct"] == "yes"
+
+
+def test_a_folder_that_cannot_be_read_in_time_is_refused_and_the_others_are_graded(tmp_path, monkeypatch):
+    """A student's folder that takes longer than the limit to read (a network file system that hangs, a huge
+    tree) costs that student's rows only: the reader is stopped and a fresh one reads the rest."""
+    cls = _class(tmp_path)
+    for who in ("mallory", "zed"):
+        (cls / who).mkdir()
+        (cls / who / FILE).write_text(SOLUTION)
+    slow = tmp_path / "slow_intake.py"  # the real reader, made to hang in mallory's folder
+    slow.write_text(textwrap.dedent(f"""
+        import runpy, time
+        g = runpy.run_path({str(Path(intake.__file__))!r}, run_name="intake")
+        real = g["_walk_student"]
+        def hangs(class_fd, name, filenames):
+            if name == "mallory":
+                time.sleep(600)
+            return real(class_fd, name, filenames)
+        g["_child_survey"].__globals__["_walk_student"] = hangs
+        raise SystemExit(g["_child_main"]())
+    """))
+    monkeypatch.setattr(intake, "_command", lambda: [sys.executable, "-I", "-S", str(slow)])
+    monkeypatch.setattr(intake, "STUDENT_SECONDS", 2.0)
+    monkeypatch.setattr(intake.survey, "__kwdefaults__", {"seconds": 2.0})
+    t = time.monotonic()
+    sheet, rec = _grade(cls, tmp_path / "g.csv", monkeypatch)
+    assert time.monotonic() - t < 30
+    assert sheet["mallory", EX]["correct"] == "refused" and "took longer than 2 s" in sheet["mallory", EX]["message"]
+    assert sheet["alice", EX]["correct"] == sheet["zed", EX]["correct"] == "yes"
+
+
+# ---- every read in a child ------------------------------------------------------------------------------------
+
+_WATCHED: list[Path] = []
+_EVENTS: list[tuple[str, str]] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if not _WATCHED or event not in ("open", "os.scandir", "os.listdir", "os.walk"):
+        return
+    target = args[0] if args else None
+    if isinstance(target, (str, bytes, os.PathLike)):
+        path = os.path.abspath(os.fsdecode(target))
+        if any(path == str(w) or path.startswith(str(w) + os.sep) for w in _WATCHED):
+            _EVENTS.append((event, path))
+
+
+sys.addaudithook(_audit)  # (an audit hook stays for the process: it records only while _WATCHED is set)
+
+
+def test_the_grader_never_opens_or_lists_the_class_folder_itself(tmp_path, monkeypatch):
+    """Every read of the students' data happens in a child with limits: the grading process opens no file and
+    lists no folder under the class folder, and the checker is handed a copy the grader owns."""
+    cls = _class(tmp_path)
+    (cls / "mallory" / "exercises").mkdir(parents=True)
+    (cls / "mallory" / "exercises" / FILE).write_text(STUB)
+    (cls / "mallory" / "exercises" / ".hints.json").write_text('{"ch01_naive_matmul": {"seen": 3}}')
+    rec = Recorder()
+    monkeypatch.setattr(g, "_check_in_subprocess", rec)
+    _WATCHED.append(cls.resolve())
+    try:
+        assert g.main(["--class", str(cls), "--out", str(tmp_path / "g.csv"), "--exercises", "ch01",
+                       "--no-run"]) == 0
+    finally:
+        _WATCHED.clear()
+    assert _EVENTS == [], _EVENTS
+    assert sorted(text == SOLUTION for _, text in rec.seen) == [False, True]
+    assert all(cls.resolve() not in p.resolve().parents for p, _ in rec.seen), rec.seen
+
+
+def test_the_hint_level_is_not_taken_from_the_students_folder(tmp_path, monkeypatch):
+    """The ``hint_level`` column came from ``.hints.json`` in the student's folder, which the student writes: a
+    student who read the answer could claim level 0. The grader has no record of its own, so it says unknown."""
+    cls = _class(tmp_path)
+    for who, seen in (("alice", 3), ("mallory", 0)):
+        (cls / who / "exercises").mkdir(parents=True, exist_ok=True)
+        (cls / who / "exercises" / ".hints.json").write_text(f'{{"{EX}": {{"seen": {seen}}}}}')
+    (cls / "mallory" / FILE).write_text(SOLUTION)
+    sheet, _ = _grade(cls, tmp_path / "g.csv", monkeypatch)
+    assert sheet["alice", EX]["hint_level"] == sheet["mallory", EX]["hint_level"] == "unknown"
+
+
+# ---- the reader itself ---------------------------------------------------------------------------------------
+
+def test_a_file_swapped_for_a_link_after_the_survey_is_not_followed(tmp_path):
+    """The copy opens each component from the student's folder down with O_NOFOLLOW: a file (or a folder on its
+    way) replaced by a link between the look and the copy is refused, not read through."""
+    cls = _class(tmp_path)
+    (cls / "mallory" / "work").mkdir(parents=True)
+    (cls / "mallory" / "work" / FILE).write_text(STUB)
+    seen = intake.survey(cls, [FILE])
+    assert seen.folders["mallory"].found == {FILE: f"work/{FILE}"}
+    (cls / "mallory" / "work").rename(cls / "mallory" / "old")
+    (cls / "mallory" / "work").symlink_to(cls / "alice", target_is_directory=True)
+    copies, refused = intake.fetch(cls, "mallory", seen.folders["mallory"].found, tmp_path / "copy")
+    assert copies == {} and "is a link or sits below one" in refused[FILE]
+    (cls / "mallory" / "work").unlink()
+    (cls / "mallory" / "work").mkdir()
+    os.mkfifo(cls / "mallory" / "work" / FILE)  # now a FIFO: the copy does not block on it
+    copies, refused = intake.fetch(cls, "mallory", seen.folders["mallory"].found, tmp_path / "copy")
+    assert copies == {} and "is a FIFO" in refused[FILE]
+
+
+def test_nbgrade_reads_submissions_through_the_same_reader(tmp_path):
+    """``nbgrade autograde``'s first step finds each submitted file the same way: a FIFO (or a link) in place
+    of the exercise file is refused by name, and nothing is checked."""
+    from tklab.grading import nbgrade
+
+    course = tmp_path / "course"
+    assert nbgrade.main(["assignments", "--course", str(course), "--exercises", "ch01"]) == 0
+    sub = course / "submitted"
+    (sub / "mallory" / EX).mkdir(parents=True)
+    os.mkfifo(sub / "mallory" / EX / FILE)
+    (sub / "trudy" / EX).mkdir(parents=True)
+    (sub / "trudy" / EX / FILE).symlink_to(ROOT / "solutions" / FILE)
+    t = time.monotonic()
+    verdicts = nbgrade.compute_verdicts(course, EX, progress=False)
+    assert time.monotonic() - t < 20
+    assert "is a FIFO" in verdicts["mallory"]["summary"] and verdicts["mallory"]["sha256"] == ""
+    assert "is a link to" in verdicts["trudy"]["summary"] and "solutions" in verdicts["trudy"]["summary"]
+    assert all(s["points"] == 0 for v in verdicts.values() for s in v["scores"].values())
+
+
+# ---- the solutions through .git (and every other copy in the workbook) ------------------------------------------
+
+PEEK = """\
+import os, subprocess, sys
+sys.path.insert(0, {repo!r})
+from tklab.grading.sandbox import drop_privileges
+print("MISSED", drop_privileges())  # the child's first step, as ``python -m tklab.grading.child`` takes it
+repo = {repo!r}
+for what in (".git/HEAD", "solutions/ch10_flash.cu", "tests/data/class_sample/carol/ch02_smem_tiling.cu",
+             "tklab/grading/sandbox.py"):
+    try:
+        with open(os.path.join(repo, what)) as f:
+            print("READ", what, len(f.read()))
+    except OSError as e:
+        print("DENIED", what, type(e).__name__)
+try:
+    out = subprocess.run(["git", "-C", repo, "show", "HEAD:solutions/ch10_flash.cu"], capture_output=True, text=True,
+                         timeout=20, env={{"PATH": "/usr/bin:/bin", "HOME": os.getcwd()}})
+    print("GIT", out.returncode, "BEGIN SOLUTION" in out.stdout)
+except OSError as e:
+    print("GIT", "unavailable", e)
+"""
+
+
+@pytest.fixture(params=["process", "bubblewrap"])
+def level(request, monkeypatch):
+    """Each sandbox level this machine has (the one it lacks is skipped)."""
+    from tklab.grading import sandbox
+
+    monkeypatch.setenv("TKLAB_SANDBOX", request.param)
+    if sandbox.isolation().level != request.param:
+        pytest.skip(f"no {request.param} here: {sandbox.isolation().describe()}")
+    return request.param
+
+
+def _peek(tmp_path: Path) -> str:
+    """Run ``PEEK`` the way the runner runs its child: a fresh folder handed over, the solutions and the compile
+    cache hidden, a clean environment, the sandbox this machine offers."""
+    from tklab.build import cache
+    from tklab.grading.sandbox import Limits, Sandbox, limits_for
+
+    work = tmp_path / "run"
+    work.mkdir()
+    box = Sandbox(work, hide=[ROOT / "solutions", cache.cache_dir()], limits=limits_for(Limits(wall_seconds=60)))
+    box.hand_over()
+    out = bytearray()
+    box.start([sys.executable, "-c", PEEK.format(repo=str(ROOT))],
+              {"PATH": "/usr/bin:/bin", "HOME": str(work), "PYTHONDONTWRITEBYTECODE": "1"})
+    assert box.proc is not None and box.proc.stdout is not None
+    fin = box.supervise({box.proc.stdout.fileno(): out.extend})
+    text = out.decode("utf-8", "replace")
+    assert fin.returncode == 0, text
+    return text
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
+def test_a_run_cannot_read_the_solutions_through_git_or_any_other_copy(tmp_path, level):
+    """``git show HEAD:solutions/ch10_flash.cu`` from inside a run printed the solution: ``.git`` was readable.
+    Now the checkout's folders other than the package and the tile library are hidden (the history, the tests'
+    copies of solutions), at both levels; the package stays readable."""
+    import shutil
+
+    text = _peek(tmp_path)
+    assert "MISSED []" in text, text
+    for what in (".git/HEAD", "solutions/ch10_flash.cu", "tests/data/class_sample/carol/ch02_smem_tiling.cu"):
+        assert f"DENIED {what}" in text, text
+    assert "READ tklab/grading/sandbox.py" in text, text
+    if shutil.which("git"):
+        assert "GIT" in text and "GIT 0 True" not in text, text
+
+
+def test_the_git_folders_of_a_worktree_are_found(tmp_path):
+    """A worktree's ``.git`` is a file naming its folder inside the main repository, whose ``commondir`` names the
+    object store: both are hidden, wherever they live."""
+    from tklab.grading import unseen
+
+    main = tmp_path / "main" / ".git"
+    (main / "worktrees" / "wt").mkdir(parents=True)
+    (main / "worktrees" / "wt" / "commondir").write_text("../..\n")
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    (wt / ".git").write_text(f"gitdir: {main / 'worktrees' / 'wt'}\n")
+    assert unseen.git_dirs(wt) == [main / "worktrees" / "wt", main]
+    assert unseen.git_dirs(tmp_path / "main") == [main]
