@@ -17,6 +17,7 @@ import tklab
 from tklab import gpu, specs
 from tklab.emulate import exercise as emulated
 from tklab.grading.check import check, main, resolve
+from tklab.run import arrays
 from tklab.grading.judge import compare
 from tklab.grading.runner import run_isolated
 
@@ -241,10 +242,11 @@ def test_compare_finds_first_wrong_element_and_window():
     exp = np.arange(60, dtype=np.float64).reshape(6, 10)
     got = exp.astype(np.float32).copy()
     got[3, 7] += 1.0
-    got[4, 1] = np.nan
+    got[4, 1] = arrays.poisoned(np, 1, np.float32)[0]  # what the checker filled it with: never written
+    got[5, 2] = np.nan  # a NaN the kernel computed and wrote
     r = compare("C", got, exp, rtol=1e-6, atol=1e-6)
     assert not r["ok"] and r["index"] == [3, 7] and r["got"] == 38.0 and r["expected"] == 37.0
-    assert r["wrong"] == 2 and r["unwritten"] == 1 and r["total"] == 60
+    assert r["wrong"] == 3 and r["unwritten"] == 1 and r["nan_written"] == 1 and r["total"] == 60
     w = r["window"]
     r0, c0 = w["origin"]
     assert len(w["got"]) == 4 and len(w["got"][0]) == 6
