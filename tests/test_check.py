@@ -17,9 +17,9 @@ import tklab
 from tklab import gpu, specs
 from tklab.emulate import exercise as emulated
 from tklab.grading.check import check, main, resolve
-from tklab.run import arrays
 from tklab.grading.judge import compare
 from tklab.grading.runner import run_isolated
+from tklab.run import arrays
 
 ROOT = Path(__file__).resolve().parent.parent
 IDS = [i for i in specs.all_ids() if specs.get(i).kind == "exercise"]
