@@ -151,11 +151,12 @@ def _walks(orders: emu.EmuModule, q_blocks: int, heads: int, batch: int, section
 def test_longest_first_deals_a_causal_grid_evenly(orders):
     """PERSISTENT=2's walk (tk::longest_first) against PERSISTENT=1's (sections) at d=128, N=8192, causal (64
     query blocks of 128 rows, 2 x 16 heads, 4-head sections, 132 SMs): every item once; each block's costliest
-    items first; the slowest block's key blocks (query block q reads ceil(128 (q + 1) / 176)) within 2 % of the
+    items first; the slowest block's key blocks (query block q reads ceil(128 (q + 1) / BC)) within 2 % of the
     average, where the sections' static dealing leaves one block 28 % above it (the -10 % measured on the H200)."""
     q_blocks, heads, batch, section, grid = 64, 16, 2, 4, 132
     walks = {by: _walks(orders, q_blocks, heads, batch, section, grid, by) for by in (0, 1)}
-    cost = {by: np.where(w[..., 2] >= 0, -(-128 * (w[..., 2] + 1) // 176), 0).sum(axis=1) for by, w in walks.items()}
+    bc = attention.build("hopper", 128).option("BC")  # the key-block width, from its one home
+    cost = {by: np.where(w[..., 2] >= 0, -(-128 * (w[..., 2] + 1) // bc), 0).sum(axis=1) for by, w in walks.items()}
     for row in walks[1][..., 2]:
         row = row[row >= 0]
         assert (np.diff(row) <= 0).all(), row

@@ -29,8 +29,11 @@ def test_relative_rms_tolerance_catches_a_small_uniform_error_an_absolute_one_pa
     assert specs.get("ch10_flash").tolerance("LSE") == (2e-2, 2e-2, None)
 
 
-@pytest.mark.parametrize("exercise, bc", [("ch09_flash", 64), ("ch10_flash", 176)])
-def test_rising_inputs_raise_every_rows_maximum_in_every_key_block(exercise: str, bc: int) -> None:
+@pytest.mark.parametrize("exercise, build", [("ch09_flash", ("tiles", 128)), ("ch10_flash", ("hopper", 128))])
+def test_rising_inputs_raise_every_rows_maximum_in_every_key_block(exercise: str, build: tuple[str, int]) -> None:
+    from tklab.course import attention
+
+    bc = attention.build(*build).option("BC")  # the key-block width, from its one home
     spec = specs.get(exercise)
     case = next(d for d in spec.emu_cases if d.get("rising"))
     assert case in spec.cases and not case["causal"]
@@ -49,8 +52,11 @@ def test_emulated_cases_exercise_the_loops() -> None:
 
     ch08 = emulated.cases(specs.get("ch08_wgmma"))
     assert any(d["K"] // 64 > 4 and d["M"] // 64 > 1 and d["N"] // 256 > 1 for d in ch08)  # ring wraps, tiles
+    from tklab.course import attention
+
+    bc = attention.build("hopper", 128).option("BC")
     ch10 = emulated.cases(specs.get("ch10_flash"))
-    assert any(d["causal"] and -(-d["N"] // 176) > 2 and d["N"] % 176 for d in ch10)  # wraps, diagonal, tail
+    assert any(d["causal"] and -(-d["N"] // bc) > 2 and d["N"] % bc for d in ch10)  # wraps, diagonal, tail
     for e in ("ch07_tma_ring", "ch08_wgmma", "ch10_flash"):  # TMA: at least two completion orders
         assert len({d.get("tma_order", 0) for d in emulated.cases(specs.get(e))}) >= 2, e
     assert emulated.left_to_gpu(specs.get("ch08_wgmma")) == [{"M": 1024, "N": 1024, "K": 1024}]
