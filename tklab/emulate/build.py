@@ -42,6 +42,8 @@ SHIM = Path(__file__).resolve().parent / "shim"
 # Bump when the generated code changes meaning (2: entries from before issue 24 may be poisoned; 3: wgmma waits per
 # warp, mbarrier waiters that see a phase complete keep it).
 VERSION = "3"
+#: The PTX interpreter's parts of the runtime (shim/src/interp.h says which does what).
+INTERP_SOURCES = ("interp", "interp_values", "interp_memory", "interp_units")
 #: Seconds and bytes of address space one compiler call may use (``$TKLAB_EMU_COMPILE_SECONDS`` overrides).
 COMPILE_SECONDS = 120.0
 COMPILE_MEMORY = 4 << 30
@@ -255,7 +257,7 @@ def runtime_library(cc: Compiler | None = None) -> Path:
             _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-w", "-ffp-contract=off", *hostos.defines(host),
                   *_stdlib(cc, host), *hostos.runtime_link(host, out.name), "-o", str(lib),
                   str(SHIM / "src" / "runtime.cpp"), str(SHIM / "src" / "ptx.cpp"), str(SHIM / "src" / "trace.cpp"),
-                  str(SHIM / "src" / "interp.cpp"), "-lpthread", "-ldl"],
+                  *(str(SHIM / "src" / f"{name}.cpp") for name in INTERP_SOURCES), "-lpthread", "-ldl"],
                  "building the emulator runtime", "the emulator runtime")
             _publish(lib, out)
     return out
