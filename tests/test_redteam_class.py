@@ -356,3 +356,68 @@ def test_the_git_folders_of_a_worktree_are_found(tmp_path):
     (wt / ".git").write_text(f"gitdir: {main / 'worktrees' / 'wt'}\n")
     assert unseen.git_dirs(wt) == [main / "worktrees" / "wt", main]
     assert unseen.git_dirs(tmp_path / "main") == [main]
+
+
+# ---- compiles bounded -------------------------------------------------------------------------------------------
+
+CH02 = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text()
+nvrtc = pytest.mark.nvrtc
+
+
+def _ch02(folder: Path, prelude: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ch02_smem_tiling.cu").write_text(prelude + CH02)
+    return folder / "ch02_smem_tiling.cu"
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """A compile cache of the test's own: every compile here misses it, so NVRTC really runs."""
+    monkeypatch.setenv("TKLAB_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@nvrtc
+@pytest.mark.parametrize("prelude, limit, words", [
+    # one line, no directive: 1.5 GB and a 100 MB cubin in NVRTC (before: in the checking process)
+    ("__device__ char big[100000000] = {1};\n", ("TKLAB_COMPILE_MEMORY_MIB", "768"),
+     "the compile exceeded 768 MiB of memory"),
+    ("__device__ char big[20000000] = {1};\n", ("TKLAB_COMPILE_OUTPUT_MIB", "8"),
+     "the compile's output (PTX and cubin) exceeded 8 MiB"),
+    ("__device__ char big[100000000] = {1};\n", ("TKLAB_COMPILE_CPU_SECONDS", "1"),
+     "the compile exceeded 1 s of CPU time"),
+], ids=["memory", "output", "cpu"])
+def test_a_compile_that_blows_up_is_stopped_with_a_verdict_naming_the_limit(tmp_path, fresh_cache, monkeypatch,
+                                                                           prelude, limit, words):
+    """NVRTC compiled the learner's file in the checking process with no limit. Now it runs in a child that limits
+    itself; a compile past a limit is the file's compile error, naming it, and the check goes on to the next."""
+    from tklab.grading.check import check
+
+    monkeypatch.setenv(*limit)
+    t = time.monotonic()
+    res = check("ch02", _ch02(tmp_path / "m", prelude), run=False)
+    assert time.monotonic() - t < 60
+    assert res.passed is False and not res.compiled and words in res.compile_error, res.compile_error
+    assert "was stopped" in res.compile_error
+
+
+@nvrtc
+def test_a_bounded_compile_is_cached_under_the_same_key_with_the_same_ptx(tmp_path, fresh_cache):
+    """Only the NVRTC call moves: the key, the cache entry and the module are what an in-process compile makes, so
+    the emulated run interprets the PTX the static checks read; a compile error reads the same too."""
+    from tklab.build import cache, compiler
+    from tklab.grading import bounded_compile, specs
+
+    spec = specs.get("ch02_smem_tiling")
+    with bounded_compile.bounded():
+        bounded = compiler.compile(CH02, arch="sm_90a", name="x.cu", options=spec.options)
+    assert not bounded.cached and cache.load(bounded.key)["ptx"] == bounded.ptx
+    cache.clear()
+    plain = compiler.compile(CH02, arch="sm_90a", name="x.cu", options=spec.options)
+    assert (plain.key, plain.ptx, plain.cubin) == (bounded.key, bounded.ptx, bounded.cubin)
+    broken = CH02 + "\n__global__ void oops() { undefined_name(); }\n"
+    with pytest.raises(compiler.CompileError) as in_process:
+        compiler.compile(broken, arch="sm_90a", name="x.cu", options=spec.options)
+    with bounded_compile.bounded(), pytest.raises(compiler.CompileError) as in_child:
+        compiler.compile(broken, arch="sm_90a", name="x.cu", options=spec.options)
+    assert str(in_child.value) == str(in_process.value) and in_child.value.diagnostics

@@ -18,6 +18,7 @@ policy for "which arch, when none is named").
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import os
@@ -27,13 +28,13 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from ..run import gpu
-from . import cache, sass, signature, toolchain
+from . import cache, nvrtc_call, sass, signature, toolchain
 
 _ARCH = re.compile(r"^sm_(\d{2,3})(a|f)?$")
 
@@ -254,50 +255,30 @@ def compile(  # noqa: A001 - the name learners expect
                   cached=cached, **{k: entry[k] for k in ("cubin", "ptx", "log", "lowered", "seconds")})
 
 
+#: Where NVRTC runs for ``compile``: None is this process (``nvrtc_call.compile_raw``); grading sets a function
+#: of the same arguments that runs it in a limited child (``nvrtc_elsewhere``, ``tklab.grading.bounded_compile``).
+_nvrtc_runner: Callable[[str, str, list[str], Sequence[str]], dict[str, Any]] | None = None
+
+
+@contextlib.contextmanager
+def nvrtc_elsewhere(runner: Callable[[str, str, list[str], Sequence[str]], dict[str, Any]]) -> Iterator[None]:
+    """Within the block, every compile that misses the cache runs NVRTC through ``runner(source, program, options,
+    name_expressions)`` (returning ``nvrtc_call.compile_raw``'s dict) instead of in this process; the key, the
+    cache and the module are the same either way."""
+    global _nvrtc_runner
+    saved, _nvrtc_runner = _nvrtc_runner, runner
+    try:
+        yield
+    finally:
+        _nvrtc_runner = saved
+
+
 def _nvrtc(source: str, program: str, opts: list[str], name_expressions: Sequence[str],
            line_offset: int) -> dict[str, Any]:
-    from cuda.bindings import nvrtc
-
-    def ok(result: Any, what: str) -> Any:
-        err, *rest = result
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise RuntimeError(f"{what}: {nvrtc.nvrtcGetErrorString(err)[1].decode()}")
-        return rest[0] if len(rest) == 1 else rest
-
-    start = time.perf_counter()
-    prog = ok(nvrtc.nvrtcCreateProgram(source.encode(), program.encode(), 0, [], []), "nvrtcCreateProgram")
-    try:
-        for expr in name_expressions:
-            ok(nvrtc.nvrtcAddNameExpression(prog, expr.encode()), f"name expression {expr!r}")
-        encoded = [o.encode() for o in opts]
-        (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
-        log = _read(prog, nvrtc.nvrtcGetProgramLogSize, nvrtc.nvrtcGetProgramLog, ok, "log").decode(errors="replace")
-        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise CompileError(log, source, program, line_offset)
-        cubin = _read(prog, nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN, ok, "cubin", strip=False)
-        ptx = _read(prog, nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX, ok, "ptx")
-        lowered = {}
-        for expr in name_expressions:
-            low = ok(nvrtc.nvrtcGetLoweredName(prog, expr.encode()), f"lowered name of {expr!r}")
-            lowered[expr] = low.decode() if isinstance(low, bytes) else str(low)
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-    return {"cubin": cubin, "ptx": ptx.decode(), "log": log, "lowered": lowered,
-            "seconds": time.perf_counter() - start}
-
-
-def _read(prog: Any, size_fn: Any, get_fn: Any, ok: Any, what: str, *, strip: bool = True) -> bytes:
-    """Copy one of NVRTC's outputs (log, PTX, cubin) into Python bytes.
-
-    NVRTC writes into the buffer it is given, so the buffer must be fresh and mutable: a ``bytearray``.
-    The common ``b" " * size`` is a trap: for ``size == 1`` (an empty log) CPython returns its shared,
-    cached ``b" "`` object, NVRTC writes a NUL into it, and every later ``" ".encode()`` in the process
-    yields ``b"\\x00"`` (seen on the H200: print separators and a torch schema broke).
-    """
-    size = ok(size_fn(prog), f"{what} size")
-    buf = bytearray(size)
-    ok(get_fn(prog, buf), what)
-    return bytes(buf).rstrip(b"\0") if strip else bytes(buf)
+    raw = (_nvrtc_runner or nvrtc_call.compile_raw)(source, program, opts, name_expressions)
+    if not raw["ok"]:
+        raise CompileError(raw["log"], source, program, line_offset)
+    return {k: raw[k] for k in ("cubin", "ptx", "log", "lowered", "seconds")}
 
 
 def plain_name(mangled: str) -> str | None:

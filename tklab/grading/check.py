@@ -8,7 +8,8 @@ What a check does, in order:
    headers and the learner's folder: ``tklab.build.includes``; a conditional, ``#define``, ``#pragma`` or
    ``#include`` the exercise's template does not have: ``directives``; a Python file that does more than import
    numba, numpy and math, set constants and define ``@cuda.jit`` functions: ``hygiene``), then
-   compiles it (CUDA: ``tklab.compile``, so errors are shown on the learner's own numbered lines;
+   compiles it (CUDA: ``tklab.compile``, NVRTC in a child with limits (``bounded_compile``), so errors are
+   shown on the learner's own numbered lines and a compile that blows up is stopped and named;
    numba: a syntax check) and runs the exercise's *static checks* on what the compiler made of it:
    writes its output, uses shared memory, no spills, the instruction the chapter is about shows up in
    SASS, a conflict-free layout … These need no GPU;
@@ -225,6 +226,22 @@ def _tell(stage: str) -> None:
         _progress(stage)
 
 
+def _compiles_bounded(fn: Any) -> Any:
+    """``fn`` with every NVRTC compile it makes run in a limited child (``bounded_compile``): the learner's file is
+    compiled in the checking process's name, and a compile that takes gigabytes or minutes must stop there."""
+    import functools
+
+    @functools.wraps(fn)
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        from . import bounded_compile
+
+        with bounded_compile.bounded():
+            return fn(*args, **kwargs)
+
+    return bounded
+
+
+@_compiles_bounded
 def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None = None, *,
           run: bool | None = None, bench: bool = True, timeout: float | None = None,
           seed: int | None = None, hide: Sequence[str | os.PathLike[str]] = (),
