@@ -28,8 +28,6 @@ for at once, over the launch -- 2 for a loop that overlaps two products), ``TMA_
 from __future__ import annotations
 
 import ctypes
-import json
-import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,9 +39,8 @@ import numpy as np
 from ..build import signature
 from ..build.compiler import KernelsByName
 from ..run.launch import check_count, check_launch
-from . import errors
+from .arguments import Arguments, Param, dyn_shared_limit, finish
 from .build import Built
-from .tensormap import TensorMap
 
 _LOCK = threading.Lock()  # one launch at a time: the runtime's buffer slots are process-wide
 _SLOTS = 64
@@ -142,54 +139,6 @@ class EmuKernel:
             self.params = None
         self.last = LaunchResult()
 
-    def _param(self, i: int) -> signature.Param | None:
-        return self.params[i] if self.params else None
-
-    def _pack(self, i: int, value: Any, buffers: list[tuple[int, np.ndarray, np.ndarray]],
-              infos: dict[int, errors.ArgInfo], maps: list[tuple[int, TensorMap]]) -> bytes:
-        param = self._param(i)
-        where = f"{self.name}: argument {i}" + (f" ('{param.ctype} {param.name}')" if param else "")
-        size = self.param_sizes[i]
-        if isinstance(value, TensorMap):
-            maps.append((i, value))
-            return bytes(128)
-        if self.param_pointer[i]:
-            if value is None or (isinstance(value, (int, np.integer)) and int(value) == 0):
-                return bytes(8)
-            if not isinstance(value, np.ndarray):
-                if hasattr(value, "__cuda_array_interface__") or hasattr(value, "data_ptr"):
-                    raise TypeError(f"{where}: a GPU array was passed to the CPU emulator; pass a NumPy array "
-                                    "(cupy.asnumpy(x) / tensor.cpu().numpy())")
-                raise TypeError(f"{where} is a pointer: pass a NumPy array, not {type(value).__name__}")
-            allowed = signature.POINTEES.get(param.base) if param is not None else None
-            if allowed and value.dtype.name not in allowed:
-                raise TypeError(f"{where} expects {param.base} data ({'/'.join(allowed)}), but the array holds "  # type: ignore[union-attr]
-                                f"{value.dtype.name}; convert it first (e.g. .astype(...))")
-            slot = len(buffers)
-            if slot >= _SLOTS:
-                raise ValueError(f"{self.name}: at most {_SLOTS} array arguments")
-            host = np.ascontiguousarray(value)
-            buffers.append((slot, value, host))
-            infos[slot] = errors.ArgInfo(i, param.name if param else "", param.ctype if param else "",
-                                         host.dtype, tuple(host.shape), host.nbytes)
-            return slot.to_bytes(8, "little")  # replaced by the address once mapped
-        if isinstance(value, np.ndarray):
-            raise TypeError(f"{where} is declared as a value, but an array was passed")
-        if isinstance(value, (bytes, bytearray, np.void)):
-            raw = bytes(value)
-        elif hasattr(value, "as_kernel_arg"):
-            raise TypeError(f"{where}: {type(value).__name__} is a GPU object; under emulation use "
-                            "tklab.emulate.tensor_map(numpy_array, tile)")
-        elif isinstance(value, (bool, int, float, np.generic)):
-            from ..run.launch import _pack_scalar
-
-            raw = _pack_scalar(where, value, param, size)
-        else:
-            raise TypeError(f"{where}: cannot pass a {type(value).__name__} to a kernel")
-        if len(raw) != size:
-            raise TypeError(f"{where} takes {size} bytes, but the value packs to {len(raw)} bytes")
-        return raw
-
     def __call__(self, grid: Any, block: Any, args: Sequence[Any] = (), *, shared_mem: int = 0, stream: Any = None,
                  sync: bool = False, race: bool = True, time_limit: float = 60.0, workers: int | None = None,
                  reverse: bool = False, tma_order: str = "delayed") -> LaunchResult:
@@ -199,45 +148,14 @@ class EmuKernel:
         g, b = check_launch(self.name, grid, block, args)
         n = len(self.param_sizes)
         check_count(self.name, self.params, n, len(args))
-        arch = 90 if self.module.arch.startswith("sm_9") else 80
-        from ..course.limits import SHARED_OPTIN  # one source for the per-block limits (here: no GPU's own)
-
-        limit = SHARED_OPTIN[arch]
-        if shared_mem > limit:
-            raise ValueError(f"{self.name}: {shared_mem} B of dynamic shared memory is more than a block can have "
-                             f"on {self.module.arch} ({limit} B)")
-        buffers: list[tuple[int, np.ndarray, np.ndarray]] = []
-        infos: dict[int, errors.ArgInfo] = {}
-        maps: list[tuple[int, TensorMap]] = []
-        packed = [self._pack(i, a, buffers, infos, maps) for i, a in enumerate(args)]
+        arch, limit = dyn_shared_limit(self.name, self.module.arch, shared_mem)
+        params = [Param(self.param_sizes[i], self.param_pointer[i], self.params[i] if self.params else None)
+                  for i in range(n)]
+        packing = Arguments(self.name, params, args, slots=_SLOTS)
         rt = self.module._rt
         with _LOCK:
-            addresses: dict[int, int] = {}
             try:
-                for slot, _orig, host in buffers:
-                    addr = rt.tkemu_buffer_map(slot, host.nbytes)
-                    if not addr:
-                        raise MemoryError(f"{self.name}: cannot map {host.nbytes} bytes for argument "
-                                          f"{infos[slot].index}")
-                    ctypes.memmove(addr, host.ctypes.data, host.nbytes)
-                    addresses[slot] = addr
-                for i in range(n):
-                    if self.param_pointer[i] and isinstance(args[i], np.ndarray):
-                        slot = int.from_bytes(packed[i], "little")
-                        packed[i] = addresses[slot].to_bytes(8, "little")
-                for i, tmap in maps:
-                    slot = next((s for s, orig, _h in buffers if orig is tmap.array or
-                                 np.shares_memory(orig, tmap.array)), None)
-                    if slot is None:
-                        slot = len(buffers)
-                        host = np.ascontiguousarray(tmap.array)
-                        buffers.append((slot, tmap.array, host))
-                        infos[slot] = errors.ArgInfo(i, f"tensor map {i}", "CUtensorMap", host.dtype,
-                                                     tuple(host.shape), host.nbytes)
-                        addr = rt.tkemu_buffer_map(slot, host.nbytes)
-                        ctypes.memmove(addr, host.ctypes.data, host.nbytes)
-                        addresses[slot] = addr
-                    packed[i] = tmap.encode(addresses[slot], slot)
+                packed = packing.mapped(rt)
                 # Each argument in its own 64-byte-aligned cell (a CUtensorMap is alignas(64)).
                 cells = np.zeros(max(1, n) * 256 + 64, dtype=np.uint8)
                 base = (-cells.ctypes.data) % 64
@@ -251,30 +169,14 @@ class EmuKernel:
                     ((limit // 1024) << 8)  # the block's shared memory, in KB: the runtime's one source too
                 failed = rt.tkemu_launch(self._entry, ctypes.cast(pointers, ctypes.c_void_p), *g, *b, int(shared_mem),
                                          arch, int(nworkers), flags, float(time_limit))
-                for slot, orig, host in buffers:
-                    ctypes.memmove(host.ctypes.data, addresses[slot], host.nbytes)
-                    if host is not orig and orig.flags.writeable:
-                        orig[...] = host
-                error = (rt.tkemu_error() or b"").decode(errors="replace")
-                warnings = json.loads((rt.tkemu_warnings() or b"[]").decode(errors="replace") or "[]")
-                output = (rt.tkemu_output() or b"").decode(errors="replace")
-                stats = json.loads((rt.tkemu_stats() or b"{}").decode(errors="replace") or "{}")
+                packing.copy_back()
+                result, error = finish(rt, packing, failed, library=self.module.built.path,
+                                       program=self.module.program, tma_order=tma_order)
             finally:
-                for slot in addresses:
-                    rt.tkemu_buffer_unmap(slot)
-        ctx = errors.Context(self.module.built.path, self.module.program, infos, dict(addresses),
-                             int(rt.tkemu_slot_bytes()))
-        result = LaunchResult([errors.render(w["message"], w, ctx) for w in warnings], output, tma_order,
-                              int(stats.get("wgmma_max_in_flight", 0)))
+                packing.done(rt)
         self.last = result
-        if output:
-            sys.stdout.write(output)
-        if failed:
-            report = json.loads(error) if error else {"kind": "error", "message": "the launch failed"}
-            message = errors.render(report.get("message", ""), report, ctx)
-            if result.warnings and report.get("kind") in ("deadlock", "timeout"):
-                message += "\n(note: " + "; ".join(result.warnings) + ")"
-            raise errors.error_class(report.get("kind", ""))(message, report)
+        if error is not None:
+            raise error
         return result
 
     def __repr__(self) -> str:

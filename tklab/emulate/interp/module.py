@@ -16,8 +16,6 @@ Public API: ``PtxModule``, ``PtxKernel``, ``CONCEPTS``.
 from __future__ import annotations
 
 import ctypes
-import json
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,8 +27,8 @@ from ...build import signature
 from ...build.compiler import KernelsByName
 from ...run.launch import check_count, check_launch
 from .. import errors
+from ..arguments import Arguments, Param, dyn_shared_limit, finish
 from ..module import _LOCK, TMA_ORDERS, LaunchResult
-from ..tensormap import TensorMap
 from . import decode as _decode
 from . import lines as _lines
 from .parse import parse
@@ -207,75 +205,14 @@ class PtxKernel:
             self.params = None
         self.last = LaunchResult()
 
-    def _layout(self) -> tuple[list[int], int]:
-        offsets = [p.offset for p in self.ptx_params]
-        end = max((p.offset + p.size for p in self.ptx_params), default=0)
-        return offsets, end
-
-    def _pack(self, i: int, value: Any, buffers: list[tuple[int, np.ndarray, np.ndarray]],
-              infos: dict[int, errors.ArgInfo], maps: list[tuple[int, TensorMap]]) -> bytes:
-        param = self.params[i] if self.params else None
-        ptx = self.ptx_params[i]
-        where = f"{self.name}: argument {i}" + (f" ('{param.ctype} {param.name}')" if param else "")
-        size = ptx.size
-        if isinstance(value, TensorMap):
-            if size != 128:
-                raise TypeError(f"{where} takes {size} bytes, not a tensor map (128 bytes, a CUtensorMap)")
-            maps.append((i, value))
-            return bytes(128)
-        pointer = param.pointer if param is not None else (size == 8 and isinstance(value, np.ndarray))
-        if pointer:
-            if value is None or (isinstance(value, (int, np.integer)) and int(value) == 0):
-                return bytes(8)
-            if not isinstance(value, np.ndarray):
-                if hasattr(value, "__cuda_array_interface__") or hasattr(value, "data_ptr"):
-                    raise TypeError(f"{where}: a GPU array was passed to the CPU emulator; pass a NumPy array "
-                                    "(cupy.asnumpy(x) / tensor.cpu().numpy())")
-                raise TypeError(f"{where} is a pointer: pass a NumPy array, not {type(value).__name__}")
-            allowed = signature.POINTEES.get(param.base) if param is not None else None
-            if allowed and value.dtype.name not in allowed:
-                raise TypeError(f"{where} expects {param.base} data ({'/'.join(allowed)}), but the array holds "  # type: ignore[union-attr]
-                                f"{value.dtype.name}; convert it first (e.g. .astype(...))")
-            slot = len(buffers)
-            if slot >= _GLOBAL_SLOT:
-                raise ValueError(f"{self.name}: at most {_GLOBAL_SLOT} array arguments")
-            host = np.ascontiguousarray(value)
-            buffers.append((slot, value, host))
-            infos[slot] = errors.ArgInfo(i, param.name if param else "", param.ctype if param else "",
-                                         host.dtype, tuple(host.shape), host.nbytes)
-            return slot.to_bytes(8, "little")  # replaced by the address once mapped
-        if isinstance(value, np.ndarray):
-            raise TypeError(f"{where} is declared as a value, but an array was passed")
-        if isinstance(value, (bytes, bytearray, np.void)):
-            raw = bytes(value)
-        elif hasattr(value, "as_kernel_arg"):
-            raise TypeError(f"{where}: {type(value).__name__} is a GPU object; under emulation use "
-                            "tklab.emulate.tensor_map(numpy_array, tile)")
-        elif isinstance(value, (bool, int, float, np.generic)):
-            from ...run.launch import _pack_scalar
-
-            if param is None and ptx.ptype in _PTX_SCALARS and ptx.count is None:
-                dtype = np.dtype(_PTX_SCALARS[ptx.ptype])
-                if dtype.kind in "iu" and isinstance(value, (float, np.floating)) and not float(value).is_integer():
-                    raise TypeError(f"{where} is an integer, but {value!r} was passed")
-                if dtype.kind in "iu":
-                    info = np.iinfo(dtype)
-                    if not info.min <= int(value) <= info.max:
-                        if dtype.kind == "u" and -(info.max // 2) - 1 <= int(value) < 0:
-                            raw = np.array(int(value), dtype=dtype.name.replace("uint", "int")).tobytes()
-                        else:
-                            raise OverflowError(f"{where}: {value} does not fit in {dtype.name}")
-                    else:
-                        raw = np.array(int(value), dtype=dtype).tobytes()
-                else:
-                    raw = np.array(value, dtype=dtype).tobytes()
-            else:
-                raw = _pack_scalar(where, value, param, size)
-        else:
-            raise TypeError(f"{where}: cannot pass a {type(value).__name__} to a kernel")
-        if len(raw) != size:
-            raise TypeError(f"{where} takes {size} bytes, but the value packs to {len(raw)} bytes")
-        return raw
+    def _params(self) -> list[Param]:
+        out = []
+        for i, p in enumerate(self.ptx_params):
+            decl = self.params[i] if self.params else None
+            scalar = _PTX_SCALARS.get(p.ptype) if p.count is None else None
+            out.append(Param(p.size, decl.pointer if decl is not None else (False if p.size != 8 else None), decl,
+                             scalar))
+        return out
 
     def __call__(self, grid: Any, block: Any, args: Sequence[Any] = (), *, shared_mem: int = 0, stream: Any = None,
                  sync: bool = False, race: bool = True, time_limit: float = 60.0, workers: int | None = None,
@@ -286,96 +223,44 @@ class PtxKernel:
         g, b = check_launch(self.name, grid, block, args)
         if self.module.abi == "numba":
             args = _numba_args(args)
-        n = len(self.ptx_params)
-        check_count(self.name, self.params, n, len(args))
-        arch = 90 if self.module.arch.startswith("sm_9") else 80
-        from ...course.limits import SHARED_OPTIN
-
-        limit = SHARED_OPTIN[arch]
-        if shared_mem > limit:
-            raise ValueError(f"{self.name}: {shared_mem} B of dynamic shared memory is more than a block can have "
-                             f"on {self.module.arch} ({limit} B)")
-        buffers: list[tuple[int, np.ndarray, np.ndarray]] = []
-        infos: dict[int, errors.ArgInfo] = {}
-        maps: list[tuple[int, TensorMap]] = []
-        packed = [self._pack(i, a, buffers, infos, maps) for i, a in enumerate(args)]
-        offsets, total = self._layout()
+        check_count(self.name, self.params, len(self.ptx_params), len(args))
+        arch, limit = dyn_shared_limit(self.name, self.module.arch, shared_mem)
+        packing = Arguments(self.name, self._params(), args, slots=_GLOBAL_SLOT)
+        total = max((p.offset + p.size for p in self.ptx_params), default=0)
         rt = self.module._rt
+        decoded = self.module.decoded
         with _LOCK:
-            addresses: dict[int, int] = {}
             try:
-                for slot, _orig, host in buffers:
-                    addr = rt.tkemu_buffer_map(slot, host.nbytes)
-                    if not addr:
-                        raise MemoryError(f"{self.name}: cannot map {host.nbytes} bytes for argument "
-                                          f"{infos[slot].index}")
-                    ctypes.memmove(addr, host.ctypes.data, host.nbytes)
-                    addresses[slot] = addr
-                for i in range(n):
-                    if isinstance(args[i], np.ndarray) and len(packed[i]) == 8 and not isinstance(args[i], TensorMap):
-                        slot = int.from_bytes(packed[i], "little")
-                        packed[i] = addresses[slot].to_bytes(8, "little")
-                for i, tmap in maps:
-                    slot = next((s for s, orig, _h in buffers if orig is tmap.array or
-                                 np.shares_memory(orig, tmap.array)), None)
-                    if slot is None:
-                        slot = len(buffers)
-                        host = np.ascontiguousarray(tmap.array)
-                        buffers.append((slot, tmap.array, host))
-                        infos[slot] = errors.ArgInfo(i, f"tensor map {i}", "CUtensorMap", host.dtype,
-                                                     tuple(host.shape), host.nbytes)
-                        addr = rt.tkemu_buffer_map(slot, host.nbytes)
-                        ctypes.memmove(addr, host.ctypes.data, host.nbytes)
-                        addresses[slot] = addr
-                    packed[i] = tmap.encode(addresses[slot], slot)
-                blob = bytearray(max(total, 1))
-                for i, raw in enumerate(packed):
-                    blob[offsets[i]:offsets[i] + len(raw)] = raw
+                blob = bytearray(max(total, 1))  # the entry's parameters, laid out as its .param list says
+                for p, raw in zip(self.ptx_params, packing.mapped(rt), strict=True):
+                    blob[p.offset:p.offset + len(raw)] = raw
                 params = (ctypes.c_uint8 * len(blob)).from_buffer(blob)
-                nworkers = workers if workers is not None else 1
                 flags = (1 if race else 0) | (2 if reverse else 0) | (TMA_ORDERS[tma_order] << 2) | \
                     ((limit // 1024) << 8)
                 rt.tkemu_interp_turns(*self.module.turns)
                 failed = rt.tkemu_interp_launch(self.module._handle, self.entry, ctypes.addressof(params), total, *g,
-                                                *b, int(shared_mem), arch, int(nworkers), flags, float(time_limit),
-                                                _GLOBAL_SLOT)
+                                                *b, int(shared_mem), arch, int(workers if workers is not None else 1),
+                                                flags, float(time_limit), _GLOBAL_SLOT)
                 if failed == 2:
                     raise RuntimeError((rt.tkemu_interp_error() or b"").decode())
-                for slot, orig, host in buffers:
-                    ctypes.memmove(host.ctypes.data, addresses[slot], host.nbytes)
-                    if host is not orig and orig.flags.writeable:
-                        orig[...] = host
-                error = (rt.tkemu_error() or b"").decode(errors="replace")
-                warnings = json.loads((rt.tkemu_warnings() or b"[]").decode(errors="replace") or "[]")
-                output = (rt.tkemu_output() or b"").decode(errors="replace")
-                stats = json.loads((rt.tkemu_stats() or b"{}").decode(errors="replace") or "{}")
-                counts = np.zeros(max(1, len(self.module.decoded.instrs)), np.uint64)
+                packing.copy_back()
+                counts = np.zeros(max(1, len(decoded.instrs)), np.uint64)
                 concepts = np.zeros(len(CONCEPTS), np.uint64)
                 rt.tkemu_interp_counts(self.module._handle, counts.ctypes.data, concepts.ctypes.data)
+                executed: Counter[str] = Counter()
+                for i in np.nonzero(counts)[0]:
+                    executed[decoded.opnames[int(i)]] += int(counts[int(i)])
+                packing.infos[_GLOBAL_SLOT] = errors.ArgInfo(-1, "the module's global variables", "",
+                                                             np.dtype(np.uint8), (0,), 0)
+                result, error = finish(rt, packing, failed, library=Path(self.module.program),
+                                       program=Path(self.module.program).name, tma_order=tma_order,
+                                       instr_where=self.module.where, executed=dict(executed), counts=counts,
+                                       concepts={k: int(v) for k, v in zip(CONCEPTS, concepts, strict=False)})
             finally:
-                for slot in addresses:
-                    rt.tkemu_buffer_unmap(slot)
-        infos[_GLOBAL_SLOT] = errors.ArgInfo(-1, "the module's global variables", "", np.dtype(np.uint8), (0,), 0)
-        ctx = errors.Context(Path(self.module.program), Path(self.module.program).name, infos, dict(addresses),
-                             int(rt.tkemu_slot_bytes()), instr_where=self.module.where)
-        executed: Counter[str] = Counter()
-        names = self.module.decoded.opnames
-        for i in np.nonzero(counts)[0]:
-            executed[names[int(i)]] += int(counts[int(i)])
-        result = LaunchResult([errors.render(w["message"], w, ctx) for w in warnings], output, tma_order,
-                              int(stats.get("wgmma_max_in_flight", 0)))
-        result.executed = dict(executed)
-        result.counts = counts
-        result.concepts = {k: int(v) for k, v in zip(CONCEPTS, concepts, strict=False)}
+                packing.done(rt)
         self.last = result
-        if output:
-            sys.stdout.write(output)
-        if failed:
-            report = json.loads(error) if error else {"kind": "error", "message": "the launch failed"}
-            message = errors.render(report.get("message", ""), report, ctx)
-            if result.warnings and report.get("kind") in ("deadlock", "timeout"):
-                message += "\n(note: " + "; ".join(result.warnings) + ")"
-            raise errors.error_class(report.get("kind", ""))(message, report)
+        if error is not None:
+            raise error
         return result
 
     def __repr__(self) -> str:

@@ -1,0 +1,195 @@
+"""A launch's arguments on the CPU, for either engine: NumPy arrays copied into bounds-checked buffer slots of the
+runtime, tensor maps encoded over those slots, scalars packed as the kernel declares them; and, after the launch,
+the arrays copied back, the slots given up, and the runtime's report turned into a ``LaunchResult`` or an error.
+
+Why one module: the native engine (``module.EmuKernel``) and the PTX interpreter (``interp.module.PtxKernel``) take
+the same arguments with the same checks and say the same things about them; only how a kernel's parameters are
+known (the host build's signature, or the PTX's ``.param`` list) and how it is launched differ.
+
+Public API: ``Param``, ``Arguments``, ``finish``, ``dyn_shared_limit``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..build import signature
+from . import errors
+from .tensormap import TensorMap
+
+
+@dataclass(frozen=True)
+class Param:
+    """What a kernel's parameter takes: its size, whether it is a pointer, its declaration in the source (when
+    known), and a scalar's NumPy type when the source does not say (the PTX's ``.param`` type)."""
+
+    size: int
+    pointer: bool | None  # None: unknown (an 8-byte PTX parameter): an array makes it a pointer
+    declared: signature.Param | None = None
+    scalar: str | None = None
+
+
+def dyn_shared_limit(name: str, arch: str, shared_mem: int) -> tuple[int, int]:
+    """(the arch's number as the runtime takes it, the per-block limit in bytes); an error for a launch over it."""
+    from ..course.limits import SHARED_OPTIN  # one source for the per-block limits (here: no GPU's own)
+
+    number = 90 if arch.startswith("sm_9") else 80
+    limit = SHARED_OPTIN[number]
+    if shared_mem > limit:
+        raise ValueError(f"{name}: {shared_mem} B of dynamic shared memory is more than a block can have on {arch} "
+                         f"({limit} B)")
+    return number, limit
+
+
+class Arguments:
+    """The arguments of one launch (see the module docstring): ``pack`` checks and packs them, ``mapped`` gives
+    each parameter's bytes once the arrays are in the runtime's slots, ``done`` copies back and unmaps."""
+
+    def __init__(self, kernel: str, params: Sequence[Param], values: Sequence[Any], *, slots: int):
+        self.kernel, self.params, self.slots = kernel, list(params), slots
+        self.buffers: list[tuple[int, np.ndarray, np.ndarray]] = []  # (slot, the caller's array, its host copy)
+        self.infos: dict[int, errors.ArgInfo] = {}
+        self.maps: list[tuple[int, TensorMap]] = []
+        self.addresses: dict[int, int] = {}
+        self.packed = [self._pack(i, v) for i, v in enumerate(values)]
+        self._array_at = {i for i, v in enumerate(values) if isinstance(v, np.ndarray) and len(self.packed[i]) == 8
+                          and self._is_pointer(i, v)}
+
+    def _is_pointer(self, i: int, value: Any) -> bool:
+        p = self.params[i]
+        return bool(p.pointer) if p.pointer is not None else (p.size == 8 and isinstance(value, np.ndarray))
+
+    def _pack(self, i: int, value: Any) -> bytes:
+        p = self.params[i]
+        decl = p.declared
+        where = f"{self.kernel}: argument {i}" + (f" ('{decl.ctype} {decl.name}')" if decl else "")
+        if isinstance(value, TensorMap):
+            if p.size != 128:
+                raise TypeError(f"{where} takes {p.size} bytes, not a tensor map (128 bytes, a CUtensorMap)")
+            self.maps.append((i, value))
+            return bytes(128)
+        if self._is_pointer(i, value):
+            if value is None or (isinstance(value, (int, np.integer)) and int(value) == 0):
+                return bytes(8)
+            if not isinstance(value, np.ndarray):
+                if hasattr(value, "__cuda_array_interface__") or hasattr(value, "data_ptr"):
+                    raise TypeError(f"{where}: a GPU array was passed to the CPU emulator; pass a NumPy array "
+                                    "(cupy.asnumpy(x) / tensor.cpu().numpy())")
+                raise TypeError(f"{where} is a pointer: pass a NumPy array, not {type(value).__name__}")
+            allowed = signature.POINTEES.get(decl.base) if decl is not None else None
+            if allowed and value.dtype.name not in allowed:
+                raise TypeError(f"{where} expects {decl.base} data ({'/'.join(allowed)}), but the array holds "  # type: ignore[union-attr]
+                                f"{value.dtype.name}; convert it first (e.g. .astype(...))")
+            slot = len(self.buffers)
+            if slot >= self.slots:
+                raise ValueError(f"{self.kernel}: at most {self.slots} array arguments")
+            host = np.ascontiguousarray(value)
+            self.buffers.append((slot, value, host))
+            self.infos[slot] = errors.ArgInfo(i, decl.name if decl else "", decl.ctype if decl else "", host.dtype,
+                                              tuple(host.shape), host.nbytes)
+            return slot.to_bytes(8, "little")  # replaced by the address once mapped
+        if isinstance(value, np.ndarray):
+            raise TypeError(f"{where} is declared as a value, but an array was passed")
+        if isinstance(value, (bytes, bytearray, np.void)):
+            raw = bytes(value)
+        elif hasattr(value, "as_kernel_arg"):
+            raise TypeError(f"{where}: {type(value).__name__} is a GPU object; under emulation use "
+                            "tklab.emulate.tensor_map(numpy_array, tile)")
+        elif isinstance(value, (bool, int, float, np.generic)):
+            raw = _scalar(where, value, p)
+        else:
+            raise TypeError(f"{where}: cannot pass a {type(value).__name__} to a kernel")
+        if len(raw) != p.size:
+            raise TypeError(f"{where} takes {p.size} bytes, but the value packs to {len(raw)} bytes")
+        return raw
+
+    def _map(self, rt: Any, slot: int, host: np.ndarray, index: int) -> None:
+        addr = rt.tkemu_buffer_map(slot, host.nbytes)
+        if not addr:
+            raise MemoryError(f"{self.kernel}: cannot map {host.nbytes} bytes for argument {index}")
+        ctypes.memmove(addr, host.ctypes.data, host.nbytes)
+        self.addresses[slot] = addr
+
+    def mapped(self, rt: Any) -> list[bytes]:
+        """Copy the arrays into the runtime's slots (call under the launch lock, then ``done``); each parameter's
+        bytes, with the arrays' addresses and the tensor maps encoded over them."""
+        packed = list(self.packed)
+        for slot, _orig, host in self.buffers:
+            self._map(rt, slot, host, self.infos[slot].index)
+        for i in self._array_at:
+            packed[i] = self.addresses[int.from_bytes(packed[i], "little")].to_bytes(8, "little")
+        for i, tmap in self.maps:
+            slot = next((s for s, orig, _h in self.buffers if orig is tmap.array or
+                         np.shares_memory(orig, tmap.array)), None)
+            if slot is None:
+                slot = len(self.buffers)
+                host = np.ascontiguousarray(tmap.array)
+                self.buffers.append((slot, tmap.array, host))
+                self.infos[slot] = errors.ArgInfo(i, f"tensor map {i}", "CUtensorMap", host.dtype, tuple(host.shape),
+                                                  host.nbytes)
+                self._map(rt, slot, host, i)
+            packed[i] = tmap.encode(self.addresses[slot], slot)
+        return packed
+
+    def copy_back(self) -> None:
+        """The arrays as the kernel left them, into the caller's arrays (before ``done``)."""
+        for slot, orig, host in self.buffers:
+            if slot in self.addresses:
+                ctypes.memmove(host.ctypes.data, self.addresses[slot], host.nbytes)
+                if host is not orig and orig.flags.writeable:
+                    orig[...] = host
+
+    def done(self, rt: Any) -> None:
+        for slot in self.addresses:
+            rt.tkemu_buffer_unmap(slot)
+
+
+def _scalar(where: str, value: Any, p: Param) -> bytes:
+    from ..run.launch import _pack_scalar
+
+    if p.declared is None and p.scalar is not None:  # the PTX's type (no source declaration to go by)
+        dtype = np.dtype(p.scalar)
+        if dtype.kind in "iu":
+            if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+                raise TypeError(f"{where} is an integer, but {value!r} was passed")
+            info = np.iinfo(dtype)
+            if info.min <= int(value) <= info.max:
+                return np.array(int(value), dtype=dtype).tobytes()
+            if dtype.kind == "u" and -(info.max // 2) - 1 <= int(value) < 0:  # a negative int into a .b/.u param
+                return np.array(int(value), dtype=dtype.name.replace("uint", "int")).tobytes()
+            raise OverflowError(f"{where}: {value} does not fit in {dtype.name}")
+        return np.array(value, dtype=dtype).tobytes()
+    return _pack_scalar(where, value, p.declared, p.size)
+
+
+def finish(rt: Any, args: Arguments, failed: int, *, library: Path, program: str, tma_order: str,
+           instr_where: Callable[[int], str] | None = None, **extra: Any) -> tuple[Any, errors.EmulationError | None]:
+    """The launch's report (read before ``args.done``): its ``LaunchResult`` (``extra``: the interpreter's fields),
+    and the error the runtime reported (None: none), its placeholders filled in (lines, elements, arguments)."""
+    from .module import LaunchResult
+
+    error = (rt.tkemu_error() or b"").decode(errors="replace")
+    warnings = json.loads((rt.tkemu_warnings() or b"[]").decode(errors="replace") or "[]")
+    output = (rt.tkemu_output() or b"").decode(errors="replace")
+    stats = json.loads((rt.tkemu_stats() or b"{}").decode(errors="replace") or "{}")
+    ctx = errors.Context(library, program, dict(args.infos), dict(args.addresses), int(rt.tkemu_slot_bytes()),
+                         instr_where=instr_where)
+    result = LaunchResult([errors.render(w["message"], w, ctx) for w in warnings], output, tma_order,
+                          int(stats.get("wgmma_max_in_flight", 0)), **extra)
+    if output:
+        sys.stdout.write(output)
+    if not failed:
+        return result, None
+    report = json.loads(error) if error else {"kind": "error", "message": "the launch failed"}
+    message = errors.render(report.get("message", ""), report, ctx)
+    if result.warnings and report.get("kind") in ("deadlock", "timeout"):
+        message += "\n(note: " + "; ".join(result.warnings) + ")"
+    return result, errors.error_class(report.get("kind", ""))(message, report)
