@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import stubs
 
 import tklab
 from tklab import gpu, specs
@@ -92,17 +93,23 @@ def test_cuda_solution_builds_for_sm80(exercise):
 @pytest.mark.nvrtc  # the expected reason is a static check's, read from what NVRTC makes
 @pytest.mark.parametrize("exercise", IDS)
 def test_untouched_exercise_fails_for_the_expected_reason(exercise):
+    """The stub fails as its spec says (graders score that), and its report says only "not started" and where
+    the first TODO is: the placeholders' failures are no diagnosis of the learner's code."""
     res = check(exercise, bench=False, timeout=60)
     assert res.compiled, res  # the stubs compile: the learner starts from a building file
     assert res.passed is False, res
     name, words = STUB_FAILS[exercise]
     failed = {s.name: s.detail for s in res.static if not s.ok}
     assert name in failed and words in failed[name], res
+    todo = next(n for n, line in enumerate((ROOT / "exercises" / specs.get(exercise).exercise_file).read_text()
+                                           .splitlines(), start=1) if "TODO: your code here" in line)
+    assert re.match(rf"not started: fill in the TODOs? at lines? {todo}\b", res.summary), res.summary
+    assert words not in repr(res) and words not in res._repr_html_() and "not started" in res._repr_html_()
     if not NO_GPU or specs.get(exercise).language == "numba":
         assert res.run_status == "wrong", res  # it ran, and the output is wrong
 
 
-def test_untouched_numba_exercise_reports_unwritten_output_on_the_cpu():
+def test_untouched_numba_exercise_reports_unwritten_output_on_the_cpu(tmp_path):
     if not NO_GPU:
         pytest.skip("on a GPU the numba exercise runs on the GPU")
     res = check("ch01")
@@ -110,8 +117,11 @@ def test_untouched_numba_exercise_reports_unwritten_output_on_the_cpu():
     m = res.mismatch
     assert m["index"] == [0, 0] and math.isnan(m["got"]) and m["unwritten"] == m["wrong"] == m["total"]
     text = repr(res)
+    assert "FAILED: not started" in text and "never written" not in text  # its report: where to write
+    begun = check("ch01", stubs.begun_file("ch01_naive_matmul", tmp_path))  # a line written: judged and shown
+    text = repr(begun)
     assert "FAILED" in text and "never written" in text and "yours" in text and "expected" in text
-    assert "<table" in res._repr_html_()
+    assert "<table" in begun._repr_html_()
 
 
 def test_compile_error_is_shown_on_the_learners_line(tmp_path):

@@ -114,8 +114,7 @@ def test_blanks_compile_and_fail(sheet):
     for ex in IDS:
         row = sheet["bob", ex]
         assert (row["compiled"], row["correct"]) == ("yes", "no"), row
-    message = sheet["bob", "ch02_smem_tiling"]["message"]
-    assert "shared memory" in message or (EMULATED and "wrong result" in message), message
+        assert row["message"].startswith("not started: fill in the TODO"), row  # the stub, handed in as it is
 
 
 def test_crasher_is_reported_and_does_not_stop_the_rest(sheet):

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+import stubs
 
 import tklab
 from tklab.grading import hints, specs, spoilers
@@ -63,10 +64,19 @@ def test_a_broken_state_file_costs_the_memory_not_the_hint(state: Path):
     assert json.loads(state.read_text())["ch02_sectors"]["seen"] == 1
 
 
-def test_a_failed_check_shows_level_one_and_only_the_learners_copy_unlocks(state: Path, tmp_path: Path):
-    res = check("ch04_bank_passes", run=False)  # the learner's untouched copy in exercises/
+def test_a_failed_check_shows_level_one_and_only_the_learners_copy_unlocks(state: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    from tklab.grading import check as checking
+
+    res = check("ch04_bank_passes", run=False)  # the learner's untouched copy in exercises/: not an attempt
     assert res.passed is False and res.hint.startswith(hints.ladder("ch04_bank_passes").levels[0])
     assert "hint: " in repr(res) and "tklab.hint('ch04_bank_passes')" in repr(res)
+    assert res.summary.startswith("not started: ") and not state.exists()
+    monkeypatch.setattr(checking, "EXERCISES", tmp_path / "exercises")  # a learner's copy with a line written
+    (tmp_path / "exercises" / "drills").mkdir(parents=True, exist_ok=True)
+    res = check("ch04_bank_passes", stubs.begun_file("ch04_bank_passes", tmp_path / "exercises" / "drills"),
+                run=False)
+    assert res.passed is False and not res.not_started
     assert json.loads(state.read_text())["ch04_bank_passes"]["failed"] == 1
     elsewhere = tmp_path / "ch04_bank_passes.py"  # a file outside exercises/ (a grader's copy): no state
     elsewhere.write_text("def bank_passes(stride):\n    pass\n")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import stubs
 
 import tklab
 from tklab import doctor, gpu, specs
@@ -220,10 +221,10 @@ def test_make_on_a_mac_installs_no_nvidia_wheel(tmp_path: Path) -> None:
                 assert not r.name.startswith(("nvidia-", "cuda-", "cupy")) and r.name != "numba-cuda", (name, r)
 
 
-def test_an_unrun_check_without_nvrtc_does_not_claim_static_checks_passed(no_nvrtc: None) -> None:
+def test_an_unrun_check_without_nvrtc_does_not_claim_static_checks_passed(no_nvrtc: None, tmp_path: Path) -> None:
     """``--no-run`` without NVRTC: the file is built for the emulator only in the sandboxed run, so nothing ran,
     and the verdict says just that (not "static checks passed")."""
-    res = check("ch05", ROOT / "exercises" / "ch05_mma.cu", run=False)
+    res = check("ch05", stubs.begun_file("ch05_mma", tmp_path), run=False)  # a line written: no "not started"
     assert res.passed is None and not res.static
     assert res.summary.startswith("no static check ran (on the CPU emulator; ") and "skipped" in res.summary
     assert "static checks passed" not in res.summary and "the run was not asked for" in res.summary

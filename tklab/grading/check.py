@@ -58,7 +58,7 @@ from typing import Any
 
 from ..build.toolchain import REPO
 from ..run import gpu
-from . import specs
+from . import specs, untouched
 from .route import route
 from .specs import Exercise, StaticContext, StaticResult
 from .verdict import CheckResult
@@ -278,6 +278,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         res.compile_error = problem
         res.passed = False
         return res
+    untouched.judge(res, spec, source)  # against its stub: nothing written in the TODOs yet, given code changed
     where = route(spec)  # this GPU, or the CPU emulator and why (an older GPU, no NVRTC)
     have_gpu = where.on_gpu if spec.language == "cuda" else gpu.available()
     _tell(f"compiling {shown}")
@@ -523,7 +524,7 @@ def _hints(res: CheckResult, spec: Exercise, file: Path) -> None:
                                  "`python -m tklab exercises` moves it there")
     if res.passed is False and res.compiled:
         res.hint = hints.failed_line(spec.id)
-        if learner_copy:
+        if learner_copy and not res.not_started:  # a file not started yet is no attempt: no level unlocked
             hints.record_failure(spec.id)
 
 

@@ -32,7 +32,8 @@ size, whether it runs without a GPU), read from the registry (``tklab.grading.sp
 notebook: the number and title of its first heading, what it teaches from ``TOPICS``); a test holds the
 README equal to what the generator writes.
 
-Public API: ``regions(text, suffix)``, ``render(text, source_name, suffix)``, ``plan(solutions)``,
+Public API: ``regions(text, suffix)``, ``render(text, source_name, suffix)``, ``rendered(...)`` (the text and
+its TODO blocks' lines), ``plan(solutions)``,
 ``sync(solutions, exercises, backup=False)``, ``differences(solutions, exercises)``, ``renamed_work``,
 ``index_rows()``, ``index_table()``, ``chapter_rows()``, ``chapter_table()``, ``readme_with_index(text)``,
 ``main(argv)``, ``RegionError``,
@@ -149,7 +150,14 @@ def header(source_name: str, suffix: str) -> str:
 
 def render(text: str, source_name: str, suffix: str) -> str:
     """The exercise for one solution text: header line, regions replaced by TODO stubs."""
+    return rendered(text, source_name, suffix)[0]
+
+
+def rendered(text: str, source_name: str, suffix: str) -> tuple[str, list[tuple[int, int]]]:
+    """``render``'s text, and where each region's TODO block is in it: (first, last) line, 1-based (the TODO
+    and Goal comments, the hints line, the STUB lines or ``pass``): where the learner writes."""
     prefix = COMMENT[suffix]
+    blocks: list[tuple[int, int]] = []
     lines = text.splitlines()
     out = [header(source_name, suffix)]
     exercise_id = Path(source_name).name.split(".", 1)[0]
@@ -157,6 +165,7 @@ def render(text: str, source_name: str, suffix: str) -> str:
     for k, r in enumerate(regions(text, suffix, source_name)):
         out.extend(lines[pos:r.begin - 1])
         n = r.code_lines
+        first = len(out) + 1
         out.append(f"{r.indent}{prefix} TODO: your code here (about {n} line{'s' if n != 1 else ''}).")
         width = max(40, 100 - len(r.indent))
         if r.hint:  # wrapped, so a long goal stays readable (and within a linter's line length)
@@ -169,9 +178,10 @@ def render(text: str, source_name: str, suffix: str) -> str:
             out.extend(r.stub)
         elif suffix == ".py":
             out.append(f"{r.indent}pass")
+        blocks.append((first, len(out)))
         pos = r.end
     out.extend(lines[pos:])
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n", blocks
 
 
 def _sha(data: bytes) -> str:

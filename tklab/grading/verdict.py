@@ -73,6 +73,8 @@ class CheckResult:
     hint: str = ""  # on FAILED: the exercise's level-1 hint (tklab.grading.hints), the concept without the line
     caveat: str = ""  # what a PASSED rests on when not everything ran here (e.g. "on the CPU emulator; ...")
     why: list[str] = field(default_factory=list)  # the trace's worst lines (tklab.trace.report), when one was taken
+    not_started: str = ""  # nothing written in the TODOs yet: where to write, all the report shows (untouched.py)
+    given_changed: str = ""  # given code (outside the TODOs) the learner changed, in a sentence
 
     # ---- numbers ----
     @property
@@ -158,6 +160,8 @@ class CheckResult:
     @property
     def summary(self) -> str:
         """One line: the verdict and its main reason (what ``grade`` puts in its CSV)."""
+        if self.not_started:
+            return f"not started: {self.not_started}"
         if not self.compiled:
             first = next((ln for ln in self.compile_error.splitlines() if ": error" in ln),
                          self.compile_error.splitlines()[0] if self.compile_error else "")
@@ -192,10 +196,17 @@ class CheckResult:
     def rows(self) -> list[Row]:
         """The report's rows, in order: what the text and the HTML report both show."""
         ok, bad, dot = "✔", "✘", "·"
+        changed = [Row(dot, "given code", self.given_changed)] if self.given_changed else []
+        if self.not_started:  # the stub's placeholders fail in ways that blame given code: say only where to write
+            return [Row(bad, "not started", self.not_started),
+                    *([] if self.compiled else [Row(bad, "does not compile", "", self.compile_error.splitlines())]),
+                    *changed, *(Row(dot, "note", n) for n in self.notes),
+                    *([Row(dot, "hint", self.hint)] if self.hint else [])]
         if not self.compiled:
             rows = [Row(bad, "does not compile", "", self.compile_error.splitlines())]
         else:
             rows = [Row(ok, f"compiles for {self.arch}" if self.arch else "compiles", self.resources)]
+        rows += changed
         rows += [Row(ok if s.ok else bad, s.name, s.detail) for s in self.static]
         if self.compiled:
             mark = {"ok": ok, "not run": dot, "skipped": dot}.get(self.run_status, bad)
