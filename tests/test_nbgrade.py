@@ -17,6 +17,8 @@ import json
 import os
 import shutil
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,36 @@ EX = "ch01_naive_matmul"
 FILE = "ch01_naive_matmul.py"
 TAMPER = ("# added by the student: every check cell now prints a pass\n"
           "import tklab.grading.nbgrade as _n\n_n.verdict = lambda exercise, check: print('✔ trust me')\n")
+#: In alice's file only: what a classmate must never see.
+SECRET = f"# alice-{uuid.uuid4().hex}"
+#: A unique sleep-like duration in trudy's daemon's command line, to find it.
+TOKEN = f"4099{uuid.uuid4().int % 10**6}"
+#: trudy's added cells (issue 39): a daemon that waits for autograde to finish, then rewrites the gradebook; and a
+#: cell that prints classmates' submissions into her notebook, which feedback hands back to her.
+DAEMON = """\
+import os, sqlite3, sys, time
+course, ex, token = sys.argv[1], sys.argv[2], sys.argv[3]
+done = os.path.join(course, "autograded", "trudy", ex, ex + ".ipynb")
+end = time.time() + 120
+while time.time() < end and not os.path.exists(done):
+    time.sleep(0.2)
+time.sleep(2)  # autograde has written her notebook and goes on to the gradebook: let it finish, then
+db = sqlite3.connect(os.path.join(course, "gradebook.db"))
+db.execute("UPDATE grade SET auto_score = 100")
+db.commit()
+open(os.path.join(course, "pwned-by-trudy"), "w").write("rewrote the gradebook")
+"""
+
+
+def _trudy_cells(course: Path, exchange: Path) -> list[str]:
+    spawn = (f"import os, sys\nargs = [sys.executable, '-c', {DAEMON!r}, {str(course)!r}, {EX!r}, {TOKEN!r}]\n"
+             "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execv(sys.executable, args)\n"
+             "    os._exit(0)\nos.wait()\nprint('a daemon is waiting for autograde to finish')\n")
+    peek = (f"import glob, os\nfor pattern in ({str(course / 'submitted' / '*' / EX / FILE)!r}, "
+            f"{str(exchange / '*' / 'inbound' / '*' / FILE)!r}, {str(course / 'tklab_verdicts' / '*' / '*')!r}):\n"
+            "    for f in glob.glob(pattern):\n        print(f, open(f).read())\n"
+            "print('looked at', os.getcwd(), sorted(os.listdir('.')))\n")
+    return [spawn, peek]
 
 
 def _config(course: Path, exchange: Path, **extra: str) -> Config:
@@ -104,17 +136,21 @@ def _course(root: Path, course: Path, exchange: Path) -> dict:
         result = step(EX)
         assert result["success"], result.get("log", "") + result.get("error", "")
     homes = {}
-    for who in ("alice", "bob", "mallory"):
+    for who in ("alice", "bob", "mallory", "trudy"):
         home = root / "home" / who
         home.mkdir(parents=True)
         _student(home, exchange, who, "fetch")
         homes[who] = home / EX
-    shutil.copy(ROOT / "solutions" / FILE, homes["alice"] / FILE)
+    (homes["alice"] / FILE).write_text((ROOT / "solutions" / FILE).read_text() + f"\n{SECRET}\n")
     import nbformat
 
     nb = nbformat.read(homes["mallory"] / f"{EX}.ipynb", as_version=4)
     nb.cells.insert(1, nbformat.v4.new_code_cell(TAMPER))
     nbformat.write(nb, homes["mallory"] / f"{EX}.ipynb")
+    nb = nbformat.read(homes["trudy"] / f"{EX}.ipynb", as_version=4)
+    for i, code in enumerate(_trudy_cells(course, exchange)):
+        nb.cells.insert(1 + i, nbformat.v4.new_code_cell(code))
+    nbformat.write(nb, homes["trudy"] / f"{EX}.ipynb")
     # alice runs her notebook before submitting (no verdicts here: each cell's check runs beside it)
     validated = _run_notebook(homes["alice"] / f"{EX}.ipynb")
     for who in homes:
@@ -232,3 +268,46 @@ def test_a_check_that_could_not_run_earns_nothing_and_says_not_verified(tmp_path
     assert scored["x-correct"]["points"] == 0.0 and scored["x-correct"]["passed"] is None
     assert "NOT VERIFIED" in scored["x-correct"]["detail"]
     assert all(s["passed"] for k, s in scored.items() if k != "x-correct")
+
+
+def _alive(token: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if token.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_students_notebook_leaves_nothing_running_and_sees_no_classmate(course, autograded):
+    """trudy's notebook started a daemon that waits for autograde to finish and then rewrites the gradebook, and a
+    cell that prints classmates' submissions (issue 39: both worked when nbgrader ran notebooks as the grader). Her
+    kernel runs in the sandbox: the daemon is gone when autograde returns, the gradebook keeps the check's points,
+    and neither her executed notebook nor her feedback holds anything of alice's."""
+    import nbformat
+
+    assert autograded["status"] == 0, autograded["out"]
+    left = _alive(TOKEN)
+    deadline = time.monotonic() + 6
+    while left and time.monotonic() < deadline:  # (an escaped daemon acts 2 s after her notebook is written)
+        time.sleep(0.5)
+        left = _alive(TOKEN)
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, "trudy's daemon outlived autograde"
+    assert not (course["course"] / "pwned-by-trudy").exists()
+    with Gradebook(f"sqlite:///{course['course'] / 'gradebook.db'}") as gb:
+        trudy = gb.find_submission(EX, "trudy")
+        assert (trudy.score, trudy.max_score) == (1.0, 7.0)
+        assert gb.find_submission(EX, "alice").score == 7.0
+    ran = nbformat.read(course["course"] / "autograded" / "trudy" / EX / f"{EX}.ipynb", as_version=4)
+    outputs = json.dumps([c.get("outputs") for c in ran.cells])
+    assert "a daemon is waiting" in outputs and "looked at" in outputs  # her cells ran
+    assert SECRET not in outputs and "alice" not in outputs, outputs[:2000]
+    result = course["api"].generate_feedback(EX, "trudy")
+    assert result["success"], result.get("log", "")
+    html = (course["course"] / "feedback" / "trudy" / EX / f"{EX}.html").read_text()
+    assert SECRET not in html and "Score: 1.0 / 7.0" in html

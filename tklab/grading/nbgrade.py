@@ -11,11 +11,14 @@ submit, ``collect``, the formgrader, ``generate_feedback``); tklab adds two comm
 * ``python -m tklab nbgrade autograde <exercise id> --course DIR`` grades the submissions. First, for each
   student, the check runs on the submitted exercise file in a separate process, the learner's kernel in
   ``tklab.grading.sandbox`` (exactly as ``tklab grade`` does), and the points of every check are computed from
-  its result and kept in ``DIR/tklab_verdicts/``, outside every submission. Then ``nbgrader autograde`` runs
-  as usual (told not to overwrite the learner's file with the released copy); its test cells show the
-  verdicts kept for the submitted file. Last, the score of every tklab cell in the gradebook is set to the
-  points computed outside the notebook, and any cell whose score in the executed notebook differed is
-  named (a notebook cell that tampered with the result shows up here).
+  its result and kept in ``DIR/tklab_verdicts/``, outside every submission (the submitted file is read by
+  ``intake``, a child with limits). Then ``nbgrader autograde`` runs (told not to overwrite the learner's file
+  with the released copy), every notebook executed by a kernel started in the sandbox a check's run gets
+  (``nbkernel``: it sees a copy of that student's file and the verdict kept for it, nothing of the course, the
+  exchange or the grader's, and every process it started dies with it); its test cells show the verdicts kept
+  for the submitted file. Last, the score of every tklab cell in the gradebook is set to the points computed
+  outside the notebook, and any cell whose score in the executed notebook differed is named (a notebook cell
+  that tampered with the result shows up here).
 
 Why outside: ``nbgrader autograde`` runs the submitted notebook in one kernel, cells the student added
 included, so anything computed in that kernel can be changed by the student's code (an exception hook
@@ -24,8 +27,8 @@ the kernel never imports or runs; the check that judges it runs in its own proce
 sandboxed beneath it, and the gradebook gets the points that process's verdict gives. What remains (said
 in docs/CLASSROOM.md): the feedback notebook's cell outputs come from the student's kernel, so a tampered
 notebook can show "✔" beside a score of 0 (the score is right, and ``autograde`` names the cell); and
-plain ``nbgrader autograde`` (without this command) computes the verdicts in the student's kernel, which is
-only as trustworthy as that kernel.
+plain ``nbgrader autograde`` (without this command) runs notebooks in kernels of the grader's own user and
+computes the verdicts there, which is only as trustworthy as that kernel.
 
 Each test cell calls ``verdict(exercise, check)``: it prints ``✔ …`` when the check passed (full points) and
 ``✘ …`` on stderr when it failed or could not be established (nbgrader gives a cell with stderr output
@@ -41,12 +44,15 @@ Public API: ``Points``, ``Item``, ``items(spec, points)``, ``judge(result, item)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -395,19 +401,53 @@ def compute_verdicts(course: Path, assignment: str, *, students: Sequence[str] |
     return out
 
 
+def _exchange_folders(course: Path) -> list[Path]:
+    """The exchange's folders (every student's inbound submissions, the released files) and nbgrader's cache, as
+    nbgrader's configuration names them (the course's ``nbgrader_config.py`` over the user's and the system's)."""
+    from jupyter_core.paths import jupyter_config_path, jupyter_data_dir
+    from traitlets.config import Config
+    from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
+
+    cfg = Config()
+    for folder in [*reversed(jupyter_config_path()), str(course)]:
+        with contextlib.suppress(ConfigFileNotFound):
+            cfg.merge(PyFileConfigLoader("nbgrader_config.py", path=folder).load_config())
+    exchange = cfg.Exchange
+    found = [Path(str(exchange.root)) if "root" in exchange else Path("/srv/nbgrader/exchange"),
+             Path(str(exchange.cache)) if "cache" in exchange else Path(jupyter_data_dir()) / "nbgrader_cache"]
+    return [p for p in found if p.is_dir()]
+
+
 def run_nbgrader_autograde(course: Path, assignment: str, student: str | None = None, extra: Sequence[str] = ()
                            ) -> subprocess.CompletedProcess[str]:
-    """``nbgrader autograde`` in the course folder (so its nbgrader_config.py applies), its kernels told where
-    the verdicts are, the learner's file not overwritten by the released copy."""
+    """``nbgrader autograde`` in the course folder (so its nbgrader_config.py applies), the learner's file not
+    overwritten by the released copy, every notebook executed by a kernel in the sandbox (``nbkernel``): it sees
+    a copy of the student's own file and the verdict kept for it, nothing of the course, the exchange or the
+    grader's, and its processes are killed when it ends."""
+    from . import nbkernel
+
     ex = graded_cells(course / "source" / assignment / f"{assignment}.ipynb")[0]
-    env = dict(os.environ)
-    env[VERDICTS_ENV] = str((course / VERDICTS_DIR).resolve())
-    keep = json.dumps({assignment: [specs.get(ex).filename]})
-    cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force",
-           f"--CourseDirectory.root={course.resolve()}", f"--Autograde.exclude_overwriting={keep}"]
-    if student is not None:
-        cmd.append(f"--student={student}")
-    return subprocess.run([*cmd, *extra], cwd=course, env=env, capture_output=True, text=True)
+    spec = specs.get(ex)
+    scratch = Path(tempfile.mkdtemp(prefix="tklab-nbgrade-"))
+    try:
+        os.chmod(scratch, 0o711)  # the kernel's user passes through to its sockets' folder (none can list it)
+        name = nbkernel.kernelspec(scratch)
+        (scratch / "sockets").mkdir(mode=0o700)  # the kernels' ZeroMQ sockets (one kernel at a time)
+        env = dict(os.environ)
+        env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(scratch), env.get("JUPYTER_PATH", "")) if p)
+        env[VERDICTS_ENV] = str((course / VERDICTS_DIR).resolve())
+        env.update(nbkernel.job_env(exercise=ex, filename=spec.filename, verdicts=(course / VERDICTS_DIR).resolve(),
+                                    hide=[course.resolve(), *_exchange_folders(course)]))
+        keep = json.dumps({assignment: [spec.filename]})
+        cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force",
+               f"--CourseDirectory.root={course.resolve()}", f"--Autograde.exclude_overwriting={keep}",
+               f"--Execute.kernel_name={name}", "--KernelManager.transport=ipc",
+               f"--KernelManager.ip={scratch / 'sockets' / 'kernel'}"]
+        if student is not None:
+            cmd.append(f"--student={student}")
+        return subprocess.run([*cmd, *extra], cwd=course, env=env, capture_output=True, text=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def apply_scores(course: Path, assignment: str, verdicts: dict[str, dict[str, Any]], *, db_url: str | None = None

@@ -490,8 +490,9 @@ class Sandbox:
     """
 
     def __init__(self, workdir: Path, *, gpu: bool = False, hide: Sequence[Path] = (), limits: Limits = Limits(),
-                 confine: bool = True):
+                 confine: bool = True, binds: Sequence[Path] = ()):
         self.workdir = Path(workdir)
+        self.binds = [Path(b).resolve() for b in binds]  # besides workdir, what the run may write (a kernel's sockets)
         self.gpu, self.limits, self.confine = gpu, limits, confine
         self.isolation = isolation(gpu) if confine else Isolation("process", "the grader's user", ("trusted",))
         extras = unseen.workbook_extras(_PACKAGE_PARENT, _installation()) if confine else []
@@ -502,10 +503,15 @@ class Sandbox:
         self._known: set[int] | None = None
 
     # -- setup ---------------------------------------------------------------------------------------
+    def run_ids(self) -> tuple[int, int] | None:
+        """(uid, gid) the code runs as when that is not the grader's own user (None: it is)."""
+        if not self.confine:
+            return None
+        return _run_user()[0] or (_drop_inside() if self.isolation.level == "bubblewrap" else None)
+
     def hand_over(self) -> None:
         """Give the working folder to the user the code runs as (after the parent has written into it)."""
-        ids = (_run_user()[0] or (_drop_inside() if self.isolation.level == "bubblewrap" else None)) \
-            if self.confine else None
+        ids = self.run_ids()
         if ids is None:
             return
         for dirpath, dirnames, filenames in os.walk(self.workdir):
@@ -543,6 +549,12 @@ class Sandbox:
                 continue  # under /tmp and not bound back: hidden already
             if h.is_dir() and not any(k == h or h in k.parents for k in keep):
                 out += ["--tmpfs", str(h)]
+        for b in self.binds:
+            for d in reversed(b.parents):
+                if tmp in d.parents and d not in made:
+                    made.add(d)
+                    out += ["--perms", "0755", "--dir", str(d)]
+            out += ["--bind", str(b), str(b)]
         out += ["--bind", work, work, "--chdir", work, *_bwrap_user_args(), "--die-with-parent",
                 "--new-session", "--setenv", TOKEN_VAR, self.token]
         return out + list(argv)

@@ -1,0 +1,204 @@
+"""The kernel ``nbgrader autograde`` runs a submitted notebook in: started in the sandbox a learner's check runs in.
+
+Why: ``nbgrader autograde`` executes each submitted notebook, cells the student added included, in a kernel of the
+grader's own user. A cell there left a daemon that rewrote the gradebook after autograde had exited, and another
+printed classmates' submissions into its output, which ``generate_feedback`` handed back (issue 39). So ``tklab
+nbgrade autograde`` has nbgrader start its kernels through this module (``kernelspec``): each kernel runs in
+``tklab.grading.sandbox`` as a check's run does -- bubblewrap where the machine has it (no network, its own PID
+namespace, a private ``/tmp``, the course folder, the exchange, the solutions, the workbook's other folders and
+the grader's secrets hidden), as an unprivileged user, with limits -- in a fresh folder that holds only what the
+notebook needs: a copy of the student's exercise file (``intake``: a regular file, no link followed) and the
+verdict the grader computed for that file. The kernel talks to nbgrader over ZeroMQ sockets in a folder bound into
+the sandbox (transport ``ipc``: there is no network inside). When the kernel ends (nbgrader shuts it down after
+the notebook), every process it started is killed before this launcher exits, so before nbgrader records the
+notebook's grades; and nothing in the sandbox can reach the gradebook anyway.
+
+The launcher, on the grader's side: ``python -m tklab.grading.nbkernel -f CONNECTION [kernel arguments]``,
+started by jupyter_client in the autograded notebook's folder, told the job by ``JOB_VAR`` (``job_env``). Inside
+the sandbox: ``python -m tklab.grading.nbkernel --inside -f CONNECTION ...`` drops to its user, limits itself and
+runs ipykernel.
+
+Public API: ``KERNEL_NAME``, ``kernelspec(folder)``, ``job_env(...)``, ``main(argv)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..build.toolchain import REPO
+
+#: The kernelspec's name (``--Execute.kernel_name``).
+KERNEL_NAME = "tklab-sandboxed"
+#: Environment variable (JSON) with the launcher's job: exercise, file name, verdicts folder, hidden folders, seconds.
+JOB_VAR = "TKLAB_NBKERNEL_JOB"
+#: Environment variable (JSON) with the limits the kernel sets on itself inside.
+_LIMITS_VAR = "TKLAB_NBKERNEL_LIMITS"
+#: Wall-clock seconds one notebook's kernel may live (nbgrader's own limit is per cell).
+KERNEL_SECONDS = 600.0
+
+
+def kernelspec(folder: Path) -> str:
+    """Write ``folder/kernels/<KERNEL_NAME>/kernel.json`` (``folder`` goes on ``JUPYTER_PATH``); returns its name."""
+    spec = {"argv": [sys.executable, "-m", "tklab.grading.nbkernel", "-f", "{connection_file}"],
+            "display_name": "Python 3 (tklab grading sandbox)", "language": "python", "interrupt_mode": "signal",
+            "env": {"PYTHONPATH": str(REPO)}}
+    target = folder / "kernels" / KERNEL_NAME
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "kernel.json").write_text(json.dumps(spec, indent=1))
+    return KERNEL_NAME
+
+
+def job_env(*, exercise: str, filename: str, verdicts: Path, hide: Sequence[Path],
+            seconds: float = KERNEL_SECONDS) -> dict[str, str]:
+    """The environment variable that tells each launcher what to hand its kernel and what to hide."""
+    return {JOB_VAR: json.dumps({"exercise": exercise, "file": filename, "verdicts": str(verdicts),
+                                 "hide": [str(h) for h in hide], "seconds": seconds})}
+
+
+def _connection(args: Sequence[str]) -> Path:
+    for i, a in enumerate(args):
+        if a == "-f" and i + 1 < len(args):
+            return Path(args[i + 1])
+        if a.startswith("--f="):
+            return Path(a[4:])
+    raise SystemExit("tklab.grading.nbkernel: no connection file (-f)")
+
+
+def _stage(work: Path, job: dict, notebook_dir: Path) -> None:
+    """The kernel's folder: the student's exercise file (copied by ``intake``) and the grader's verdict for it."""
+    from . import intake
+
+    copies, _ = intake.fetch(notebook_dir.parent, notebook_dir.name, {job["file"]: job["file"]}, work)
+    kept = work / "verdicts" / job["exercise"]
+    kept.mkdir(parents=True)
+    copy = copies.get(job["file"])
+    if copy is not None:
+        sha = hashlib.sha256(copy.read_bytes()).hexdigest()
+        record = Path(job["verdicts"]) / job["exercise"] / f"{sha}.json"
+        if record.is_file():
+            shutil.copyfile(record, kept / record.name)
+
+
+def _sockets_to(folder: Path, ids: tuple[int, int] | None, *, back: bool) -> None:
+    """Let the kernel's user make its sockets in ``folder`` (``back=False``), or, after it ended, take the folder
+    back and remove whatever that user left in it."""
+    if ids is None:
+        return
+    if not back:
+        os.chown(folder, ids[0], -1)
+        return
+    with contextlib.suppress(OSError):
+        os.chown(folder, os.getuid(), -1)
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            if entry.stat(follow_symlinks=False).st_uid == ids[0]:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
+
+
+def _kernel_pids(box: object) -> list[int]:
+    """The sandboxed kernel's own processes (its interrupt goes to them, not to bubblewrap's)."""
+    from .sandbox import _run_processes
+
+    proc = getattr(box, "proc", None)
+    if proc is None:
+        return []
+    found = []
+    for pid in _run_processes(proc.pid, box.token.encode()):  # type: ignore[attr-defined]
+        with contextlib.suppress(OSError):
+            if b"--inside" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+    return found
+
+
+def launch(args: Sequence[str]) -> int:
+    """The grader's side: stage the kernel's folder, start it in the sandbox, supervise it, kill what is left."""
+    from .sandbox import Limits, Sandbox, adopt_orphans, limits_for
+
+    job = json.loads(os.environ[JOB_VAR])
+    conn = _connection(args)
+    info = json.loads(conn.read_text())
+    if info.get("transport") != "ipc" or not Path(info.get("ip", "")).is_absolute():
+        raise SystemExit("tklab.grading.nbkernel: the kernel must use transport ipc with an absolute path (there is "
+                         "no network in the sandbox); run `python -m tklab nbgrade autograde`, which sets both")
+    sockets = Path(info["ip"]).parent
+    adopt_orphans()
+    work = Path(tempfile.mkdtemp(prefix="tklab-kernel-"))
+    box = None
+    try:
+        _stage(work, job, Path.cwd())
+        shutil.copyfile(conn, work / "connection.json")
+        for sub in ("tmp", "ipython", "runtime"):
+            (work / sub).mkdir()
+        limits = limits_for(Limits(wall_seconds=float(job["seconds"])))
+        box = Sandbox(work, hide=[Path(h) for h in job["hide"]], limits=limits, binds=[sockets])
+        box.hand_over()
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work / "tmp"),
+               "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONPATH": str(REPO), "PYTHONNOUSERSITE": "1",
+               "PYTHONDONTWRITEBYTECODE": "1", "IPYTHONDIR": str(work / "ipython"), "MPLCONFIGDIR": str(work / "tmp"),
+               "JUPYTER_RUNTIME_DIR": str(work / "runtime"), "TKLAB_NBGRADE_VERDICTS": str(work / "verdicts"),
+               "NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", "autograde"),
+               _LIMITS_VAR: limits.to_json()}
+        rest = [a for i, a in enumerate(args) if a != "-f" and not a.startswith("--f=")
+                and not (i > 0 and args[i - 1] == "-f")]
+        _sockets_to(sockets, box.run_ids(), back=False)
+
+        def interrupt(signum: int, frame: object) -> None:
+            for pid in _kernel_pids(box):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGINT)
+
+        def stop(signum: int, frame: object) -> None:
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, interrupt)
+        signal.signal(signal.SIGTERM, stop)
+        box.start([sys.executable, "-m", "tklab.grading.nbkernel", "--inside", "-f", str(work / "connection.json"),
+                   *rest], env)
+        assert box.proc is not None and box.proc.stdout is not None
+        fin = box.supervise({box.proc.stdout.fileno(): lambda b: sys.stderr.buffer.write(b)})
+        return 0 if fin.returncode in (0, None) else 1
+    except KeyboardInterrupt:
+        return 1
+    finally:
+        if box is not None:
+            box.kill()  # every process of the kernel, before nbgrader goes on to the grades
+            _sockets_to(sockets, box.run_ids(), back=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def inside(args: Sequence[str]) -> None:
+    """In the sandbox: become the run's user, limit, and be an ipykernel on the connection file."""
+    from .sandbox import Limits, apply_limits, drop_privileges
+
+    drop_privileges()
+    limits = os.environ.pop(_LIMITS_VAR, "")
+    if limits:
+        apply_limits(Limits(**json.loads(limits)))
+    from ipykernel.kernelapp import IPKernelApp
+
+    IPKernelApp.launch_instance(argv=list(args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--inside"]:
+        inside(args[1:])
+        return 0
+    return launch(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
