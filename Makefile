@@ -15,15 +15,22 @@ GPU_PKGS ?= $(if $(filter Darwin,$(shell uname -s)),,$(LINUX_GPU_PKGS))
 WHEELHOUSE ?=
 PIP_FLAGS := $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE),)
 
-.PHONY: lab test test-no-nvrtc planted-slow lint gpu-check install clean-cache notebooks doctor chromium sandbox-tool browser-test hub-test image-test
+.PHONY: lab test test-no-nvrtc planted-slow lint gpu-check install clean-cache notebooks doctor chromium sandbox-tool browser-test hub-test image-test hosted
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q $(PIP_FLAGS) --upgrade pip
 	$(PY) -m pip install -q $(PIP_FLAGS) -e '.[dev]' $(GPU_PKGS)
+	@$(PY) -m tklab.course.hosted --notice
 	@touch $@
 
 install: $(VENV)/.installed
+
+# The hosted path (Colab): README's badge and chapter 00's first cell name the GitHub repository they open and
+# clone; this writes origin's (a fork names itself), or HOSTED_REPO=owner/name. Commit the two files it changes.
+HOSTED_REPO ?=
+hosted: install
+	$(PY) -m tklab.course.hosted $(if $(HOSTED_REPO),--repo $(HOSTED_REPO))
 
 # The lab serves the whole repository (a chapter's link to its exercise in exercises/ opens, edits and saves
 # there) and opens on notebooks/. Its terminals run the workbook's Python first on PATH (the README's
