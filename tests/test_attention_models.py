@@ -106,3 +106,38 @@ def test_explorers_redraw_when_a_control_moves():
     s.children[0].children[0].value = 2.0  # softmax twice as long as a product
     assert s.figure.value != before
     assert np.isfinite(len(s.figure.value))
+
+
+def _overlapping(boxes: list[tuple[float, float, float, float]]) -> list[tuple[int, int]]:
+    return [(i, j) for i, a in enumerate(boxes) for j, b in enumerate(boxes[:i])
+            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+
+
+@pytest.mark.parametrize("schedule", schedules.SCHEDULES)
+def test_the_schedule_picture_hides_no_box_and_overlaps_no_label(schedule: str) -> None:
+    """S_j and P·V_{j-1} run at once in the overlapped schedules: each is drawn in a row of its own, so neither
+    hides the other, and a label is drawn only inside a box it fits (no two labels overlap), at every setting
+    the explorer offers."""
+    from tklab.widgets.draw import outside, text_boxes
+
+    checked = 0
+    for softmax in (0.25, 1.0, 3.0):
+        for stagger in (0.0, 0.75, 2.0):
+            for latency in (0.0, 0.25, 1.0):
+                tl = schedules.simulate(schedule, blocks=5, softmax=softmax, stagger=stagger, latency=latency)
+                svg = view.timeline_svg(tl, scale=600 / tl.end)
+                labels = text_boxes(svg)
+                clash = _overlapping([b[1:] for b in labels])
+                assert not clash, [(labels[i][0], labels[j][0]) for i, j in clash]
+                rects = [tuple(float(v) for v in m) for m in re.findall(
+                    r'class="span"[^>]* x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)"', svg)]
+                assert len(rects) == len(tl.spans)
+                hidden = _overlapping([(x, y, x + w, y + h) for x, y, w, h in rects])
+                assert not hidden, (softmax, stagger, latency, hidden[:2])
+                assert outside(svg) == []
+                checked += 1
+    overlap = schedules.simulate(schedule, blocks=5)
+    both = [(s, p) for s in overlap.spans for p in overlap.spans if s.group == p.group and s.label[0] == "S"
+            and p.label.startswith("PV") and s.start < p.end and p.start < s.end]
+    assert bool(both) == (schedule == "overlap")  # the picture's point: products in flight together
+    assert checked == 27

@@ -414,6 +414,8 @@ def test_chapter_04_runs_its_explorer_redraws_and_its_exercise_opens(page: Any, 
     _shot(page, "08_ch04_exercise_saved")
 
 
+#: The shortest slider track a learner can aim at (px): a track narrower than this moves in jumps.
+MIN_TRACK = 140
 #: Every explorer the chapters use, opened as they open it, and a failed check's report with its yours/expected
 #: grid (a chapter 01 kernel that adds one to every element), in one notebook of the test's own.
 FIT_CELLS = [
@@ -452,6 +454,10 @@ def test_reports_and_explorers_fit_the_column(page: Any, lab: tuple[str, Path]) 
     assert "FAILED" in report.inner_text() and "expected" in report.inner_text(), report.inner_text()[:500]
     _shot(page, "11_failed_report_fits")
     _assert_fits(page, panel, "the explorers and a failed check's report")
+    tracks = panel.locator(f"{EXPLORER} .noUi-target").evaluate_all(
+        "ts => ts.filter(t => t.offsetParent !== null).map(t => [t.closest('.widget-slider').innerText.split('\\n')[0],"
+        " Math.round(t.getBoundingClientRect().width)])")
+    assert len(tracks) >= 8 and all(w >= MIN_TRACK for _, w in tracks), f"slider tracks too short to use: {tracks}"
 
 
 def _current_path(page: Any) -> str:

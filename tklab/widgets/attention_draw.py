@@ -72,29 +72,33 @@ def block_map_svg(seq: int, block_rows: int, block_keys: int, causal: bool, *, m
     return _svg(w, h, body)
 
 
+#: The rows of one warpgroup: its products on the tensor cores, S and P·V each in a row of its own (in the
+#: overlapped schedules they run at the same time, and one box must not hide the other), then its softmax.
+ROWS = (("S", "tensor", "S = Q·Kᵀ"), ("PV", "tensor", "O += P·V"), ("X", "sfu", "softmax"))
+
+
 def timeline_svg(tl: schedules.Timeline, *, scale: float | None = None, width: int = 760) -> str:
-    """One row per warpgroup and unit, time across; the tensor cores' busy share printed beside."""
+    """One row per warpgroup and kind of work (S, P·V, softmax), time across; the tensor cores' busy share in
+    the title. A box's label is drawn inside it only where it fits, so no two labels ever overlap."""
     groups = sorted({s.group for s in tl.spans})
-    rows = [(g, u) for g in groups for u in ("tensor", "sfu")]
-    left, top, row_h = 150, 30, 22
+    rows = [(g, kind, unit, what) for g in groups for kind, unit, what in ROWS]
+    left, top, row_h = 170, 30, 20
     px = scale or (width - left - 20) / max(tl.end, 1e-9)
     h = top + len(rows) * row_h + 40
-    body = [_text(left, 16, f"{tl.schedule}: tensor cores busy {tl.tensor_busy:.0%} of {tl.end:.1f} time units",
-                  anchor="start", size=12, weight="bold")]
-    for r, (g, u) in enumerate(rows):
+    title = f"{tl.schedule}: tensor cores busy {tl.tensor_busy:.0%} of {tl.end:.1f} time units"
+    body = [_text(left, 16, title, anchor="start", size=12, weight="bold")]
+    for r, (g, kind, unit, what) in enumerate(rows):
         y = top + r * row_h
-        body.append(_text(left - 8, y + 15, f"warpgroup {g} {'products' if u == 'tensor' else 'softmax'}",
-                          anchor="end", size=10))
+        body.append(_text(left - 8, y + 14, f"warpgroup {g}: {what}", anchor="end", size=10))
         body.append(f'<line x1="{left}" y1="{y + row_h - 1}" x2="{left + tl.end * px:.1f}" y2="{y + row_h - 1}" '
-                    'stroke="#ddd"/>')
-        for s in (s for s in tl.spans if s.group == g and s.unit == u):
-            kind = "PV" if s.label.startswith("PV") else s.label[0]
+                    f'stroke="{"#bbb" if kind == "X" else "#eee"}"/>')
+        for s in (s for s in tl.spans if s.group == g and s.unit == unit and _kind(s.label) == kind):
             x0, x1 = left + s.start * px, left + s.end * px
-            body.append(f'<rect class="span" data-group="{g}" data-unit="{u}" data-label="{escape(s.label)}" '
+            body.append(f'<rect class="span" data-group="{g}" data-unit="{unit}" data-label="{escape(s.label)}" '
                         f'data-start="{s.start:g}" data-end="{s.end:g}" x="{x0:.1f}" y="{y + 2}" '
                         f'width="{max(x1 - x0 - 1, 1):.1f}" height="{row_h - 5}" fill="{SPAN_COLORS[kind]}"/>')
-            if x1 - x0 > 22:
-                body.append(_text((x0 + x1) / 2, y + 15, s.label, size=9, fill="#fff"))
+            if x1 - x0 - 1 >= text_width(s.label, 9) + 4:
+                body.append(_text((x0 + x1) / 2, y + 13, s.label, size=9, fill="#fff"))
     y = top + len(rows) * row_h + 20
     legend = [("S", "S = Q·Kᵀ"), ("PV", "O += P·V"), ("X", "softmax (exponentials)")]
     x = left
@@ -104,6 +108,11 @@ def timeline_svg(tl: schedules.Timeline, *, scale: float | None = None, width: i
         x += 30 + text_width(label)
     title_w = left + text_width(f"{tl.schedule}: tensor cores busy 100% of {tl.end:.1f} time units", 12) + 10
     return _svg(int(max(left + tl.end * px + 20, x + 10, title_w)), h, body)
+
+
+def _kind(label: str) -> str:
+    """A span's kind from its label: S3 -> "S", PV2 -> "PV", X3 -> "X"."""
+    return "PV" if label.startswith("PV") else label[0]
 
 
 def block_choices() -> tuple[list[int], list[int]]:

@@ -19,8 +19,8 @@ class BlocksExplorer(_StaticFallback, W.VBox):
     """Sequence length, block shape and the causal switch, redrawing ``block_map_svg``."""
 
     def __init__(self, seq: int = 1000, block_rows: int = 128, block_keys: int = 64, causal: bool = True):
-        self.seq = W.IntSlider(value=seq, min=16, max=8192, step=16, description="seq (tokens)",
-                               style={"description_width": "initial"})
+        self.seq = W.IntSlider(value=seq, min=16, max=8192, step=1, description="seq (tokens)",  # any length
+                               style={"description_width": "initial"}, layout=W.Layout(width="520px"))
         rows, keys = block_choices()  # small shapes and every shipped kernel's own
         self.block_rows = W.Dropdown(options=rows, value=block_rows, description="query rows")
         self.block_keys = W.Dropdown(options=keys, value=block_keys, description="keys")
@@ -51,7 +51,8 @@ class ScheduleExplorer(_StaticFallback, W.VBox):
 
         self.trace = traced.load(trace) if trace is not None else None
         self.traced_svg = traced.schedule_svg(self.trace) if self.trace is not None else ""  # above the models
-        style, lay = {"description_width": "initial"}, W.Layout(width="330px")
+        # the descriptions name the unit, so they are long: a fixed width for them leaves the tracks room
+        style, lay = {"description_width": "210px"}, W.Layout(width="600px")
         self.softmax = W.FloatSlider(value=softmax, min=0.25, max=3.0, step=0.25, style=style, layout=lay,
                                      description="softmax (× a product's time)")
         self.stagger = W.FloatSlider(value=stagger, min=0.0, max=2.0, step=0.25, style=style, layout=lay,

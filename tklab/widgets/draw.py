@@ -55,6 +55,23 @@ def text_width(s: str, size: float = 10) -> float:
     return CHAR_EM * size * len(s)
 
 
+def text_boxes(svg: str) -> list[tuple[str, float, float, float, float]]:
+    """Each text of a drawing with its estimated box, (text, x0, y0, x1, y1): what a test needs to see that no
+    two labels are drawn over each other."""
+    import xml.etree.ElementTree as ET
+
+    out = []
+    for el in ET.fromstring(svg).iter():
+        if el.tag.rsplit("}", 1)[-1] != "text":
+            continue
+        size = float(el.get("font-size", 10))
+        x, y, t = float(el.get("x", 0)), float(el.get("y", 0)), "".join(el.itertext())
+        w = text_width(t, size)
+        x0 = {"middle": x - w / 2, "end": x - w}.get(el.get("text-anchor", "start"), x)
+        out.append((t, x0, y - 0.8 * size, x0 + w, y + 0.25 * size))
+    return out
+
+
 def outside(svg: str) -> list[str]:
     """Texts and rectangles of a drawing that reach past its viewBox (estimated text widths): [] when all fit."""
     import xml.etree.ElementTree as ET

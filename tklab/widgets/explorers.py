@@ -80,8 +80,8 @@ class BankExplorer(_StaticFallback, W.VBox):
         self.trace = traced.load(trace) if trace is not None else None
         self._traced = traced.worst_shared(self.trace) if self.trace is not None else []
         style = {"description_width": "130px"}
-        def lay() -> W.Layout:
-            return W.Layout(width="350px")
+        def lay() -> W.Layout:  # two columns of these fit a notebook's column beside the file browser
+            return W.Layout(width="400px")
 
         options = [p for p in PATTERNS if p != "function" or fn is not None] + ([self.TRACED] if self._traced else [])
         self.pattern = W.Dropdown(options=options, value=self.TRACED if self._traced else
@@ -105,7 +105,7 @@ class BankExplorer(_StaticFallback, W.VBox):
         self.swizzle = W.Dropdown(options=list(layouts.SWIZZLE_MODES), value="none", description="swizzle",
                                   style=style, layout=lay())
         self.expression = W.Text(value="4 * (lane * 33 % 64)", description="offset(lane) =", style=style,
-                                 layout=W.Layout(width="350px"), continuous_update=False)
+                                 layout=W.Layout(width="400px"), continuous_update=False)
         self.figure = W.HTML()
         self.status = W.HTML()
         self.access: banks.Access | None = None
@@ -238,7 +238,7 @@ class LayoutExplorer(_StaticFallback, W.VBox):
         self.fragment = W.Dropdown(options=options, value=(name, operand), description="fragment", style=style,
                                    layout=W.Layout(width="330px"))
         self.lane = W.IntSlider(value=lane, min=-1, max=127, description="lane (-1: all)", style=style,
-                                layout=W.Layout(width="330px"))
+                                layout=W.Layout(width="560px"))  # a row of its own: 128 lanes need a long track
         self.swizzle = W.Dropdown(options=self.SMEM_CHOICES, value=swizzle or self.SMEM_CHOICES[0],
                                   description="smem swizzle", style=style, layout=W.Layout(width="330px"))
         self.figure = W.HTML()
@@ -247,7 +247,7 @@ class LayoutExplorer(_StaticFallback, W.VBox):
         self.fragment.observe(lambda _ch: self._fragment_changed(), names="value")
         for c in (self.lane, self.swizzle):
             c.observe(lambda _ch: self.update(), names="value")
-        super().__init__([W.HBox([self.fragment, self.lane, self.swizzle]), self.status, self.figure])
+        super().__init__([W.HBox([self.fragment, self.swizzle]), self.lane, self.status, self.figure])
         ok, why = self.swizzle_choices()
         if swizzle is not None and swizzle not in ok:
             raise ValueError(f"layout_explorer: no {swizzle} shared-memory panel for {_label(name, operand)}: "
