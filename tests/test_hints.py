@@ -57,6 +57,17 @@ def test_levels_unlock_one_at_a_time_and_are_remembered(state: Path):
     assert "<b>ch07_tma_ring</b>" in third._repr_html_() and "<pre>" in third._repr_html_()
 
 
+def test_the_note_says_what_is_unlocked_already(state: Path):
+    """Two failed checks unlock levels 2 and 3: the level-1 hint shown next says level 2 is there, not that it
+    needs a failed check."""
+    hints.record_failure("ch05_mma")
+    hints.record_failure("ch05_mma")
+    first = tklab.hint("ch05_mma")
+    assert first.level == 1 and "unlocks after" not in first.note
+    assert first.note == "Level 2 (the API and its order) is unlocked: tklab.hint('ch05_mma') shows it."
+    assert tklab.hint("ch05_mma").level == 2
+
+
 def test_a_broken_state_file_costs_the_memory_not_the_hint(state: Path):
     state.parent.mkdir(parents=True)
     state.write_text("{not json")
@@ -103,9 +114,14 @@ def test_hint_command_line(state: Path, capsys: pytest.CaptureFixture[str]):
     from tklab.__main__ import main
 
     assert main(["hint", "ch09_block_kind"]) == 0
-    assert "hint 1/3" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "hint 1/3" in out and "python -m tklab hint ch09_block_kind --more" in out  # the command's words
+    assert "more=True" not in out and "tklab.hint(" not in out
     assert main(["hint", "ch09_block_kind", "--more"]) == 0
     assert "hint 2/3" in capsys.readouterr().out
+    assert main(["hint", "ch09_block_kind", "--level", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "not unlocked" in out and "--more" in out and "more=True" not in out
     assert main(["hint", "ch99"]) == 2
     assert "error:" in capsys.readouterr().err
 

@@ -15,7 +15,7 @@ names another file), never in the repository's files. A FAILED check report show
 own view. A grade sheet does not use it: that state is written by the student, so ``grade`` records the hint
 level as ``unknown`` rather than take a student's word for it.
 
-Public API: ``hint(exercise, *, more=False, level=None, state=None)``, ``Hint``, ``Ladder``,
+Public API: ``hint(exercise, *, more=False, level=None, state=None, terminal=False)``, ``Hint``, ``Ladder``,
 ``ladder(id)``, ``answer(spec)``, ``hints_file(spec)``, ``record_failure(id, state=None)``,
 ``reached(id, state=None)``, ``reached_in(folder, id)``, ``state_path()``, ``main(argv)``.
 """
@@ -187,15 +187,25 @@ class Hint:
                 f"({html.escape(_WHAT[self.level])}){body}{note}</div>")
 
 
-def _how_next(exercise_id: str, level: int) -> str:
+def _how_next(exercise_id: str, level: int, unlocked: int, terminal: bool = False) -> str:
+    """How to see the level after ``level``: already unlocked (by failed checks or asks), or how to unlock it,
+    in the words of the interface the learner uses (a notebook's Python, or the command's options)."""
     if level >= LEVELS:
         return ""
-    return (f"Level {level + 1} ({_WHAT[level + 1]}) unlocks after a failed check, or now with "
-            f"tklab.hint({exercise_id!r}, more=True).")
+    nxt = level + 1
+    if terminal:
+        again, now = f"python -m tklab hint {exercise_id}", f"python -m tklab hint {exercise_id} --more"
+    else:
+        again, now = f"tklab.hint({exercise_id!r})", f"tklab.hint({exercise_id!r}, more=True)"
+    if nxt <= unlocked:
+        return f"Level {nxt} ({_WHAT[nxt]}) is unlocked: {again} shows it."
+    return f"Level {nxt} ({_WHAT[nxt]}) unlocks after a failed check of your exercise, or now with {now}."
 
 
-def hint(exercise: str, *, more: bool = False, level: int | None = None, state: Path | None = None) -> Hint:
-    """The next unlocked hint of ``exercise`` (an id or a unique prefix); see the module docstring."""
+def hint(exercise: str, *, more: bool = False, level: int | None = None, state: Path | None = None,
+         terminal: bool = False) -> Hint:
+    """The next unlocked hint of ``exercise`` (an id or a unique prefix); see the module docstring.
+    ``terminal``: the notes name ``python -m tklab hint``'s options, not Python's (what ``main`` passes)."""
     spec = specs.find(exercise)
     lad = ladder(spec.id)
     path = state or state_path()
@@ -205,8 +215,9 @@ def hint(exercise: str, *, more: bool = False, level: int | None = None, state: 
         if not 1 <= level <= LEVELS:
             raise ValueError(f"hint levels are 1..{LEVELS}, not {level}")
         if level > max(e["seen"], _unlocked(e)) and not more:
-            return Hint(spec.id, max(1, e["seen"]), lad.levels[max(1, e["seen"]) - 1],
-                        f"Level {level} is not unlocked yet. " + _how_next(spec.id, max(1, e["seen"])))
+            shown = max(1, e["seen"])
+            return Hint(spec.id, shown, lad.levels[shown - 1],
+                        f"Level {level} is not unlocked yet. " + _how_next(spec.id, shown, _unlocked(e), terminal))
         show = level
     elif more:
         show = min(LEVELS, e["seen"] + 1)
@@ -216,9 +227,10 @@ def hint(exercise: str, *, more: bool = False, level: int | None = None, state: 
         e["asked"] += show - _unlocked(e)
     e["seen"] = max(e["seen"], show)
     _save(path, data)
-    note = _how_next(spec.id, show) if show == e["seen"] else ""
+    note = _how_next(spec.id, show, _unlocked(e), terminal) if show == e["seen"] else ""
     if show == LEVELS:
-        note = "This is the reference solution's code for the TODOs; tklab.check tells you if yours works."
+        check = f"python -m tklab check {spec.id}" if terminal else "tklab.check"
+        note = f"This is the reference solution's code for the TODOs; {check} tells you if yours works."
     return Hint(spec.id, show, lad.levels[show - 1], note)
 
 
@@ -228,7 +240,8 @@ def failed_line(exercise_id: str) -> str:
         lad = ladder(exercise_id)
     except (FileNotFoundError, ValueError, KeyError):
         return ""
-    return f"{lad.levels[0]} (more: tklab.hint({exercise_id!r}))"
+    return (f"{lad.levels[0]} (more: tklab.hint({exercise_id!r}) in a notebook, python -m tklab hint {exercise_id} "
+            "in a terminal)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -239,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--level", type=int, default=None, help="show this level (1-3), if unlocked")
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        print(hint(args.exercise, more=args.more, level=args.level))
+        print(hint(args.exercise, more=args.more, level=args.level, terminal=True))
     except (KeyError, ValueError, FileNotFoundError) as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
