@@ -85,6 +85,15 @@ SYM_CALL_PARAM = 4  # a .param declared in a function body (a call's argument or
 SYM_FUNC_PARAM = 8  # a .func's own parameter or return value
 
 
+#: PTX's arithmetic instructions and their opcodes (the carry forms are refused, not modelled).
+ARITHMETIC = {"add": "ADD", "sub": "SUB", "mul": "MUL", "mad": "MAD", "fma": "FMA", "div": "DIV", "rem": "REM",
+              "abs": "ABS", "neg": "NEG", "min": "MIN", "max": "MAX", "and": "AND", "or": "OR", "xor": "XOR",
+              "not": "NOT", "cnot": "CNOT", "shl": "SHL", "shr": "SHR", "bfe": "BFE", "bfi": "BFI", "brev": "BREV",
+              "popc": "POPC", "clz": "CLZ", "mul24": "MUL24", "mad24": "MAD24", "sad": "SAD", "rcp": "RCP",
+              "sqrt": "SQRT", "rsqrt": "RSQRT", "sin": "SIN", "cos": "COS", "lg2": "LG2", "ex2": "EX2", "tanh": "TANH",
+              "copysign": "COPYSIGN", "selp": "SELP", "addc": "ADD", "subc": "SUB", "madc": "MAD"}
+
+
 class DecodeError(ValueError):
     """The PTX uses something the interpreter cannot even represent (e.g. recursion); says what."""
 
@@ -512,7 +521,7 @@ class _Decoder:
         parts = st.opcode.split(".")
         base = parts[0]
         mods = parts[1:]
-        handler = getattr(self, "_op_" + base.replace("-", "_"), None)
+        handler = self._arith if base in ARITHMETIC else getattr(self, "_op_" + base.replace("-", "_"), None)
         if handler is None:
             self._unmodelled(st, "this instruction is not modelled by the interpreter")
             return
@@ -566,29 +575,15 @@ class _Decoder:
         self._emit(st, "PRMT", "b32", mod=sub << SUB_SHIFT)
 
     # arithmetic ---------------------------------------------------------------------------------------------------
-    def _arith(self, op: str):
-        def handler(st: Statement, mods: list[str]) -> None:
-            ts = _types(mods)
-            if not ts:
-                raise DecodeError(f"{st.opcode}: no type")
-            if "cc" in mods or st.opcode.split(".")[0] in ("addc", "subc", "madc"):
-                raise DecodeError("carry arithmetic (.cc, addc) is not modelled")
-            mod = _common(mods)
-            t2 = ts[1] if len(ts) > 1 else "none"
-            self._emit(st, op, ts[0], t2, mod)
-        return handler
-
-    def __getattr__(self, name: str):
-        simple = {"add": "ADD", "sub": "SUB", "mul": "MUL", "mad": "MAD", "fma": "FMA", "div": "DIV", "rem": "REM",
-                  "abs": "ABS", "neg": "NEG", "min": "MIN", "max": "MAX", "and": "AND", "or": "OR", "xor": "XOR",
-                  "not": "NOT", "cnot": "CNOT", "shl": "SHL", "shr": "SHR", "bfe": "BFE", "bfi": "BFI",
-                  "brev": "BREV", "popc": "POPC", "clz": "CLZ", "mul24": "MUL24", "mad24": "MAD24", "sad": "SAD",
-                  "rcp": "RCP", "sqrt": "SQRT", "rsqrt": "RSQRT", "sin": "SIN", "cos": "COS", "lg2": "LG2",
-                  "ex2": "EX2", "tanh": "TANH", "copysign": "COPYSIGN", "selp": "SELP", "addc": "ADD",
-                  "subc": "SUB", "madc": "MAD"}
-        if name.startswith("_op_") and name[4:] in simple:
-            return self._arith(simple[name[4:]])
-        raise AttributeError(name)
+    def _arith(self, st: Statement, mods: list[str]) -> None:
+        """The arithmetic instructions (``ARITHMETIC``): one opcode each; the types pick integer, float or packed-half
+        semantics, the modifiers rounding, saturation, .hi/.wide and the rest."""
+        ts = _types(mods)
+        if not ts:
+            raise DecodeError(f"{st.opcode}: no type")
+        if "cc" in mods or st.opcode.split(".")[0] in ("addc", "subc", "madc"):
+            raise DecodeError("carry arithmetic (.cc, addc) is not modelled")
+        self._emit(st, ARITHMETIC[st.opcode.split(".")[0]], ts[0], ts[1] if len(ts) > 1 else "none", _common(mods))
 
     def _op_bfind(self, st: Statement, mods: list[str]) -> None:
         self._emit(st, "BFIND", _types(mods)[-1], mod=M_FLAG if "shiftamt" in mods else 0)
