@@ -18,5 +18,7 @@ c.ServerApp.terminado_settings = {
 }
 
 # The learner's lab defaults (lab-settings/overrides.json; a learner's own settings still win): Markdown files
-# (notebooks/README.md, the workbook's index) open rendered, not as source.
+# (notebooks/README.md, the workbook's index) open rendered, not as source; running a chapter does not save it
+# (no autosave: the chapters stay as shipped unless the learner saves); the file browser gives the whole width
+# to names (no Modified column), so 09_flash_attention and 11_flash_attention_backward read apart.
 c.LabApp.app_settings_dir = str(Path(__file__).with_name("lab-settings"))

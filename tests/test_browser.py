@@ -75,11 +75,11 @@ def _free_port() -> int:
 
 
 def _settings(folder: Path) -> None:
-    """JupyterLab user settings for a quiet, deterministic lab: no news pop-up, no autosave, every cell
-    rendered (not only those in view), so a test can see every output of a notebook."""
+    """JupyterLab user settings for a quiet, deterministic lab: no news pop-up, every cell rendered (not only
+    those in view), so a test can see every output of a notebook. The rest is the learner's lab's own
+    (jupyter-learner/lab-settings: no autosave, Markdown rendered, no Modified column)."""
     for plugin, values in {
         "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-        "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
         "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
     }.items():
         path = folder / f"{plugin}.jupyterlab-settings"
@@ -506,6 +506,33 @@ def test_the_workbooks_readme_opens_rendered_and_lists_every_chapter(page: Any, 
     rendered.locator(f"a[href*='{CHAPTERS[-1]}']").first.click()
     page.wait_for_function("p => { const w = window.jupyterapp.shell.currentWidget; "
                            "return !!w && !!w.context && w.context.path === p; }", arg=f"notebooks/{CHAPTERS[-1]}")
+
+
+def test_the_learners_lab_keeps_the_chapters_as_shipped_and_their_names_apart(page: Any,
+                                                                             lab: tuple[str, Path]) -> None:
+    """Running a chapter does not write it (no autosave in the learner's lab), and the file browser, open beside
+    the notebook at 1280 px, shows the chapters' names so that no two read the same."""
+    url, _ = lab
+
+    def setting(plugin: str, key: str) -> Any:  # what the lab uses: the user's value, else the default
+        with urllib.request.urlopen(f"{url}/lab/api/settings/{plugin}?token={TOKEN}", timeout=10) as r:
+            d = json.loads(r.read())
+        return d.get("settings", {}).get(key, d["schema"]["properties"][key].get("default"))
+
+    assert setting("@jupyterlab/docmanager-extension:plugin", "autosave") is False
+    assert setting("@jupyterlab/filebrowser-extension:browser", "showLastModifiedColumn") is False
+    page.goto(f"{url}/lab/tree/notebooks?reset&token={TOKEN}")
+    items = page.locator("#filebrowser .jp-DirListing-item .jp-DirListing-itemText")
+    items.first.wait_for()
+    shown = items.evaluate_all(
+        "spans => spans.map(s => { const t = s.innerText; const fits = s.scrollWidth <= s.clientWidth + 1;"
+        " return [t, fits ? t : t.slice(0, Math.floor(t.length * s.clientWidth / s.scrollWidth) - 1)]; })")
+    # what tells two chapters apart is their name, not their number: "09_flash_attent…" and "11_flash_attent…"
+    # read as the same chapter
+    visible = [re.sub(r"^\d\d_", "", v) for t, v in shown if t.endswith(".ipynb")]
+    assert len(visible) >= len(CHAPTERS) and len(set(visible)) == len(visible), shown
+    assert all(not a.startswith(b) for a in visible for b in visible if a != b), shown
+    _shot(page, "14_file_browser")
 
 
 def _dirty(page: Any) -> bool:

@@ -129,3 +129,11 @@ def test_no_solution_before_its_exercise(chapter: str, solution: str) -> None:
     check = next(i for i, c in enumerate(cells) if c["cell_type"] == "code" and "tklab.check(" in _src(c))
     uses = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and solution in _src(c)]
     assert uses and min(uses) > check, f"{chapter}: {solution} is used in cell {min(uses)}, before the exercise check"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
+def test_cells_compared_by_nbval_are_tagged_not_commented(path: Path) -> None:
+    """nbval also honours a first line ``# NBVAL_CHECK_OUTPUT``, which the reader then sees in the lesson's code:
+    the cells it compares carry the tag ``nbval-check-output`` instead."""
+    marked = [c.get("id") for c in _cells(path) if c["cell_type"] == "code" and "NBVAL" in _src(c)]
+    assert not marked, f"{path.name}: cells {marked} show an nbval marker; tag them nbval-check-output"
