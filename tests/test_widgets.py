@@ -324,3 +324,14 @@ def test_attention_explorers_store_a_picture_and_name_their_units() -> None:
         assert not bundle["text/plain"].startswith("VBox(")
     s = attention_view.schedule_explorer()
     assert all("×" in getattr(s, n).description for n in ("softmax", "stagger", "latency"))
+
+
+def test_the_bank_explorer_can_leave_out_what_a_chapter_has_not_taught() -> None:
+    """Chapter 04 comes before ldmatrix/stmatrix (chapters 05 and 08): ``matrix=False`` offers per-lane
+    accesses only, and hides the menu that would have nothing else in it."""
+    ex = widgets.bank_explorer(pattern="tile column walk", width=16, cols=64, swizzle="128B", matrix=False)
+    assert list(ex.instruction.options) == ["per-lane access"] and "instruction" not in ex.visible()
+    assert not [o for o in ex.instruction.options if "matrix" in o] and ex.access.wavefronts == 4
+    assert "ldmatrix/stmatrix .x4" in widgets.bank_explorer().instruction.options  # the playground's keeps them
+    with pytest.raises(Exception):  # noqa: B017 - ipywidgets refuses a value its menu does not offer
+        widgets.bank_explorer(matrix=False, instruction="ldmatrix/stmatrix .x4")

@@ -73,10 +73,12 @@ class BankExplorer(_StaticFallback, W.VBox):
 
     TRACED = "your kernel (traced)"
 
-    def __init__(self, *, fn: Callable[[int], int | None] | None = None, trace: Any = None, **initial: Any):
+    def __init__(self, *, fn: Callable[[int], int | None] | None = None, trace: Any = None,
+                 matrix: bool = True, **initial: Any):
         from . import traced
 
         self.fn = fn
+        self.matrix = matrix  # offer ldmatrix/stmatrix (False before a chapter has taught them)
         self.trace = traced.load(trace) if trace is not None else None
         self._traced = traced.worst_shared(self.trace) if self.trace is not None else []
         style = {"description_width": "130px"}
@@ -90,7 +92,8 @@ class BankExplorer(_StaticFallback, W.VBox):
         self.traced = W.Dropdown(options=[(f"{traced.where(t.line, t.text, 40)} ({t.ptx})", i)
                                           for i, t in enumerate(self._traced)] or [("(no trace)", -1)],
                                  description="instruction", style=style, layout=W.Layout(width="700px"))
-        self.instruction = W.Dropdown(options=INSTRUCTIONS, value=INSTRUCTIONS[0], description="instruction",
+        self.instruction = W.Dropdown(options=INSTRUCTIONS if matrix else INSTRUCTIONS[:1], value=INSTRUCTIONS[0],
+                                      description="instruction",
                                       style=style, layout=lay())
         self.width = W.Dropdown(options=list(banks.WIDTHS), value=4, description="bytes per lane", style=style,
                                 layout=lay())
@@ -142,6 +145,8 @@ class BankExplorer(_StaticFallback, W.VBox):
         if self.pattern.value == self.TRACED:
             return ["pattern", "traced"]
         uses = set(self.USES[self.pattern.value]) | set(self.ALWAYS)
+        if not self.matrix:
+            uses.discard("instruction")  # per-lane accesses only: nothing to choose
         if self.instruction.value != INSTRUCTIONS[0]:
             uses.discard("width")  # ldmatrix/stmatrix rows are 16 bytes, whatever the control says
         return [k for k in self.state() if k in uses]
@@ -321,12 +326,13 @@ class LayoutExplorer(_StaticFallback, W.VBox):
         return f"LayoutExplorer({self.state()})" + (f" error: {self.error}" if self.error else "")
 
 
-def bank_explorer(*, fn: Callable[[int], int | None] | None = None, trace: Any = None,
+def bank_explorer(*, fn: Callable[[int], int | None] | None = None, trace: Any = None, matrix: bool = True,
                   **initial: Any) -> BankExplorer:
     """The bank-conflict explorer. ``fn(lane) -> byte offset | None`` adds your own pattern; ``trace`` (a
     ``tklab.trace`` result or its JSON) adds your kernel's shared-memory instructions, worst first, and opens
-    on the worst; keyword arguments set controls (``width=16, pattern="tile column walk", swizzle="128B"``)."""
-    return BankExplorer(fn=fn, trace=trace, **initial)
+    on the worst; ``matrix=False`` offers per-lane accesses only (no ldmatrix/stmatrix: for a chapter before
+    they are taught); keyword arguments set controls (``width=16, pattern="tile column walk", swizzle="128B"``)."""
+    return BankExplorer(fn=fn, trace=trace, matrix=matrix, **initial)
 
 
 def layout_explorer(name: str = "mma.m16n8k16", operand: str | None = "A", *, lane: int = -1,
