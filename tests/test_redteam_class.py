@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -421,3 +422,162 @@ def test_a_bounded_compile_is_cached_under_the_same_key_with_the_same_ptx(tmp_pa
     with bounded_compile.bounded(), pytest.raises(compiler.CompileError) as in_child:
         compiler.compile(broken, arch="sm_90a", name="x.cu", options=spec.options)
     assert str(in_child.value) == str(in_process.value) and in_child.value.diagnostics
+
+
+# ---- limits per run -------------------------------------------------------------------------------------------
+
+def _run_program(tmp_path: Path, code: str, limits, tag: str = "run"):
+    """Start ``code`` in a Sandbox as the runner starts its child (its first steps: drop_privileges, then the
+    limits); returns (box, output bytes) once it is started; ``_finish`` collects it."""
+    from tklab.grading.sandbox import Sandbox
+
+    work = tmp_path / tag
+    work.mkdir()
+    box = Sandbox(work, limits=limits)
+    box.hand_over()
+    prelude = (f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom tklab.grading.sandbox import Limits, "
+               f"apply_limits, drop_privileges\ndrop_privileges()\napply_limits(Limits(**{limits.__dict__!r}))\n")
+    box.start([sys.executable, "-c", prelude + code], {"PATH": "/usr/bin:/bin", "HOME": str(work)})
+    return box
+
+
+def _finish(box) -> tuple[str, object]:
+    out = bytearray()
+    fin = box.supervise({box.proc.stdout.fileno(): out.extend})
+    return out.decode("utf-8", "replace"), fin
+
+
+FILL = """\
+import os
+written = 0
+try:
+    for i in range(8):
+        with open(os.path.join({where!r}, f"fill-{{i}}.bin"), "wb") as f:
+            for _ in range(16):
+                f.write(bytes(1 << 20))
+                written += 1 << 20
+    print("WROTE", written >> 20)
+except OSError as e:
+    print("STOPPED", written >> 20, e.strerror)
+"""
+
+
+def test_a_run_cannot_write_more_than_its_budget_in_all(tmp_path, level, monkeypatch):
+    """``RLIMIT_FSIZE`` bounds each file: 600 MiB went into three files under a 256 MiB limit. A root grader's run
+    folder is now a tmpfs of ``runner.RUN_DISK`` bytes (its /tmp in bubblewrap too): 128 MiB in eight files of
+    16 MiB stop at the 64 MiB budget."""
+    from tklab.grading import runner
+
+    if os.getuid() != 0:
+        pytest.skip("only a root grader can mount the run's folder with a size")
+    monkeypatch.setattr(runner, "RUN_DISK", 64 << 20, raising=False)
+    places = ["."] + (["/tmp"] if level == "bubblewrap" else [])  # (the process level has the host's /tmp)
+    for where in places:
+        f = tmp_path / where.strip("/.").replace("/", "_") / FILE
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(FILL.format(where=where) + SOLUTION)
+        out = runner.run_isolated(EX, f, mode="sim", timeout=60)
+        assert "STOPPED" in out.output and "No space left" in out.output, (where, out.output[-500:])
+        stopped = int(out.output.split("STOPPED", 1)[1].split()[0])
+        assert stopped <= 64, (where, out.output[-300:])
+
+
+def test_concurrent_runs_do_not_share_a_user_or_a_process_limit(tmp_path, level):
+    """Every run of a root grader was ``nobody``: one run holding its process limit left a concurrent one unable to
+    start a process (RLIMIT_NPROC counts a user's processes). Now each run has a uid of its own."""
+    from tklab.grading.sandbox import Limits, limits_for
+
+    limits = limits_for(Limits(wall_seconds=60, processes=24))
+    if not limits.processes:
+        pytest.skip("the runs are the grader's own user here: no process limit can apply")
+    hog = ("import os, time\nkids = 0\ntry:\n    for _ in range(64):\n        if os.fork() == 0:\n"
+           "            time.sleep(30)\n            os._exit(0)\n        kids += 1\nexcept OSError:\n    pass\n"
+           "print('HOG', os.getuid(), kids, flush=True)\ntime.sleep(6)\n")
+    a = _run_program(tmp_path, hog, limits, "a")
+    time.sleep(3)  # a holds its whole process limit
+    b = _run_program(tmp_path, "import os\nkids = 0\ntry:\n    for _ in range(4):\n        pid = os.fork()\n"
+                     "        if pid == 0:\n            os._exit(0)\n        os.waitpid(pid, 0)\n        kids += 1\n"
+                     "except OSError as e:\n    print('REFUSED', e.strerror)\nprint('OTHER', os.getuid(), kids)\n",
+                     limits, "b")
+    out_b, _ = _finish(b)
+    out_a, _ = _finish(a)
+    uid_a, uid_b = int(out_a.split("HOG")[1].split()[0]), int(out_b.split("OTHER")[1].split()[0])
+    assert uid_a != uid_b and 0 not in (uid_a, uid_b), (out_a, out_b)
+    assert "OTHER" in out_b and out_b.split("OTHER")[1].split()[1] == "4", out_b
+
+
+def _cgroups_here() -> bool:
+    from tklab.grading import rungroup
+
+    g = rungroup.RunGroup.create(f"tklab-probe-{os.getpid()}", memory=1 << 30, processes=64)
+    if g is None:
+        return False
+    g.remove()
+    return True
+
+
+cgroups = pytest.mark.skipif(not _cgroups_here(), reason="this grader may not make cgroups (not root, or a "
+                             "container without a writable cgroup hierarchy)")
+
+
+@cgroups
+def test_a_runs_processes_share_one_memory_bound(tmp_path, level):
+    """The address-space limit is per process: four processes of 200 MiB each fit under 512 MiB apiece. The run's
+    cgroup bounds them together: the kernel stops the run, and the report says it was memory."""
+    from tklab.grading.sandbox import Limits, limits_for
+
+    hogs = ("import os\npids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
+            "        block = bytearray(200 << 20)\n        for i in range(0, len(block), 4096):\n"
+            "            block[i] = 1\n        os._exit(0)\n    pids.append(pid)\n"
+            "codes = [os.waitpid(p, 0)[1] for p in pids]\nprint('CHILDREN', codes)\n")
+    box = _run_program(tmp_path, hogs, limits_for(Limits(wall_seconds=60, memory=512 << 20)))
+    out, fin = _finish(box)
+    assert fin.oom_kills > 0 or fin.returncode not in (0,), out
+    assert "CHILDREN [0, 0, 0, 0]" not in out, out
+
+
+@cgroups
+def test_a_daemon_with_no_session_and_no_environment_dies_with_the_run_at_the_process_level(tmp_path, monkeypatch):
+    """The process level's hole: double fork, setsid, a cleared environment (no token), and no checker adopting
+    orphans. The run's cgroup holds it anyway, and the kill ends it."""
+    from tklab.grading.runner import run_isolated
+
+    monkeypatch.setenv("TKLAB_SANDBOX", "process")
+    token = f"4098{uuid.uuid4().int % 10**6}.5"
+    daemon = (f"import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+              f"        os.execve('/bin/sleep', ['sleep', '{token}'], {{}})\n    os._exit(0)\nos.wait()\n")
+    f = tmp_path / FILE
+    f.write_text(daemon + SOLUTION)
+    out = run_isolated(EX, f, mode="sim", timeout=30)
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, token)]
+    for p in left:
+        os.kill(int(p.name), 9)
+    assert out.status == "ok" and not left, (out.message, left)
+    assert "a cgroup of its own" in out.isolation
+
+
+def _cmdline_has(proc: Path, token: str) -> bool:
+    try:
+        return token.encode() in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def test_a_graders_home_is_blanked_for_a_grader_that_is_not_root(tmp_path, monkeypatch):
+    """A grader that is not root left its home readable to its runs (``~/.git-credentials``): bubblewrap now lays an
+    empty tmpfs over it and binds back only what Python needs from it (a virtual environment there). Held on the
+    arguments bubblewrap gets (this machine's grader is root; the run as such is not started here)."""
+    from tklab.grading import sandbox
+
+    home = Path("/srv/graders/ann")  # not under /tmp (the sandbox's own /tmp covers a home there anyway)
+    venv = home / "course" / ".venv"
+    monkeypatch.setattr(sandbox.os, "getuid", lambda: 1000)
+    monkeypatch.setattr(sandbox.Path, "home", classmethod(lambda cls: home))
+    monkeypatch.setattr(sandbox.Path, "is_dir", lambda self: True)
+    monkeypatch.setattr(sandbox, "_drop_inside", lambda: None)
+    monkeypatch.setattr(sandbox, "_python_paths", lambda: {venv, Path("/usr/lib/python3")})
+    args = sandbox._bwrap_overlays()
+    assert "--tmpfs" in args and args[args.index("--tmpfs") + 1] == str(home), args
+    assert ["--ro-bind", str(venv), str(venv)] == args[-3:], args
+    monkeypatch.setattr(sandbox.os, "getuid", lambda: 0)
+    assert str(home) not in sandbox._bwrap_overlays()  # a root grader's home is closed to its runs' users already

@@ -460,4 +460,6 @@ except OSError as e:
 """
     out = run_isolated("ch01_naive_matmul", _file(tmp_path, "ch01_naive_matmul.py", probe + CH01), mode="sim",
                        timeout=30)
-    assert out.status == "ok" and "UID 65534 65534" in out.output and "DENIED" in out.output, out.output
+    uid, euid = (int(x) for x in out.output.split("UID", 1)[1].split()[:2])
+    assert out.status == "ok" and uid == euid != 0 and "DENIED" in out.output, out.output
+    assert f"uid {uid}" in out.isolation, out.isolation  # nobody's, or (issue 39) a uid of the run's own

@@ -41,7 +41,6 @@ import os
 import secrets
 import shutil
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -100,6 +99,10 @@ def _hand_over_emulator(parts: Sequence[Path], target: Path) -> None:
                 shutil.copyfile(part, dest / part.name)
 
 
+#: Bytes a run may write in all (its folder and its /tmp), where they can be bounded (``runfolder``).
+RUN_DISK = 1 << 30
+
+
 def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeout: float = 60.0,
                  bench: bool = False, seed: int | None = None, env: dict[str, str] | None = None,
                  source: str | None = None, hide: Sequence[str | Path] = (), cache_keys: Sequence[str] = (),
@@ -132,7 +135,10 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
     budget = (1 << 20) + sum(int(np.prod(shape)) * np.dtype(dt).itemsize + 4096
                              for dims in cases for shape, dt in spec.outputs(dims).values()) + \
         ((4 << 20) if m.name == "trace" else 0)  # the trace frame (tklab.trace)
-    workdir = Path(tempfile.mkdtemp(prefix="tklab-run-"))
+    from . import runfolder
+
+    workdir = runfolder.make("tklab-run-", RUN_DISK)  # a tmpfs of RUN_DISK bytes where the grader may mount one
+    mounted = runfolder.bounded(workdir)
     try:
         name = path.name if path.name.isprintable() and "/" not in path.name else spec.filename
         if source is not None:
@@ -157,7 +163,7 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
                 emulator_parts = emulated.prepare(spec)
             _hand_over_emulator(emulator_parts, workdir / "cache")
         cpus = os.cpu_count() or 1
-        limits = limits_for(Limits(wall_seconds=timeout, memory=None if m.needs_gpu else 4 << 30,
+        limits = limits_for(Limits(wall_seconds=timeout, memory=None if m.needs_gpu else 4 << 30, disk=RUN_DISK,
                                    cpu_seconds=int(timeout * cpus) + 30))
         # hidden: the solutions, and the shared compile cache (their compiled forms: a concept floor's reference
         # module, the chapters' builds); the child compiles into its own folder's cache
@@ -168,8 +174,6 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
         read_fd, write_fd = os.pipe()
         key = secrets.token_hex(16)
         key_read, key_write = os.pipe()
-        os.write(key_write, key.encode())  # 32 bytes: fits the pipe's buffer; the child reads it first thing
-        os.close(key_write)
         argv = [sys.executable, "-m", "tklab.grading.child", "--exercise", spec.id, "--file", name, "--mode", m.name,
                 "--channel", str(write_fd), "--key-fd", str(key_read), "--limits", limits.to_json()]
         if bench and m.can_bench:
@@ -199,9 +203,12 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
 
         try:
             box.start(argv, _child_env(workdir, m, env), pass_fds=[write_fd, key_read])
+            # the key only now: the child waits for it before any learner code, so the whole run is in its cgroup
+            os.write(key_write, key.encode())  # 32 bytes: fits the pipe's buffer
         finally:
             os.close(write_fd)
             os.close(key_read)
+            os.close(key_write)
         try:
             assert box.proc is not None and box.proc.stdout is not None
             fin = box.supervise({box.proc.stdout.fileno(): on_output, read_fd: on_channel})
@@ -212,11 +219,16 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
             os.close(read_fd)
         on_output(b"\n")
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        runfolder.remove(workdir)
     out = judge(spec, m, cases, inputs, bytes(channel), timed_out=fin.timed_out, returncode=fin.returncode,
                 stage=stage[0], printed=printed.decode("utf-8", "replace"), timeout=timeout, seconds=fin.seconds,
                 overflow=overflow[0], key=key)
-    out.isolation = f"{box.isolation.describe()}; limits: {limits.describe()}"
+    disk = "" if mounted or not limits.disk else " (its folder: per file only, not mounted here)"
+    group = box.describe_group() or "no cgroup of its own here (per-process limits only)"
+    out.isolation = f"{box.isolation.describe()}; limits: {limits.describe()}{disk}; {group}"
+    if fin.oom_kills:
+        out.notes.append(f"the system stopped {fin.oom_kills} process{'es' if fin.oom_kills != 1 else ''} of the run: "
+                         f"together they used more than the run's {(limits.memory or 0) >> 20} MiB of memory")
     if out.result and out.result.get("limits_not_applied"):
         out.isolation += f" (not applied here: {', '.join(out.result['limits_not_applied'])})"
     if fin.killed:

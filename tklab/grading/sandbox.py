@@ -19,12 +19,19 @@ Levels, strongest first (``Isolation.level`` says which one a run got, and every
 
 At both levels the child limits itself before it loads any learner code (``apply_limits``: address
 space, processes, file size, CPU time; no new privileges; it dies with its parent), the time limit is
-wall-clock for the whole tree, and a grader running as root runs the code as ``nobody`` when that user
-can read the Python installation; where it cannot (Python under ``/root``), bubblewrap lays empty folders
-over what keeps ``nobody`` out, binds back only Python, and the child drops to ``nobody`` itself first
+wall-clock for the whole tree, and a grader running as root runs the code as an unprivileged user when
+``nobody`` can read the Python installation; where it cannot (Python under ``/root``), bubblewrap lays empty
+folders over what keeps others out, binds back only Python, and the child drops to that user itself first
 thing (``drop_privileges``), so the run is unprivileged outside the sandbox too; without bubblewrap it
-runs as root, and the report says so. ``TKLAB_SANDBOX=process``
-forces the weaker level (for debugging a sandbox problem).
+runs as root, and the report says so. ``TKLAB_SANDBOX=process`` forces the weaker level (for debugging a
+sandbox problem).
+
+Per run, not per process or per user (issue 39), where the grader is root: each run is a user of its own
+(``uids``: a uid leased for the run's life, so concurrent runs neither share a process limit nor can signal one
+another), its processes live in a cgroup of their own (``rungroup``: memory and process count bounded for all of
+them together, and one kill ends them whatever they did to their session or environment), and what it writes is
+bounded in all (``runfolder``: its folder a tmpfs of ``Limits.disk`` bytes; bubblewrap's private ``/tmp`` too).
+The report names the cgroup, or says there is none.
 
 Grading a class needs more than a learner's own check: ``grading_problem()`` says why this machine's
 isolation would let learner code reach the grader (root without a user to drop to, or the grader's own
@@ -56,7 +63,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..build.toolchain import REPO
-from . import unseen
+from . import rungroup, uids, unseen
 
 TOKEN_VAR = "TKLAB_SANDBOX_TOKEN"
 _PACKAGE_PARENT = REPO
@@ -73,12 +80,15 @@ class Limits:
     processes: int = 1024
     file_size: int = 256 << 20
     cpu_seconds: int | None = None
+    #: what the run may write in all (its private /tmp; its folder too where the grader is root: ``runfolder``)
+    disk: int | None = 1 << 30
 
     def describe(self) -> str:
         mem = f"{self.memory >> 20} MiB address space" if self.memory else "memory not limited (GPU driver)"
         procs = f"{self.processes} processes" if self.processes else "processes not counted"
+        disk = f", {self.disk >> 20} MiB written in all" if self.disk else ""
         return (f"{self.wall_seconds:g} s wall clock for all its processes, {mem}, {self.file_size >> 20} MiB "
-                f"per file, {procs}")
+                f"per file{disk}, {procs}")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -109,6 +119,7 @@ class Finished:
     timed_out: bool
     seconds: float
     killed: int = 0  # processes of the run still alive at the end, killed
+    oom_kills: int = 0  # processes the kernel killed because the run's cgroup ran out of memory
 
 
 # ---- in the child ----------------------------------------------------------------------------------
@@ -233,13 +244,27 @@ def _drop_inside() -> tuple[int, int] | None:
     return _unprivileged_ids()
 
 
-def _bwrap_overlays() -> list[str]:
-    """The folders that keep ``nobody`` out, as empty tmpfs, with what Python needs bound back (``_drop_inside``)."""
-    if _drop_inside() is None:
+def _blanked_home() -> list[Path]:
+    """A grader that is not root: its home, where its credentials live (``~/.git-credentials``, tokens, keys),
+    for bubblewrap to blank like a closed folder; empty for root (whose home its run's user cannot enter) and for
+    a home under ``/tmp`` (the sandbox's own ``/tmp`` covers it)."""
+    if os.getuid() == 0:
         return []
+    try:
+        home = Path.home().resolve()
+    except (KeyError, RuntimeError, OSError):
+        return []
+    return [home] if home.is_dir() and home != Path("/") and Path("/tmp") not in home.parents else []
+
+
+def _bwrap_overlays() -> list[str]:
+    """Folders laid over with an empty tmpfs, with what Python needs bound back: those that keep ``nobody`` out
+    (``_drop_inside``), and the home of a grader that is not root (``_blanked_home``)."""
     needed = _python_paths()
+    blank = _closed_folders(needed) if _drop_inside() is not None else []
+    blank += [h for h in _blanked_home() if not any(b == h or b in h.parents for b in blank)]
     out: list[str] = []
-    for closed in _closed_folders(needed):
+    for closed in blank:
         out += ["--perms", "0755", "--tmpfs", str(closed)]
         inside = sorted(p for p in needed if closed in p.parents)
         made: set[Path] = set()
@@ -253,13 +278,13 @@ def _bwrap_overlays() -> list[str]:
     return out
 
 
-def _bwrap_user_args() -> list[str]:
+def _bwrap_user_args(ids: tuple[int, int] | None = None) -> list[str]:
     """Namespaces and user: a root grader that can hand the run to ``nobody`` (or an ordinary user) gets
     every namespace; a root grader whose ``nobody`` cannot read Python has the child drop to it inside
     (``_drop_inside``; no user namespace, where uid 65534 could not exist); without ``nobody`` at all the run
     is uid 65534 inside a user namespace (root outside, and the report says so)."""
     if os.getuid() == 0 and not _run_user()[0]:
-        ids = _drop_inside()
+        ids = ids or _drop_inside()
         if ids is not None:
             return [*_NAMESPACES, "--setenv", DROP_VAR, f"{ids[0]}:{ids[1]}"]
         return ["--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534"]
@@ -501,13 +526,24 @@ class Sandbox:
         self.proc: subprocess.Popen[bytes] | None = None
         self._seen: dict[int, int] = {}
         self._known: set[int] | None = None
+        self.group: rungroup.RunGroup | None = None
+        self._group_text = ""
+        self.oom_kills = 0
+        self.lease: uids.Lease | None = None
+        self.ids = (_run_user()[0] or (_drop_inside() if self.isolation.level == "bubblewrap" else None)) \
+            if confine else None
+        if self.ids is not None and os.getuid() == 0:  # a user of its own for this run (uids.py)
+            with contextlib.suppress(uids.LeaseError, OSError):
+                self.lease = uids.lease()
+                self.ids = (self.lease.uid, self.lease.gid)
+                inside = ", dropped to inside the sandbox" if "dropped to inside" in self.isolation.user else ""
+                self.isolation = Isolation(self.isolation.level, f"uid {self.ids[0]}, an unprivileged user of its "
+                                           f"own for this run{inside}", self.isolation.notes)
 
     # -- setup ---------------------------------------------------------------------------------------
     def run_ids(self) -> tuple[int, int] | None:
         """(uid, gid) the code runs as when that is not the grader's own user (None: it is)."""
-        if not self.confine:
-            return None
-        return _run_user()[0] or (_drop_inside() if self.isolation.level == "bubblewrap" else None)
+        return self.ids
 
     def hand_over(self) -> None:
         """Give the working folder to the user the code runs as (after the parent has written into it)."""
@@ -533,7 +569,8 @@ class Sandbox:
         binds = [p for p in under_tmp if not any(q in p.parents for q in under_tmp)]
         out = [exe, "--ro-bind", "/", "/", *_bwrap_overlays(), "--proc", "/proc"]
         out += ["--dev-bind", "/dev", "/dev"] if self.gpu else ["--dev", "/dev"]
-        out += ["--tmpfs", "/tmp"]
+        size = ["--size", str(self.limits.disk)] if self.limits.disk else []
+        out += ["--perms", "1777", *size, "--tmpfs", "/tmp"]  # the run's own /tmp, bounded, writable by its user
         made: set[Path] = set()
         for b in binds:
             for d in reversed(b.parents):  # the folders on the way, passable by the run's user (bwrap: 0700)
@@ -555,7 +592,7 @@ class Sandbox:
                     made.add(d)
                     out += ["--perms", "0755", "--dir", str(d)]
             out += ["--bind", str(b), str(b)]
-        out += ["--bind", work, work, "--chdir", work, *_bwrap_user_args(), "--die-with-parent",
+        out += ["--bind", work, work, "--chdir", work, *_bwrap_user_args(self.ids), "--die-with-parent",
                 "--new-session", "--setenv", TOKEN_VAR, self.token]
         return out + list(argv)
 
@@ -567,7 +604,7 @@ class Sandbox:
 
     def start(self, argv: Sequence[str], env: Mapping[str, str], pass_fds: Sequence[int] = ()) -> None:
         """Start ``argv`` (the child) in the sandbox, stdout and stderr merged into one pipe."""
-        ids = _run_user()[0] if self.confine else None
+        ids = self.ids if self.confine and _run_user()[0] is not None else None
         env = dict(env)
         env[TOKEN_VAR] = self.token
         command = self._bwrap_argv(argv) if self.isolation.level == "bubblewrap" else list(argv)
@@ -586,6 +623,16 @@ class Sandbox:
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env, cwd=self.workdir, start_new_session=True,
                                      pass_fds=tuple(pass_fds), **kwargs)
+        if self.confine:  # (the runner's child waits for its key, written after this: no learner code runs yet)
+            self.group = rungroup.RunGroup.create(f"tklab-{self.token}", memory=self.limits.memory,
+                                                  processes=self.limits.processes or 1024)
+            if self.group is not None:
+                self.group.add_tree(self.proc.pid)
+                self._group_text = self.group.describe()
+
+    def describe_group(self) -> str:
+        """The run's cgroup, for the report ("" without one)."""
+        return self._group_text
 
     # -- supervision ---------------------------------------------------------------------------------
     def supervise(self, readers: Mapping[int, Callable[[bytes], None]], *, grace: float = 0.5) -> Finished:
@@ -642,17 +689,22 @@ class Sandbox:
         code = None if timed_out else self.proc.returncode
         if code is not None and code > 128 and self.isolation.level == "bubblewrap":
             code = -(code - 128)  # bwrap reports a child killed by signal N as exit 128 + N
-        return Finished(code, timed_out, time.monotonic() - self.started, killed)
+        return Finished(code, timed_out, time.monotonic() - self.started, killed, self.oom_kills)
 
     def kill(self) -> int:
         """Kill every process of the run; returns how many were still alive."""
         if self.proc is None:
             return 0
         token = self.token.encode()
+        killed = 0
+        if self.group is not None:  # every process of the run, wherever its session or environment went
+            self.oom_kills = self.group.oom_kills()
+            alive = self.group.pids() - {self.proc.pid}
+            self.group.kill()
+            killed = len(alive)  # (the child itself is not counted: it is the run)
         if self.proc.returncode is None:  # (once the child is reaped, its number is not ours to signal)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-        killed = 0
         for _ in range(50):
             alive = dict(self._seen)
             alive.update(_run_processes(self.proc.pid, token, descendants=self.proc.returncode is None,
@@ -678,5 +730,11 @@ class Sandbox:
                     os.waitpid(pid, os.WNOHANG)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        if self.group is not None:
+            self.group.remove()
+            self.group = None
+        if self.lease is not None:  # its processes are gone: the uid may serve another run
+            self.lease.release()
+            self.lease = None
         return killed
 
