@@ -6,7 +6,10 @@ bottom (every explorer must come up as a live widget), move controls (the drawin
 count must change; controls a pattern ignores stay hidden; only the swizzles that fit are offered), and
 open an exercise from its chapter's link, edit it and save it. The window is 1280 px wide with the file
 browser open, and no output may reach past the notebook's column there: the stored ones, every explorer the
-chapters use, and a failed check's report (a box may scroll sideways inside itself, the page may not).
+chapters use (with slider tracks long enough to aim at), and a failed check's report (a box may scroll
+sideways inside itself, the page may not). The workbook's README opens rendered and lists every chapter;
+chapters 07, 08 and 11 open their exercises from their links; the learner's lab saves nothing by itself and
+shows the chapters' names apart; the terminal's check of an untouched exercise says "not started".
 Every step leaves a screenshot in ``tests/results/browser/`` (git-ignored).
 
 The lab runs on a copy of ``notebooks/`` and ``exercises/`` in a temporary folder laid out like the
@@ -560,7 +563,7 @@ def test_a_chapter_opens_saved_and_without_grading_controls(page: Any, lab: tupl
 def test_the_labs_terminal_runs_the_readmes_check_line(page: Any, lab: tuple[str, Path]) -> None:
     """Issue 31.1: in the lab's own terminal, `python -m tklab check exercises/ch01_naive_matmul.py` (the
     README's line) runs the workbook's Python and gives a verdict on the learner's file, not an import error
-    blamed on a line the learner did not write."""
+    blamed on a line the learner did not write; the untouched file is "not started", with its TODO's line."""
     url, _ = lab
     page.goto(f"{url}/lab?reset&token={TOKEN}")
     # The command exists once the terminal plugin has activated (and only if the server offers terminals).
@@ -594,3 +597,6 @@ def test_the_labs_terminal_runs_the_readmes_check_line(page: Any, lab: tuple[str
     _shot(page, "10_terminal_check")
     assert "No module named" not in text and "cannot import" not in text, text[-800:]
     assert "ch01_naive_matmul" in text and re.search(r"FAILED|PASSED|NOT VERIFIED", text), text[-800:]
+    # the learner has written nothing yet: the report says so and where, not what the stub's placeholder did
+    assert re.search(r"FAILED: not started: fill in the TODO at line \d+", text), text[-800:]
+    assert "never written" not in text, text[-800:]
