@@ -353,6 +353,83 @@ def test_a_kernel_that_remembers_results_gets_no_speed(tmp_path):
     assert "ratio" not in speed and "speed is not reported" in speed.get("error", ""), speed
 
 
+#: Chapter 3's solution that remembers the inputs it has seen (a fingerprint of a few elements of A and B) and, on
+#: a repeat, copies the top half of C from its own memory instead of computing it: right on every call, and twice
+#: as fast on the timed loop's rotating sets as on inputs it sees for the first time (issue 39's attack).
+MEMO_GLOBALS = """\
+__device__ unsigned long long memo_owner[4], memo_key[4];
+__device__ unsigned int memo_done[4];
+__device__ float memo_C[4][4096 * 4096];
+"""
+MEMO_HEAD = """
+    __shared__ unsigned long long memo_this;  // this launch's key, 0 when it does not remember (kept off registers)
+    {
+        const bool top = M == 4096 && N == 4096 && K == 4096 && blockIdx.y < gridDim.y / 2;
+        unsigned long long key = 0;
+        if (top) {
+            const unsigned int a = __float_as_uint(A[0]), b = __float_as_uint(A[4095]);
+            const unsigned int c = __float_as_uint(A[M * K / 2]);
+            const unsigned int d = __float_as_uint(B[0]), e = __float_as_uint(B[K * N - 1]);
+            key = ((unsigned long long)(a ^ (c << 7)) << 32 | (b ^ (d << 3) ^ (e << 11))) | 1ull;
+        }
+        const int slot = (int)(key % 4);
+        const size_t corner = (size_t)blockIdx.y * BM * N + blockIdx.x * BN;
+        if (top && memo_key[slot] == key) {  // seen: copy this tile of C from memory
+            for (int i = threadIdx.x; i < BM * BN; i += THREADS)
+                C[corner + (i / BN) * N + i % BN] = memo_C[slot][corner + (i / BN) * N + i % BN];
+            return;
+        }
+        if (top && threadIdx.x == 0 && atomicExch(&memo_owner[slot], key) != key) {
+            memo_key[slot] = 0;
+            memo_done[slot] = 0;
+        }
+        if (threadIdx.x == 0)
+            memo_this = key;
+    }
+"""
+MEMO_TAIL = """
+    __syncthreads();
+    if (memo_this) {  // remember this tile; the last block of the top half makes the key valid
+        const unsigned long long key = memo_this;
+        const int slot = (int)(key % 4);
+        const size_t corner = (size_t)blockIdx.y * BM * N + blockIdx.x * BN;
+        for (int i = threadIdx.x; i < BM * BN; i += THREADS)
+            memo_C[slot][corner + (i / BN) * N + i % BN] = C[(i / BN) * N + i % BN];
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0 && atomicAdd(&memo_done[slot], 1u) + 1 == gridDim.x * (gridDim.y / 2))
+            memo_key[slot] = key;
+    }
+"""
+
+
+def _memo_variant() -> str:
+    src = (ROOT / "solutions" / "ch03_register_blocking.cu").read_text()
+    body = src.index("{", src.index("regblock_matmul(")) + 1
+    end = src.rindex("}")
+    out = src[:body] + MEMO_HEAD + src[body:end] + MEMO_TAIL + src[end:]
+    return out.replace('extern "C" __global__', MEMO_GLOBALS + 'extern "C" __global__', 1)
+
+
+@pytest.mark.nvrtc
+def test_the_input_memo_variant_compiles_and_keeps_its_directives(tmp_path):
+    """The GPU test below needs the variant to be a file a check accepts: it compiles, adds no directive."""
+    res = check("ch03", _file(tmp_path, "ch03_register_blocking.cu", _memo_variant()), run=False)
+    assert res.compiled and res.static_ok, res
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_remembers_inputs_and_skips_half_its_work_gets_no_speed(tmp_path):
+    """Issue 39: right on every call, half the work skipped on inputs it has seen. The timed loop rotates three
+    sets (all seen); the probe times each fresh set's first sight as the loop times its calls; 2x apart is far
+    past ``child.PROBE_FACTOR`` (1.25), so its speed is not reported. (With the factor at 2.0 it sat on the edge.)
+    Run on an H200: ``python -m pytest -m gpu tests/test_redteam_isolation.py -k remembers_inputs -v``."""
+    res = check("ch03", _file(tmp_path, "ch03_register_blocking.cu", _memo_variant()), timeout=300)
+    assert res.run_status == "ok", res  # right on every case: the memo only acts at the benchmark's size
+    speed = res.speed or {}
+    assert "ratio" not in speed and "skips work on inputs it has seen" in speed.get("error", ""), speed
+
+
 @pytest.mark.gpu
 def test_patching_the_timer_inside_the_run_does_not_change_the_ratio(tmp_path):
     f = _file(tmp_path, "ch01_naive_matmul.py", TIMER_PATCH + CH01)
