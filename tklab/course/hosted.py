@@ -39,8 +39,11 @@ def github_repo(url: str) -> str | None:
 
 def origin(root: Path = REPO) -> str | None:
     """The GitHub repository ``origin`` points at, if it is one."""
-    out = subprocess.run(["git", "remote", "get-url", "origin"], cwd=root, capture_output=True, text=True,
-                         check=False)
+    try:
+        out = subprocess.run(["git", "remote", "get-url", "origin"], cwd=root, capture_output=True, text=True,
+                             check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):  # no git here (a tarball, a minimal image)
+        return None
     return github_repo(out.stdout) if out.returncode == 0 else None
 
 
