@@ -357,12 +357,13 @@ def test_a_kernel_that_remembers_results_gets_no_speed(tmp_path):
 #: a repeat, copies the top half of C from its own memory instead of computing it: right on every call, and twice
 #: as fast on the timed loop's rotating sets as on inputs it sees for the first time (issue 39's attack).
 MEMO_GLOBALS = """\
-__device__ unsigned long long memo_owner[4], memo_key[4];
-__device__ unsigned int memo_done[4];
-__device__ float memo_C[4][4096 * 4096];
+__device__ unsigned long long memo_owner[8], memo_key[8];
+__device__ unsigned int memo_done[8];
+__device__ float memo_C[8][4096 * 4096];
 """
 MEMO_HEAD = """
     __shared__ unsigned long long memo_this;  // this launch's key, 0 when it does not remember (kept off registers)
+    __shared__ int memo_slot;
     {
         const bool top = M == 4096 && N == 4096 && K == 4096 && blockIdx.y < gridDim.y / 2;
         unsigned long long key = 0;
@@ -372,33 +373,39 @@ MEMO_HEAD = """
             const unsigned int d = __float_as_uint(B[0]), e = __float_as_uint(B[K * N - 1]);
             key = ((unsigned long long)(a ^ (c << 7)) << 32 | (b ^ (d << 3) ^ (e << 11))) | 1ull;
         }
-        const int slot = (int)(key % 4);
         const size_t corner = (size_t)blockIdx.y * BM * N + blockIdx.x * BN;
-        if (top && memo_key[slot] == key) {  // seen: copy this tile of C from memory
+        int seen = -1;
+        for (int s = 0; s < 8 && top; ++s)
+            if (memo_key[s] == key)
+                seen = s;
+        if (seen >= 0) {  // seen: copy this tile of C from memory
             for (int i = threadIdx.x; i < BM * BN; i += THREADS)
-                C[corner + (i / BN) * N + i % BN] = memo_C[slot][corner + (i / BN) * N + i % BN];
+                C[corner + (i / BN) * N + i % BN] = memo_C[seen][corner + (i / BN) * N + i % BN];
             return;
         }
-        if (top && threadIdx.x == 0 && atomicExch(&memo_owner[slot], key) != key) {
-            memo_key[slot] = 0;
-            memo_done[slot] = 0;
+        if (threadIdx.x == 0) {  // a slot for this key: its own, or a free one
+            int slot = -1;
+            for (int s = 0; s < 8 && top && slot < 0; ++s) {
+                const unsigned long long old = atomicCAS(&memo_owner[s], 0ull, key);
+                if (old == 0ull || old == key)
+                    slot = s;
+            }
+            memo_slot = slot;
+            memo_this = slot >= 0 ? key : 0ull;
         }
-        if (threadIdx.x == 0)
-            memo_this = key;
     }
 """
 MEMO_TAIL = """
     __syncthreads();
     if (memo_this) {  // remember this tile; the last block of the top half makes the key valid
-        const unsigned long long key = memo_this;
-        const int slot = (int)(key % 4);
+        const int slot = memo_slot;
         const size_t corner = (size_t)blockIdx.y * BM * N + blockIdx.x * BN;
         for (int i = threadIdx.x; i < BM * BN; i += THREADS)
             memo_C[slot][corner + (i / BN) * N + i % BN] = C[(i / BN) * N + i % BN];
         __threadfence();
         __syncthreads();
         if (threadIdx.x == 0 && atomicAdd(&memo_done[slot], 1u) + 1 == gridDim.x * (gridDim.y / 2))
-            memo_key[slot] = key;
+            memo_key[slot] = memo_this;
     }
 """
 
