@@ -253,20 +253,27 @@ def runtime_library(cc: Compiler | None = None) -> Path:
     out = _root() / f"libtkemu-{key}.so"
     if not out.exists():
         with tempfile.TemporaryDirectory(dir=_root()) as tmp:
+            # Compile a snapshot, named by the snapshot's own key: a source edited while this builds can never
+            # leave a library under a key that describes other sources.
+            shim = Path(tmp) / "shim"
+            for part in ("src", "include"):
+                shutil.copytree(SHIM / part, shim / part)
+            out = _root() / f"libtkemu-{_runtime_key(cc, host, shim)}.so"
             lib = Path(tmp) / out.name
             _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-w", "-ffp-contract=off", *hostos.defines(host),
                   *_stdlib(cc, host), *hostos.runtime_link(host, out.name), "-o", str(lib),
-                  str(SHIM / "src" / "runtime.cpp"), str(SHIM / "src" / "ptx.cpp"), str(SHIM / "src" / "trace.cpp"),
-                  *(str(SHIM / "src" / f"{name}.cpp") for name in INTERP_SOURCES), "-lpthread", "-ldl"],
+                  str(shim / "src" / "runtime.cpp"), str(shim / "src" / "ptx.cpp"), str(shim / "src" / "trace.cpp"),
+                  *(str(shim / "src" / f"{name}.cpp") for name in INTERP_SOURCES), "-lpthread", "-ldl"],
                  "building the emulator runtime", "the emulator runtime")
-            _publish(lib, out)
+            if not out.exists():
+                _publish(lib, out)
     return out
 
 
-def _runtime_key(cc: Compiler, host: hostos.Host) -> str:
+def _runtime_key(cc: Compiler, host: hostos.Host, shim: Path = SHIM) -> str:
     return _digest(VERSION, cc.description, " ".join([*hostos.defines(host), *_stdlib(cc, host)]),
-                   _tree_digest(SHIM / "src"),
-                   _tree_digest(SHIM / "include"))
+                   _tree_digest(shim / "src"),
+                   _tree_digest(shim / "include"))
 
 
 def _pch_key(cc: Compiler) -> str:
