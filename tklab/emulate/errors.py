@@ -199,7 +199,7 @@ def render(text: str, report: dict[str, Any], ctx: Context) -> str:
             if below:
                 s = max(below, key=lambda s: ctx.bases[s])
                 nearest = _element(ctx.args[s], address - ctx.bases[s])
-                return f"address {address:#x}, in none of the kernel's arrays: {nearest}"
+                return nearest  # the runtime's message has said the address already
         return f"byte {off} of an address outside the kernel's arrays"
 
     text = re.sub(r"@@S:(\d+):(\d+)@@", shared_sub, text)
