@@ -60,9 +60,7 @@ def test_a_notebook_without_a_topic_stops_the_index(tmp_path: Path):
 
 
 #: Mentions that stay code text while their chapter is rewritten by its owner: (notebook, exercise file).
-UNLINKED: set[tuple[str, str]] = {
-    ("04_banks_swizzling.ipynb", "exercises/ch04_swizzle.cu"),  # its opening list and "your kernel, traced" cell
-}
+UNLINKED: set[tuple[str, str]] = set()
 
 
 def test_every_exercise_a_chapter_mentions_is_a_link():
