@@ -26,8 +26,8 @@ constexpr int GROUP_M = 16;                 // block order: 16 row-tiles share B
 #endif
 // The registers each warpgroup keeps: setmaxnreg moves them from the producer to the consumers.
 // TODO: your code here (about 1 line).
-// Goal: a register split that gives the consumers as many registers as the block's 64K-register file allows
-//       beside a small producer (in multiples of 8)
+// Goal: a register split that gives the consumers as many registers as the block's launch pool allows (168
+//       per thread x 384 threads = 64,512, not the SM's 65,536) beside a small producer (in multiples of 8)
 // Stuck? tklab.hint("ch08_warp_specialized") in a notebook, or python -m tklab hint ch08_warp_specialized.
 using split = warpgroup::register_split<168, 168, CONSUMERS>;
 

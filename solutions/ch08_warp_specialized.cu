@@ -24,7 +24,7 @@ constexpr int GROUP_M = 16;                 // block order: 16 row-tiles share B
 #define C_TYPE bf16  // C's element type (the exercise's check reads it as float)
 #endif
 // The registers each warpgroup keeps: setmaxnreg moves them from the producer to the consumers.
-// BEGIN SOLUTION hint: a register split that gives the consumers as many registers as the block's 64K-register file allows beside a small producer (in multiples of 8)
+// BEGIN SOLUTION hint: a register split that gives the consumers as many registers as the block's launch pool allows (168 per thread x 384 threads = 64,512, not the SM's 65,536) beside a small producer (in multiples of 8)
 using split = warpgroup::register_split<40, 232, CONSUMERS>;  // producer 40, consumers 232 registers
 // STUB: using split = warpgroup::register_split<168, 168, CONSUMERS>;
 // END SOLUTION

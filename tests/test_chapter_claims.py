@@ -212,3 +212,116 @@ def test_ch10_quotes_the_default_key_block_from_its_one_home() -> None:
         assert not re.search(rf"(?<![\d.]){bc}(?![\d.])", text), \
             f"10 · cell {cell} quotes {bc} by hand: read attention.DEFAULTS, or hold the quote in this test"
     assert "attention.DEFAULTS" in sources["0d27f2a6"] and "attention.DEFAULTS" in sources["229a2421"]
+
+
+# ---- issue 41: the numbers chapters 04 and 07-11 quote, each held to its record ----------------------------
+RESULTS = ROOT / "bench" / "results"
+
+
+def _gemm_raw(report: str) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """A chapter 08 progression report's raw rows (TFLOP/s): (who, n³ or shape) -> method -> one value per round."""
+    out: dict[tuple[str, str], dict[str, list[float]]] = {}
+    text = (RESULTS / report).read_text().split("### raw rows", 1)[1]
+    for row in re.findall(r"^\| (\S+) \| \d+ \| (\S+) \| \d+ \| (\d+) \| (\d+) \| (\d+) \|$", text, re.M):
+        n, who, *rates = row
+        for method, rate in zip(("bench", "graph", "batched"), rates, strict=True):
+            out.setdefault((who, n), {}).setdefault(method, []).append(float(rate))
+    return out
+
+
+def _gemm_ratios(report: str, step: str) -> dict[str, dict[str, float]]:
+    """A report's speed table: shape -> method -> the step's ratio to cuBLAS (the lower end of its range)."""
+    out: dict[str, dict[str, float]] = {}
+    for shape, *ratios in re.findall(rf"^\| {step}: [^|]* \| (\S+) \| \d+ \| ([\d.]+)–[\d.]+ \| ([\d.]+)–[\d.]+ \| "
+                                     rf"([\d.]+)–[\d.]+ \|$", (RESULTS / report).read_text(), re.M):
+        out[shape] = dict(zip(("bench", "graph", "batched"), map(float, ratios), strict=True))
+    return out
+
+
+def test_ch08_strict_cluster_arrive_cost_is_the_records() -> None:
+    """08 · the cluster section: step 5 at 4096³ with mbarrier.arrive.release.cluster and with the plain arrive,
+    over the three timing methods of the two runs it cites, and the cost per method."""
+    strict = _gemm_raw("gemm_wgmma_2026-12-01_a9938a0_release_cluster.md")[("5_cluster", "4096")]
+    plain = _gemm_raw("gemm_wgmma_2026-12-01_a9938a0_plain_arrive.md")[("5_cluster", "4096")]
+    s = [v for m in strict.values() for v in m]
+    p = [v for m in plain.values() for v in m]
+    cost = [1 - strict[m][0] / plain[m][0] for m in strict]
+    prose = _text("08", "c16d")
+    assert f"ran {min(s):.0f}–{max(s):.0f} TFLOP/s with it and {min(p):.0f}–{max(p):.0f} with the plain form" in prose
+    assert f"{min(cost):.0%}–{max(cost):.0%} less in each timing method".replace("%–", "–").replace("%", " %") \
+        in prose
+    for cid, cell in _cells("08").items():
+        assert "462" not in "".join(cell["source"]), f"08 · cell {cid}: 462-469 is not in the record (457-468)"
+
+
+def test_ch08_what_is_left_at_4096_is_the_second_runs() -> None:
+    """08 · section 5: the second run's range over three methods and rounds, and the profile's rate and pipe."""
+    rs = _gemm_ratios("gemm_wgmma_experiments_2026-12-01_7ed14f1.md", "5_cluster")["4096"]
+    text = (RESULTS / "gemm_wgmma_experiments_2026-12-01_7ed14f1.md").read_text()
+    highs = [float(h) for h in re.findall(r"^\| 5_cluster: [^|]* \| 4096 \| \d+ \| [\d.]+–([\d.]+) \| [\d.]+–([\d.]+) "
+                                          r"\| [\d.]+–([\d.]+) \|$", text, re.M)[0]]
+    ncu = json.loads((RESULTS / "gemm_steps_ncu_2026-12-01_7ed14f1.json").read_text())["5_cluster"]
+    prose = _text("08", "c27")
+    assert f"{min(rs.values()):.2f}–{max(highs):.2f}× in a second run of three rounds" in prose
+    assert f"runs at {ncu['tflops']:.0f} TFLOP/s with the **tensor pipe {ncu['tensor_pct']:.0f} % busy**" in prose
+
+
+def test_ch08_stream_k_is_the_records() -> None:
+    """08 · stream-K: graph timings of one round over nine shapes, the step beside step 5."""
+    report = "gemm_wgmma_2026-12-01_74fdb98_streamk_plain_arrive.md"
+    five, sk = _gemm_ratios(report, "5_cluster"), _gemm_ratios(report, "6_stream_k")
+    slower = [s for s in five if sk[s]["graph"] < five[s]["graph"]]
+    assert len(five) == 9 and len(slower) == 8 and set(five) - set(slower) == {"8192"}
+    prose = _text("08", "c27b")
+    assert "slower than step 5 on eight of nine shapes" in prose
+    for shape, label in (("4096", "4096³"), ("4096x4000x1032", "4096×4000×1032")):
+        assert f"{sk[shape]['graph']:.2f}× against {five[shape]['graph']:.2f}×" in prose.replace(" cuBLAS", ""), \
+            (shape, label)
+    assert "faster only at 8192³" in prose
+
+
+def test_ch08_register_pool_everywhere_the_learner_reads() -> None:
+    """Issue 41: the design exercise's cell, its hints and its goal line say the block's pool, 64,512 (the
+    split 32/240 that 65,536 would allow fails the library's static_assert), never 65536 or 64K."""
+    import tomllib
+
+    from tklab import gemm
+
+    k8 = gemm.compiled(gemm.STEPS["2_warp_specialised"])
+    pool = k8.registers * gemm.launch_facts(k8.module)["threads"]
+    assert pool == 64_512 and 128 * (32 + 2 * 240) > pool  # the split the old hint allowed does not fit
+    hints = tomllib.loads((ROOT / "solutions" / "ch08_warp_specialized.hints.toml").read_text())
+    texts = {"08 design cell": _text("08", "design-ch08_warp_specialized-todo"),
+             "level 1": " ".join(hints["level1"].split()), "level 2": " ".join(hints["level2"].split()),
+             "exercise": (ROOT / "exercises" / "ch08_warp_specialized.cu").read_text()}
+    for where, text in texts.items():
+        assert f"{pool:,}" in text, where
+        assert not re.search(r"65536|64K", text), f"{where}: the SM's register file, not the block's pool"
+
+
+def test_ch04_cross_run_spread_is_the_records() -> None:
+    """04 · the spread across runs: the swizzled reference against a copy in the two reports it cites."""
+    checks = re.search(r"^\| ch04_swizzle \| pass \| ([\d.]+)× \|", (RESULTS / "exercises_h200_2026-11-29.md")
+                       .read_text(), re.M)
+    gpu = re.search(r"^\| ch04_swizzle \| True \| ([\d.]+) \|$", (RESULTS / "gpu-check_2026-11-29_78f7203.md")
+                    .read_text(), re.M)
+    prose = _text("04", "c22c")
+    assert f"{float(checks.group(1)):.2f}× a copy by one run of the exercise checks" in prose
+    assert f"at {float(gpu.group(1)):.2f}× by another" in prose
+
+
+def test_l2_is_quoted_in_the_units_the_device_reports() -> None:
+    """Issue 41: one unit for the H200's L2, the 60 MiB its driver reports (the device attribute Nsight Compute
+    recorded), in every chapter."""
+    import csv
+
+    head, _, values = list(csv.reader((ROOT / "tests" / "data" / "ncu" / "h200" / "ch04.transpose_swizzled.csv")
+                                      .open()))[:3]
+    l2 = int(values[head.index("device__attribute_l2_cache_size")])
+    assert l2 == 60 * 2**20
+    quotes = []
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for cid, src in _sources(path.name[:2]).items():
+            assert not re.search(r"\b60 MB\b", src), f"{path.name} · cell {cid}: the L2 is {l2 // 2**20} MiB"
+            quotes += re.findall(r"\b(\d+) MiB L2\b", src)
+    assert quotes and set(quotes) == {str(l2 // 2**20)}, quotes

@@ -24,7 +24,9 @@ __device__ inline int warp() { return (threadIdx.x / WARP_THREADS) % WARPS; }
 __device__ inline int threadid() { return threadIdx.x % THREADS; }
 
 /// True in exactly one lane of the calling warp (elect.sync): the lane that issues a warp's TMA copies.
-/// Cheaper than `threadIdx.x == 0`, which the compiler turns into a loop over the warp's active lanes.
+/// Better than `threadIdx.x == 0`: a TMA instruction takes its operands from uniform registers, and under
+/// that divergent branch ptxas cannot prove them uniform, so it wraps the instruction in a loop that serves
+/// one distinct operand value per trip (chapter 08, step 2).
 __device__ inline bool elect_one() {
     uint32_t elected;
     asm volatile("{\n .reg .b32 lane;\n .reg .pred p;\n elect.sync lane|p, 0xffffffff;\n selp.u32 %0, 1, 0, p;\n}\n"
