@@ -293,7 +293,8 @@ def test_ch08_register_pool_everywhere_the_learner_reads() -> None:
     hints = tomllib.loads((ROOT / "solutions" / "ch08_warp_specialized.hints.toml").read_text())
     texts = {"08 design cell": _text("08", "design-ch08_warp_specialized-todo"),
              "level 1": " ".join(hints["level1"].split()), "level 2": " ".join(hints["level2"].split()),
-             "exercise": (ROOT / "exercises" / "ch08_warp_specialized.cu").read_text()}
+             "exercise": (ROOT / "exercises" / "ch08_warp_specialized.cu").read_text(),
+             "08 stored check": json.dumps(_cells("08")["design-ch08_warp_specialized-check"]["outputs"])}
     for where, text in texts.items():
         assert f"{pool:,}" in text, where
         assert not re.search(r"65536|64K", text), f"{where}: the SM's register file, not the block's pool"
