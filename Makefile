@@ -112,7 +112,7 @@ test: install chromium sandbox-tool
 	@echo "The same machine as a Mac sees it (no NVRTC, the emulator's Mac code path):"
 	TKLAB_NO_NVRTC=1 TKLAB_EMU_PORTABLE=1 $(PY) -m pytest -q -p no:cacheprovider --durations=5 $(XDIST) \
 		$(NO_NVRTC_TESTS)
-	@if $(PY) -c "from tklab.build import toolchain; raise SystemExit(toolchain.nvrtc_available())"; then \
+	@if $(PY) -c "from tklab.toolchain import locate; raise SystemExit(locate.nvrtc_available())"; then \
 		echo "No NVRTC here (macOS?): executing only the notebooks that compile nothing for the GPU ($(NB_NO_NVRTC));"; \
 		echo "the others open with their stored outputs, and their compile/SASS cells say that they need NVRTC."; \
 		$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider $(NB_NO_NVRTC); \

@@ -110,9 +110,9 @@ def source_text(name: str) -> str | None:
 
 
 def softmax_under_pv(name: str, d: int) -> str:
-    """What the SASS of a variant's build does with the key loop's exponentials (tklab.build.overlap), for the
+    """What the SASS of a variant's build does with the key loop's exponentials (tklab.toolchain.overlap), for the
     report: the build measured is the one read."""
-    from tklab.build import overlap
+    from tklab.toolchain import overlap
 
     kernel, opts, _ = VARIANTS[name]
     if kernel != "hopper":
@@ -349,7 +349,7 @@ def _ratio_table(rows: list[dict[str, Any]], names: list[str]) -> list[str]:
 
 def _schedule_table(rows: list[dict[str, Any]], names: list[str]) -> list[str]:
     """Per Hopper variant measured: its key loop's exponentials issued under P·V in the SASS of the build that
-    ran (tklab.build.overlap); and each planted variant against the shipped one it differs from, same round."""
+    ran (tklab.toolchain.overlap); and each planted variant against the shipped one it differs from, same round."""
     import statistics
 
     measured = [(name, d) for name in names for d in VARIANTS[name][2] if VARIANTS[name][0] == "hopper"
@@ -357,7 +357,7 @@ def _schedule_table(rows: list[dict[str, Any]], names: list[str]) -> list[str]:
     if not measured:
         return []
     lines = ["", "The key loop's exponentials (MUFU.EX2) issued while a wgmma group runs, in the SASS of each build "
-             "measured (tklab.build.overlap):", "", "| variant | d | under P·V |", "|---|---|---|"]
+             "measured (tklab.toolchain.overlap):", "", "| variant | d | under P·V |", "|---|---|---|"]
     lines += [f"| {name} | {d} | {softmax_under_pv(name, d)} |" for name, d in measured]
     pairs = [(name, PLANTED[name][2]) for name in names if name in PLANTED and PLANTED[name][2] in names]
     for planted_name, base in pairs:

@@ -59,9 +59,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     arch = _gpu_arch()
     no_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (run `make gpu-check` on a GPU machine)")
     no_hopper = pytest.mark.skip(reason=f"needs an sm_90 GPU (H100/H200); this machine has {arch or 'no GPU'}")
-    from tklab.build import toolchain
+    from tklab.toolchain import locate
 
-    missing = toolchain.nvrtc_missing()
+    missing = locate.nvrtc_missing()
     no_nvrtc = pytest.mark.skip(reason=f"needs NVRTC: {(missing or '').split(';')[0]}")
     for item in items:
         if "nvrtc" in item.keywords and missing is not None:
@@ -91,7 +91,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     report = outcome.get_result()
     if call.excinfo is None or report.passed:
         return
-    from tklab.build.toolchain import NvrtcUnavailable
+    from tklab.toolchain.locate import NvrtcUnavailable
 
     cause: BaseException | None = call.excinfo.value
     seen = 0

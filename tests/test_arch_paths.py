@@ -33,10 +33,10 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch, arch: str, nvrtc: bool = True) -> 
     """A stand-in GPU of ``arch``; ``nvrtc``: with NVRTC as a GPU machine has it (the routes are decisions, so
     this holds on a Mac or under ``TKLAB_NO_NVRTC=1`` too; ``TKLAB_NO_NVRTC`` set later still hides it)."""
     if nvrtc:
-        from tklab.build import toolchain
+        from tklab.toolchain import locate
 
-        monkeypatch.delenv(toolchain.NO_NVRTC, raising=False)
-        monkeypatch.setattr(toolchain, "_nvrtc_version", lambda: (13, 0))
+        monkeypatch.delenv(locate.NO_NVRTC, raising=False)
+        monkeypatch.setattr(locate, "_nvrtc_version", lambda: (13, 0))
     cap = gpu.capability(arch)
     props = gpu.Properties(name=GPUS[arch], major=cap // 10, minor=cap % 10, sm_count=40, l2_bytes=4 << 20,
                            max_shared_per_block_optin=SHARED[arch], clock_khz=1_500_000, memory_clock_khz=5_000_000,

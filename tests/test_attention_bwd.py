@@ -133,7 +133,7 @@ def test_uniform_is_the_kernels_default_at_d128_and_leaves_no_r2ur_in_the_loop()
     uniform register moves) and is shorter. Computed 2026-12-01 with NVRTC 13.5, sm_90a, d = 128: 119 R2UR in
     the 887-instruction loop without it, none in 778."""
     import tklab
-    from tklab.build.sass import main_loop
+    from tklab.toolchain.sass import main_loop
 
     for d in (64, 128):
         assert not [f for f in attention_bwd.build(d).options if "UNIFORM" in f]

@@ -195,7 +195,7 @@ def test_uniform_keeps_the_descriptors_in_uniform_registers():
     the default's. Computed 2026-12-01 at d=128, sm_90a: the default's loop has 16 R2UR (a pair per wgmma of
     S = Q K^T) and 1106 instructions against 1047 with NVRTC 13.5; 1144 against 1069 with 13.0 (the H200's);
     the stretch from the first wgmma fence to the last wgmma, which ping-pong holds the turn for, 187 -> 107."""
-    from tklab.build.sass import main_loop
+    from tklab.toolchain.sass import main_loop
 
     for d in (64, 128):
         base, uniform = (main_loop(attention.compiled(attention.build("hopper", d, UNIFORM=u), "sm_90a").sass)

@@ -18,7 +18,7 @@ VARIANTS = gemm.VARIANTS
 ALL_STEPS = dict(gemm.STEPS) | VARIANTS
 
 
-def _ops(kernel: tklab.build.compiler.Kernel) -> dict[str, int]:
+def _ops(kernel: tklab.toolchain.compiler.Kernel) -> dict[str, int]:
     return dict(sass.histogram(kernel.sass, full=True))
 
 

@@ -275,7 +275,7 @@ def test_the_reference_child_times_the_solution_on_the_learners_benchmark_inputs
 
     def reference_child(kernel, chan):
         monkeypatch.setenv(child.REFERENCE_VARIABLE, "k")
-        monkeypatch.setattr(importlib.import_module("tklab.build.cache"), "load", lambda key: {"key": key})
+        monkeypatch.setattr(importlib.import_module("tklab.toolchain.cache"), "load", lambda key: {"key": key})
         monkeypatch.setattr(child, "_reference_kernel", lambda s, arch: kernel)
         child._child_reference(spec, Path("x.cu"), chan, True)
 

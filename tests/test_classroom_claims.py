@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tklab.build import includes
+from tklab.toolchain import includes
 
 ROOT = Path(__file__).resolve().parent.parent
 

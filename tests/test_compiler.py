@@ -189,7 +189,7 @@ def test_nvrtc_outputs_are_read_into_fresh_buffers():
         ctypes.memmove((ctypes.c_char * len(buf)).from_buffer(buf), b"\0", 1)
         return (0,)
 
-    from tklab.build import nvrtc_call  # NVRTC is called there (also as a bounded child's script)
+    from tklab.toolchain import nvrtc_call  # NVRTC is called there (also as a bounded child's script)
 
     out = nvrtc_call._read(None, size_fn, get_fn, lambda r, what: r[1] if len(r) > 1 else None, "log")
     assert out == b""

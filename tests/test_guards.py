@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import tklab
-from tklab.build.compiler import CompileError
 from tklab.course import attention, gemm
 from tklab.course.limits import SHARED_OPTIN, ConfigError, check_compiled, shared_limit
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
+from tklab.toolchain.compiler import CompileError
 
 SPLIT = """\
 #include "tk.cuh"

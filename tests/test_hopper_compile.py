@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNELS = Path(__file__).resolve().parent / "kernels"
 
 
-def _compile(name: str, arch: str = "sm_90a") -> tklab.build.compiler.Module:
+def _compile(name: str, arch: str = "sm_90a") -> tklab.toolchain.compiler.Module:
     return tklab.compile((KERNELS / name).read_text(), arch=arch, name=name)
 
 

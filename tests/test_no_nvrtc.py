@@ -18,9 +18,9 @@ import stubs
 
 import tklab
 from tklab import doctor, gpu, specs
-from tklab.build import toolchain
 from tklab.emulate import exercise as emulated
 from tklab.grading.check import check
+from tklab.toolchain import locate
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not emulated.can_run(specs.get("ch02_smem_tiling")),
@@ -32,17 +32,17 @@ ADD = 'extern "C" __global__ void add_one(float* x, int n) { int i = threadIdx.x
 @pytest.fixture
 def no_nvrtc(monkeypatch: pytest.MonkeyPatch) -> None:
     """This machine as a Mac sees it: no NVRTC and no GPU."""
-    monkeypatch.setenv(toolchain.NO_NVRTC, "1")
+    monkeypatch.setenv(locate.NO_NVRTC, "1")
     monkeypatch.setattr(gpu, "available", lambda: False)
 
 
 def test_a_compile_says_nvrtc_is_missing_and_what_still_works(no_nvrtc: None) -> None:
-    with pytest.raises(toolchain.NvrtcUnavailable) as e:
+    with pytest.raises(locate.NvrtcUnavailable) as e:
         tklab.compile(ADD, arch="sm_80")
     text = str(e.value)
     assert "compiling for the GPU needs NVRTC" in text and "CPU emulator still checks your kernel" in text
     assert e.value._render_traceback_() == [f"NVRTC unavailable: {text}"]  # one line in a notebook, no frames
-    assert not toolchain.nvrtc_available()
+    assert not locate.nvrtc_available()
     mod = tklab.compile(ADD, target="cpu")  # what the message points to works
     x = np.zeros(4, np.float32)
     mod["add_one"]((1,), (4,), (x, 3))
@@ -51,19 +51,19 @@ def test_a_compile_says_nvrtc_is_missing_and_what_still_works(no_nvrtc: None) ->
 
 def test_on_macos_the_message_says_there_is_no_wheel(monkeypatch: pytest.MonkeyPatch) -> None:
     def missing() -> tuple[int, int]:
-        raise toolchain.ToolchainError("cuda-bindings is not installed")
+        raise locate.ToolchainError("cuda-bindings is not installed")
 
-    monkeypatch.delenv(toolchain.NO_NVRTC, raising=False)
-    monkeypatch.setattr(toolchain, "_nvrtc_version", missing)
-    monkeypatch.setattr(toolchain.sys, "platform", "darwin")
-    assert toolchain.nvrtc_missing().startswith("compiling for the GPU needs NVRTC, which has no wheel for macOS; "
+    monkeypatch.delenv(locate.NO_NVRTC, raising=False)
+    monkeypatch.setattr(locate, "_nvrtc_version", missing)
+    monkeypatch.setattr(locate.sys, "platform", "darwin")
+    assert locate.nvrtc_missing().startswith("compiling for the GPU needs NVRTC, which has no wheel for macOS; "
                                                 "the chapters show the outputs recorded on an H200")
-    assert "the CPU emulator checks CUDA exercises with the Mac's clang++" in toolchain.nvrtc_missing()
-    assert "tested on Linux only so far" in toolchain.nvrtc_missing()  # never run on a real Mac: it says so
-    with pytest.raises(toolchain.NvrtcUnavailable, match="no wheel for macOS"):
-        toolchain.fingerprint()
-    monkeypatch.setattr(toolchain.sys, "platform", "linux")
-    assert "pip install nvidia-cuda-nvrtc" in toolchain.nvrtc_missing()
+    assert "the CPU emulator checks CUDA exercises with the Mac's clang++" in locate.nvrtc_missing()
+    assert "tested on Linux only so far" in locate.nvrtc_missing()  # never run on a real Mac: it says so
+    with pytest.raises(locate.NvrtcUnavailable, match="no wheel for macOS"):
+        locate.fingerprint()
+    monkeypatch.setattr(locate.sys, "platform", "linux")
+    assert "pip install nvidia-cuda-nvrtc" in locate.nvrtc_missing()
 
 
 def test_a_check_gets_an_emulation_verdict_that_names_the_skipped_static_checks(no_nvrtc: None, capsys) -> None:

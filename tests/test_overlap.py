@@ -1,5 +1,5 @@
 """Chapter 10's kernel does what chapter 10 teaches, in the SASS that runs: block j's exponentials are issued
-while P_{j-1} V_{j-1} is still in flight (``tklab.build.overlap``), in every overlapped build the project
+while P_{j-1} V_{j-1} is still in flight (``tklab.toolchain.overlap``), in every overlapped build the project
 ships; and the exercise's static check fails a loop whose SASS waits for P V before the softmax, in the
 chapter's words. No GPU: NVRTC and cuobjdump only."""
 
@@ -12,9 +12,9 @@ import pytest
 
 import tklab
 from tklab import attention, specs
-from tklab.build import overlap
-from tklab.build.toolchain import REPO
 from tklab.grading.specs import StaticContext
+from tklab.toolchain import overlap
+from tklab.toolchain.locate import REPO
 
 pytestmark = pytest.mark.nvrtc
 

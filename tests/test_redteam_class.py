@@ -311,8 +311,8 @@ def level(request, monkeypatch):
 def _peek(tmp_path: Path) -> str:
     """Run ``PEEK`` the way the runner runs its child: a fresh folder handed over, the solutions and the compile
     cache hidden, a clean environment, the sandbox this machine offers."""
-    from tklab.build import cache
     from tklab.grading.sandbox import Limits, Sandbox, limits_for
+    from tklab.toolchain import cache
 
     work = tmp_path / "run"
     work.mkdir()
@@ -406,8 +406,8 @@ def test_a_compile_that_blows_up_is_stopped_with_a_verdict_naming_the_limit(tmp_
 def test_a_bounded_compile_is_cached_under_the_same_key_with_the_same_ptx(tmp_path, fresh_cache):
     """Only the NVRTC call moves: the key, the cache entry and the module are what an in-process compile makes, so
     the emulated run interprets the PTX the static checks read; a compile error reads the same too."""
-    from tklab.build import cache, compiler
     from tklab.grading import bounded_compile, specs
+    from tklab.toolchain import cache, compiler
 
     spec = specs.get("ch02_smem_tiling")
     with bounded_compile.bounded():

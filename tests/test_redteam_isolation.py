@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from tklab import gpu, specs
-from tklab.build import includes
 from tklab.emulate import exercise as emulated
 from tklab.grading import channel, hygiene
 from tklab.grading.check import check
 from tklab.grading.runner import run_isolated
+from tklab.toolchain import includes
 
 ROOT = Path(__file__).resolve().parent.parent
 CH01 = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
@@ -186,7 +186,7 @@ def test_own_folder_and_tile_library_includes_still_work(tmp_path):
 
 
 def test_every_included_file_is_part_of_the_cache_key(tmp_path, monkeypatch):
-    from tklab.build import cache
+    from tklab.toolchain import cache
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "part.cuh").write_text("#define X 1\n")

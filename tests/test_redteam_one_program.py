@@ -116,8 +116,8 @@ def test_the_emulators_second_opinion_cannot_be_switched_off(tmp_path: Path) -> 
     constructor) could reach the runtime and turn the hazard into "ok". NVRTC compiles no host code at all (a
     file with some does not compile), and the interpreter runs only the device code it built: the race of a kernel
     without its second __syncthreads is reported."""
-    from tklab.build.compiler import CompileError
-    from tklab.build.compiler import compile as nvrtc_compile
+    from tklab.toolchain.compiler import CompileError
+    from tklab.toolchain.compiler import compile as nvrtc_compile
 
     payload = "__attribute__((constructor)) static void quiet() { }\n"
     second = "        __syncthreads();  // everyone is done with these tiles before the next step overwrites them\n"

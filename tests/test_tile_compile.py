@@ -31,23 +31,23 @@ def declared_kernels(source: str) -> list[str]:
 
 
 @pytest.fixture(scope="module", params=ARCHS)
-def ops(request: pytest.FixtureRequest) -> tklab.build.compiler.Module:
+def ops(request: pytest.FixtureRequest) -> tklab.toolchain.compiler.Module:
     return tklab.compile(OPS_SRC.read_text(), arch=request.param)
 
 
 @pytest.fixture(scope="module", params=ARCHS)
-def gemm(request: pytest.FixtureRequest) -> tklab.build.compiler.Module:
+def gemm(request: pytest.FixtureRequest) -> tklab.toolchain.compiler.Module:
     return tklab.compile(GEMM_SRC.read_text(), arch=request.param)
 
 
-def test_every_test_kernel_compiles(ops: tklab.build.compiler.Module) -> None:
+def test_every_test_kernel_compiles(ops: tklab.toolchain.compiler.Module) -> None:
     names = declared_kernels(OPS_SRC.read_text())
     assert len(names) >= 50, names
     missing = set(names) - set(ops.kernels)
     assert not missing, f"declared but not in the {ops.arch} module: {sorted(missing)}"
 
 
-def test_no_kernel_uses_local_memory(ops: tklab.build.compiler.Module) -> None:
+def test_no_kernel_uses_local_memory(ops: tklab.toolchain.compiler.Module) -> None:
     bad = {k: (ops[k].spill_bytes, ops[k].stack_bytes) for k in ops.kernels
            if ops[k].spill_bytes or ops[k].stack_bytes}
     assert not bad, f"spills/stack (bytes) on {ops.arch}: {bad}"
@@ -58,7 +58,7 @@ def _mma_shape(name: str) -> tuple[int, int, int]:
     return int(m), int(n), int(k)
 
 
-def test_mma_ops_run_on_tensor_cores(ops: tklab.build.compiler.Module) -> None:
+def test_mma_ops_run_on_tensor_cores(ops: tklab.toolchain.compiler.Module) -> None:
     names = [k for k in ops.kernels if k.startswith("mma_")]
     assert len(names) == 5
     for name in names:
@@ -69,7 +69,7 @@ def test_mma_ops_run_on_tensor_cores(ops: tklab.build.compiler.Module) -> None:
         assert ops[name].histogram["FFMA"] == 0, (ops.arch, name, "products done on the FMA units")
 
 
-def test_shared_loads_use_ldmatrix_and_cp_async(ops: tklab.build.compiler.Module) -> None:
+def test_shared_loads_use_ldmatrix_and_cp_async(ops: tklab.toolchain.compiler.Module) -> None:
     for name in (k for k in ops.kernels if k.startswith("s2r_")):
         h = ops[name].histogram
         assert h["LDGSTS"] > 0, (ops.arch, name, "cp.async missing")
@@ -81,7 +81,7 @@ def test_shared_loads_use_ldmatrix_and_cp_async(ops: tklab.build.compiler.Module
             assert h["LDSM"] == 0 and h["STSM"] == 0, (ops.arch, name, "fp32 has no ldmatrix path")
 
 
-def test_layout_swaps_use_movmatrix_for_16_bit(ops: tklab.build.compiler.Module) -> None:
+def test_layout_swaps_use_movmatrix_for_16_bit(ops: tklab.toolchain.compiler.Module) -> None:
     for name in (k for k in ops.kernels if k.startswith("layout_")):
         h = ops[name].histogram
         if "_f32_" in name:
@@ -90,12 +90,12 @@ def test_layout_swaps_use_movmatrix_for_16_bit(ops: tklab.build.compiler.Module)
             assert h["MOVM"] > 0, (ops.arch, name)
 
 
-def test_reductions_shuffle(ops: tklab.build.compiler.Module) -> None:
+def test_reductions_shuffle(ops: tklab.toolchain.compiler.Module) -> None:
     for name in (k for k in ops.kernels if k.startswith("reduce_")):
         assert ops[name].histogram["SHFL"] > 0, (ops.arch, name)
 
 
-def test_gemm_uses_tensor_cores_without_spills(gemm: tklab.build.compiler.Module) -> None:
+def test_gemm_uses_tensor_cores_without_spills(gemm: tklab.toolchain.compiler.Module) -> None:
     k = gemm["gemm_mma_tiles"]
     h = k.histogram
     assert h["HMMA"] >= 64, h["HMMA"]  # BK/16 = 2 steps x (64/16) x (64/8) products per warp per k-slice
@@ -138,7 +138,7 @@ def test_a_kernel_knob_macro_leaves_the_library_alone() -> None:
         tklab.compile(src, arch="sm_90a", options=(f"-D{knob}=3",))
 
 
-def test_gemm_declares_its_launch(gemm: tklab.build.compiler.Module) -> None:
+def test_gemm_declares_its_launch(gemm: tklab.toolchain.compiler.Module) -> None:
     """The kernel exports its dynamic shared memory and threads (tklab.course.gemm.launch_facts reads them); the GPU
     test's constant, used where no PTX exists (the CPU emulator), must agree with it."""
     from test_tile_ops_gpu import GEMM_SMEM

@@ -55,7 +55,7 @@ def arch() -> str:
 
 
 @pytest.fixture(scope="module")
-def ops(arch: str) -> tklab.build.compiler.Module:
+def ops(arch: str) -> tklab.toolchain.compiler.Module:
     return tklab.compile(OPS_SRC.read_text(), arch=arch)
 
 

@@ -11,7 +11,7 @@ The short tour::
     tklab.profile(mod["gemm"].prepare(...), flops=2 * n**3)   # Nsight Compute: what limits it (GPU + ncu)
 
 Submodules are imported on first use, so ``import tklab`` stays fast and works without a GPU. Modules are
-grouped in subpackages by what they do (``build/``, ``run/``, ``models/``, ``course/``, ``grading/``,
+grouped in subpackages by what they do (``toolchain/``, ``run/``, ``models/``, ``course/``, ``grading/``,
 ``profile/``, ``emulate/``, ``widgets/``: docs/ARCHITECTURE.md); ``from tklab import gpu`` still names one.
 """
 
@@ -21,21 +21,21 @@ import importlib
 from typing import Any
 
 from . import preflight  # noqa: F401 - first: without numpy, it says which Python to use (no bare traceback)
-from .build.compiler import CompileError, Kernel, Module, compile  # noqa: A004 - tklab.compile is the API
 from .grading.check import check  # eager, like bench: tklab.check stays the function
 from .grading.hints import hint  # tklab.hint("ch10_flash"): the exercise's next hint
 from .profile import profile  # eager, like bench: tklab.profile stays the function (package: tklab/profile/)
 from .run.bench import BenchResult, bench  # eager: binds tklab.bench to the function, not the submodule
+from .toolchain.compiler import CompileError, Kernel, Module, compile  # noqa: A004 - tklab.compile is the API
 from .trace import trace  # eager, like profile: tklab.trace stays the function (package: tklab/trace/)
 
 __version__ = "0.1.0"
 
-#: The package is grouped by what its modules do (docs/ARCHITECTURE.md): build/ (compile and inspect), run/
+#: The package is grouped by what its modules do (docs/ARCHITECTURE.md): toolchain/ (compile and inspect), run/
 #: (the GPU: launch, time), models/, course/ (the chapters' helpers), grading/ (checking learners' files),
 #: and profile/, emulate/, widgets/. The notebooks, and anyone, still name a module by its own name:
 #: ``from tklab import gpu, sass, banks`` gives the module from its home (the same object, not a copy).
 _HOMES = {name: f"{group}.{name}" for group, names in {
-    "build": ("toolchain", "compiler", "cache", "sass", "overlap", "signature", "magic"),
+    "toolchain": ("locate", "compiler", "cache", "sass", "overlap", "signature", "magic"),
     "run": ("gpu", "launch", "tma", "ceilings", "arrays", "baselines"),
     "models": ("banks", "layouts", "occupancy", "schedules"),
     "course": ("gemm", "attention", "tma_copy", "numba_compat", "recorded", "report", "nbrefresh", "doctor"),
@@ -62,6 +62,6 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext tklab`` registers the ``%%tk`` cell magic."""
-    from .build.magic import register
+    from .toolchain.magic import register
 
     register(ipython)

@@ -16,10 +16,10 @@ cuBLAS baseline). The modules of this package:
     doctor         ``python -m tklab doctor``: what works on this machine
 """
 
-from ..build.sass import ffma_share, main_loop
 from ..models.occupancy import HOPPER, occupancy, pooled_register_blocks, quadrant_figure
 from ..run.arrays import bf16_random, bf16_to_float32
 from ..run.baselines import cublas_bf16
+from ..toolchain.sass import ffma_share, main_loop
 from ..widgets.figures import plots
 from .numba_compat import numba_gpu_ready, numba_sass
 from .results import EXPECTED, Results, Row, compare, comparison, results, verify_matmul

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..build.toolchain import REPO
+from ..toolchain.locate import REPO
 from .limits import ConfigError, check_compiled, check_shared
 
 ROOT = REPO

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..build.toolchain import REPO
+from ..toolchain.locate import REPO
 
 ROOT = REPO
 
@@ -88,9 +88,9 @@ def interpreter_note() -> str | None:
 
 
 def _nvrtc() -> str:
-    from ..build import cache, compiler, toolchain
+    from ..toolchain import cache, compiler, locate
 
-    if (why := toolchain.nvrtc_missing()) is not None:
+    if (why := locate.nvrtc_missing()) is not None:
         if (ROOT / ".venv" / "bin" / "python").exists() and interpreter_note() is not None:
             raise Missing("compiling for the GPU needs NVRTC, which this Python cannot load", _nvrtc_cost())
         raise Missing(why.split(";")[0], _nvrtc_cost())
@@ -101,7 +101,7 @@ def _nvrtc() -> str:
         dt = time.perf_counter() - t
     finally:
         del os.environ["TKLAB_NO_CACHE"]
-    major, minor = toolchain.nvrtc_version()
+    major, minor = locate.nvrtc_version()
     return (f"NVRTC {major}.{minor}: compiled a wgmma kernel for sm_90a in {dt:.2f} s "
             f"(cache: {shown(cache.cache_dir())})")
 
@@ -135,14 +135,14 @@ def _emulator_cost() -> str:
 
 
 def _sass() -> str:
-    from ..build import compiler, toolchain
+    from ..toolchain import compiler, locate
 
-    if toolchain.nvrtc_missing() is not None:
+    if locate.nvrtc_missing() is not None:
         raise Missing("no cubin to read: SASS is read from what NVRTC compiles", "nothing more than the NVRTC line")
     mod = compiler.compile(_PROBE, arch="sm_90a")
     if "WARPGROUP" not in mod.sass:
         raise RuntimeError("disassembly does not show Hopper instructions; install nvidia-cuda-cuobjdump>=13.2")
-    return f"cuobjdump at {shown(toolchain.binary('cuobjdump'))}: Hopper SASS readable"
+    return f"cuobjdump at {shown(locate.binary('cuobjdump'))}: Hopper SASS readable"
 
 
 def _gpu() -> str:
@@ -207,9 +207,9 @@ _RECORDED = "chapters show the profiles recorded on an H200 instead"
 
 def _profile_probe() -> str:
     """Profile a one-block kernel with tklab.profile: the real test of reading GPU counters here."""
-    from ..build import compiler
     from ..profile import profile
     from ..run import gpu
+    from ..toolchain import compiler
 
     mod = compiler.compile(_COUNTER_PROBE, arch=gpu.arch())
     result = profile(mod["probe"].prepare((1,), (32,), (1,)), timeout=180)

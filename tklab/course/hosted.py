@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..build.toolchain import REPO
+from ..toolchain.locate import REPO
 
 PLACEHOLDER = "OWNER/tklab"
 README = Path("README.md")

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..build.toolchain import REPO
+from ..toolchain.locate import REPO
 
 ROOT = REPO
 

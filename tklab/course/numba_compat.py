@@ -114,7 +114,7 @@ def numba_sass(path: str, name: str, ndims: Iterable[int], *, arch: str = "sm_90
 
     from cuda.bindings import nvjitlink
 
-    from ..build import sass
+    from ..toolchain import sass
 
     cc = arch.removeprefix("sm_").rstrip("a")
     done = subprocess.run([sys.executable, "-c", _NUMBA_SASS, str(path), name, json.dumps(list(ndims)), cc],

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..build.toolchain import REPO
 from ..run import gpu
+from ..toolchain.locate import REPO
 
 _DEFAULT = REPO / "bench" / "results" / "recorded.json"
 
@@ -52,14 +52,14 @@ def nvrtc() -> str:
     major.minor and the exact version of the ``nvidia-cuda-nvrtc`` wheel where one is installed (e.g. ``"13.5
     (nvidia-cuda-nvrtc 13.5.37)"``). ptxas comes inside NVRTC and decides the SASS's instruction schedule (where
     chapter 10's wait for P V lands: tests/test_overlap.py), so a timing belongs to one NVRTC as to one commit.
-    ``"none"`` where NVRTC cannot be loaded (the reason: ``toolchain.nvrtc_missing()``)."""
+    ``"none"`` where NVRTC cannot be loaded (the reason: ``locate.nvrtc_missing()``)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from ..build import toolchain
+    from ..toolchain import locate
 
     try:
-        major, minor = toolchain.nvrtc_version()
-    except toolchain.ToolchainError:
+        major, minor = locate.nvrtc_version()
+    except locate.ToolchainError:
         return "none"
     try:
         return f"{major}.{minor} (nvidia-cuda-nvrtc {version('nvidia-cuda-nvrtc')})"

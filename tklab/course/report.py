@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..build.toolchain import REPO
 from ..run import gpu
+from ..toolchain.locate import REPO
 from . import recorded
 
 ROOT = REPO

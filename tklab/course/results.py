@@ -17,9 +17,9 @@ also holds ``sm_clock_mhz``, the SM clock just after the timings, where nvidia-s
 
 The notebooks reach a few helpers that live elsewhere through ``course`` too (one import per chapter; the
 stored notebooks call them so): ``occupancy``, ``pooled_register_blocks``, ``quadrant_figure``, ``HOPPER``
-(``tklab.models.occupancy``), ``main_loop``, ``ffma_share`` (``tklab.build.sass``), ``numba_gpu_ready``, ``numba_sass``
-(``tklab.course.numba_compat``), ``plots`` (``tklab.widgets.figures``), ``bf16_random``, ``bf16_to_float32``
-(``tklab.run.arrays``), ``cublas_bf16`` (``tklab.run.baselines``).
+(``tklab.models.occupancy``), ``main_loop``, ``ffma_share`` (``tklab.toolchain.sass``), ``numba_gpu_ready``,
+``numba_sass`` (``tklab.course.numba_compat``), ``plots`` (``tklab.widgets.figures``), ``bf16_random``,
+``bf16_to_float32`` (``tklab.run.arrays``), ``cublas_bf16`` (``tklab.run.baselines``).
 """
 
 from __future__ import annotations

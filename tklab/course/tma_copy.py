@@ -20,8 +20,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from ..build.toolchain import REPO
 from ..run import gpu
+from ..toolchain.locate import REPO
 
 ROOT = REPO
 SOLUTIONS = ROOT / "solutions"

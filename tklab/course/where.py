@@ -15,9 +15,9 @@ import sys
 from dataclasses import dataclass
 from enum import Enum
 
-from ..build import toolchain
-from ..build.toolchain import REPO
 from ..run import gpu
+from ..toolchain import locate
+from ..toolchain.locate import REPO
 
 #: Chapter 00 has no exercise: its kernels copy and add vectors, which every supported GPU runs.
 CHAPTER_00_NEEDS = "sm_75"
@@ -34,7 +34,7 @@ def machine_path() -> MachinePath:
     """The path this machine is on."""
     if gpu.available():
         return MachinePath.HOPPER if gpu.runs("sm_90a") else MachinePath.OTHER_GPU
-    return MachinePath.CPU_NVRTC if toolchain.nvrtc_available() else MachinePath.CPU_ONLY
+    return MachinePath.CPU_NVRTC if locate.nvrtc_available() else MachinePath.CPU_ONLY
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def on_path(ch: Chapter, path: MachinePath, emulator: bool = True) -> tuple[str,
     if emulator and path is MachinePath.CPU_ONLY:
         emulated = "a practice build on the CPU (no NVRTC: not graded)"
     if path in (MachinePath.HOPPER, MachinePath.OTHER_GPU):
-        if gpu.runs(ch.needs) and (path is MachinePath.HOPPER or ch.language == "numba" or toolchain.nvrtc_available()):
+        if gpu.runs(ch.needs) and (path is MachinePath.HOPPER or ch.language == "numba" or locate.nvrtc_available()):
             return "run on this GPU", "measured here"
         return f"exercise {emulated} (needs {ch.needs})", "recorded on an H200"
     if ch.language == "numba":
@@ -121,7 +121,7 @@ def table(path: MachinePath | None = None, emulator: bool = True, platform: str 
     if path in (MachinePath.HOPPER, MachinePath.OTHER_GPU):
         where = f"{gpu.name()}, {gpu.arch()}"
     else:
-        why = (toolchain.nvrtc_missing() or "").split(";")[0]
+        why = (locate.nvrtc_missing() or "").split(";")[0]
         where = "no NVIDIA GPU" + (f"; {why}" if path is MachinePath.CPU_ONLY and why else "")
     mac = (platform or sys.platform) == "darwin" and path is MachinePath.CPU_ONLY
     rows = [(f"{c.number} {c.title}", *on_path(c, path, emulator)) for c in chapters()]

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..build.compiler import COURSE_ARCH
+from ..toolchain.compiler import COURSE_ARCH
 from . import build as _build
 from .build import EmulationCompileError
 from .errors import (
@@ -98,12 +98,12 @@ def engine() -> str:
     ``$TKLAB_EMU_ENGINE`` picks one explicitly."""
     import os
 
-    from ..build import toolchain
+    from ..toolchain import locate
 
     wanted = os.environ.get("TKLAB_EMU_ENGINE", "").strip().lower()
     if wanted in ENGINES:
         return wanted
-    return "ptx" if toolchain.nvrtc_available() else "native"
+    return "ptx" if locate.nvrtc_available() else "native"
 
 
 def compile(  # noqa: A001 - mirrors tklab.compile
@@ -127,8 +127,8 @@ def compile(  # noqa: A001 - mirrors tklab.compile
     if how not in ENGINES:
         raise ValueError(f"engine={how!r}: choose one of {', '.join(ENGINES)}")
     if how == "ptx":
-        from ..build.compiler import CompileError
-        from ..build.compiler import compile as nvrtc_compile
+        from ..toolchain.compiler import CompileError
+        from ..toolchain.compiler import compile as nvrtc_compile
 
         program = name or "kernel.cu"
         try:

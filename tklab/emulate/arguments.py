@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..build import signature
+from ..toolchain import signature
 from . import errors
 from .tensormap import TensorMap
 

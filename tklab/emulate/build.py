@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..build import cache
-from ..build import toolchain as cuda_toolchain
-from ..build.compiler import COURSE_ARCH
+from ..toolchain import cache
+from ..toolchain import locate as cuda_toolchain
+from ..toolchain.compiler import COURSE_ARCH
 from . import hostos, rewrite, watch
 from .toolchain import Compiler, find
 

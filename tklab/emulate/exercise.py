@@ -30,7 +30,7 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-from ..build.compiler import COURSE_ARCH
+from ..toolchain.compiler import COURSE_ARCH
 
 LABEL = "CPU: the sm_90a PTX that NVRTC built, interpreted (correctness only, no timing)"
 NUMBA_LABEL = "CPU: the PTX numba compiled, interpreted (correctness only, no timing)"
@@ -167,11 +167,11 @@ def ptx_for(spec: Any, source: str, name: str, module: Any = None) -> str | None
     source does not compile: the static checks say why)."""
     if module is not None and getattr(module, "arch", None) == ARCH and getattr(module, "ptx", None):
         return str(module.ptx)
-    from ..build import toolchain
+    from ..toolchain import locate
 
-    if not toolchain.nvrtc_available():
+    if not locate.nvrtc_available():
         return None
-    from ..build.compiler import compile as nvrtc_compile
+    from ..toolchain.compiler import compile as nvrtc_compile
 
     try:
         return nvrtc_compile(source, arch=ARCH, name=name, options=spec.options).ptx
@@ -183,8 +183,8 @@ def load(spec: Any, path: Path) -> Any:
     """In the child: the module to run. The PTX the checking process handed over (``PTX_FILE`` beside the learner's
     file), interpreted; without it (no NVRTC there) the native practice build of the source."""
     from .. import emulate
-    from ..build import includes
-    from ..build import toolchain as cuda_toolchain
+    from ..toolchain import includes
+    from ..toolchain import locate as cuda_toolchain
 
     source = path.read_text()
     ptx = path.parent / PTX_FILE

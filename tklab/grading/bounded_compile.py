@@ -4,7 +4,7 @@ Why: NVRTC runs no learner code, but what it is asked to compile is the learner'
 ``__device__ char big[100000000] = {1};`` -- makes it hold 1.5 GB and write a 100 MB cubin; a larger array,
 deep template instantiation or a long constexpr evaluation takes gigabytes or minutes. In the checking process
 (which grades the next student next) that has no bound. Here every compile a check makes while ``bounded()`` is
-in force runs NVRTC in a child (``tklab.build.nvrtc_call`` as a script: no tklab imported, so it starts as fast
+in force runs NVRTC in a child (``tklab.toolchain.nvrtc_call`` as a script: no tklab imported, so it starts as fast
 as Python and NVRTC do) that limits itself before NVRTC reads the source: ``MEMORY`` of address space,
 ``CPU_SECONDS`` of CPU time; the parent gives it ``WALL_SECONDS`` and reads at most ``OUTPUT_BYTES`` of PTX
 and cubin. A compile that exceeds one is a ``CompileLimitExceeded`` (a ``CompileError``, so every caller reports
@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..build import compiler, nvrtc_call
+from ..toolchain import compiler, nvrtc_call
 
 #: Address space for NVRTC (a chapter-10 kernel peaks at about 0.4 GB of it); ``$TKLAB_COMPILE_MEMORY_MIB``.
 MEMORY = 4 << 30

@@ -25,8 +25,8 @@ def _compiled(other: Any, source: str, shown: str, mode: str, arch: str) -> tupl
     """(cache keys for the child, PTX for an emulated run, problem) of one build: compiled here, where NVRTC
     runs as the grader, so a branch that compiles only in the main build is a compile error of this one."""
     from .. import compile as tk_compile
-    from ..build.compiler import CompileError
-    from ..build.toolchain import NvrtcUnavailable
+    from ..toolchain.compiler import CompileError
+    from ..toolchain.locate import NvrtcUnavailable
 
     try:
         mod = tk_compile(source, arch=arch, name=shown, options=other.options)

@@ -5,7 +5,7 @@ What a check does, in order:
 1. finds the exercise (an id, a unique prefix such as ``"ch02"``, or a file named after its exercise)
    and the file (by default the learner's copy in ``exercises/``);
 2. refuses what must not be compiled or run here (a CUDA ``#include`` outside the tile library, CUDA's
-   headers and the learner's folder: ``tklab.build.includes``; a conditional, ``#define``, ``#pragma`` or
+   headers and the learner's folder: ``tklab.toolchain.includes``; a conditional, ``#define``, ``#pragma`` or
    ``#include`` the exercise's template does not have: ``directives``; a Python file that does more than import
    numba, numpy and math, set constants and define ``@cuda.jit`` functions: ``hygiene``), then
    compiles it (CUDA: ``tklab.compile``, NVRTC in a child with limits (``bounded_compile``), so errors are
@@ -56,8 +56,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..build.toolchain import REPO
 from ..run import gpu
+from ..toolchain.locate import REPO
 from . import specs, untouched
 from .route import route
 from .specs import Exercise, StaticContext, StaticResult
@@ -101,16 +101,16 @@ def _shown(path: Path) -> str:
 def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch: str, own_dir: Path) -> Any:
     """Compile and run the static checks; returns the module (None when it does not compile)."""
     from .. import compile as tk_compile
-    from ..build import includes, toolchain
-    from ..build.compiler import CompileError
-    from ..build.toolchain import NvrtcUnavailable
+    from ..toolchain import includes, locate
+    from ..toolchain.compiler import CompileError
+    from ..toolchain.locate import NvrtcUnavailable
     from . import directives, without_nvrtc
 
     res.arch = arch
     try:  # before NVRTC reads anything: it runs here, as the grader
-        includes.refuse_outside(source, shown, own_dir=own_dir, allowed=[toolchain.tile_library_dir(),
-                                *map(Path, toolchain.include_dirs())],
-                                search=[Path.cwd(), toolchain.tile_library_dir(), *map(Path, toolchain.include_dirs())])
+        includes.refuse_outside(source, shown, own_dir=own_dir, allowed=[locate.tile_library_dir(),
+                                *map(Path, locate.include_dirs())],
+                                search=[Path.cwd(), locate.tile_library_dir(), *map(Path, locate.include_dirs())])
     except includes.IncludeRefused as e:
         res.compile_error = str(e)
         return None

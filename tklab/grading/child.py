@@ -262,8 +262,8 @@ def _reference_kernel(spec: Any, arch: str) -> Any:
     key = os.environ.get(REFERENCE_VARIABLE, "")
     if not key:
         return None
-    from ..build import cache
-    from ..build.compiler import Module
+    from ..toolchain import cache
+    from ..toolchain.compiler import Module
 
     entry = cache.load(key)
     if entry is None:
@@ -305,7 +305,7 @@ def _child_reference(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> No
     """Mode ``reference``: the reference solution's module (from the compile-cache entry the parent handed
     over), timed by ``_bench`` on the benchmark inputs the learner's run gets (same seed), with the same
     rotation and checks. Nothing of the learner's is in this run's folder or environment."""
-    from ..build import cache
+    from ..toolchain import cache
 
     _bind_timer()
     _stage("loading the reference solution")

@@ -17,7 +17,7 @@ What counts, in every branch of every conditional (a branch another compiler tak
   continued lines joined and comments blanked, so ``#  if``, ``# /*x*/ define`` and ``%:define`` are the
   ``#if`` and ``#define`` they are; its text normalised to ``#keyword rest`` with whitespace collapsed;
 - ``_Pragma("...")`` and ``__pragma(...)`` anywhere in the code, as the ``#pragma ...`` they stand for;
-- ``#include`` too. The include check (``tklab.build.includes``) already confines what may be read; counting
+- ``#include`` too. The include check (``tklab.toolchain.includes``) already confines what may be read; counting
   includes here closes what it allows on purpose, a header from the learner's own folder, whose directives this
   comparison would not see. Everything an exercise needs comes in through its template's includes.
 
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..build.toolchain import REPO
+from ..toolchain.locate import REPO
 
 
 @dataclass(frozen=True)

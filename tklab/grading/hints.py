@@ -34,7 +34,7 @@ from pathlib import Path
 
 import tomllib
 
-from ..build.toolchain import REPO
+from ..toolchain.locate import REPO
 from . import specs
 
 LEVELS = 3

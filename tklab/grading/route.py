@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..build import toolchain
-from ..build.compiler import COURSE_ARCH
 from ..run import gpu
+from ..toolchain import locate
+from ..toolchain.compiler import COURSE_ARCH
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Route:
 
 def route(spec: Any) -> Route:
     """Where ``spec`` is checked on this machine (see the module docstring)."""
-    missing = toolchain.nvrtc_missing() if spec.language == "cuda" else None
+    missing = locate.nvrtc_missing() if spec.language == "cuda" else None
     if not gpu.available():
         return Route(False, COURSE_ARCH, nvrtc=missing)  # the course's target: what the recordings were made on
     reason = gpu.why_not(spec.arch)
@@ -59,8 +59,8 @@ def practice_only(exercises: list[Any]) -> str | None:
     cuda = [e.id for e in exercises if e.language == "cuda"]
     numba = [e.id for e in exercises if e.language == "numba"]
     missing = []
-    if cuda and toolchain.nvrtc_missing() is not None:
-        missing.append(f"NVRTC ({toolchain.nvrtc_missing()}), so {', '.join(cuda[:3])}{' …' if len(cuda) > 3 else ''} "
+    if cuda and locate.nvrtc_missing() is not None:
+        missing.append(f"NVRTC ({locate.nvrtc_missing()}), so {', '.join(cuda[:3])}{' …' if len(cuda) > 3 else ''} "
                        "would run as host C++ builds of the source, not the program a GPU runs")
     if numba:
         from .numba_ptx import available

@@ -46,8 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..build.toolchain import REPO
 from ..run import gpu
+from ..toolchain.locate import REPO
 from .channel import STAGE
 from .child import MODES, Mode
 from .judge import RunOutcome, draw_inputs, judge
@@ -75,7 +75,7 @@ def _child_env(workdir: Path, mode: Mode, extra: dict[str, str] | None) -> dict[
 
 def _warm_cache(keys: Sequence[str], target: Path) -> None:
     """Copy the parent's compile-cache entries into the run's folder, so the child need not compile again."""
-    from ..build import cache
+    from ..toolchain import cache
 
     for k in keys:
         src = cache.cache_dir() / k[:2] / k
@@ -167,7 +167,7 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
                                    cpu_seconds=int(timeout * cpus) + 30))
         # hidden: the solutions, and the shared compile cache (their compiled forms: a concept floor's reference
         # module, the chapters' builds); the child compiles into its own folder's cache
-        from ..build import cache
+        from ..toolchain import cache
 
         box = Sandbox(workdir, gpu=m.needs_gpu, hide=[_SOLUTIONS, cache.cache_dir(), *hide], limits=limits)
         box.hand_over()

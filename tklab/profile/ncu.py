@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from ..build.toolchain import REPO
+from ..toolchain.locate import REPO
 from .result import STALL_TEXT, M
 
 _PACKAGE_PARENT = REPO
@@ -141,7 +141,7 @@ def parse_section_list(text: str) -> set[str]:
 
 
 def _cache_file() -> Path:
-    from ..build import cache
+    from ..toolchain import cache
 
     return cache.cache_dir() / "ncu_queries.json"
 

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..build.toolchain import REPO
+from ..toolchain.locate import REPO
 from .result import ProfileResult
 
 _DEFAULT = REPO / "bench" / "results" / "profiles.json"

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from ..build import cache
+from ..toolchain import cache
 from . import gpu
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..build.signature import POINTEES, SCALARS, Param
+from ..toolchain.signature import POINTEES, SCALARS, Param
 from . import gpu
 
 

@@ -55,7 +55,7 @@ def trace(exercise_or_source: str | Path, *, kernel: str | None = None, grid: An
     if kernel is None or grid is None or block is None:
         raise ValueError("tklab.trace on source needs kernel=, grid=, block= and args= (the launch to trace)")
     from .. import emulate
-    from ..build.compiler import COURSE_ARCH
+    from ..toolchain.compiler import COURSE_ARCH
 
     name = name or "kernel.cu"
     mod = emulate.compile(src, arch=arch or COURSE_ARCH, name=name, options=options)

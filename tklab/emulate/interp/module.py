@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ...build import signature
-from ...build.compiler import KernelsByName
 from ...run.launch import check_count, check_launch
+from ...toolchain import signature
+from ...toolchain.compiler import KernelsByName
 from .. import errors
 from ..arguments import Arguments, Param, dyn_shared_limit, finish
 from ..module import _LOCK, TMA_ORDERS, LaunchResult
@@ -140,7 +140,7 @@ class PtxModule(KernelsByName):
             return self._kernels[name]
         symbol = self.lowered.get(name, name)
         if symbol not in self.decoded.kernels:
-            from ...build.compiler import plain_name
+            from ...toolchain.compiler import plain_name
 
             plain = {plain_name(k): k for k in self.decoded.kernels if plain_name(k)}
             if name in plain:

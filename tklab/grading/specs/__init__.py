@@ -101,7 +101,7 @@ class StaticContext:
     @property
     def ops(self) -> Counter[str]:
         """Full opcodes (``LDG.E.128``) of the entry kernel."""
-        from ...build import sass
+        from ...toolchain import sass
 
         return sass.histogram(self.kernel.sass, full=True) if self.kernel is not None else Counter()
 
@@ -207,7 +207,7 @@ class Probe:
 
     def run(self, ctx: StaticContext) -> StaticResult:
         from ... import compile as tk_compile
-        from ...build.compiler import CompileError
+        from ...toolchain.compiler import CompileError
 
         try:
             mod = tk_compile(ctx.source + "\n" + self.source, arch=ctx.arch, name=ctx.program,

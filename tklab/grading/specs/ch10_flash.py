@@ -50,7 +50,7 @@ class NoSerializedWgmma:
 @dataclass(frozen=True)
 class SoftmaxUnderPV:
     """In the SASS, most of the key loop's exponentials (MUFU.EX2) are issued while a wgmma group is in flight,
-    between the wait for S_j and the wait for P V_{j-1} (``tklab.build.overlap``): the softmax runs while the
+    between the wait for S_j and the wait for P V_{j-1} (``tklab.toolchain.overlap``): the softmax runs while the
     tensor cores still compute P V, which is what the overlapped schedules are for. The source's order is not
     enough: ptxas may move the wait for P V above the exponentials."""
 
@@ -58,7 +58,7 @@ class SoftmaxUnderPV:
     min_share: float = 0.5
 
     def run(self, ctx: Any) -> StaticResult:
-        from ...build import overlap
+        from ...toolchain import overlap
 
         o = overlap.softmax_under_pv(ctx.kernel.sass)
         if o.loop and o.share >= self.min_share:

@@ -7,7 +7,7 @@ learner can ask "are the tensor cores used?" as ``hist["HGMMA"] > 0``.
 
 ``main_loop`` finds a kernel's hot loop in its SASS (the backward branch whose body holds the most
 FFMA/HMMA/HGMMA), which lessons read instruction by instruction; ``loops`` gives every loop's body with
-operands (``tklab.build.schedule`` reads where instructions lie between two waits).
+operands (``tklab.toolchain.schedule`` reads where instructions lie between two waits).
 
 Public API: ``disassemble(cubin) -> dict[kernel, sass]``, ``resource_usage(cubin)``,
 ``parse_ptxas_log(log)``, ``histogram(sass)``, ``instructions(sass)``, ``parsed(sass)``, ``loops(sass)``,
@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import toolchain
+from . import locate
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def _run(tool: str, args: list[str], cubin: bytes) -> str:
     with tempfile.TemporaryDirectory(prefix="tklab-") as d:
         path = Path(d) / "module.cubin"
         path.write_bytes(cubin)
-        out = subprocess.run([toolchain.binary(tool), *args, str(path)], capture_output=True, text=True,
+        out = subprocess.run([locate.binary(tool), *args, str(path)], capture_output=True, text=True,
                              check=False)
     if out.returncode != 0:
         raise RuntimeError(f"{tool} failed: {out.stderr.strip() or out.stdout.strip()}")

@@ -22,7 +22,7 @@ import argparse
 import shlex
 from typing import Any
 
-from . import compiler, toolchain
+from . import compiler, locate
 
 
 class MagicError(ValueError):
@@ -77,7 +77,7 @@ def run_cell(line: str, cell: str, namespace: dict[str, Any]) -> compiler.Module
         raise MagicError(f"could not understand the options {line!r} ({e}); "
                          "use --arch, --name, --module, --quiet, -O") from None
     arch = args.arch or compiler.default_arch()
-    missing = toolchain.nvrtc_missing()
+    missing = locate.nvrtc_missing()
     if missing is not None:
         return _emulated(cell, arch, args, namespace, missing)
     try:
@@ -109,7 +109,7 @@ class EmulatedKernel:
 
     def __getattr__(self, name: str) -> Any:
         if name in EmulatedKernel.NEEDS_NVRTC:
-            raise toolchain.NvrtcUnavailable(f"{self._kernel.name}.{name} is read from what NVRTC compiles: "
+            raise locate.NvrtcUnavailable(f"{self._kernel.name}.{name} is read from what NVRTC compiles: "
                                              f"{self._missing}")
         return getattr(self._kernel, name)
 

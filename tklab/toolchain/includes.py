@@ -171,7 +171,7 @@ def included_files(source: str, search: Sequence[Path], *, trusted: Sequence[Pat
                    _seen: set[Path] | None = None) -> list[Path]:
     """The files the literal ``#include`` names of ``source`` resolve to in ``search`` (every candidate, in
     order), followed recursively; files under ``trusted`` (folders hashed whole by the caller) are left out.
-    For cache keys (``tklab.build.cache.key``)."""
+    For cache keys (``tklab.toolchain.cache.key``)."""
     seen = _seen if _seen is not None else set()
     skip = [Path(t).resolve() for t in trusted]
     out: list[Path] = []

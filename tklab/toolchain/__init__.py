@@ -1,6 +1,6 @@
 """Compile and inspect (no GPU needed): CUDA C++ -> NVRTC -> PTX, cubin, SASS, resources.
 
-    toolchain   where NVRTC, the CUDA headers and the disassemblers are (pip wheels first)
+    locate      where NVRTC, the CUDA headers and the disassemblers are (pip wheels first)
     compiler    tklab.compile -> Module / Kernel; CompileError; the default-arch policy
     cache       the on-disk compile cache
     sass        disassembly, resources, instruction histogram, a kernel's main loop

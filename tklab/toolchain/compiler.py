@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..run import gpu
-from . import cache, nvrtc_call, sass, signature, toolchain
+from . import cache, locate, nvrtc_call, sass, signature
 
 _ARCH = re.compile(r"^sm_(\d{2,3})(a|f)?$")
 
@@ -215,7 +215,7 @@ def compile(  # noqa: A001 - the name learners expect
 
     ``target="cpu"`` compiles for the CPU emulator instead (``tklab.emulate``): kernels then run on NumPy
     arrays without a GPU, for correctness only. Without NVRTC (macOS, ``TKLAB_NO_NVRTC=1``) a GPU compile
-    raises ``toolchain.NvrtcUnavailable``, whose message says so and what still works.
+    raises ``locate.NvrtcUnavailable``, whose message says so and what still works.
 
     ``name`` is the file name shown in messages; ``name_expressions`` are C++ names of template
     instantiations to keep (``"gemm<128>"``), which then become kernels of the module; ``line_offset``
@@ -232,7 +232,7 @@ def compile(  # noqa: A001 - the name learners expect
         raise TypeError(f"source must be a str of CUDA C++, not {type(source).__name__}")
     program = name or "kernel.cu"
     _refuse_nul(source, program)
-    toolchain.nvrtc_version()  # without NVRTC: NvrtcUnavailable, saying why and what still works (the emulator)
+    locate.nvrtc_version()  # without NVRTC: NvrtcUnavailable, saying why and what still works (the emulator)
     arch = _normalise_arch(arch)
     extra = _as_strings(options, "options", split=True)
     user_dirs = [str(Path(d).expanduser().resolve()) for d in _as_strings(include_dirs, "include_dirs", split=False)]
@@ -240,15 +240,15 @@ def compile(  # noqa: A001 - the name learners expect
         if not Path(d).is_dir():
             raise ValueError(f"include_dirs: {d} is not a folder")
     name_expressions = _as_strings(name_expressions, "name_expressions", split=False)
-    header_dirs = [str(toolchain.tile_library_dir()), *user_dirs]
+    header_dirs = [str(locate.tile_library_dir()), *user_dirs]
     opts = ["-std=c++20", f"-arch={arch}", "--ptxas-options=-v", "-lineinfo", *extra]
     key = cache.key(source=source, options=opts, arch=arch, header_dirs=header_dirs,
-                    toolchain=toolchain.fingerprint(), name_expressions=name_expressions)
+                    toolchain=locate.fingerprint(), name_expressions=name_expressions)
     entry = cache.load(key)
     cached = entry is not None
     if entry is None:
         with _SlowCompileNotice(program, source):
-            entry = _nvrtc(source, program, opts + [f"-I{d}" for d in [*header_dirs, *toolchain.include_dirs()]],
+            entry = _nvrtc(source, program, opts + [f"-I{d}" for d in [*header_dirs, *locate.include_dirs()]],
                            name_expressions, line_offset)
         cache.store(key, entry)
     return Module(source=source, program=program, arch=arch, options=tuple(opts), key=key,
