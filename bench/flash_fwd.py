@@ -29,6 +29,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -130,6 +131,43 @@ def _out_dirs() -> list[Path]:
     if os.environ.get("OUT"):
         dirs.append(Path(os.environ["OUT"]))
     return dirs
+
+
+def recorded_date(report: Path) -> str:
+    """When a report was written, as its own header records it (``- commit: ...; date: 2026-12-01T15:57:57``, in the
+    .md beside the .json): reports are ordered by that, never by file name (which ends in a commit hash)."""
+    m = re.search(r"^- commit: .*; date: (\S+)$", report.with_suffix(".md").read_text(), re.M)
+    if not m:
+        raise ValueError(f"{report.with_suffix('.md').name}: no '- commit: ...; date: ...' line in its header")
+    return m.group(1)
+
+
+def default_variant(d: int) -> str | None:
+    """The variant of chapter 10's kernel whose options are ``attention.DEFAULTS`` at head dimension d."""
+    for name, (kernel, opts, dims) in VARIANTS.items():
+        if kernel == "hopper" and d in dims and name not in PLANTED \
+                and attention.build(kernel, d, **opts) == attention.build(kernel, d):
+            return name
+    return None
+
+
+def covers_the_anchors(rows: list[dict[str, Any]]) -> bool:
+    """Whether a bench report times every configuration of ``CONFIGS`` with chapter 09's kernel, chapter 10's
+    defaults, SDPA cuDNN and SDPA flash in the same rounds: a report chapter 10's table can be read from."""
+    for d, n, causal in CONFIGS:
+        who = {r["who"] for r in rows if (r["d"], r["n"], r["causal"]) == (d, n, causal)}
+        if not {"ch09 tiles", "sdpa cudnn", "sdpa flash"} <= who or not ({default_variant(d), "ch10 defaults"} & who):
+            return False
+    return True
+
+
+def latest_report(folder: Path | None = None) -> Path:
+    """The newest bench report, by the date recorded inside it, that covers every anchor configuration."""
+    reports = [p for p in (folder or ROOT / "bench" / "results").glob("flash_fwd_bench_*.json")
+               if covers_the_anchors(json.loads(p.read_text()))]
+    if not reports:
+        raise FileNotFoundError("no flash_fwd bench report covers every anchor configuration yet")
+    return max(reports, key=recorded_date)
 
 
 def _inputs(b: int, h: int, n: int, d: int, *, layout: str = "bhnd", logit_scale: float = 1.0) -> tuple[Any, ...]:

@@ -326,3 +326,104 @@ def test_l2_is_quoted_in_the_units_the_device_reports() -> None:
             assert not re.search(r"\b60 MB\b", src), f"{path.name} · cell {cid}: the L2 is {l2 // 2**20} MiB"
             quotes += re.findall(r"\b(\d+) MiB L2\b", src)
     assert quotes and set(quotes) == {str(l2 // 2**20)}, quotes
+
+
+def _flash_bench():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("flash_bench", ROOT / "bench" / "flash_fwd.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ch10_reads_the_newest_report_by_the_date_inside_it(tmp_path: Path) -> None:
+    """10 · section 5 reads the newest report that covers every configuration, by the date its header records,
+    never by file name (whose last part is a commit hash: sorting names once loaded an older run)."""
+    import shutil
+
+    fb = _flash_bench()
+    chosen = fb.latest_report()
+    covering = [p for p in RESULTS.glob("flash_fwd_bench_*.json") if fb.covers_the_anchors(json.loads(p.read_text()))]
+    assert chosen == max(covering, key=fb.recorded_date) and len(covering) >= 2
+    cell = _sources("10")["cfcd915a"]
+    assert "flash_bench.latest_report()" in cell and not re.search(r"sorted\([^)]*glob", cell)
+    assert f"report: {chosen.with_suffix('.md').name} written {fb.recorded_date(chosen)}" in _output("10", "cfcd915a")
+    # names that sort the other way round do not change the choice
+    old, new = sorted(covering, key=fb.recorded_date)[:2]
+    for src, name in ((old, "flash_fwd_bench_2026-12-01_zzzzzzz"), (new, "flash_fwd_bench_2026-12-01_0000000")):
+        for suffix in (".json", ".md"):
+            shutil.copy(src.with_suffix(suffix), tmp_path / f"{name}{suffix}")
+    assert fb.latest_report(tmp_path).name == "flash_fwd_bench_2026-12-01_0000000.json"
+
+
+def _flash_ranges(rows: list[dict], a: str | None, b: str, d: int, configs: list[tuple] | None = None) -> list[float]:
+    fb = _flash_bench()
+    out = []
+    for dd, n, causal in configs or fb.CONFIGS:
+        if dd != d:
+            continue
+        sel = [r for r in rows if (r["d"], r["n"], r["causal"]) == (dd, n, causal)]
+        x = {r["round"]: r["tflops"] for r in sel if r["who"] == (a or fb.default_variant(d))}
+        y = {r["round"]: r["tflops"] for r in sel if r["who"] == b}
+        out += [x[k] / y[k] for k in x if k in y]
+    return out
+
+
+def test_ch10_quotes_the_report_its_table_reads() -> None:
+    """10 · 0, section 6 and the FlashAttention-4 cell: ranges over the rounds of the report section 5 reads."""
+    fb = _flash_bench()
+    rows = json.loads(fb.latest_report().read_text())
+    r128, r64 = (_flash_ranges(rows, None, "sdpa cudnn", d) for d in (128, 64))
+    below = [(n, c) for d, n, c in fb.CONFIGS if d == 128 and max(_flash_ranges(rows, None, "sdpa cudnn", 128,
+                                                                                [(d, n, c)])) < 1.0]
+    short = _flash_ranges(rows, None, "sdpa cudnn", 64, [(64, 4096, True)])
+    left = _text("10", "04cdfcc0")
+    assert f"at d = 128: {min(r128):.2f}–{max(r128):.2f}× over the four configurations" in left
+    assert below == [(4096, False)] and "below 1.00× in every round only at N = 4096, not causal" in left
+    assert f"At d = 64 it is {min(r64):.2f}–{max(r64):.2f}×" in left
+    assert min(short) == min(r64) and f"shortest at N = 4096 causal ({min(short):.2f}–{max(short):.2f}×)" in left
+    slow = _flash_ranges(rows, "sdpa cudnn", "ch09 tiles", 128)
+    single = _recorded("ch09.flash_tiles_d128")
+    intro = _text("10", "34974f65")
+    assert f"still {min(slow):.1f}–{max(slow):.1f}× faster on an H200 at d = 128 (in the three-round report" in intro
+    assert f"{single['library_tflops'] / single['tflops']:.1f}× in section 3's single run, where cuDNN measured " \
+           f"{single['library_tflops']:.0f} TFLOP/s" in intro
+    fa4 = _flash_ranges(rows, None, "flash-attn-4", 128) + _flash_ranges(rows, None, "flash-attn-4", 64)
+    assert f"defaults run {min(fa4):.2f}–{max(fa4):.2f}×" in _text("10", "1025f937")
+
+
+def _ncu_table(report: str) -> dict[str, list[str]]:
+    """An ncu comparison file's first table: row label -> its cells."""
+    rows = {}
+    for line in (RESULTS / report).read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) > 2:
+            rows.setdefault(cells[0], cells[1:])
+    return rows
+
+
+def test_ch10_profile_numbers_are_the_files() -> None:
+    """10 · the FlashAttention-3/4 cells: the XU pipe (measured, not 'to measure next'), the tensor pipe and the
+    barrier stalls beside FlashAttention-4, and the d = 64 profile's busiest pipe."""
+    t = _ncu_table("ncu_ch10_vs_fa4_2026-12-01.md")  # columns: ch10 d=128, FA4 d=128, ch10 d=64, FA4 d=64
+    xu, tensor, barrier = t["XU (exp2) pipe, % of peak"], t["tensor pipe active (% of elapsed)"], \
+        t["warps stalled on a barrier, per issue"]
+    fa = _text("10", "1025f936")
+    assert f"exponentials is {xu[2]} % busy against FlashAttention-4's {xu[3]} %" in fa
+    assert "to measure next" not in fa
+    busiest = re.search(r"Tensor is the highest-utilized pipeline \(([\d.]+)%\)",
+                        (RESULTS / "ncu" / "flash_fwd_ch10_pingpong3_d64_n8192_e9e13a5.txt").read_text())
+    assert f"the tensor pipe is the busiest ({float(busiest.group(1)):.0f} %" in fa
+    vs = _text("10", "1025f937")
+    assert f"busy {tensor[1]} % of the time in FlashAttention-4 against {tensor[0]} % here" in vs
+    assert f"stall on a barrier {barrier[0]} times per issued instruction against {barrier[1]}" in vs
+
+
+def test_ch10_states_the_ncu_rate_as_the_hypothesis_chapter_08_calls_it() -> None:
+    """Issue 41: 10 · section 6 does not state as fact what 08 calls a hypothesis (ncu above a looped rate)."""
+    ncu = json.loads((RESULTS / "gemm_steps_ncu_2026-12-01_7ed14f1.json").read_text())["5_cluster"]
+    left, gemm = _text("10", "04cdfcc0"), _text("08", "c27")
+    assert "can run above a looped rate" not in left and "may run above a looped rate" in left
+    assert f"chapter 08's GEMM ran {ncu['tflops']:.0f} TFLOP/s under ncu" in left and "hypothesis" in left
+    assert "that is a hypothesis, not a measurement" in gemm
