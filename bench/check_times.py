@@ -44,8 +44,8 @@ def _one(exercise: str, solution: Path, engine: str, cold: bool = True) -> tuple
 
 
 def main() -> int:
-    from tklab.course.recorded import commit, nvrtc
     from tklab.grading import specs
+    from tklab.recorded import commit, nvrtc
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path)

@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tklab.course.recorded import commit  # noqa: E402
 from tklab.grading import specs  # noqa: E402
+from tklab.recorded import commit  # noqa: E402
 
 EXERCISES = ("ch05_mma", "ch06_tiles", "ch07_tma_ring", "ch08_wgmma", "ch09_flash", "ch10_flash")
 

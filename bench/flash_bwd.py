@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tklab import recorded  # noqa: E402
-from tklab.course import attention, attention_bwd  # noqa: E402
+from tklab.kernels import attention, attention_bwd  # noqa: E402
 
 #: (d, N, causal) of the anchors' backward table; batch = 16384 / N, heads = 2048 / d.
 CONFIGS = [(d, n, c) for d in (128, 64) for n in (4096, 8192) for c in (False, True)]

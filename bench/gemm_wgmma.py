@@ -1,6 +1,6 @@
 """Chapter 08's GEMM progression against cuBLAS: every step, checked, then timed three ways, three rounds.
 
-The kernels and their launches live in ``tklab.course.gemm`` (one ``Step`` per row of the chapter's table). Run
+The kernels and their launches live in ``tklab.kernels.gemm`` (one ``Step`` per row of the chapter's table). Run
 ``python bench/gemm_wgmma.py`` on an H100/H200: it checks every step on fresh random inputs against a
 float64 reference (tile multiples for steps 1-2; awkward shapes such as 1000³ and 4096x4000x1032 for the
 persistent steps), then times cuBLAS (torch.matmul) and each step at 4096³ and 8192³ in the same run and

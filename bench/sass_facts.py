@@ -2,7 +2,8 @@
 
 Why: a change to the tile library (``cuda/tk``) must not make the solutions' machine code worse. This
 compiles every kernel of ``solutions/`` for sm_90a (no GPU needed) with the -D options the course builds
-it with (the GEMM steps and variants of ``tklab.course.gemm``, the attention builds of ``tklab.course.attention``, each
+it with (the GEMM steps and variants of ``tklab.kernels.gemm``, the attention builds of
+``tklab.kernels.attention``, each
 exercise's options), and the library's own test kernels (``tests/kernels/``), and writes the facts of
 every kernel into one JSON file; ``--compare OLD NEW`` lists what moved.
 

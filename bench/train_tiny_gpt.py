@@ -55,7 +55,7 @@ def build_model(vocab: int, attn: str, *, layers: int = 4, heads: int = 8, d_mod
     import torch
     from torch import nn
 
-    from tklab.course.attention_autograd import attention as course_attention
+    from tklab.kernels.attention_autograd import attention as course_attention
 
     head_dim = d_model // heads
 

@@ -1,5 +1,5 @@
 """Attention without a GPU: the online softmax is exact, the kernels compile to what chapters 09 and 10
-promise, and bad inputs get clear errors (tklab.course.attention)."""
+promise, and bad inputs get clear errors (tklab.kernels.attention)."""
 
 from __future__ import annotations
 

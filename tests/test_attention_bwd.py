@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tklab.course import attention, attention_bwd
+from tklab.kernels import attention, attention_bwd
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 
 SRC = attention_bwd.KERNEL.read_text()
@@ -432,7 +432,7 @@ def test_autograd_function_gives_the_kernels_gradients_for_any_incoming_layout()
     transposed incoming gradient reach the same gradients as float64 autograd."""
     import torch
 
-    from tklab.course.attention_autograd import attention as course_attention
+    from tklab.kernels.attention_autograd import attention as course_attention
 
     b, n, h, d = 2, 300, 4, 64
     g = torch.Generator(device="cuda").manual_seed(5)

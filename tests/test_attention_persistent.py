@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from tklab import attention
-from tklab.course.limits import ConfigError
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
+from tklab.run.limits import ConfigError
 
 emu = pytest.importorskip("tklab.emulate")
 

@@ -186,7 +186,7 @@ def test_ch10_quotes_the_default_key_block_from_its_one_home() -> None:
     """Issue 27 item 5: chapter 10's default key block (``attention.DEFAULTS``, BC at d = 128) is quoted only
     in these places, each held to DEFAULTS here; the code cells read it from DEFAULTS; no other cell's
     source names the number, so a change of the default fails here instead of leaving stale prose."""
-    from tklab.course.attention import DEFAULTS
+    from tklab.kernels.attention import DEFAULTS
 
     d128, d64 = DEFAULTS["hopper"][128], DEFAULTS["hopper"][64]
     bc = d128["BC"]

@@ -272,9 +272,9 @@ def test_a_phase_completed_by_surplus_arrivals_lets_its_waiter_go_early() -> Non
 
 
 def test_the_emulators_shared_memory_limit_is_the_courses(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One source for a block's shared memory (tklab.course.limits): a launch may take all of it, not a byte more,
+    """One source for a block's shared memory (tklab.run.limits): a launch may take all of it, not a byte more,
     and a changed table changes the emulator's limit too."""
-    from tklab.course import limits
+    from tklab.run import limits
 
     handoff, out = _probes()["handoff"], np.zeros(32, np.float32)
     handoff((1,), (64,), (out, 32), shared_mem=limits.SHARED_OPTIN[90] - 1024)  # + its static shared memory

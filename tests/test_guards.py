@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import tklab
-from tklab.course import attention, gemm
-from tklab.course.limits import SHARED_OPTIN, ConfigError, check_compiled, shared_limit
+from tklab.kernels import attention, gemm
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
+from tklab.run.limits import SHARED_OPTIN, ConfigError, check_compiled, shared_limit
 from tklab.toolchain.compiler import CompileError
 
 SPLIT = """\

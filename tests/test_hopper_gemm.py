@@ -1,4 +1,4 @@
-"""The chapter-08 Hopper GEMMs (every step of tklab.course.gemm) against a float64 reference, on the GPU."""
+"""The chapter-08 Hopper GEMMs (every step of tklab.kernels.gemm) against a float64 reference, on the GPU."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ def test_relative_rms_tolerance_catches_a_small_uniform_error_an_absolute_one_pa
 
 @pytest.mark.parametrize("exercise, build", [("ch09_flash", ("tiles", 128)), ("ch10_flash", ("hopper", 128))])
 def test_rising_inputs_raise_every_rows_maximum_in_every_key_block(exercise: str, build: tuple[str, int]) -> None:
-    from tklab.course import attention
+    from tklab.kernels import attention
 
     bc = attention.build(*build).option("BC")  # the key-block width, from its one home
     spec = specs.get(exercise)
@@ -52,7 +52,7 @@ def test_emulated_cases_exercise_the_loops() -> None:
 
     ch08 = emulated.cases(specs.get("ch08_wgmma"))
     assert any(d["K"] // 64 > 4 and d["M"] // 64 > 1 and d["N"] // 256 > 1 for d in ch08)  # ring wraps, tiles
-    from tklab.course import attention
+    from tklab.kernels import attention
 
     bc = attention.build("hopper", 128).option("BC")
     ch10 = emulated.cases(specs.get("ch10_flash"))

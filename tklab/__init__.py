@@ -18,6 +18,8 @@ grouped in subpackages by what they do (``toolchain/``, ``run/``, ``models/``, `
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from . import preflight  # noqa: F401 - first: without numpy, it says which Python to use (no bare traceback)
@@ -25,7 +27,7 @@ from .grading.check import check  # eager, like bench: tklab.check stays the fun
 from .grading.hints import hint  # tklab.hint("ch10_flash"): the exercise's next hint
 from .profile import profile  # eager, like bench: tklab.profile stays the function (package: tklab/profile/)
 from .run.bench import BenchResult, bench  # eager: binds tklab.bench to the function, not the submodule
-from .toolchain.compiler import CompileError, Kernel, Module, compile  # noqa: A004 - tklab.compile is the API
+from .toolchain.compiler import CompileError, Kernel, Module
 from .trace import trace  # eager, like profile: tklab.trace stays the function (package: tklab/trace/)
 
 __version__ = "0.1.0"
@@ -35,10 +37,11 @@ __version__ = "0.1.0"
 #: and profile/, emulate/, widgets/. The notebooks, and anyone, still name a module by its own name:
 #: ``from tklab import gpu, sass, banks`` gives the module from its home (the same object, not a copy).
 _HOMES = {name: f"{group}.{name}" for group, names in {
-    "toolchain": ("locate", "compiler", "cache", "sass", "overlap", "signature", "magic"),
-    "run": ("gpu", "launch", "tma", "ceilings", "arrays", "baselines"),
+    "toolchain": ("locate", "compiler", "cache", "sass", "overlap", "numba_compat"),
+    "run": ("gpu", "launch", "tma", "ceilings", "arrays", "baselines", "signature", "limits"),
     "models": ("banks", "layouts", "occupancy", "schedules"),
-    "course": ("gemm", "attention", "tma_copy", "numba_compat", "recorded", "report", "nbrefresh", "doctor"),
+    "kernels": ("gemm", "attention", "attention_bwd", "attention_autograd", "tma_copy"),
+    "course": ("report", "nbrefresh", "doctor"),
     "grading": ("verdict", "runner", "child", "channel", "judge", "sandbox", "grade", "grade_shards", "nbgrade",
                 "exercises", "specs", "hints", "drills"),
 }.items() for name in names}
@@ -60,8 +63,36 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tklab' has no attribute {name!r}")
 
 
+def compile(  # noqa: A001 - the name learners expect
+    source: str,
+    *,
+    arch: str | None = None,
+    name: str | None = None,
+    options: Sequence[str] = (),
+    include_dirs: Iterable[str | Path] = (),
+    name_expressions: Sequence[str] = (),
+    line_offset: int = 0,
+    target: str = "gpu",
+) -> Module:
+    """CUDA C++ source -> a module of kernels. ``target="gpu"``: NVRTC (``tklab.toolchain.compiler.compile``:
+    cached, inspectable, launchable on a GPU). ``target="cpu"``: the CPU emulator's build (``tklab.emulate``):
+    kernels run on NumPy arrays without a GPU, for correctness only."""
+    if target == "cpu":
+        from . import emulate
+        from .toolchain.compiler import COURSE_ARCH
+
+        return emulate.compile(source, arch=arch or COURSE_ARCH, name=name, options=options,  # type: ignore[return-value]
+                               include_dirs=include_dirs, name_expressions=name_expressions)
+    if target != "gpu":
+        raise ValueError(f"target must be 'gpu' or 'cpu' (the emulator), not {target!r}")
+    from .toolchain import compiler
+
+    return compiler.compile(source, arch=arch, name=name, options=options, include_dirs=include_dirs,
+                            name_expressions=name_expressions, line_offset=line_offset)
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext tklab`` registers the ``%%tk`` cell magic."""
-    from .toolchain.magic import register
+    from .magic import register
 
     register(ipython)

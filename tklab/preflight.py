@@ -18,7 +18,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent  # the repository (as build.toolchain.REPO; no imports here)
+from .paths import REPO  # noqa: E402 - os and pathlib only: safe before the check below
 
 ALWAYS = ("numpy",)  # every check draws its inputs with numpy
 FOR_PYTHON = ("numba",)  # a .py exercise is a numba.cuda kernel

@@ -6,11 +6,8 @@ subject elsewhere (the occupancy model, the SASS main loop, numba's readiness, f
 cuBLAS baseline). The modules of this package:
 
     results        compare(key, kernel, library, ...), verify_matmul, results(): the chapters' table
-    gemm           chapter 08: the GEMM progression's steps, launches, checks and timing against cuBLAS
-    attention      chapters 09-10: attention in NumPy, the FlashAttention kernels' builds and launches
-    tma_copy       chapter 07: a matrix copied three ways, and the TMA ring
-    numba_compat   numba-cuda with this numpy; the simulator without a GPU; numba's SASS
-    recorded       GPU results stored with device/date/commit, shown where there is no GPU
+    hosted         the hosted (Colab) start: the repository's owner in the badge and chapter 00
+    where          what this machine runs of each chapter (GPU, CPU with NVRTC, CPU only)
     report         ``make gpu-check``: GPU tests, notebooks, benchmarks -> a dated report
     nbrefresh      ``make notebooks``: re-execute the notebooks, store clean outputs
     doctor         ``python -m tklab doctor``: what works on this machine
@@ -19,9 +16,9 @@ cuBLAS baseline). The modules of this package:
 from ..models.occupancy import HOPPER, occupancy, pooled_register_blocks, quadrant_figure
 from ..run.arrays import bf16_random, bf16_to_float32
 from ..run.baselines import cublas_bf16
+from ..toolchain.numba_compat import numba_gpu_ready, numba_sass
 from ..toolchain.sass import ffma_share, main_loop
 from ..widgets.figures import plots
-from .numba_compat import numba_gpu_ready, numba_sass
 from .results import EXPECTED, Results, Row, compare, comparison, results, verify_matmul
 
 __all__ = ["EXPECTED", "HOPPER", "Results", "Row", "bf16_random", "bf16_to_float32", "compare", "comparison",

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..toolchain.locate import REPO
+from ..paths import REPO
 
 ROOT = REPO
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..toolchain.locate import REPO
+from ..paths import REPO
 
 PLACEHOLDER = "OWNER/tklab"
 README = Path("README.md")

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..toolchain.locate import REPO
+from ..paths import REPO
 
 ROOT = REPO
 

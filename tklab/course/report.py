@@ -23,9 +23,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import recorded
+from ..paths import REPO
 from ..run import gpu
-from ..toolchain.locate import REPO
-from . import recorded
 
 ROOT = REPO
 

@@ -18,7 +18,7 @@ also holds ``sm_clock_mhz``, the SM clock just after the timings, where nvidia-s
 The notebooks reach a few helpers that live elsewhere through ``course`` too (one import per chapter; the
 stored notebooks call them so): ``occupancy``, ``pooled_register_blocks``, ``quadrant_figure``, ``HOPPER``
 (``tklab.models.occupancy``), ``main_loop``, ``ffma_share`` (``tklab.toolchain.sass``), ``numba_gpu_ready``,
-``numba_sass`` (``tklab.course.numba_compat``), ``plots`` (``tklab.widgets.figures``), ``bf16_random``,
+``numba_sass`` (``tklab.toolchain.numba_compat``), ``plots`` (``tklab.widgets.figures``), ``bf16_random``,
 ``bf16_to_float32`` (``tklab.run.arrays``), ``cublas_bf16`` (``tklab.run.baselines``).
 """
 
@@ -30,9 +30,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import recorded
+from ..recorded import comparison
 from ..run import ceilings, gpu
 from ..run.arrays import array_module, isclose
-from . import recorded
 
 # Kernels chapters 00-03 record, so the table can show what is still missing on a machine without a GPU.
 EXPECTED: dict[str, str] = {
@@ -48,24 +49,6 @@ EXPECTED: dict[str, str] = {
 
 
 # ---- same-run comparison ---------------------------------------------------------------------------
-def comparison(kernel_ms: float, library_ms: float, flops: float, *, label: str,
-               ceiling_tflops: float | None, ceiling: str) -> dict[str, Any]:
-    """The record ``compare`` stores: rates from the two median times, and the ceiling they are read against."""
-    if kernel_ms <= 0 or library_ms <= 0:
-        raise ValueError("times must be positive")
-    out: dict[str, Any] = {
-        "label": label,
-        "tflops": flops / (kernel_ms * 1e-3) / 1e12,
-        "ms": kernel_ms,
-        "library_tflops": flops / (library_ms * 1e-3) / 1e12,
-        "library_ms": library_ms,
-        "ceiling": ceiling,
-    }
-    if ceiling_tflops:
-        out["ceiling_tflops"] = ceiling_tflops
-    return out
-
-
 def sm_clock_mhz(device: int = 0) -> int | None:
     """The SM clock right now (``nvidia-smi``), logged beside a timing: a GPU under sustained load may run
     below its boost clock, and a ratio of two runs at different clocks says more about the clock than the

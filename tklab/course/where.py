@@ -15,9 +15,9 @@ import sys
 from dataclasses import dataclass
 from enum import Enum
 
+from ..paths import REPO
 from ..run import gpu
 from ..toolchain import locate
-from ..toolchain.locate import REPO
 
 #: Chapter 00 has no exercise: its kernels copy and add vectors, which every supported GPU runs.
 CHAPTER_00_NEEDS = "sm_75"

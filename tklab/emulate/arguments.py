@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..toolchain import signature
+from ..run import signature
 from . import errors
 from .tensormap import TensorMap
 
@@ -39,7 +39,7 @@ class Param:
 
 def dyn_shared_limit(name: str, arch: str, shared_mem: int) -> tuple[int, int]:
     """(the arch's number as the runtime takes it, the per-block limit in bytes); an error for a launch over it."""
-    from ..course.limits import SHARED_OPTIN  # one source for the per-block limits (here: no GPU's own)
+    from ..run.limits import SHARED_OPTIN  # one source for the per-block limits (here: no GPU's own)
 
     number = 90 if arch.startswith("sm_9") else 80
     limit = SHARED_OPTIN[number]

@@ -56,8 +56,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..paths import REPO
 from ..run import gpu
-from ..toolchain.locate import REPO
 from . import specs, untouched
 from .route import route
 from .specs import Exercise, StaticContext, StaticResult

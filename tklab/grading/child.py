@@ -340,7 +340,7 @@ def _run_numba(spec: Any, path: Path, chan: ChildIO, do_bench: bool, *, simulate
         raise RuntimeError("the simulator must be switched on before numba is imported "
                            "(NUMBA_ENABLE_CUDASIM=1 in the environment)")
     with contextlib.suppress(ImportError):
-        from ..course import numba_compat
+        from ..toolchain import numba_compat
 
         numba_compat.patch()
     warnings.simplefilter("ignore")  # numba's performance hints about tiny grids are noise here

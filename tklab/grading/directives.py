@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..toolchain.locate import REPO
+from ..paths import REPO
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..toolchain.locate import REPO
+from ..paths import REPO
 
 ROOT = REPO
 SOLUTIONS = ROOT / "solutions"

@@ -55,7 +55,7 @@ import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from ..toolchain.locate import REPO
+from ..paths import REPO
 from . import grade_shards, intake, specs
 from .sheet import FIELDS, GradeError, Row, Sheet, escape_name, refuse_lookalikes
 

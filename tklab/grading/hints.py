@@ -34,7 +34,7 @@ from pathlib import Path
 
 import tomllib
 
-from ..toolchain.locate import REPO
+from ..paths import REPO
 from . import specs
 
 LEVELS = 3

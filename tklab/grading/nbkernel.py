@@ -34,7 +34,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..toolchain.locate import REPO
+from ..paths import REPO
 
 #: The kernelspec's name (``--Execute.kernel_name``).
 KERNEL_NAME = "tklab-sandboxed"

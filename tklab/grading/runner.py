@@ -46,8 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..paths import REPO
 from ..run import gpu
-from ..toolchain.locate import REPO
 from .channel import STAGE
 from .child import MODES, Mode
 from .judge import RunOutcome, draw_inputs, judge

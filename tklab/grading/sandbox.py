@@ -62,7 +62,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..toolchain.locate import REPO
+from ..paths import REPO
 from . import rungroup, uids, unseen
 
 TOKEN_VAR = "TKLAB_SANDBOX_TOKEN"

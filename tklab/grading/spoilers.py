@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..toolchain.locate import REPO
+from ..paths import REPO
 from .exercises import COMMENT, regions
 
 #: Fewer normalised characters than this say too little to give an answer away (``acc=0.0f``).

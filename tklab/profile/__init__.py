@@ -92,7 +92,7 @@ def profile(run: Any, *, flops: float | None = None, peak: str | None = None, ke
     profile. ``metrics``: more ncu metric names to collect (read them in ``result.metrics``). ``warmup``:
     launches before the profiled one. ``report``: also keep ncu's report there (open it in Nsight Compute).
     """
-    from ..course import recorded
+    from .. import recorded
     from ..run import launch
     from . import ncu, parse, recipe, store
 

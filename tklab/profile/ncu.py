@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from ..toolchain.locate import REPO
+from ..paths import REPO
 from .result import STALL_TEXT, M
 
 _PACKAGE_PARENT = REPO

@@ -1,6 +1,6 @@
 """Profiles recorded on a GPU, shown where there is none (or no ncu, or no permission to read counters).
 
-The same rules as ``tklab.course.recorded``: a chapter's profile cell names a key (``"ch02.tiled_fp32"``); on a GPU
+The same rules as ``tklab.recorded``: a chapter's profile cell names a key (``"ch02.tiled_fp32"``); on a GPU
 with ncu the live profile is shown, and stored with device, date and commit only when ``TKLAB_RECORD=1``
 (``make gpu-check``, ``bench/profile_samples.py``), so a learner's runs never touch the repository.
 Elsewhere the stored profile is shown, labelled as recorded. The file is
@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..toolchain.locate import REPO
+from ..paths import REPO
 from .result import ProfileResult
 
 _DEFAULT = REPO / "bench" / "results" / "profiles.json"

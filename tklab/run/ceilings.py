@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from ..toolchain import cache
+from .. import paths
 from . import gpu
 
 
@@ -81,7 +81,7 @@ def for_device(name: str | None = None, measure_copy: Callable[[], float] | None
     for key, ceilings in KNOWN.items():
         if key in name:
             return ceilings
-    path = cache.cache_dir() / "ceilings.json"
+    path = paths.cache_dir() / "ceilings.json"
     try:
         saved = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..toolchain.signature import POINTEES, SCALARS, Param
 from . import gpu
+from .signature import POINTEES, SCALARS, Param
 
 
 class LaunchError(RuntimeError):

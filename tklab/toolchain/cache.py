@@ -31,6 +31,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..paths import cache_dir
+
 _HEADER_SUFFIXES = {".cuh", ".h", ".hpp", ".inl", ".inc"}
 # (path, mtime_ns, size) -> sha256 digest; avoids re-reading unchanged headers on every compile.
 _file_digests: dict[tuple[str, int, int], str] = {}
@@ -43,12 +45,6 @@ META_FIELDS: dict[str, type | tuple[type, ...]] = {"log": str, "lowered": dict, 
 
 class CacheWarning(UserWarning):
     """The compile cache could not be used as asked; compiling goes on without it."""
-
-
-def cache_dir() -> Path:
-    """``$TKLAB_CACHE_DIR`` if set and not empty, else ``~/.cache/tklab``."""
-    configured = os.environ.get("TKLAB_CACHE_DIR", "").strip()
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "tklab"
 
 
 def enabled() -> bool:

@@ -33,8 +33,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..run import gpu
-from . import cache, locate, nvrtc_call, sass, signature
+from ..run import gpu, signature
+from . import cache, locate, nvrtc_call, sass
 
 _ARCH = re.compile(r"^sm_(\d{2,3})(a|f)?$")
 
@@ -209,25 +209,15 @@ def compile(  # noqa: A001 - the name learners expect
     include_dirs: Iterable[str | Path] = (),
     name_expressions: Sequence[str] = (),
     line_offset: int = 0,
-    target: str = "gpu",
 ) -> Module:
-    """Compile CUDA C++ with NVRTC (cached on disk); see the module docstring.
-
-    ``target="cpu"`` compiles for the CPU emulator instead (``tklab.emulate``): kernels then run on NumPy
-    arrays without a GPU, for correctness only. Without NVRTC (macOS, ``TKLAB_NO_NVRTC=1``) a GPU compile
+    """Compile CUDA C++ with NVRTC (cached on disk); see the module docstring. (``tklab.compile`` also takes
+    ``target="cpu"``, the emulator's build.) Without NVRTC (macOS, ``TKLAB_NO_NVRTC=1``) a GPU compile
     raises ``locate.NvrtcUnavailable``, whose message says so and what still works.
 
     ``name`` is the file name shown in messages; ``name_expressions`` are C++ names of template
     instantiations to keep (``"gemm<128>"``), which then become kernels of the module; ``line_offset``
     is subtracted from line numbers in error messages (for sources with a generated prelude).
     """
-    if target == "cpu":
-        from .. import emulate
-
-        return emulate.compile(source, arch=arch or COURSE_ARCH, name=name, options=options,  # type: ignore[return-value]
-                               include_dirs=include_dirs, name_expressions=name_expressions)
-    if target != "gpu":
-        raise ValueError(f"target must be 'gpu' or 'cpu' (the emulator), not {target!r}")
     if not isinstance(source, str):
         raise TypeError(f"source must be a str of CUDA C++, not {type(source).__name__}")
     program = name or "kernel.cu"

@@ -23,8 +23,8 @@ import shutil
 import sys
 from pathlib import Path
 
-#: The repository tklab lives in: the tile library (cuda/), solutions/, exercises/, bench/, notebooks/.
-REPO = Path(__file__).resolve().parents[2]
+from ..paths import REPO
+
 #: The tile library's headers (``cuda/`` at the repository root); on the include path of every compile.
 _REPO_CUDA = REPO / "cuda"
 

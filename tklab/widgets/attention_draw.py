@@ -1,5 +1,5 @@
 """Pictures for the attention chapters, drawn from the models the tests check: which blocks of the score
-matrix a kernel computes (``tklab.course.attention.block_map``), and how warpgroups share the tensor cores
+matrix a kernel computes (``tklab.kernels.attention.block_map``), and how warpgroups share the tensor cores
 (``tklab.models.schedules.simulate``). Deterministic SVG strings with ``data-*`` attributes, like draw.py; the
 explorers wire ipywidgets sliders to them.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from ..course import attention
+from ..kernels import attention
 from ..models import schedules
 from .draw import _svg, _text, text_width
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ...run import signature
 from ...run.launch import check_count, check_launch
-from ...toolchain import signature
 from ...toolchain.compiler import KernelsByName
 from .. import errors
 from ..arguments import Arguments, Param, dyn_shared_limit, finish

@@ -20,14 +20,14 @@ def _sms() -> int:
 
 
 def _launch(d: Dims) -> Launch:
-    from ...course.tma_copy import ring_launch
+    from ...kernels.tma_copy import ring_launch
 
     blocks, threads, smem = ring_launch(d["M"], d["N"], STAGES, _sms())
     return Launch(grid=(blocks,), block=(threads,), shared_mem=smem)
 
 
 def _args(a: Arrays, d: Dims) -> tuple[Any, ...]:
-    from ...course.tma_copy import TILE_COLS, TILE_ROWS
+    from ...kernels.tma_copy import TILE_COLS, TILE_ROWS
     from ...run import tma
 
     src_map = tma.tensor_map(a["src"], (TILE_ROWS, TILE_COLS), swizzle=0)

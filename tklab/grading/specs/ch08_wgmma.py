@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ...course import gemm
+from ...kernels import gemm
 from . import (
     Arrays,
     Bench,

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ...course import attention
+from ...kernels import attention
 from ...run.arrays import bf16_to_float32, to_bf16_bits
 from . import (
     Arrays,

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ...course import attention
+from ...kernels import attention
 from . import (
     Arrays,
     Bench,

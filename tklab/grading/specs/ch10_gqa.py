@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ...course import attention
+from ...kernels import attention
 from ...run.arrays import bf16_to_float32, to_bf16_bits
 from . import Arrays, Dims, Exercise, Launch, NoSpills, SassHas, TensorCoreWork, WritesGlobal
 from .ch10_flash import NoSerializedWgmma

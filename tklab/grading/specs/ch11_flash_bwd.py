@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...course import attention, attention_bwd
+from ...kernels import attention, attention_bwd
 from ...run.arrays import bf16_to_float32, to_bf16_bits
 from . import Arrays, Bench, Dims, Exercise, Launch, NoSpills, SassHas, TensorCoreWork
 from .ch09_flash import CASES

@@ -76,7 +76,7 @@ def _register_split(producers: int, consumers: int, producer_regs: int) -> int:
 
 
 def _block_kind(i: int, j: int, seq: int, block_rows: int, block_keys: int, causal: int) -> int:
-    from ...course import attention
+    from ...kernels import attention
 
     return int(attention.block_map(seq, block_rows, block_keys, bool(causal))[i, j])
 
@@ -85,7 +85,7 @@ def _block_kind(i: int, j: int, seq: int, block_rows: int, block_keys: int, caus
 def _visiting_key_blocks(seq: int, block_keys: int, causal: int) -> tuple[int, ...]:
     """Per query block of 64 rows, how many key blocks the block map does not skip (one map per shape, not
     one per row asked about)."""
-    from ...course import attention
+    from ...kernels import attention
 
     return tuple(int(n) for n in (attention.block_map(seq, 64, block_keys, bool(causal)) != attention.SKIPPED).sum(1))
 

@@ -237,9 +237,12 @@ def pingpong_by_default(head_dim: int, opts: dict[str, int]) -> bool:
 @functools.cache
 def compiled(b: BwdBuild, target: str = "gpu") -> Any:
     """The module (three kernels) for a build, once per process: ``target="cpu"`` for the emulator."""
-    import tklab
+    from .. import emulate
+    from ..toolchain.compiler import compile as nvrtc_compile
 
-    return tklab.compile(source(b), arch="sm_90a", name=KERNEL.name, options=b.options, target=target)
+    if target == "cpu":
+        return emulate.compile(source(b), arch="sm_90a", name=KERNEL.name, options=b.options)
+    return nvrtc_compile(source(b), arch="sm_90a", name=KERNEL.name, options=b.options)
 
 
 def source(b: BwdBuild) -> str:
@@ -288,7 +291,7 @@ class _Launches:
         # the fp32 dQ accumulator, or with DQ_MODE 2 every key block's slot of shares (summed by the last pass)
         acc_shape = (b, h, cfg.dq_slots(n) * cfg.q_rows(n), d) if cfg.dq_mode == 2 else (b, h, n, d)
         if cpu:
-            import tklab.emulate as emu
+            from .. import emulate as emu
 
             def tmap(x: Any, rows: int, cols: int = d, dtype: str = "bfloat16") -> Any:
                 return emu.tensor_map(x, (rows, cols), dtype=dtype)

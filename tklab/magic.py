@@ -22,7 +22,7 @@ import argparse
 import shlex
 from typing import Any
 
-from . import compiler, locate
+from .toolchain import compiler, locate
 
 
 class MagicError(ValueError):
@@ -120,7 +120,7 @@ class EmulatedKernel:
 def _emulated(cell: str, arch: str, args: argparse.Namespace, namespace: dict[str, Any], missing: str) -> Any:
     """Without NVRTC: the cell is built for the CPU emulator instead, its kernels bound the same way (they run on
     NumPy arrays); the first note says what needs NVRTC. No emulator either: the NVRTC sentence, as an error."""
-    from .. import emulate
+    from . import emulate
 
     try:
         mod: Any = emulate.compile(cell, arch=arch, name=args.name, options=tuple(args.options))

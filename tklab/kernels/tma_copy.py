@@ -20,8 +20,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from ..paths import REPO
 from ..run import gpu
-from ..toolchain.locate import REPO
 
 ROOT = REPO
 SOLUTIONS = ROOT / "solutions"
@@ -32,9 +32,9 @@ RING_THREADS = 32 * 5  # a producer warp and four consumer warps
 
 @functools.cache
 def _module(name: str, options: tuple[str, ...] = ()) -> Any:
-    import tklab
+    from ..toolchain.compiler import compile as nvrtc_compile
 
-    return tklab.compile((SOLUTIONS / name).read_text(), arch="sm_90a", name=name, options=options)
+    return nvrtc_compile((SOLUTIONS / name).read_text(), arch="sm_90a", name=name, options=options)
 
 
 def _check(src: Any, dst: Any, tiled: bool) -> tuple[int, int]:
@@ -84,9 +84,9 @@ def prepare_ring(src: Any, dst: Any, stages: int = 2, *, path: Path | None = Non
     if path is None:
         k = _module("ch07_tma_ring.cu", (f"-DSTAGES={stages}",))["ring_copy"]
     else:
-        import tklab
+        from ..toolchain.compiler import compile as nvrtc_compile
 
-        k = tklab.compile(Path(path).read_text(), arch="sm_90a", name=Path(path).name,
+        k = nvrtc_compile(Path(path).read_text(), arch="sm_90a", name=Path(path).name,
                           options=(f"-DSTAGES={stages}",))["ring_copy"]
     blocks, threads, _ = ring_launch(rows, cols, stages, gpu.properties().sm_count)
     m = tma.tensor_map(src, (TILE_ROWS, TILE_COLS), swizzle=0)

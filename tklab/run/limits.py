@@ -40,7 +40,7 @@ def _capability(arch: str) -> int:
 def shared_limit(arch: str | None = None) -> int:
     """Bytes of shared memory one block may use: this GPU's opt-in limit when it is of ``arch`` (or ``arch``
     is None), else the table's for ``arch`` (sm_80's when neither is known)."""
-    from ..run import gpu
+    from . import gpu
 
     if gpu.available() and (arch is None or _capability(gpu.arch()) == _capability(arch)):
         return int(gpu.properties().max_shared_per_block_optin)

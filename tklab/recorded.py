@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..run import gpu
-from ..toolchain.locate import REPO
+from .paths import REPO
+from .run import gpu
 
 _DEFAULT = REPO / "bench" / "results" / "recorded.json"
 
@@ -55,7 +55,7 @@ def nvrtc() -> str:
     ``"none"`` where NVRTC cannot be loaded (the reason: ``locate.nvrtc_missing()``)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from ..toolchain import locate
+    from .toolchain import locate
 
     try:
         major, minor = locate.nvrtc_version()
@@ -160,3 +160,21 @@ def measure(key: str, fn: Callable[[], Any]) -> Recorded:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(dict(sorted(data.items())), indent=1, default=float) + "\n")
     return rec
+
+
+def comparison(kernel_ms: float, library_ms: float, flops: float, *, label: str,
+               ceiling_tflops: float | None, ceiling: str) -> dict[str, Any]:
+    """The record ``compare`` stores: rates from the two median times, and the ceiling they are read against."""
+    if kernel_ms <= 0 or library_ms <= 0:
+        raise ValueError("times must be positive")
+    out: dict[str, Any] = {
+        "label": label,
+        "tflops": flops / (kernel_ms * 1e-3) / 1e12,
+        "ms": kernel_ms,
+        "library_tflops": flops / (library_ms * 1e-3) / 1e12,
+        "library_ms": library_ms,
+        "ceiling": ceiling,
+    }
+    if ceiling_tflops:
+        out["ceiling_tflops"] = ceiling_tflops
+    return out

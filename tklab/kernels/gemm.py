@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..paths import REPO
 from ..run import gpu
-from ..toolchain.locate import REPO
-from .limits import check_compiled
+from ..run.limits import check_compiled
 
 ROOT = REPO
 SOLUTIONS = ROOT / "solutions"
@@ -183,9 +183,9 @@ def compiled(s: Step, arch: str = "sm_90a") -> Any:
     """The tklab.Kernel of a step (once per process; tklab.compile also caches on disk). ``ConfigError``
     (a ValueError) when the step's options give a kernel that spills or does not fit the device
     (``limits.check_compiled``: shared memory from the device's per-block limit, spills from the module)."""
-    import tklab
+    from ..toolchain.compiler import compile as nvrtc_compile
 
-    k = tklab.compile(s.path.read_text(), arch=arch, name=s.source, options=s.options)["gemm"]
+    k = nvrtc_compile(s.path.read_text(), arch=arch, name=s.source, options=s.options)["gemm"]
     facts = launch_facts(k.module)
     check_compiled(k, what=f"GEMM step {s.name!r} ({' '.join(s.options) or 'no options'})",
                    dynamic_shared=facts["shared_bytes"], threads=facts["threads"], arch=arch)
@@ -538,7 +538,7 @@ def records(result: dict[str, Any], n: int = 4096, method: str = "graph") -> dic
     median TFLOP/s of ``method`` over rounds: what the course's results table shows, keyed by step name."""
     import statistics
 
-    from .results import comparison
+    from ..recorded import comparison
 
     flops = 2.0 * n**3
 

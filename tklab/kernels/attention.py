@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from ..toolchain.locate import REPO
-from .limits import ConfigError, check_compiled, check_shared
+from ..paths import REPO
+from ..run.limits import ConfigError, check_compiled, check_shared
 
 ROOT = REPO
 SOLUTIONS = ROOT / "solutions"
@@ -268,9 +268,9 @@ def compiled(b: Build, arch: str | None = None) -> Any:
     """The tklab.Kernel for a build (once per process; tklab.compile also caches on disk). ``arch``
     overrides the build's (e.g. to inspect chapter 09's kernel for sm_90a on a machine without a GPU).
     ``ConfigError`` when the compiled kernel spills or does not fit (``limits.check_compiled``)."""
-    import tklab
+    from ..toolchain.compiler import compile as nvrtc_compile
 
-    k = tklab.compile(b.text(), arch=arch or b.arch, name=b.source.name, options=b.options)["flash_fwd"]
+    k = nvrtc_compile(b.text(), arch=arch or b.arch, name=b.source.name, options=b.options)["flash_fwd"]
     check_compiled(k, what=f"the {b.kernel} attention kernel built with {' '.join(b.options)}",
                    dynamic_shared=k.module.constants["flash_shared_bytes"], threads=b.threads, arch=arch or b.arch)
     return k
@@ -429,10 +429,10 @@ def sdpa(q: Any, k: Any, v: Any, *, causal: bool = False, backend: str = "cudnn"
 def compare_sdpa(key: str, *, kernel: str, label: str, d: int = 128, seq: int = 8192, causal: bool = False,
                  tokens: int = 16384, **options: int) -> Any:
     """Time a kernel variant and SDPA's cuDNN and flash backends in the same run (GPU), or show the
-    recorded numbers (no GPU): ``tklab.course.recorded.measure`` under ``key``. The shape is the anchors'
+    recorded numbers (no GPU): ``tklab.recorded.measure`` under ``key``. The shape is the anchors'
     (``tokens`` per batch, 2048 hidden). The kernel is first checked against float64 on a smaller input.
     """
-    from . import recorded
+    from .. import recorded
 
     def run() -> dict[str, Any]:
         import torch

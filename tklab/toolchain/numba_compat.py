@@ -4,7 +4,7 @@ numba-cuda 0.30.4 (the newest release as of 2026-11) still refers to ``np.row_st
 registers its numpy typing; with numpy >= 2.5 that fails and ``numba.cuda.jit`` cannot compile
 anything. ``row_stack`` was an exact alias of ``vstack`` (deprecated in numpy 2.0), so restoring the
 alias is behaviour-preserving. ``patch()`` only adds the name when it is missing; it never replaces
-anything numpy still has. Call it before importing ``numba.cuda`` (``tklab.course.numba_compat.cuda()``
+anything numpy still has. Call it before importing ``numba.cuda`` (``tklab.toolchain.numba_compat.cuda()``
 does both).
 
 ``cuda()`` also picks numba's CUDA simulator when there is no GPU (``NUMBA_ENABLE_CUDASIM=1``), so
@@ -46,7 +46,7 @@ def cuda(simulate: bool | None = None) -> Any:
     if "numba.cuda" in sys.modules:
         if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") != wanted:
             raise RuntimeError("numba.cuda was already imported in the other mode; restart the kernel "
-                               "and call tklab.course.numba_compat.cuda() before importing numba.cuda")
+                               "and call tklab.toolchain.numba_compat.cuda() before importing numba.cuda")
     else:
         os.environ["NUMBA_ENABLE_CUDASIM"] = wanted
     from numba import cuda as numba_cuda
@@ -114,7 +114,7 @@ def numba_sass(path: str, name: str, ndims: Iterable[int], *, arch: str = "sm_90
 
     from cuda.bindings import nvjitlink
 
-    from ..toolchain import sass
+    from . import sass
 
     cc = arch.removeprefix("sm_").rstrip("a")
     done = subprocess.run([sys.executable, "-c", _NUMBA_SASS, str(path), name, json.dumps(list(ndims)), cc],
