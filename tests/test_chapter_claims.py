@@ -427,3 +427,120 @@ def test_ch10_states_the_ncu_rate_as_the_hypothesis_chapter_08_calls_it() -> Non
     assert "can run above a looped rate" not in left and "may run above a looped rate" in left
     assert f"chapter 08's GEMM ran {ncu['tflops']:.0f} TFLOP/s under ncu" in left and "hypothesis" in left
     assert "that is a hypothesis, not a measurement" in gemm
+
+
+def _bwd_rows(report: str) -> list[dict]:
+    return json.loads((RESULTS / report).read_text())["bench"]
+
+
+def _bwd_range(rows: list[dict], who: str, base: str, d: int | None = None) -> tuple[float, float]:
+    """min and max over configurations and rounds of who / base, same round."""
+    out = []
+    for cfg in {(r["d"], r["n"], r["causal"]) for r in rows if d is None or r["d"] == d}:
+        sel = [r for r in rows if (r["d"], r["n"], r["causal"]) == cfg]
+        a = {r["round"]: r["tflops"] for r in sel if r["who"] == who}
+        b = {r["round"]: r["tflops"] for r in sel if r["who"] == base}
+        out += [a[k] / b[k] for k in a if k in b]
+    return min(out), max(out)
+
+
+def test_ch11_wgmma_excess_is_the_dq_split() -> None:
+    """11 · what is left: 67.2 M wgmma against cuDNN's 58.7 M is 14 % more (not 13 %), and it is the dQ share's N = 64
+    split: 28 instructions per consumer and step instead of 32 gives cuDNN's count."""
+    pingpong = float(_ncu_table("ncu_ch11_pingpong_2026-12-02.md")["wgmma instructions (M)"][0])
+    chapters = _ncu_table("ncu_ch11_vs_cudnn_fa4_2026-12-01.md")["wgmma instructions (M)"]
+    assert int(pingpong / float(chapters[1]) * 100) - 100 == 14  # 67.24 M / 58.72 M: 14.5 % more
+    mine, theirs = float(chapters[0]), float(chapters[1])
+    # per step and consumer: S 8 + dP 8 + dV 4 + dK 4 + dQ 8 (64 x 64 x 128 keys), or dQ 4 (64 x 128 x 64 keys)
+    d, bq, keys = 128, 64, 64
+    split = d // 16 * 2 + bq // 16 * 2 + 2 * keys // 16
+    full = d // 16 * 2 + bq // 16 * 2 + keys // 16
+    assert (split, full) == (32, 28) and abs(mine * full / split - theirs) < 0.05
+    left = _text("11", "2170a3d3")
+    assert f"{round(67.2 / 58.7 * 100) - 100} % more wgmma instructions than cuDNN for the same work (67.2 M against " \
+           f"58.7 M)" in left and "14 % more" in left
+    assert f"{full} instead of {split} per step" in left
+    for cid, text in _sources("11").items():
+        assert "13 % more" not in text, cid
+
+
+def test_ch11_the_options_that_left_are_named_and_gone() -> None:
+    """11 · what is left, and section 5: the options that left the kernel are named as such (not 'the first four',
+    a list that included three stages, still an option), and none of them is in the kernel a learner reads."""
+    left, measured = _text("11", "2170a3d2"), _text("11", "69d4d951")
+    assert "first four" not in left
+    for option in ("OVERLAP=1/2", "ORDER", "DQ_SUM"):
+        assert f"(`{option}`)" in left
+    for path in ("solutions/ch11_flash_bwd.cu", "solutions/variants/ch11_dq_lag.cu", "exercises/ch11_flash_bwd.cu"):
+        assert not re.search(r"\b(OVERLAP|ORDER|DQ_SUM)\b", (ROOT / path).read_text()), path
+    assert "DQ_SUM" not in measured and "STAGES" not in left
+
+
+def test_ch11_dq_modes_as_measured() -> None:
+    """11 · section 3: atomics against the TMA reduce-add (three rounds, every configuration), and the slots'
+    cost, each from the report the prose names."""
+    rows = _bwd_rows("flash_bwd_2026-12-01_a2b4b3b.json")
+    a128, a64 = (_bwd_range(rows, "ch11 dQ TMA reduce", "ch11 dQ atomicAdd", d) for d in (128, 64))
+    prose = _text("11", "040dae62")
+    assert f"atomics took {a128[0]:.2f}–{a128[1]:.2f}× the TMA reduce-add's time at d = 128 and " \
+           f"{a64[0]:.2f}–{a64[1]:.2f}× at d = 64" in prose and "flash_bwd_2026-12-01_a2b4b3b.md" in prose
+    table = re.findall(r"^\| (\d+) \| \d+ \| (?:no|yes) \| (ch11 dQ TMA reduce|ch11 dQ slots \(deterministic\)) \| "
+                       r"[\d–]+ \| ([\d.]+)–([\d.]+) \|$", (RESULTS / "flash_bwd_2026-12-02_d9c69ef.md").read_text(),
+                       re.M)
+    got = {}
+    for d, who, lo, hi in table:
+        got.setdefault((int(d), who), []).extend([float(lo), float(hi)])
+    slots, tma = "ch11 dQ slots (deterministic)", "ch11 dQ TMA reduce"
+    cost = _text("11", "1bc5d5f7")
+    assert f"slots ran {min(got[128, slots]):.2f}–{max(got[128, slots]):.2f}× cuDNN at d = 128 and " \
+           f"{min(got[64, slots]):.2f}–{max(got[64, slots]):.2f}× at d = 64, against " \
+           f"{min(got[128, tma]):.2f}–{max(got[128, tma]):.2f}× and {min(got[64, tma]):.2f}–{max(got[64, tma]):.2f}×" \
+        in cost
+    assert "all of it memory traffic" not in cost and "semaphore" in cost
+
+
+def test_ch11_build_shown_is_dq_mode_1() -> None:
+    """11 · cell 8 describes the instructions of the build printed above it (DQ_MODE 1: UTMAREDG, no REDG)."""
+    out = _output("11", "49702559")
+    assert "-DDQ_MODE=1" in out and "'UTMAREDG': " in out and "REDG'" not in out.replace("UTMAREDG'", "")
+    prose = _text("11", "daa739d2")
+    assert "`UTMAREDG`" in prose and "`REDG`" not in prose
+
+
+def test_ch11_profile_clock_and_reductions() -> None:
+    """11 · the profile: durations named as under ncu's clock (the files' GPC clock), the run's own start clock,
+    and the L2 reduction sectors set against section 3's count of additions."""
+    clocks = [float(c) for report in ("ncu_ch11_vs_cudnn_fa4_2026-12-01.md", "ncu_ch11_pingpong_2026-12-02.md")
+              for c in _ncu_table(report)["GPC clock under ncu (GHz)"]]
+    start = re.search(r"SM clock at start \(MHz now, max; °C; W\): (\d+) MHz",
+                      (RESULTS / "flash_bwd_2026-12-02_69085c9.md").read_text())
+    prose = _text("11", "87bc8c51")
+    assert f"({min(clocks):.2f}–{max(clocks):.2f} GHz in these runs, against {start.group(1)} MHz at the start" in prose
+    sectors = float(_ncu_table("ncu_ch11_vs_cudnn_fa4_2026-12-01.md")["L2 reduction sectors (M)"][0]) * 1e6
+    adds = re.search(r"d=128 N=8192 causal=False: ([\d.]+) G fp32 additions into dQ \(([\d.]+) GB",
+                     _output("11", "434898f1"))
+    model = float(adds.group(2))
+    bullets = _text("11", "87bc8c52")
+    assert f"are {sectors * 32 / 1e9:.1f} GB at d = 128: {sectors * 32 / 1e9 / model:.1f}× the {model} GB" in bullets
+
+
+def test_ch11_what_is_left_quotes_its_runs() -> None:
+    """11 · what is left: the default build's ratios in the run section 5 reads, and the training step times."""
+    rows = _bwd_rows("flash_bwd_2026-12-02_69085c9.json")
+    c128, c64 = (_bwd_range(rows, "ch11 default", "sdpa cudnn", d) for d in (128, 64))
+    fa4, fa4_cudnn = _bwd_range(rows, "ch11 default", "FlashAttention-4"), _bwd_range(rows, "FlashAttention-4",
+                                                                                         "sdpa cudnn")
+    left = _text("11", "2170a3d2")
+    assert f"the default build runs {c128[0]:.2f}–{c128[1]:.2f}× cuDNN at d = 128 and {c64[0]:.2f}–{c64[1]:.2f}× " \
+           f"at d = 64, {fa4[0]:.2f}–{fa4[1]:.2f}× FlashAttention-4 (whose backward ran " \
+           f"{fa4_cudnn[0]:.2f}–{fa4_cudnn[1]:.2f}× cuDNN" in left
+    step = json.loads((RESULTS / "train_tiny_gpt_2026-12-01_a2b4b3b.json").read_text())["summary"]["median_step_ms"]
+    assert f"took {step['course']:.1f} ms with the course's kernels against SDPA's {step['sdpa']:.1f} ms" in left
+
+
+def test_ch11_transposes_as_the_hardware_does_them() -> None:
+    """11 · 0 and the products: four of the five products use a transposed matrix, free for 16-bit types only;
+    the transpose is wgmma's flag, and a shuffle cannot make Pᵀ (its rows live in all four warps)."""
+    intro, why = _text("11", "b2789b72"), _text("11", "d8bdbe31")
+    assert "four of them with a **transposed** matrix (Kᵀ, Vᵀ, Pᵀ, dSᵀ)" in intro and "FP8" in intro
+    assert "imm-trans-a" in why and "all four warps" in why and "descriptor reads them" not in why
