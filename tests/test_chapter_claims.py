@@ -544,3 +544,26 @@ def test_ch11_transposes_as_the_hardware_does_them() -> None:
     intro, why = _text("11", "b2789b72"), _text("11", "d8bdbe31")
     assert "four of them with a **transposed** matrix (Kᵀ, Vᵀ, Pᵀ, dSᵀ)" in intro and "FP8" in intro
     assert "imm-trans-a" in why and "all four warps" in why and "descriptor reads them" not in why
+
+
+def test_ch07_names_both_fence_conventions_after_mbarrier_init() -> None:
+    """07 · the proxies: the library's fence after mbarrier init and the CUDA guide's TMA examples' fence are both
+    named, the library's is the one in mbarrier.cuh, and no sentence claims 'exactly three fences'."""
+    lib = (ROOT / "cuda" / "tk" / "hopper" / "mbarrier.cuh").read_text()
+    prose = _text("07", "c16a2")
+    assert "fence.mbarrier_init.release.cluster" in lib
+    assert "`fence.mbarrier_init.release.cluster`" in prose and "`fence.proxy.async.shared::cta` after the" in prose
+    assert "exactly three" not in prose
+
+
+def test_ch04_says_what_chapter_07_measured_of_tma_layouts() -> None:
+    """Issue 41: chapter 04 no longer says TMA 'writes it dense' (chapter 07's measured model: a box row narrower
+    than its swizzle span takes the whole span), nor names instructions chapters 05-08 introduce in its reasons."""
+    from tklab import layouts
+
+    row1 = [layouts.tma_box_offset(1, c, box_cols=32, swizzle="128B") for c in range(32)]
+    assert (min(row1), max(row1) + 2) == (128, 192)  # a 64-byte row starts a whole 128-byte line later
+    texts = {cid: src for cid, src in _sources("04").items() if _cells("04")[cid]["cell_type"] == "markdown"}
+    assert not any("dense" in t or "TMA box" in t for t in texts.values())
+    assert "rows back to back, or one swizzle span apart" in texts["c10"]
+    assert "Wider loads move 16 bytes per lane (`LDS.128`, chapter 03's `float4`)" in texts["c10b"]
