@@ -85,3 +85,11 @@ def test_long_outputs_are_folded(path: Path) -> None:
         if text.count("\n") > LINES:
             long.append(f"{path.name[:2]} · cell {i} ({cell.get('id')}): {text.count(chr(10))} lines")
     assert not long, f"outputs over {LINES} lines, not folded (metadata.jupyter.outputs_hidden) :\n" + "\n".join(long)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_cell_ids_are_unique(path: Path) -> None:
+    """A split cell gets an id of its own: nbformat renames a duplicate on every read, so tests and links that
+    name a cell by id would find another one."""
+    ids = [c.get("id") for c in json.loads(path.read_text())["cells"]]
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
