@@ -29,7 +29,7 @@ CHILD = r"""
 import json, statistics, sys, time
 import numpy as np
 from tklab.grading import specs
-from tklab.emulate import exercise
+from tklab.grading import emulated as exercise
 import tklab.emulate as emu
 names, larger, repeat = json.loads(sys.argv[1])
 orders = list(getattr(emu, "TMA_ORDERS", {"(one order)": 0}))

@@ -57,7 +57,7 @@ def _spec_case(exercise: str, dims: dict[str, int], integer: bool) -> tuple[Call
             arrays[name] = xp.full(shape, np.nan, dtype=dtype)
         shape = spec.launch(dims)
         if target == "cpu":
-            from tklab.emulate import exercise
+            from tklab.grading import emulated as exercise
 
             k = emulate.compile(src, arch="sm_90a", name=spec.filename, options=spec.options)[spec.kernel]
             with exercise._cpu_tensor_maps():  # specs that build TMA maps get the emulator's
@@ -180,7 +180,7 @@ def main() -> int:
         print(f"no C++ compiler for the emulator on this machine: {e}")
         return 2
     jobs: list[tuple[str, str, Callable[[Any], Arrays], float, float]] = []
-    from tklab.emulate import exercise
+    from tklab.grading import emulated as exercise
 
     # Every CUDA exercise, at the cases the emulator runs in a check; integer inputs where the maths is exact.
     exact = {"ch02_smem_tiling", "ch03_register_blocking", "ch04_swizzle", "ch05_mma", "ch06_tiles", "ch07_tma_ring"}

@@ -30,7 +30,7 @@ import json, statistics, sys, time
 from pathlib import Path
 import numpy as np
 from tklab.grading import specs
-from tklab.emulate import exercise
+from tklab.grading import emulated as exercise
 import tklab.emulate as emu
 names, repeat, trace = json.loads(sys.argv[1])
 for name in names:

@@ -16,7 +16,7 @@ import pytest
 
 from tklab import gpu, specs
 from tklab.course import where
-from tklab.emulate import exercise as emulated
+from tklab.grading import emulated
 from tklab.grading.child import choose_mode
 from tklab.grading.route import route
 

@@ -16,7 +16,7 @@ import stubs
 
 import tklab
 from tklab import gpu, specs
-from tklab.emulate import exercise as emulated
+from tklab.grading import emulated
 from tklab.grading.check import check, main, resolve
 from tklab.grading.judge import compare
 from tklab.grading.runner import run_isolated

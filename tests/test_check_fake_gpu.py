@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import tklab
 from tklab import channel, child, gpu, judge, runner, specs, verdict
 from tklab.run.bench import BenchResult
 
@@ -71,7 +70,7 @@ def fake_device(monkeypatch):
     def fake_compile(source, **kw):
         return {spec_kernel: state["kernel"] for spec_kernel in ("smem_matmul",)}
 
-    monkeypatch.setattr(tklab, "compile", fake_compile)
+    monkeypatch.setattr(importlib.import_module("tklab.toolchain.compiler"), "compile", fake_compile)
     return state
 
 

@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from tklab import gpu, specs
-from tklab.emulate import exercise as emulated
-from tklab.grading import spoilers
+from tklab.grading import emulated, spoilers
 from tklab.grading.check import check
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,6 +7,7 @@ file of the red-team review that split NVRTC and g++ with ``#if !defined(__x86_6
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
@@ -73,12 +74,11 @@ def test_a_directive_beyond_the_template_is_refused_naming_its_line(name, text, 
 def test_check_fails_it_on_the_cpu_path_before_compiling(tmp_path, monkeypatch, name, text, marker, named):
     """``tklab.check`` refuses it before any compiler (NVRTC is stood in by one that fails the test if called):
     FAILED, the line named, not an exception."""
-    import tklab
 
     def no_compiler(*a, **k):
         raise AssertionError("the file reached a compiler")
 
-    monkeypatch.setattr(tklab, "compile", no_compiler)
+    monkeypatch.setattr(importlib.import_module("tklab.toolchain.compiler"), "compile", no_compiler)
     f = tmp_path / "ch02_smem_tiling.cu"
     f.write_text(text)
     res = check("ch02_smem_tiling", f, run=False)

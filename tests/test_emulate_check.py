@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tklab import gpu, specs
-from tklab.emulate import exercise as emulated
+from tklab.grading import emulated
 from tklab.grading.check import check
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tklab import gpu, specs
-from tklab.emulate import exercise as emulated
+from tklab.grading import emulated
 from tklab.grading.grade import FIELDS, Row, find_submissions, grade, main, scan, summary
 from tklab.grading.sheet import cell
 

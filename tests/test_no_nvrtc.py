@@ -18,7 +18,7 @@ import stubs
 
 import tklab
 from tklab import doctor, gpu, specs
-from tklab.emulate import exercise as emulated
+from tklab.grading import emulated
 from tklab.grading.check import check
 from tklab.toolchain import locate
 

@@ -16,7 +16,7 @@ import planted
 import pytest
 
 from tklab import gpu, specs
-from tklab.emulate import exercise as emulated
+from tklab.grading import emulated
 
 pytestmark = pytest.mark.skipif(gpu.available() or not emulated.can_run(specs.get("ch05_mma")),
                                 reason="a GPU is here (its twin runs), or no C++ compiler for the emulator")

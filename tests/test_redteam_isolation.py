@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 
 from tklab import gpu, specs
-from tklab.emulate import exercise as emulated
-from tklab.grading import channel, hygiene
+from tklab.grading import channel, emulated, hygiene
 from tklab.grading.check import check
 from tklab.grading.runner import run_isolated
 from tklab.toolchain import includes

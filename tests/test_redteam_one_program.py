@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tklab import emulate, gpu, specs
-from tklab.emulate import exercise as emulated
+from tklab.grading import emulated
 from tklab.grading.check import check
 from tklab.grading.runner import run_isolated
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from tklab.grading import specs
-from tklab.trace import exercise, view
+from tklab.grading import traced as exercise
+from tklab.trace import view
 from tklab.trace.analyze import loops_of, sectors, shared_cost, ways_and_colliding
 from tklab.trace.model import Event, GlobalInstr, LoopMix, Sample, SharedInstr, Trace
 

@@ -1,4 +1,4 @@
-"""The check report's "why" section (tklab.trace.report): when it is taken, and what it says."""
+"""The check report's "why" section (tklab.grading.trace_report): when it is taken, and what it says."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tklab.grading import specs
+from tklab.grading import trace_report as report
 from tklab.grading.verdict import CheckResult, StaticResult
-from tklab.trace import report
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,7 +31,7 @@ def test_why_is_taken_for_a_slow_run_or_on_request() -> None:
 
 
 def test_add_why_names_the_rings_waiting_line() -> None:
-    from tklab.emulate import exercise as emulated
+    from tklab.grading import emulated
 
     spec = specs.get("ch07_tma_ring")
     if not emulated.can_run(spec):

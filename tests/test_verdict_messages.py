@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tklab import emulate, gpu, specs
-from tklab.emulate import exercise as emulated
+from tklab.grading import emulated
 from tklab.grading.check import check
 
 ROOT = Path(__file__).resolve().parent.parent

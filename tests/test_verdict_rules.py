@@ -48,7 +48,7 @@ def test_rising_inputs_raise_every_rows_maximum_in_every_key_block(exercise: str
 
 
 def test_emulated_cases_exercise_the_loops() -> None:
-    from tklab.emulate import exercise as emulated
+    from tklab.grading import emulated
 
     ch08 = emulated.cases(specs.get("ch08_wgmma"))
     assert any(d["K"] // 64 > 4 and d["M"] // 64 > 1 and d["N"] // 256 > 1 for d in ch08)  # ring wraps, tiles
@@ -93,8 +93,7 @@ def test_a_gpu_pass_is_failed_by_the_emulators_hazard_analysis(monkeypatch: pyte
     import planted
 
     import tklab.grading.check as chk
-    from tklab.emulate import exercise as emulated
-    from tklab.grading import judge, runner
+    from tklab.grading import emulated, judge, runner
     from tklab.grading.verdict import Evidence
 
     if not emulated.can_run(specs.get("ch08_wgmma")):

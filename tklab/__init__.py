@@ -28,7 +28,7 @@ from .grading.hints import hint  # tklab.hint("ch10_flash"): the exercise's next
 from .profile import profile  # eager, like bench: tklab.profile stays the function (package: tklab/profile/)
 from .run.bench import BenchResult, bench  # eager: binds tklab.bench to the function, not the submodule
 from .toolchain.compiler import CompileError, Kernel, Module
-from .trace import trace  # eager, like profile: tklab.trace stays the function (package: tklab/trace/)
+from .trace import trace as _trace_source  # eager: the package tklab/trace/ is imported before the function below
 
 __version__ = "0.1.0"
 
@@ -89,6 +89,24 @@ def compile(  # noqa: A001 - the name learners expect
 
     return compiler.compile(source, arch=arch, name=name, options=options, include_dirs=include_dirs,
                             name_expressions=name_expressions, line_offset=line_offset)
+
+
+def trace(exercise_or_source: str | Path, *, path: str | Path | None = None, blocks: int = 0,
+          timeline_blocks: int = 2, tma_latency: int = 600, wgmma_cost: int = 1, timeout: float = 120.0,
+          **launch: Any) -> Any:
+    """The learner's kernel as the CPU emulator saw it (no GPU needed): per shared/global instruction its
+    wavefronts or sectors, per warp its waits, per loop its instruction mix (``tklab.trace.model.Trace``).
+
+    An exercise id (``"ch04_swizzle"``): the learner's file in ``exercises/`` (or ``path``) runs in the sandboxed
+    child, the exercise's first emulated case, traced (``tklab.grading.traced``). CUDA source or a ``.cu`` path with
+    ``kernel``, ``grid``, ``block`` and ``args``: traced in this process (``tklab.trace.run.trace``)."""
+    from .grading import traced
+    from .trace.collect import Options
+
+    opts = dict(blocks=blocks, timeline_blocks=timeline_blocks, tma_latency=tma_latency, wgmma_cost=wgmma_cost)
+    if traced.is_exercise(exercise_or_source):
+        return traced.trace_exercise(str(exercise_or_source), path=path, opts=Options(**opts), timeout=timeout)
+    return _trace_source(exercise_or_source, **opts, **launch)
 
 
 def load_ipython_extension(ipython: Any) -> None:

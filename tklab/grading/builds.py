@@ -24,8 +24,8 @@ from .judge import RunOutcome
 def _compiled(other: Any, source: str, shown: str, mode: str, arch: str) -> tuple[list[str], str | None, str]:
     """(cache keys for the child, PTX for an emulated run, problem) of one build: compiled here, where NVRTC
     runs as the grader, so a branch that compiles only in the main build is a compile error of this one."""
-    from .. import compile as tk_compile
     from ..toolchain.compiler import CompileError
+    from ..toolchain.compiler import compile as tk_compile
     from ..toolchain.locate import NvrtcUnavailable
 
     try:
@@ -37,7 +37,7 @@ def _compiled(other: Any, source: str, shown: str, mode: str, arch: str) -> tupl
         return [], None, f"{shown} does not compile as {other.title} ({' '.join(other.options)}): {first}"
     ptx = None
     if mode in ("emu", "hazards", "trace"):
-        from ..emulate import exercise as emulated
+        from ..grading import emulated as emulated
 
         ptx = emulated.ptx_for(other, source, shown, mod)
     return [mod.key], ptx, ""

@@ -100,9 +100,9 @@ def _shown(path: Path) -> str:
 
 def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch: str, own_dir: Path) -> Any:
     """Compile and run the static checks; returns the module (None when it does not compile)."""
-    from .. import compile as tk_compile
     from ..toolchain import includes, locate
     from ..toolchain.compiler import CompileError
+    from ..toolchain.compiler import compile as tk_compile
     from ..toolchain.locate import NvrtcUnavailable
     from . import directives, without_nvrtc
 
@@ -256,7 +256,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     seed; default fresh each time, or ``$TKLAB_CHECK_SEED`` where set (``make notebooks`` sets it, so a
     re-executed chapter stores the same check output instead of new random values; grading never reads it).
     ``trace``: the report's "why" (the emulator's trace, worst lines): None for a run that was too slow, True
-    also after a pass, False never (``tklab.trace.report``).
+    also after a pass, False never (``tklab.grading.trace_report``).
     """
     if seed is None and os.environ.get(SEED_VARIABLE, "").strip():
         try:
@@ -307,7 +307,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
         emulator_parts = None
         ptx = None
         if mode.name in ("emu", "practice"):  # the emulator's own parts, and the program it runs (the PTX built here)
-            from ..emulate import exercise as emulated
+            from ..grading import emulated as emulated
 
             emulator_parts = emulated.prepare(spec)
             if mode.name == "emu" and spec.language == "numba":  # compiled by numba in a child of its own
@@ -372,7 +372,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     else:
         res.passed = None
     if spec.language == "cuda" and res.static_ok:
-        from ..trace import report
+        from ..grading import trace_report as report
 
         if report.wanted(res, trace):
             _tell(f"tracing {shown} on the CPU emulator")
@@ -397,7 +397,7 @@ def _reference(spec: Exercise, arch: str, module_keys: list[str]) -> dict[str, s
     learner's). Returns that child's extra environment."""
     if not any(getattr(f, "needs_reference", False) for f in spec.floors):
         return {}
-    from .. import compile as tk_compile
+    from ..toolchain.compiler import compile as tk_compile
     from .child import REFERENCE_VARIABLE
 
     solution = ROOT / spec.solution
@@ -479,7 +479,7 @@ def _hazards(res: CheckResult, spec: Exercise, file: Path, source: str, shown: s
     """The emulator's hazard analysis of a small case (and of another TMA order), beside a GPU run: a race, a
     stage released while a product still reads it, a box read before it landed … fail the check even where the
     GPU's timing hid them."""
-    from ..emulate import exercise as emulated
+    from ..grading import emulated as emulated
     from .runner import run_isolated
     from .specs import dims_text
 

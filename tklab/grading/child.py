@@ -276,7 +276,7 @@ def _reference_kernel(spec: Any, arch: str) -> Any:
 def _run_cuda(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
     import cupy as cp
 
-    from .. import compile as tk_compile
+    from ..toolchain.compiler import compile as tk_compile
     if do_bench:
         _bind_timer()  # (a CUDA file has no host code; bound here all the same, before its module is loaded)
     arch = gpu.arch()
@@ -448,13 +448,13 @@ register_mode(Mode("reference", Evidence.GPU, ("cuda",), True, lambda s: (), _ch
 
 
 def _emulated_cases(spec: Any) -> list[dict[str, int]]:
-    from ..emulate import exercise
+    from ..grading import emulated as exercise
 
     return exercise.runnable_cases(spec)
 
 
 def _child_emulated(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
-    from ..emulate import exercise
+    from ..grading import emulated as exercise
 
     exercise.child(spec, path, chan, _run_cases)
 
@@ -478,7 +478,7 @@ register_mode(Mode("numba-ptx", Evidence.NOT_ESTABLISHED, ("numba",), False, lam
 
 
 def _practice_cases(spec: Any) -> list[dict[str, int]]:
-    from ..emulate import exercise
+    from ..grading import emulated as exercise
 
     return exercise.practice_cases(spec)
 
@@ -491,7 +491,7 @@ register_mode(Mode("practice", Evidence.CPU_PRACTICE, ("cuda",), False, _practic
 
 
 def _hazard_cases(spec: Any) -> list[dict[str, int]]:
-    from ..emulate import exercise
+    from ..grading import emulated as exercise
 
     return exercise.hazard_cases(spec)
 
@@ -502,13 +502,13 @@ register_mode(Mode("hazards", Evidence.CPU_EMULATION, ("cuda",), False, _hazard_
 
 
 def _traced_cases(spec: Any) -> list[dict[str, int]]:
-    from ..trace import exercise
+    from ..grading import traced as exercise
 
     return exercise.cases(spec)
 
 
 def _child_traced(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
-    from ..trace import exercise
+    from ..grading import traced as exercise
 
     exercise.child(spec, path, chan, _run_cases)
 

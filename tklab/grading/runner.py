@@ -115,7 +115,7 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
     ``hide``: folders the sandbox hides (the solutions and the shared compile cache always).
     ``cache_keys``: compile-cache entries to hand to the child. ``arch``: the GPU's arch, if the caller knows
     it. ``emulator_parts``: the emulator's trusted parts for the emulated modes (default:
-    ``tklab.emulate.exercise.prepare``). ``ptx``: the PTX this process compiled from the file, for the emulated
+    ``tklab.grading.emulated.prepare``). ``ptx``: the PTX this process compiled from the file, for the emulated
     modes: the program the child's interpreter runs (without it, the practice build compiles the source natively).
     """
     from . import specs
@@ -153,12 +153,12 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
             (workdir / sub).mkdir()
         _warm_cache(cache_keys, workdir / "cache")
         if ptx is not None and m.name in ("emu", "trace", "hazards"):  # the program the interpreter runs
-            from ..emulate.exercise import PTX_FILE
+            from .emulated import PTX_FILE
 
             (workdir / PTX_FILE).write_text(ptx)
         if m.name in ("emu", "trace", "hazards", "practice"):  # every emulated mode: else its child rebuilds them
             if emulator_parts is None:
-                from ..emulate import exercise as emulated
+                from ..grading import emulated as emulated
 
                 emulator_parts = emulated.prepare(spec)
             _hand_over_emulator(emulator_parts, workdir / "cache")

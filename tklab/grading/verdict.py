@@ -72,7 +72,7 @@ class CheckResult:
     hazards: StaticResult | None = None  # a GPU check's second opinion: the emulator's hazard analysis
     hint: str = ""  # on FAILED: the exercise's level-1 hint (tklab.grading.hints), the concept without the line
     caveat: str = ""  # what a PASSED rests on when not everything ran here (e.g. "on the CPU emulator; ...")
-    why: list[str] = field(default_factory=list)  # the trace's worst lines (tklab.trace.report), when one was taken
+    why: list[str] = field(default_factory=list)  # the trace's worst lines (grading.trace_report), when taken
     not_started: str = ""  # nothing written in the TODOs yet: where to write, all the report shows (untouched.py)
     given_changed: str = ""  # given code (outside the TODOs) the learner changed, in a sentence
 

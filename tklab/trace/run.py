@@ -1,20 +1,14 @@
-"""``tklab.trace(...)``: the learner's own kernel as the CPU emulator saw it (no GPU needed).
+"""Trace one launch of CUDA source on the CPU emulator (no GPU needed): compiled and traced in this process, like
+``tklab.emulate.compile(...)`` would run it (it is your code, on your machine).
 
-Two ways in:
+``tklab.trace`` also takes an exercise id; that way runs the learner's file in the sandboxed child and is the
+grader's (``tklab.grading.traced``): learner code never runs in this process.
 
-- an exercise id (``"ch04_swizzle"``): the learner's file in ``exercises/`` runs in the sandboxed child
-  (mode "trace": the exercise's first emulated case, traced); only the trace comes back, as JSON, and is
-  analysed here. Learner code never runs in this process.
-- CUDA source text (or a path to a ``.cu`` file) with ``kernel``, ``grid``, ``block`` and ``args`` (NumPy arrays,
-  scalars, ``tklab.emulate.tensor_map``s): compiled for the emulator and traced in this process, like
-  ``tklab.emulate.compile(...)`` would run it (it is your code, on your machine).
-
-Public API: ``trace(exercise_or_source, ...) -> Trace``, ``TraceUnavailable``.
+Public API: ``trace(source, ...) -> Trace``, ``TraceUnavailable``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,22 +22,14 @@ class TraceUnavailable(RuntimeError):
     """The trace could not be taken here (no C++ compiler, the exercise failed to build or run, ...)."""
 
 
-def _is_exercise(x: str) -> bool:
-    from ..grading import specs
-
-    return "\n" not in x and len(x) < 100 and x in specs.all_ids()
-
-
-def trace(exercise_or_source: str | Path, *, kernel: str | None = None, grid: Any = None, block: Any = None,
+def trace(source: str | Path, *, kernel: str | None = None, grid: Any = None, block: Any = None,
           args: Sequence[Any] = (), shared_mem: int = 0, options: Sequence[str] = (), name: str | None = None,
-          arch: str | None = None, path: str | Path | None = None, blocks: int = 0, timeline_blocks: int = 2,
-          tma_latency: int = 600, wgmma_cost: int = 1, tma_order: str = "delayed", timeout: float = 120.0) -> Trace:
+          arch: str | None = None, blocks: int = 0, timeline_blocks: int = 2, tma_latency: int = 600,
+          wgmma_cost: int = 1, tma_order: str = "delayed") -> Trace:
     """Trace one launch: per shared/global instruction its wavefronts or sectors, per warp its waits, per loop its
     instruction mix (see ``tklab.trace.model``). ``blocks``: record only the first N blocks (0: all)."""
     opts = Options(blocks=blocks, timeline_blocks=timeline_blocks, tma_latency=tma_latency, wgmma_cost=wgmma_cost)
-    if isinstance(exercise_or_source, str) and _is_exercise(exercise_or_source):
-        return _trace_exercise(exercise_or_source, path=path, opts=opts, timeout=timeout)
-    src = exercise_or_source
+    src = source
     if isinstance(src, Path) or (isinstance(src, str) and "\n" not in src and src.endswith((".cu", ".cuh"))):
         p = Path(src)
         if not p.is_file():
@@ -67,24 +53,3 @@ def trace(exercise_or_source: str | Path, *, kernel: str | None = None, grid: An
     from .analyze import resolve
 
     return analyze(raw, kernel=kernel, source=src, source_name=name, grid=g, block=b, where=resolve(raw, mod, name))
-
-
-def _trace_exercise(exercise_id: str, *, path: str | Path | None, opts: Options, timeout: float) -> Trace:
-    from ..grading import runner, specs
-    from . import exercise as traced
-
-    spec = specs.get(exercise_id)
-    file = Path(path) if path is not None else traced.learner_file(spec)
-    if not file.is_file():
-        raise FileNotFoundError(f"tklab.trace: no file {file} for exercise {exercise_id}")
-    source = file.read_text(encoding="utf-8")
-    env = {traced.ENV: json.dumps(opts.__dict__)}
-    from ..emulate import exercise as emulated
-
-    out = runner.run_isolated(exercise_id, file, mode="trace", timeout=timeout, source=source, env=env,
-                              ptx=emulated.ptx_for(spec, source, file.name))
-    raw = (out.result or {}).get("trace")
-    if not isinstance(raw, bytes):
-        why = out.message or out.status
-        raise TraceUnavailable(f"tklab.trace({exercise_id!r}): no trace came back from the run ({why})")
-    return traced.parse(raw, spec, source, file.name)

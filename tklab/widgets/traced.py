@@ -572,9 +572,9 @@ def _model_only(exercise: str, chapter: str, stages: int) -> list[str]:
 
 def _run_trace(exercise: str, path: Path) -> Trace:
     """``tklab.trace(exercise, path=...)``: the learner's kernel in the sandboxed child, its trace back as data."""
-    from ..trace import trace
+    from ..grading.traced import trace_exercise
 
-    return load(trace(exercise, path=path))
+    return load(trace_exercise(exercise, path=path))
 
 
 def yours(exercise: str, *, chapter: str | None = None, trace: Trace | str | Path | None = None,

@@ -206,8 +206,8 @@ class Probe:
     name: str = "probe"
 
     def run(self, ctx: StaticContext) -> StaticResult:
-        from ... import compile as tk_compile
         from ...toolchain.compiler import CompileError
+        from ...toolchain.compiler import compile as tk_compile
 
         try:
             mod = tk_compile(ctx.source + "\n" + self.source, arch=ctx.arch, name=ctx.program,
@@ -444,7 +444,7 @@ class Exercise:
             return "CPU"
         if self.language == "numba":
             return "simulator" if self.sim_cases else "static checks only"
-        from ...emulate import exercise as emulated
+        from ...grading import emulated as emulated
 
         return "emulator" if emulated.cases(self) else "static checks only"
 
@@ -585,7 +585,7 @@ def dims_text(d: Dims) -> str:
     """A case in words: ``M=64, N=256``; an emulated case's ``tma_order`` as the order its TMA loads landed in."""
     def one(k: str, v: int) -> str:
         if k == "tma_order":
-            from ...emulate.exercise import TMA_ORDERS
+            from ..emulated import TMA_ORDERS
 
             return f"TMA loads landing {TMA_ORDERS[v].replace('_', ' ')}"
         return f"{k}={v}"

@@ -3,7 +3,7 @@
 ``tklab.check`` asks for it when a run on the GPU was too slow (a speed target not met, or a concept floor
 failed) and, on request (``check(..., trace=True)``, ``python -m tklab check --trace``), after any right run.
 ``python -m tklab check --json`` (what ``grade`` and ``nbgrade`` run) takes none unless ``--trace`` is given.
-The trace runs in the sandboxed child like every run of learner code (``tklab.trace.exercise``); a trace
+The trace runs in the sandboxed child like every run of learner code (``tklab.grading.traced``); a trace
 that cannot be taken adds a note and never changes the verdict.
 
 Public API: ``wanted(res, trace)``, ``add_why(res, spec, file, source, *, seed, hide)``.
@@ -38,10 +38,9 @@ def wanted(res: Any, trace: bool | None) -> bool:
 def add_why(res: Any, spec: Any, file: Path, source: str, *, seed: int | None = None,
             hide: Sequence[Any] = ()) -> None:
     """Take the trace (sandboxed child, mode "trace") and fill ``res.why`` with its worst lines."""
-    from ..emulate import exercise as emulated
-    from ..grading.runner import run_isolated
-    from . import exercise as traced
-    from . import view
+    from ..trace import view
+    from . import emulated, traced
+    from .runner import run_isolated
 
     if not emulated.can_run(spec):
         res.notes.append("no trace for the why: the CPU emulator cannot run this exercise here")

@@ -5,7 +5,8 @@ on (its outputs still go back, so the run is also checked), resolves code addres
 lives only in the child's folder), analyses, and sends the ``Trace`` as one JSON "trace" frame. The parent
 only parses that JSON (``parse``): data, never code.
 
-Public API: ``ENV``, ``MAX_BYTES``, ``learner_file(spec)``, ``cases(spec)``, ``child(spec, path, chan, run_cases)``,
+Public API: ``ENV``, ``MAX_BYTES``, ``is_exercise(name)``, ``trace_exercise(id, ...)`` (what ``tklab.trace`` does
+with an exercise id), ``learner_file(spec)``, ``cases(spec)``, ``child(spec, path, chan, run_cases)``,
 ``parse(payload, ...)``.
 """
 
@@ -17,32 +18,32 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .model import Trace
+from ..trace.collect import Options
+from ..trace.model import Trace
+from ..trace.run import TraceUnavailable
+from . import emulated
 
 ENV = "TKLAB_TRACE_OPTIONS"  # the parent's Options, as JSON, for the child
 MAX_BYTES = 4 << 20  # a trace frame larger than this is refused by the parent
 
 
 def learner_file(spec: Any) -> Path:
-    from ..grading.check import EXERCISES
+    from .check import EXERCISES
 
     return EXERCISES / spec.exercise_file
 
 
 def cases(spec: Any) -> list[dict[str, int]]:
     """The first case the emulator runs for this exercise (traced), or none."""
-    from ..emulate import exercise
-
-    return exercise.runnable_cases(spec)[:1]
+    return emulated.runnable_cases(spec)[:1]
 
 
 def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> None:
     """Runs in the sandboxed child only (see the module docstring)."""
     import numpy as np
 
-    from ..emulate import exercise as emulated
-    from .analyze import analyze, resolve
-    from .collect import Options, collect
+    from ..trace.analyze import analyze, resolve
+    from ..trace.collect import collect
 
     chan.send("device", name=emulated.LABEL)
     source = path.read_text()
@@ -77,3 +78,30 @@ def parse(payload: Any, spec: Any, source: str, name: str) -> Trace:
     if tr.source_name != name or tuple(tr.source_lines) != tuple(source.splitlines()):
         raise ValueError(f"the trace of {spec.id} does not describe the file that was sent; not read")
     return tr
+
+
+def is_exercise(x: object) -> bool:
+    """Whether ``tklab.trace``'s argument names an exercise (rather than being CUDA source or a file)."""
+    from . import specs
+
+    return isinstance(x, str) and "\n" not in x and len(x) < 100 and x in specs.all_ids()
+
+
+def trace_exercise(exercise_id: str, *, path: str | Path | None = None, opts: Options | None = None,
+                   timeout: float = 120.0) -> Trace:
+    """The learner's file for ``exercise_id`` (or ``path``) traced in the sandboxed child (mode "trace")."""
+    from . import runner, specs
+
+    spec = specs.get(exercise_id)
+    file = Path(path) if path is not None else learner_file(spec)
+    if not file.is_file():
+        raise FileNotFoundError(f"tklab.trace: no file {file} for exercise {exercise_id}")
+    source = file.read_text(encoding="utf-8")
+    env = {ENV: json.dumps((opts or Options()).__dict__)}
+    out = runner.run_isolated(exercise_id, file, mode="trace", timeout=timeout, source=source, env=env,
+                              ptx=emulated.ptx_for(spec, source, file.name))
+    raw = (out.result or {}).get("trace")
+    if not isinstance(raw, bytes):
+        why = out.message or out.status
+        raise TraceUnavailable(f"tklab.trace({exercise_id!r}): no trace came back from the run ({why})")
+    return parse(raw, spec, source, file.name)

@@ -98,11 +98,11 @@ def can_run(spec: Any) -> bool:
             os.environ.get("TKLAB_NO_EMULATION", "") in ("1", "true", "yes"):
         return False
     if spec.language == "numba":
-        from ..grading import numba_ptx
+        from . import numba_ptx
 
         if not numba_ptx.available():
             return False
-    from .toolchain import NoCompiler, find
+    from ..emulate.toolchain import NoCompiler, find
 
     try:
         find()
@@ -114,7 +114,7 @@ def can_run(spec: Any) -> bool:
 def runnable_cases(spec: Any) -> list[dict[str, int]]:
     """The cases of ``spec`` this machine can emulate as a verdict (the PTX interpreter: NVRTC and a C++ compiler
     for the interpreter's runtime); [] when it cannot (the runner's mode then does not apply)."""
-    from . import engine
+    from ..emulate import engine
 
     if spec.language == "numba":  # its PTX comes from numba's NVVM, not NVRTC
         return cases(spec) if can_run(spec) else []
@@ -123,7 +123,7 @@ def runnable_cases(spec: Any) -> list[dict[str, int]]:
 
 def practice_cases(spec: Any) -> list[dict[str, int]]:
     """The cases the native practice build runs where NVRTC is missing; [] where the interpreter can run them."""
-    from . import engine
+    from ..emulate import engine
 
     return cases(spec) if spec.language == "cuda" and can_run(spec) and engine() == "native" else []
 
@@ -133,9 +133,9 @@ def prepare(spec: Any) -> list[Path]:
     interpreter, and for the native practice build the precompiled CUDA prelude, from tklab's sources only: no
     learner code) into the shared cache, and return them, for the runner to copy into the run's own cache folder.
     Nothing the child builds goes back into the shared cache. A failure is left to the child to report."""
-    from . import engine
-    from .build import _pch, runtime_library
-    from .toolchain import find
+    from ..emulate import engine
+    from ..emulate.build import _pch, runtime_library
+    from ..emulate.toolchain import find
 
     try:
         cc = find()
@@ -150,8 +150,8 @@ def prepare(spec: Any) -> list[Path]:
 @contextlib.contextmanager
 def _cpu_tensor_maps() -> Iterator[None]:
     """Inside the child only: specs that build ``tklab.run.tma`` maps get emulator maps over NumPy arrays."""
+    from ..emulate import tensormap
     from ..run import tma
-    from . import tensormap
 
     saved = tma.tensor_map
     tma.tensor_map = tensormap.tensor_map  # type: ignore[assignment]
@@ -189,7 +189,7 @@ def load(spec: Any, path: Path) -> Any:
     source = path.read_text()
     ptx = path.parent / PTX_FILE
     if ptx.is_file():
-        from .interp.module import PtxModule
+        from ..emulate.interp.module import PtxModule
 
         if spec.language == "numba":  # numba's array arguments, by its calling convention; Python is not CUDA source
             return PtxModule(ptx.read_text(), program=path.name, arch=spec.arch, abi="numba")
@@ -265,7 +265,7 @@ def annotate(res: Any, outcome: Any, spec: Any) -> None:
     """Add what the learner should know about an emulated run to a ``CheckResult``: its notes, how many
     cases it covered and which it left to a GPU (so a pass says "PASSED on n of m cases"), and the
     chapter's concept floors judged on what the emulator saw (``spec.floors``)."""
-    from ..grading.specs import dims_text
+    from .specs import dims_text
 
     result = getattr(outcome, "result", None) or {}
     res.notes += [str(n) for n in result.get("notes", [])[:3]]
