@@ -145,12 +145,13 @@ def _fa4() -> Any:
 VARIANTS: dict[str, dict[str, int]] = {
     "ch11 dQ atomicAdd": {"DQ_MODE": 0},
     "ch11 default": {},  # attention_bwd.build's default: at d = 128 the ping-pong variant, at d = 64 the chapter's
-    "ch11 dQ TMA reduce": {"DQ_MODE": 1, "PINGPONG": 0},  # the chapter's kernel (the default before f21183e)
+    # the chapter's kernel (d = 128's default until ping-pong ran ahead of it)
+    "ch11 dQ TMA reduce": {"DQ_MODE": 1, "PINGPONG": 0},
     "ch11 dQ slots (deterministic)": {"DQ_MODE": 2},  # a slot per key block, summed in order by the last pass
     "ch11 1 consumer": {"CONSUMERS": 1},
     "ch11 3 stages": {"STAGES": 3},
     "ch11 uniform": {"UNIFORM": 1},  # the consumer index warp-uniform: no R2UR before each wgmma (d=128's default)
-    "ch11 not uniform": {"UNIFORM": 0},  # d=128's default before 41a7189's measurement
+    "ch11 not uniform": {"UNIFORM": 0},  # d=128's default until UNIFORM=1 measured faster there
     "ch11 dQ lagged": {"DQ_LAG": 1},  # d = 128: dQ one step late, the consumers no longer meet twice a step
     "ch11 ping-pong": {"PINGPONG": 1},  # the consumers take turns issuing (d = 128: with the lagged dQ)
 }

@@ -69,9 +69,9 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch10 uniform": ("hopper", {"UNIFORM": 1}, (64, 128)),
     "ch10 persistent uniform": ("hopper", {"PERSISTENT": 1, "UNIFORM": 1}, (64, 128)),
     # PERSISTENT=2: a causal run's items ranked by cost over every head, dealt in a snake (tk::longest_first).
-    # Slower than the defaults on the H200 (41a7189, causal: d=128 N=4096 0.89x cuDNN against 1.00x, N=8192
-    # 0.98x against 1.03x; d=64 N=8192 0.99x against 1.01x); at 41a7189 PERSISTENT=3 was the same order on a
-    # block per item ("ch10 flat longest-first" in that report) and measured the same.
+    # Slower than the defaults on the H200 in causal runs at both head dimensions; the same order on a block per
+    # item ("ch10 flat longest-first" in the bench/results/flash_fwd_bench_*.md report that ran both) measured
+    # the same (docs/ROADMAP.md, chapter 10's next steps).
     "ch10 persistent longest-first": ("hopper", {"PERSISTENT": 2}, (64, 128)),
     "ch10 persistent longest-first uniform": ("hopper", {"PERSISTENT": 2, "UNIFORM": 1}, (64, 128)),
     "ch10 persistent longest-first BC=128": ("hopper", {"PERSISTENT": 2, "BC": 128}, (128,)),
@@ -134,7 +134,7 @@ def _out_dirs() -> list[Path]:
 
 
 def recorded_date(report: Path) -> str:
-    """When a report was written, as its own header records it (``- commit: ...; date: 2026-12-01T15:57:57``, in the
+    """When a report was written, as its own header records it (``- commit: ...; date: <ISO date and time>``, in the
     .md beside the .json): reports are ordered by that, never by file name (which ends in a commit hash)."""
     m = re.search(r"^- commit: .*; date: (\S+)$", report.with_suffix(".md").read_text(), re.M)
     if not m:

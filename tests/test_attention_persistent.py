@@ -192,9 +192,9 @@ def test_the_persistent_defaults_compile_for_sm90a_without_spills(d, uniform, pe
 
 def test_uniform_keeps_the_descriptors_in_uniform_registers():
     """UNIFORM=1: no R2UR (ordinary -> uniform register moves) left in the main loop, which is no longer than
-    the default's. Computed 2026-12-01 at d=128, sm_90a: the default's loop has 16 R2UR (a pair per wgmma of
-    S = Q K^T) and 1106 instructions against 1047 with NVRTC 13.5; 1144 against 1069 with 13.0 (the H200's);
-    the stretch from the first wgmma fence to the last wgmma, which ping-pong holds the turn for, 187 -> 107."""
+    the default's: the default's loop moves each wgmma descriptor of S = Q K^T into uniform registers (a pair of
+    R2UR per wgmma), which also lengthens the stretch from the first wgmma fence to the last wgmma that ping-pong
+    holds the turn for (docs/ROADMAP.md, chapter 10, quotes the counts as compiled for the H200)."""
     from tklab.toolchain.sass import main_loop
 
     for d in (64, 128):

@@ -213,9 +213,9 @@ def test_the_bench_keeps_what_it_measured_one_problem_at_a_time(tmp_path, monkey
 
 
 def test_a_graph_replay_keeps_the_launch_and_its_workspace_alive(monkeypatch) -> None:
-    """The H200 run of be9c15d faulted (illegal address) replaying a stream-K graph: the prepared launch, and with
-    it the workspace the graph's kernel node points at, was dropped after capture, and the next capture emptied
-    torch's cache. With a stand-in torch (no GPU here): after _graphed returns and garbage is collected, the launch
+    """A stream-K graph's replay faults on the GPU (illegal address) if the prepared launch, and with it the
+    workspace the graph's kernel node points at, is dropped after capture and the next capture empties torch's
+    cache. With a stand-in torch (no GPU here): after _graphed returns and garbage is collected, the launch
     it captured must still be alive, and replaying calls the graph."""
     import contextlib
     import gc

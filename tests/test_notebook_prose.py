@@ -26,7 +26,7 @@ WORDS = 250
 LINES = 40
 
 # A commit hash as prose writes it: 7-40 hex digits with at least one digit and one letter, standing alone (not
-# inside a word, a number, a hex literal or a file name such as flash_bwd_2026-12-02_69085c9.md).
+# inside a word, a number, a hex literal or a file name such as flash_bwd_<date>_<hash>.md).
 HASH = re.compile(r"(?<![\w./-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w-])")
 MEASURED_ON = re.compile(r"measured on", re.IGNORECASE)
 

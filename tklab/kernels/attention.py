@@ -202,7 +202,7 @@ class Build:
 
 KERNELS = {"tiles": "ch09_flash.cu", "hopper": "ch10_flash.cu"}
 #: Option names each kernel understands, with the defaults the launch uses for d = 64 and d = 128: the
-#: fastest variants measured on the H200 (bench/results/flash_fwd_bench_2026-12-01_e9e13a5.md). The one
+#: fastest variants measured on the H200 (the runs: bench/results/flash_fwd_bench_*.md). The one
 #: home of these values: the kernels hold none (they refuse to compile without every -D), the launch and
 #: the widgets read them here.
 DEFAULTS: dict[str, dict[int, dict[str, int]]] = {

@@ -27,26 +27,20 @@ from .attention import SOLUTIONS, _check_inputs, _empty, _is_torch, _layout, _sc
 
 KERNEL = SOLUTIONS / "ch11_flash_bwd.cu"
 LOG2E = attention.LOG2E
-#: Options the kernel understands and the defaults for d = 64 and d = 128. DQ_MODE 1 ran 1.6-2.3x faster than 0
-#: on the H200 (bench/results/flash_bwd_2026-12-01_a2b4b3b.md), so it is the default.
+#: Options the kernel understands and the defaults for d = 64 and d = 128.
 #: DQ_MODE: how dQ's shares are added over key blocks, 0 atomicAdd from registers, 1 TMA reduce-add, 2 a slot per
-#: key block (a plain TMA store) summed in a fixed order by the last pass: bit-for-bit reproducible, at the price
-#: of N / 128 copies of dQ in fp32. Opt-in: on the H200 (d9c69ef) 0.66-0.73x cuDNN at d = 128, 0.45-0.55x at
-#: d = 64, against 0.90-0.95x and 0.77-0.85x with TMA reduce-add in the same run
-#: (bench/results/flash_bwd_2026-12-02_d9c69ef.md).
-#: Measured on the H200 and removed (each slower than the default in a run of its own; the code is in git at
-#: 4c3f14e, the runs in bench/results and chapter 11 section 5): OVERLAP=1 (the next query block's S and dP
-#: issued before this block's P, dS; d90e31a), OVERLAP=2 (the next S under the dQ hand-off; 41a7189), ORDER=G
-#: (heaviest key blocks first; 41a7189), DQ_SUM=1 (the two consumers' d = 64 shares summed before one
-#: reduce-add; 285b899).
+#: key block (a plain TMA store) summed in a fixed order by the last pass. 1 is the default: on the H200 it ran
+#: well ahead of 0 at every shape measured. 2 is bit-for-bit reproducible at the price of N / 128 copies of dQ in
+#: fp32, and slower than 1 in the same runs, so it is opt-in (the runs: bench/results/flash_bwd_*.md).
+#: Options measured slower than the default, each in a run of its own, were removed from the kernel rather than
+#: kept switched off (OVERLAP, ORDER, DQ_SUM: what each did and its run are in docs/ROADMAP.md, chapter 11).
 DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1},
                                        128: {"CONSUMERS": 2, "STAGES": 2, "DQ_MODE": 1}}
 #: Options whose default lives with the kernel (the value it takes without the flag, per head dimension); a build
 #: passes one only when set to another value, so the default build's options stay as chapter 11 prints them.
 #: UNIFORM: 1 takes the consumer index from a shuffle (warp-uniform): the wgmma descriptors live in uniform
-#: registers (d = 128: no R2UR left in the loop, 887 -> 778 instructions, NVRTC 13.5, sm_90a). On the H200
-#: (bench/results/flash_bwd_2026-12-01_41a7189.md, N = 8192): d = 128 0.93-0.95x cuDNN against 0.86-0.90x
-#: without it; d = 64 0.70-0.71x against 0.81-0.83x. Hence on at d = 128 only.
+#: registers (d = 128: no R2UR left in the loop, and a shorter loop; tests/test_attention_bwd.py holds both). On
+#: the H200 it was faster at d = 128 and slower at d = 64 (bench/results/flash_bwd_*.md): hence on at d = 128 only.
 #: DQ_LAG: 1 (d = 128, DQ_MODE 1) forms query block i's dQ in step i + 1, from two dS buffers handed over by
 #: mbarriers, so the two consumers no longer meet twice a step. PINGPONG: 1 makes the two consumers take turns
 #: issuing their products, so one forms P and dS while the other's run (at d = 128 it brings DQ_LAG=1 with it:
@@ -228,9 +222,9 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
 
 def pingpong_by_default(head_dim: int, opts: dict[str, int]) -> bool:
     """Whether a build that names neither PINGPONG nor DQ_LAG gets them: at d = 128, where they apply and the
-    chapter's kernel is not otherwise asked for (UNIFORM=0 names it). Measured on the H200 at dd8f33f (d = 128,
-    N = 4096 and 8192, causal or not, 3 rounds): 0.93-1.03x cuDNN against 0.89-1.01x for the chapter's kernel
-    in the same rounds; at d = 64 (f21183e) 0.75-0.84x against 0.75-0.85x, so not there."""
+    chapter's kernel is not otherwise asked for (UNIFORM=0 names it). On the H200 they ran ahead of the chapter's
+    kernel in the same rounds at d = 128 (N = 4096 and 8192, causal or not); at d = 64 turns were within the
+    noise of it, so not there (the runs: bench/results/flash_bwd_*.md)."""
     return head_dim == 128 and opts["DQ_MODE"] == 1 and opts["CONSUMERS"] == 2 and opts.get("UNIFORM", 1) == 1
 
 

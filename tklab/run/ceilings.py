@@ -3,8 +3,8 @@
 Two kinds of number live here, and each says which it is:
 - ``measured``: read on a real card with a library (cuBLAS, a device-to-device copy) — what a kernel
   can realistically reach. H200 figures: the project's lent H200 (driver 580.159.04, CUDA 13.0, torch
-  2.11): cuBLAS measured 2026-11-29 (``shared/anchors.md``); the copy is chapter 00's ceilings cell as
-  recorded in ``bench/results/recorded.json`` (key ``ch00.ceilings``), the one bandwidth every chapter
+  2.11): cuBLAS as recorded in ``shared/anchors.md`` (each figure's label says when); the copy is chapter 00's
+  ceilings cell as recorded in ``bench/results/recorded.json`` (key ``ch00.ceilings``), the one bandwidth every chapter
   quotes (``tests/test_chapter_claims.py`` holds this value to that record and the prose to this value).
 - ``datasheet``: the vendor's peak — a bound nothing reaches.
 
@@ -49,7 +49,8 @@ class Ceilings:
 
 _MEASURED_H200 = "measured on the lent H200, 2026-11-29 (cuBLAS; shared/anchors.md)"
 #: A 1 GiB cupy device-to-device copy (bytes read + written), timed by chapter 00's ceilings cell on the lent
-#: H200: bench/results/recorded.json, key ch00.ceilings (copy_tbps 4.237, 2026-12-01, commit dbbee88).
+#: H200: bench/results/recorded.json, key ch00.ceilings (copy_tbps 4.237 there, rounded here; the record keeps
+#: its device, date and commit, and tests/test_chapter_claims.py holds this value to it).
 H200_COPY_TBPS = 4.24
 _COPY_H200 = "1 GiB device-to-device copy on the lent H200, 2026-12-01 (recorded.json: ch00.ceilings, dbbee88)"
 

@@ -56,9 +56,8 @@ __device__ inline void sync() {
 /// default). What it hands back is a stage whose only readers were this warp's wgmma groups, retired by
 /// wgmma.wait_group before the call, so no read of it is outstanding when the arrival leaves. The strict
 /// memory-model form, `mbarrier.arrive.release.cluster`, also orders this thread's accesses for the other
-/// block -- and measured 35 % slower on the H200 (chapter 08 step 5 at 4096^3: 462-469 vs 700-713 TFLOP/s,
-/// 2026-12-01, bench/results/gpu-session_2026-12-01_session5.md): a cluster-scope fence on every release.
-/// CUTLASS's cluster barrier uses the plain form too.
+/// block -- and made chapter 08's step 5 markedly slower on the H200 (chapter 08 section 5 quotes the runs, from
+/// bench/results/): a cluster-scope fence on every release. CUTLASS's cluster barrier uses the plain form too.
 __device__ inline void arrive_remote(mbarrier& bar, int cta) {
     asm volatile(
         "{\n .reg .b32 remote;\n"
