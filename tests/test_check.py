@@ -16,6 +16,7 @@ import stubs
 
 import tklab
 from tklab import gpu, specs
+from tklab.grading import cases as emu_cases
 from tklab.grading import emulated
 from tklab.grading.check import check, main, resolve
 from tklab.grading.judge import compare
@@ -76,7 +77,7 @@ def test_solution_passes_its_cpu_check(exercise):
     assert res.static_ok, res
     if spec.language == "numba" or not NO_GPU:
         assert res.passed is True, res
-    elif emulated.can_run(spec):  # no GPU: CUDA C++ runs on the CPU emulator, at its smaller cases
+    elif emu_cases.can_run(spec):  # no GPU: CUDA C++ runs on the CPU emulator, at its smaller cases
         assert res.passed is True and res.run_where == emulated.LABEL, res
     else:
         assert res.passed is None and "needs a GPU" in res.run_message

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tklab import channel, child, gpu, judge, runner, specs, verdict
+from tklab.grading import modes, running
 from tklab.run.bench import BenchResult
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +93,7 @@ def _run(state, body, bench=True, tamper=None):
     chan = channel.ChildIO(sent.extend, cases, lambda i: {k: v.copy() for k, v in inputs[i].items()}, 1234)
     child._run_cuda(spec, ROOT / spec.solution, chan, bench)
     data = tamper(bytes(sent)) if tamper else bytes(sent)
-    out = judge.judge(spec, child.MODES["gpu"], cases, inputs, data)
+    out = judge.judge(spec, modes.MODES["gpu"], cases, inputs, data)
     return spec, state["kernel"], out
 
 
@@ -143,7 +144,7 @@ def test_a_child_that_claims_success_without_outputs_fails(fake_device):
     cases = list(spec.cases)
     inputs = judge.draw_inputs(spec, cases, 7)
     claim = channel.frame("done", ok=True, passed=True, status="ok") + channel.frame("speed", ms=0.001, baseline_ms=1)
-    out = judge.judge(spec, child.MODES["gpu"], cases, inputs, claim, returncode=0)
+    out = judge.judge(spec, modes.MODES["gpu"], cases, inputs, claim, returncode=0)
     assert out.status == "crashed" and "before returning the output for M=1024" in out.message
     assert out.evidence == verdict.Evidence.NOT_ESTABLISHED
 
@@ -289,13 +290,13 @@ def test_the_reference_child_times_the_solution_on_the_learners_benchmark_inputs
     monkeypatch.setattr(importlib.import_module("tklab.run.bench"), "bench", fake_bench)
     monkeypatch.setattr(child, "_TIMER", None)
     ref, ref_saw = _frames_of(spec, _right, reference_child)
-    out = judge.judge(spec, child.MODES["reference"], [], [], ref)
+    out = judge.judge(spec, modes.MODES["reference"], [], [], ref)
     assert out.status == "ok" and out.result["speed"]["ms"] == 1.6 and out.result["speed"]["baseline_ms"] == 0.5
     assert not [h for h, _ in channel.read_frames(ref) if h["type"] in ("output", "launched")]  # no cases run
     assert len(ref_saw) == len(learner_saw) > 0  # the same benchmark inputs, call for call
     assert all(np.array_equal(a, b) for a, b in zip(ref_saw, learner_saw, strict=True))
     assert "reference_ms" not in judge.speed_entry(spec, {"ms": 2.0, "baseline_ms": 1.0, "reference_ms": 0.1})
-    assert child.choose_mode(spec, True).name == "gpu"  # never chosen for a learner's run
+    assert modes.choose_mode(spec, True).name == "gpu"  # never chosen for a learner's run
 
 
 def test_the_reference_child_without_its_module_says_so(fake_device, monkeypatch):
@@ -342,21 +343,20 @@ def _check_with_rounds(monkeypatch, path, learner_ms, reference_ms):
     calls, _ = _recorder(monkeypatch, learner_ms, reference_ms)
     monkeypatch.setattr(chk.gpu, "available", lambda: True)
     monkeypatch.setattr(chk.gpu, "arch", lambda: "sm_90a")
-    monkeypatch.setattr(chk, "_hazards", lambda *a, **k: None)
+    monkeypatch.setattr(running.cases, "hazard_cases", lambda spec: [])  # no hazard run: the rounds alone
     return chk.check("ch10_flash", path, seed=None), calls
 
 
 def _rounds(monkeypatch, learner_ms, reference_ms, learner_status="ok"):
     """The rounds alone (``_with_reference_rounds``, then the floors), on the recorder: (result, calls)."""
-    import tklab.grading.check as chk
 
     calls, learner_run = _recorder(monkeypatch, learner_ms, reference_ms, learner_status)
     spec = specs.get("ch10_flash")
     res = verdict.CheckResult(spec.id, spec.title, "mine.cu", compiled=True, arch="sm_90a")
-    out = chk._with_reference_rounds(learner_run, res, spec, {child.REFERENCE_VARIABLE: "k"}, ["k"], 7, 60.0, ())
-    chk._fill_run(res, out)
+    out = running._with_reference_rounds(learner_run, res, spec, {child.REFERENCE_VARIABLE: "k"}, ["k"], 7, 60.0, ())
+    judge.fill_run(res, out)
     if out.status == "ok":
-        chk._gpu_floors(res, spec)
+        judge.judge_gpu_floors(res, spec)
     return res, calls
 
 
@@ -417,11 +417,10 @@ def test_on_the_gpu_the_solution_meets_its_own_overlap_floor_in_separate_rounds(
 def test_the_reference_child_gets_its_module_through_the_real_sandbox_and_nothing_else(tmp_path):
     """Mode ``reference`` through ``run_isolated`` (the real sandbox, no GPU here): with the key and the cache
     entry handed over it gets as far as asking for the GPU; without them it says the module is missing."""
-    import tklab.grading.check as chk
 
     spec = specs.get("ch10_flash")
     keys: list[str] = []
-    env = chk._reference(spec, "sm_90a", keys)
+    env = running._reference(spec, "sm_90a", keys)
     kw = {"mode": "reference", "bench": True, "seed": 3, "arch": "sm_90a", "source": "// nothing\n", "timeout": 60}
     handed = runner.run_isolated(spec.id, tmp_path / "ch10_flash.cu", env=env, cache_keys=keys, **kw)
     missing = runner.run_isolated(spec.id, tmp_path / "ch10_flash.cu", env=env, **kw)

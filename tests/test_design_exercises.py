@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tklab import gpu, specs
+from tklab.grading import cases as emu_cases
 from tklab.grading import emulated, spoilers
 from tklab.grading.check import check
 
@@ -217,7 +218,7 @@ def _planted(tmp_path: Path, exercise: str, variant: Edit) -> Path:
 def _cpu(exercise: str, variant: Edit) -> None:
     if not NO_GPU:
         pytest.skip("a GPU is here: the gpu twins run these")
-    if not emulated.can_run(specs.get(exercise)):
+    if not emu_cases.can_run(specs.get(exercise)):
         pytest.skip("no C++ compiler for the CPU emulator")
     if not (variant.core or FULL):
         pytest.skip("beyond the suite's core: TKLAB_DESIGN_FULL=1 runs it on the CPU (a GPU always does)")

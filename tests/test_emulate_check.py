@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tklab import gpu, specs
+from tklab.grading import cases as emu_cases
 from tklab.grading import emulated
 from tklab.grading.check import check
 
@@ -24,7 +25,7 @@ def _established() -> str:
     return "cpu-emulation" if emulate.engine() == "ptx" else "cpu-practice"
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(gpu.available() or not emulated.can_run(specs.get("ch02_smem_tiling")),
+pytestmark = pytest.mark.skipif(gpu.available() or not emu_cases.can_run(specs.get("ch02_smem_tiling")),
                                 reason="a GPU is here (checks run on it), or no C++ compiler for the emulator")
 
 
@@ -46,7 +47,7 @@ def test_a_race_fails_the_check_and_says_why(tmp_path: Path) -> None:
 
 def test_cases_too_big_for_the_cpu_are_left_out_and_named() -> None:
     spec = specs.get("ch06_tiles")
-    small = emulated.cases(spec)
+    small = emu_cases.cases(spec)
     assert small and all(d in spec.cases for d in small)
     assert {"M": 1024, "N": 1024, "K": 512} not in small
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tklab.grading import exercises as ex
+from tklab.grading import index
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_GENERATED = "// an exercise as the generator once wrote it\n"
@@ -41,7 +42,7 @@ def test_generated_old_file_is_removed(tmp_path: Path, renamed: None):
 def test_both_names_edited_keeps_both(tmp_path: Path, renamed: None, capsys: pytest.CaptureFixture[str]):
     (tmp_path / "old_tiling.cu").write_text("// older work\n")
     (tmp_path / "ch02_smem_tiling.cu").write_text("// newer work\n")
-    assert ex.main(["--exercises", str(tmp_path)]) == 1
+    assert index.main(["--exercises", str(tmp_path)]) == 1
     assert (tmp_path / "old_tiling.cu").read_text() == "// older work\n"
     assert (tmp_path / "ch02_smem_tiling.cu").read_text() == "// newer work\n"
     assert "merge them by hand" in capsys.readouterr().out

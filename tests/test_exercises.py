@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tklab import exercises as ex
+from tklab.grading import index, spec_kit
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +84,7 @@ def test_render_python_stub_gets_pass_and_stays_valid():
 
 def test_repository_exercises_are_in_sync_with_solutions(capsys):
     assert ex.differences() == []
-    assert ex.main(["--check"]) == 0
+    assert index.main(["--check"]) == 0
     generated = ex.plan()
     assert {"ch01_naive_matmul.py", "ch02_smem_tiling.cu", "ch03_register_blocking.cu", "ch04_swizzle.cu",
             "ch05_mma.cu", "ch06_tiles.cu"} <= set(generated)
@@ -117,7 +118,7 @@ def test_check_reports_edits_missing_files_and_stale_manifest(tmp_path, capsys):
     problems = ex.differences(sol, exd)
     assert any(p.startswith("k.cu: differs") for p in problems)
     assert any(p.startswith("f.py: missing") for p in problems)
-    assert ex.main(["--check", "--solutions", str(sol), "--exercises", str(exd)]) == 1
+    assert index.main(["--check", "--solutions", str(sol), "--exercises", str(exd)]) == 1
     assert "k.cu" in capsys.readouterr().out
 
 
@@ -139,7 +140,7 @@ def test_regeneration_refuses_to_overwrite_a_learners_edit(tmp_path, capsys):
     report = ex.sync(sol, exd)
     assert report.refused and report.edited == ["k.cu"] and not report.written
     assert (exd / "k.cu").read_text() == mine
-    assert ex.main(["--solutions", str(sol), "--exercises", str(exd)]) == 1
+    assert index.main(["--solutions", str(sol), "--exercises", str(exd)]) == 1
     err = capsys.readouterr().err
     assert "k.cu" in err and "--backup" in err
     assert (exd / "k.cu").read_text() == mine
@@ -155,7 +156,7 @@ def test_backup_copies_the_edit_aside_then_regenerates(tmp_path, capsys):
     assert (exd / "f.py").read_text() == ex.render(PY, "solutions/f.py", ".py")
     assert ex.differences(sol, exd) == []  # backups are not generated files and do not upset --check
     (exd / "k.cu").write_text("more work\n")
-    assert ex.main(["--backup", "--solutions", str(sol), "--exercises", str(exd)]) == 0
+    assert index.main(["--backup", "--solutions", str(sol), "--exercises", str(exd)]) == 0
     assert "backed up" in capsys.readouterr().out
     assert [p.read_text() for p in exd.glob("k.cu.bak-*")] == ["more work\n"]
 
@@ -192,7 +193,7 @@ def test_bad_solutions_folder_is_refused_and_nothing_is_touched(tmp_path, capsys
         ex.sync(target, exd)
     for args in (["--solutions", str(target), "--exercises", str(exd)],
                  ["--check", "--solutions", str(target), "--exercises", str(exd)]):
-        assert ex.main(args) == 2
+        assert index.main(args) == 2
         err = capsys.readouterr().err
         assert str(target) in err and "nothing was changed" in err
     assert {p.name: p.read_bytes() for p in exd.iterdir()} == before  # no exercise removed or rewritten
@@ -223,6 +224,6 @@ def test_every_speed_target_sits_well_below_the_reference_measurements():
         ratios = [*bench.measured, *recorded.get(ex_id, [])]
         assert ratios, f"{ex_id}: a speed target without any measurement of the reference"
         lowest = min(ratios)
-        assert bench.target <= specs.TARGET_MARGIN * lowest + 1e-12, (
-            f"{ex_id}: target {bench.target}× is above {specs.TARGET_MARGIN} × the lowest reference measurement "
+        assert bench.target <= spec_kit.TARGET_MARGIN * lowest + 1e-12, (
+            f"{ex_id}: target {bench.target}× is above {spec_kit.TARGET_MARGIN} × the lowest reference measurement "
             f"{lowest}×")

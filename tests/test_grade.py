@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tklab import gpu, specs
-from tklab.grading import emulated
+from tklab.grading import cases as emu_cases
 from tklab.grading.grade import FIELDS, Row, find_submissions, grade, main, scan, summary
 from tklab.grading.sheet import cell
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = Path(__file__).resolve().parent / "data" / "class_sample"
 ON_GPU = gpu.available()
 # Without a GPU, CUDA exercises are checked on the CPU emulator when this machine has a C++ compiler.
-EMULATED = not ON_GPU and emulated.can_run(specs.get("ch02_smem_tiling"))
+EMULATED = not ON_GPU and emu_cases.can_run(specs.get("ch02_smem_tiling"))
 IDS = ["ch01_naive_matmul", "ch02_smem_tiling"]
 FORMULA = "=HYPERLINK(1)"
 SOLUTION_CH01 = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()

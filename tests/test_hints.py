@@ -77,13 +77,13 @@ def test_a_broken_state_file_costs_the_memory_not_the_hint(state: Path):
 
 def test_a_failed_check_shows_level_one_and_only_the_learners_copy_unlocks(state: Path, tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch):
-    from tklab.grading import check as checking
+    from tklab.grading import exercises as learner_files
 
     res = check("ch04_bank_passes", run=False)  # the learner's untouched copy in exercises/: not an attempt
     assert res.passed is False and res.hint.startswith(hints.ladder("ch04_bank_passes").levels[0])
     assert "hint: " in repr(res) and "tklab.hint('ch04_bank_passes')" in repr(res)
     assert res.summary.startswith("not started: ") and not state.exists()
-    monkeypatch.setattr(checking, "EXERCISES", tmp_path / "exercises")  # a learner's copy with a line written
+    monkeypatch.setattr(learner_files, "EXERCISES", tmp_path / "exercises")  # a learner's copy with a line written
     (tmp_path / "exercises" / "drills").mkdir(parents=True, exist_ok=True)
     res = check("ch04_bank_passes", stubs.begun_file("ch04_bank_passes", tmp_path / "exercises" / "drills"),
                 run=False)

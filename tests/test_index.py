@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tklab.grading import exercises, specs
+from tklab.grading import index as exercises
+from tklab.grading import specs
 
 ROOT = Path(__file__).resolve().parent.parent
 

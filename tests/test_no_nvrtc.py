@@ -18,12 +18,12 @@ import stubs
 
 import tklab
 from tklab import doctor, gpu, specs
-from tklab.grading import emulated
+from tklab.grading import cases as emu_cases
 from tklab.grading.check import check
 from tklab.toolchain import locate
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(not emulated.can_run(specs.get("ch02_smem_tiling")),
+pytestmark = pytest.mark.skipif(not emu_cases.can_run(specs.get("ch02_smem_tiling")),
                                 reason="no C++ compiler for the CPU emulator")
 
 ADD = 'extern "C" __global__ void add_one(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] += 1.0f; }'

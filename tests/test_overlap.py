@@ -12,7 +12,8 @@ import pytest
 
 import tklab
 from tklab import attention, specs
-from tklab.grading.specs import StaticContext
+from tklab.grading import spec_kit
+from tklab.grading.spec_kit import StaticContext
 from tklab.toolchain import overlap
 from tklab.toolchain.locate import REPO
 
@@ -112,7 +113,7 @@ CHECK = next(c for c in SPEC.static if c.name == "softmax under P·V (SASS)")
 MUTATIONS = {m.name: m for m in planted.load("ch10_flash")}
 
 
-def _verdict(source: str) -> specs.StaticResult:
+def _verdict(source: str) -> spec_kit.StaticResult:
     mod = tklab.compile(source, arch=SPEC.arch, name=SPEC.filename, options=SPEC.options)
     ctx = StaticContext(spec=SPEC, source=source, program=SPEC.filename, arch=SPEC.arch, module=mod,
                         kernel=mod[SPEC.kernel])

@@ -16,9 +16,10 @@ import planted
 import pytest
 
 from tklab import gpu, specs
-from tklab.grading import emulated
+from tklab.grading import cases as emu_cases
+from tklab.grading import judge
 
-pytestmark = pytest.mark.skipif(gpu.available() or not emulated.can_run(specs.get("ch05_mma")),
+pytestmark = pytest.mark.skipif(gpu.available() or not emu_cases.can_run(specs.get("ch05_mma")),
                                 reason="a GPU is here (its twin runs), or no C++ compiler for the emulator")
 
 SEED = 23  # fixed: a CPU run is reproducible; the GPU twin draws three seeds
@@ -128,7 +129,7 @@ def test_planted_mistake_fails_and_benign_variant_passes(mutation: planted.Mutat
 def test_a_missing_barrier_of_chapter_02_fails_a_gpu_check_by_the_hazard_analysis(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A missing __syncthreads can pass on a GPU by timing luck, so a GPU check of chapters 02-04 also
-    emulates one small case for hazards (``check.HAZARDS_FROM_CHAPTER``). The GPU run is stood in (it
+    emulates one small case for hazards (``running.HAZARDS_FROM_CHAPTER``). The GPU run is stood in (it
     passes); the hazard run beside it is real: the planted race fails, the solution passes."""
     import tklab.grading.check as chk
     from tklab.grading import judge, runner

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from tklab import gpu, specs
-from tklab.grading import channel, emulated, hygiene
+from tklab.grading import cases as emu_cases
+from tklab.grading import channel, hygiene
 from tklab.grading.check import check
 from tklab.grading.runner import run_isolated
 from tklab.toolchain import includes
@@ -27,7 +28,7 @@ CH01 = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
 CH02 = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text()
 CH02_WRONG = CH02.replace("C[row * N + col] = acc;", "C[row * N + col] = acc + 1.0f;")
 assert CH02_WRONG != CH02
-emu = pytest.mark.skipif(gpu.available() or not emulated.can_run(specs.get("ch02_smem_tiling")),
+emu = pytest.mark.skipif(gpu.available() or not emu_cases.can_run(specs.get("ch02_smem_tiling")),
                          reason="a GPU is here (CUDA checks run on it), or no C++ compiler for the emulator")
 
 
@@ -233,8 +234,8 @@ def test_writing_answers_into_the_result_pipe_at_import_fails(tmp_path, level):
 
 
 def test_frames_without_the_runs_key_are_refused():
-    from tklab.grading.child import MODES
     from tklab.grading.judge import draw_inputs, judge
+    from tklab.grading.modes import MODES
 
     spec = specs.get("ch01_naive_matmul")
     cases = list(spec.sim_cases)[:1]

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from tklab import emulate, gpu, specs
-from tklab.grading import emulated
+from tklab.grading import cases as emu_cases
+from tklab.grading import program
 from tklab.grading.check import check
 from tklab.grading.runner import run_isolated
 
@@ -26,7 +27,7 @@ CH01 = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
 CH02 = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text()
 CH05 = (ROOT / "solutions" / "ch05_mma.cu").read_text()
 cpu_path = pytest.mark.skipif(gpu.available() or emulate.engine() != "ptx" or
-                              not emulated.can_run(specs.get("ch02_smem_tiling")),
+                              not emu_cases.can_run(specs.get("ch02_smem_tiling")),
                               reason="a GPU is here (checks run on it), or no NVRTC / C++ compiler for the interpreter")
 
 
@@ -126,7 +127,7 @@ def test_the_emulators_second_opinion_cannot_be_switched_off(tmp_path: Path) -> 
         nvrtc_compile(payload + racy, arch="sm_90a", name="ch02_smem_tiling.cu")
     f = _file(tmp_path, "ch02_smem_tiling.cu", racy)
     spec = specs.get("ch02_smem_tiling")
-    ptx = emulated.ptx_for(spec, f.read_text(), f.name)
+    ptx = program.ptx_for(spec, f.read_text(), f.name)
     assert ptx is not None
     out = run_isolated(spec.id, f, mode="hazards", timeout=120.0, source=f.read_text(), ptx=ptx)
     assert out.status == "error" and "race" in out.message, out

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tklab.grading import cases as emu_cases
 from tklab.grading import specs
 from tklab.grading import trace_report as report
 from tklab.grading.verdict import CheckResult, StaticResult
@@ -31,10 +32,9 @@ def test_why_is_taken_for_a_slow_run_or_on_request() -> None:
 
 
 def test_add_why_names_the_rings_waiting_line() -> None:
-    from tklab.grading import emulated
 
     spec = specs.get("ch07_tma_ring")
-    if not emulated.can_run(spec):
+    if not emu_cases.can_run(spec):
         pytest.skip("the CPU emulator cannot run here")
     file = ROOT / "solutions" / "ch07_tma_ring.cu"
     source = file.read_text()

@@ -14,7 +14,7 @@ import stubs
 
 from tklab.grading import specs, untouched
 from tklab.grading.exercises import rendered
-from tklab.grading.specs import StaticResult
+from tklab.grading.spec_kit import StaticResult
 from tklab.grading.verdict import CheckResult
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tklab.grading import specs
+from tklab.grading import cases as emu_cases
+from tklab.grading import judge, running, specs
 from tklab.grading.judge import compare
 from tklab.grading.verdict import CheckResult
 from tklab.run.arrays import bf16_to_float32, isclose, relative_rms
@@ -48,18 +49,17 @@ def test_rising_inputs_raise_every_rows_maximum_in_every_key_block(exercise: str
 
 
 def test_emulated_cases_exercise_the_loops() -> None:
-    from tklab.grading import emulated
 
-    ch08 = emulated.cases(specs.get("ch08_wgmma"))
+    ch08 = emu_cases.cases(specs.get("ch08_wgmma"))
     assert any(d["K"] // 64 > 4 and d["M"] // 64 > 1 and d["N"] // 256 > 1 for d in ch08)  # ring wraps, tiles
     from tklab.kernels import attention
 
     bc = attention.build("hopper", 128).option("BC")
-    ch10 = emulated.cases(specs.get("ch10_flash"))
+    ch10 = emu_cases.cases(specs.get("ch10_flash"))
     assert any(d["causal"] and -(-d["N"] // bc) > 2 and d["N"] % bc for d in ch10)  # wraps, diagonal, tail
     for e in ("ch07_tma_ring", "ch08_wgmma", "ch10_flash"):  # TMA: at least two completion orders
-        assert len({d.get("tma_order", 0) for d in emulated.cases(specs.get(e))}) >= 2, e
-    assert emulated.left_to_gpu(specs.get("ch08_wgmma")) == [{"M": 1024, "N": 1024, "K": 1024}]
+        assert len({d.get("tma_order", 0) for d in emu_cases.cases(specs.get(e))}) >= 2, e
+    assert emu_cases.left_to_gpu(specs.get("ch08_wgmma")) == [{"M": 1024, "N": 1024, "K": 1024}]
 
 
 def test_a_partial_pass_says_how_many_cases_and_that_the_rest_need_a_gpu() -> None:
@@ -93,10 +93,10 @@ def test_a_gpu_pass_is_failed_by_the_emulators_hazard_analysis(monkeypatch: pyte
     import planted
 
     import tklab.grading.check as chk
-    from tklab.grading import emulated, judge, runner
+    from tklab.grading import runner
     from tklab.grading.verdict import Evidence
 
-    if not emulated.can_run(specs.get("ch08_wgmma")):
+    if not emu_cases.can_run(specs.get("ch08_wgmma")):
         pytest.skip("no C++ compiler for the emulator")
     real = runner.run_isolated
     for exercise_id in specs.all_ids():  # the specs size their launches for this machine: before the stand-in
@@ -123,17 +123,16 @@ def test_a_gpu_pass_is_failed_by_the_emulators_hazard_analysis(monkeypatch: pyte
 def test_the_reference_solution_reaches_the_child_as_a_compiled_module(monkeypatch: pytest.MonkeyPatch) -> None:
     """A concept floor's yardstick on a GPU: the parent compiles the hidden solution and hands the child its
     compile-cache entry by key; the child rebuilds the kernel from it (no source, no GPU needed to look)."""
-    import tklab.grading.check as chk
     from tklab.grading import child
 
     spec = specs.get("ch10_flash")
     keys: list[str] = []
-    env = chk._reference(spec, "sm_90a", keys)
+    env = running._reference(spec, "sm_90a", keys)
     assert env[child.REFERENCE_VARIABLE] == keys[0]
     monkeypatch.setenv(child.REFERENCE_VARIABLE, keys[0])
     kernel = child._reference_kernel(spec, "sm_90a")
     assert kernel is not None and kernel.module.source == "" and len(kernel.module.cubin) > 0
-    assert chk._reference(specs.get("ch08_wgmma"), "sm_90a", []) == {}  # no floor: nothing compiled
+    assert running._reference(specs.get("ch08_wgmma"), "sm_90a", []) == {}  # no floor: nothing compiled
 
 
 def test_the_report_says_where_the_code_ran_in_plain_words() -> None:

@@ -7,7 +7,7 @@ import sys
 
 VERBS = {
     "doctor": ("tklab.course.doctor", "what works on this machine and what a missing piece costs"),
-    "exercises": ("tklab.grading.exercises",
+    "exercises": ("tklab.grading.index",
                   "regenerate exercises/ from solutions/ (--check: verify; --list: the index)"),
     "check": ("tklab.grading.check", "check a learner's file: python -m tklab check exercises/ch02_smem_tiling.cu"),
     "hint": ("tklab.grading.hints", "the next hint of an exercise: python -m tklab hint ch10_flash [--more]"),

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ..toolchain.compiler import COURSE_ARCH
 from . import build as _build
+from .arguments import LaunchResult
 from .build import EmulationCompileError
 from .errors import (
     AssertionFailed,
@@ -49,7 +50,7 @@ from .errors import (
     TimeLimit,
 )
 from .interp.module import PtxKernel, PtxModule
-from .module import TMA_ORDERS, EmuKernel, EmuModule, LaunchResult
+from .module import TMA_ORDERS, EmuKernel, EmuModule
 from .tensormap import TensorMap, tensor_map
 from .toolchain import Compiler, NoCompiler, find
 

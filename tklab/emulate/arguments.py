@@ -15,7 +15,7 @@ import ctypes
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -170,12 +170,28 @@ def _scalar(where: str, value: Any, p: Param) -> bytes:
     return _pack_scalar(where, value, p.declared, p.size)
 
 
+@dataclass
+class LaunchResult:
+    """What the last launch left besides the arrays: warnings (e.g. reads of unwritten shared memory),
+    ``printf`` output, the TMA completion order it ran under, and the most wgmma groups one warp had
+    in flight at once (committed, not yet retired by its ``wgmma.wait_group``; 0 without wgmma)."""
+
+    warnings: list[str] = field(default_factory=list)
+    output: str = ""
+    tma_order: str = "delayed"
+    wgmma_max_in_flight: int = 0
+    #: The PTX interpreter's account of what executed (thread-level executions by PTX opcode); {} natively.
+    executed: dict[str, int] = field(default_factory=dict)
+    #: ... its concept counters (``tklab.emulate.interp.module.CONCEPTS``); {} natively.
+    concepts: dict[str, int] = field(default_factory=dict)
+    #: ... and each instruction's executions (a NumPy array by instruction number); None natively.
+    counts: Any = None
+
+
 def finish(rt: Any, args: Arguments, failed: int, *, library: Path, program: str, tma_order: str,
            instr_where: Callable[[int], str] | None = None, **extra: Any) -> tuple[Any, errors.EmulationError | None]:
     """The launch's report (read before ``args.done``): its ``LaunchResult`` (``extra``: the interpreter's fields),
     and the error the runtime reported (None: none), its placeholders filled in (lines, elements, arguments)."""
-    from .module import LaunchResult
-
     error = (rt.tkemu_error() or b"").decode(errors="replace")
     warnings = json.loads((rt.tkemu_warnings() or b"[]").decode(errors="replace") or "[]")
     output = (rt.tkemu_output() or b"").decode(errors="replace")

@@ -30,7 +30,6 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ import numpy as np
 from ..run import signature
 from ..run.launch import check_count, check_launch
 from ..toolchain.compiler import KernelsByName
-from .arguments import Arguments, Param, dyn_shared_limit, finish
+from .arguments import Arguments, LaunchResult, Param, dyn_shared_limit, finish
 from .build import Built
 
 _LOCK = threading.Lock()  # one launch at a time: the runtime's buffer slots are process-wide
@@ -68,24 +67,6 @@ def _runtime(path: Path) -> ctypes.CDLL:
         getattr(lib, f).restype = ctypes.c_char_p
     _RUNTIMES[path.name] = lib
     return lib
-
-
-@dataclass
-class LaunchResult:
-    """What the last launch left besides the arrays: warnings (e.g. reads of unwritten shared memory),
-    ``printf`` output, the TMA completion order it ran under, and the most wgmma groups one warp had
-    in flight at once (committed, not yet retired by its ``wgmma.wait_group``; 0 without wgmma)."""
-
-    warnings: list[str] = field(default_factory=list)
-    output: str = ""
-    tma_order: str = "delayed"
-    wgmma_max_in_flight: int = 0
-    #: The PTX interpreter's account of what executed (thread-level executions by PTX opcode); {} natively.
-    executed: dict[str, int] = field(default_factory=dict)
-    #: ... its concept counters (``tklab.emulate.interp.module.CONCEPTS``); {} natively.
-    concepts: dict[str, int] = field(default_factory=dict)
-    #: ... and each instruction's executions (a NumPy array by instruction number); None natively.
-    counts: Any = None
 
 
 class EmuModule(KernelsByName):

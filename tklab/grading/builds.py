@@ -37,9 +37,9 @@ def _compiled(other: Any, source: str, shown: str, mode: str, arch: str) -> tupl
         return [], None, f"{shown} does not compile as {other.title} ({' '.join(other.options)}): {first}"
     ptx = None
     if mode in ("emu", "hazards", "trace"):
-        from ..grading import emulated as emulated
+        from .program import ptx_for
 
-        ptx = emulated.ptx_for(other, source, shown, mod)
+        ptx = ptx_for(other, source, shown, mod)
     return [mod.key], ptx, ""
 
 
@@ -52,7 +52,7 @@ def run_others(spec: Any, outcome: RunOutcome, *, file: Path, source: str, shown
     build's."""
     if outcome.status != "ok" or not spec.builds or spec.language != "cuda":
         return outcome
-    from .child import MODES
+    from .modes import MODES
     from .runner import run_isolated
 
     for other in spec.builds:

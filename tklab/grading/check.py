@@ -47,7 +47,6 @@ Public API: ``check(exercise, path=None, *, run=None, bench=True, timeout=None, 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import math
 import os
@@ -56,15 +55,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..paths import REPO
 from ..run import gpu
-from . import specs, untouched
+from . import judge, reporting, running, specs, static, untouched
+from .exercises import EXERCISES
+from .progress import STAGE_PREFIX, listen, tell
 from .route import route
-from .specs import Exercise, StaticContext, StaticResult
+from .spec_kit import Exercise
 from .verdict import CheckResult
-
-ROOT = REPO
-EXERCISES = ROOT / "exercises"
 
 #: A learner's exercise is a few KB; a file far larger than this was generated or is not an exercise.
 MAX_SOURCE_BYTES = 512 * 1024
@@ -98,91 +95,6 @@ def _shown(path: Path) -> str:
 
 # ---- the check --------------------------------------------------------------------------------------
 
-def _static_cuda(spec: Exercise, source: str, shown: str, res: CheckResult, arch: str, own_dir: Path) -> Any:
-    """Compile and run the static checks; returns the module (None when it does not compile)."""
-    from ..toolchain import includes, locate
-    from ..toolchain.compiler import CompileError
-    from ..toolchain.compiler import compile as tk_compile
-    from ..toolchain.locate import NvrtcUnavailable
-    from . import directives, without_nvrtc
-
-    res.arch = arch
-    try:  # before NVRTC reads anything: it runs here, as the grader
-        includes.refuse_outside(source, shown, own_dir=own_dir, allowed=[locate.tile_library_dir(),
-                                *map(Path, locate.include_dirs())],
-                                search=[Path.cwd(), locate.tile_library_dir(), *map(Path, locate.include_dirs())])
-    except includes.IncludeRefused as e:
-        res.compile_error = str(e)
-        return None
-    if added := directives.added(spec, source, shown):  # one preprocessor view on every path (directives.py)
-        res.compile_error = "\n".join(added)
-        return None
-    try:
-        mod = tk_compile(source, arch=arch, name=shown, options=spec.options)
-    except NvrtcUnavailable as e:  # macOS: the emulator compiles it; the static checks are skipped, by name
-        without_nvrtc.compile_step(spec, source, shown, res, arch, str(e))
-        return None
-    except CompileError as e:
-        res.compile_error = str(e)
-        return None
-    except ValueError as e:  # e.g. a NUL byte: refused before NVRTC sees it
-        res.compile_error = str(e)
-        return None
-    res.compiled = True
-    try:
-        kernel = mod[spec.kernel]
-    except KeyError:
-        res.static.append(StaticResult("entry kernel", False, f"no kernel named {spec.kernel} (kernels: "
-                                       f"{', '.join(mod.kernels) or 'none'}); keep the name the exercise gives"))
-        return mod
-    res.resources = (f"{kernel.registers} registers, {kernel.shared_bytes} B static shared memory, "
-                     f"{kernel.spill_bytes} B spilled")
-    ctx = StaticContext(spec=spec, source=source, program=shown, arch=arch, module=mod, kernel=kernel)
-    for chk in spec.static:
-        res.static.append(chk.run(ctx))
-    return mod
-
-
-def _static_numba(spec: Exercise, source: str, shown: str, res: CheckResult) -> None:
-    from . import hygiene
-
-    try:
-        ast.parse(source, shown)
-    except SyntaxError as e:
-        res.compile_error = f"{shown}:{e.lineno}: error: {e.msg}\n  {(e.text or '').rstrip()}"
-        return
-    refused = hygiene.problems(source, shown, plain_functions=spec.language == "python")
-    if refused:  # nothing of it runs: the file does what an exercise file may not (tklab.grading.hygiene)
-        res.compile_error = "\n".join(f"{p} (refused before running)" for p in refused)
-        return
-    res.compiled = True
-    ctx = StaticContext(spec=spec, source=source, program=shown)
-    for chk in spec.static:
-        res.static.append(chk.run(ctx))
-    res.notes += [r for r in (remark(source) for remark in spec.remarks) if r]
-
-
-def _fill_run(res: CheckResult, outcome: Any) -> None:
-    from .specs import dims_text
-
-    res.run_status = outcome.status
-    result = outcome.result or {}
-    res.run_where = result.get("device") or res.run_where
-    if outcome.status == "ok":
-        n = len(result.get("cases", []))
-        shapes = "; ".join(dims_text(c["dims"]) for c in result.get("cases", []))
-        res.run_message = f"correct on {n} fresh random input{'s' if n != 1 else ''} ({shapes})"
-    elif outcome.status == "wrong":
-        bad = next(c for c in result["cases"] if not c["ok"])
-        m = next(o for o in bad["outputs"] if not o["ok"])
-        res.mismatch = {**m, "dims": bad["dims"]}
-        res.run_message = f"wrong result for {dims_text(bad['dims'])}"
-    else:
-        res.run_message = outcome.message
-    if result.get("speed"):
-        res.speed = result["speed"]
-
-
 def read_source(path: Path) -> tuple[str | None, str, list[str]]:
     """(text, problem, notes) of a learner's file: text None with ``problem`` set when it cannot be checked.
 
@@ -213,17 +125,8 @@ def read_source(path: Path) -> tuple[str | None, str, list[str]]:
     return text.lstrip("\ufeff"), "", notes
 
 
-#: Set by ``main(--stages)``: tells a grading parent what the check is doing, so a limit can name it.
-_progress: Any = None
-
-
 #: Environment variable that fixes the inputs' seed of checks run from a notebook (see ``check``).
 SEED_VARIABLE = "TKLAB_CHECK_SEED"
-
-
-def _tell(stage: str) -> None:
-    if _progress is not None:
-        _progress(stage)
 
 
 def _compiles_bounded(fn: Any) -> Any:
@@ -258,274 +161,57 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     ``trace``: the report's "why" (the emulator's trace, worst lines): None for a run that was too slow, True
     also after a pass, False never (``tklab.grading.trace_report``).
     """
-    if seed is None and os.environ.get(SEED_VARIABLE, "").strip():
-        try:
-            seed = int(os.environ[SEED_VARIABLE])
-        except ValueError:
-            raise ValueError(f"${SEED_VARIABLE} must be an integer, got {os.environ[SEED_VARIABLE]!r}") from None
-    from .child import choose_mode
-
+    seed = _seed(seed)
     spec, file = resolve(exercise, path)
-    shown = _shown(file)
-    res = CheckResult(exercise=spec.id, title=spec.title, path=shown)
-    if not file.is_file():
-        res.compile_error = f"{shown}: no such file (run `python -m tklab exercises` to generate the exercises)"
+    res = CheckResult(exercise=spec.id, title=spec.title, path=_shown(file))
+    source = _intake(spec, file, res)  # 1. parse: the file read (or refused), compared with its stub
+    if source is None:
         res.passed = False
         return res
+    where = route(spec)  # this GPU, or the CPU emulator and why (an older GPU, no NVRTC)
+    tell(f"compiling {res.path}")
+    module = static.run(spec, source, res.path, res, where.static_arch, file.resolve().parent)  # 2. static
+    if module is not None:
+        res.arch = module.arch or res.arch
+    if not res.compiled:
+        res.passed = False
+        return res
+    have_gpu = where.on_gpu if spec.language == "cuda" else gpu.available()
+    ran = running.run(spec, file, source, res.path, res, have_gpu=have_gpu, why=where.why, module=module,  # 3. run
+                      wanted=run, bench=bench, timeout=timeout, seed=seed, hide=hide)
+    if ran is not None:
+        judge.judge_run(res, spec, ran, where.why)  # 4. judge
+    elif not res.compiled:  # a numba kernel that numba could not compile to PTX
+        res.passed = False
+        return res
+    judge.decide(res)
+    reporting.report(res, spec, file, source, trace=trace, seed=seed, hide=hide)  # 5. report
+    return res
+
+
+def _seed(seed: int | None) -> int | None:
+    """The inputs' seed: as given, else ``$TKLAB_CHECK_SEED`` where set (a notebook re-executed), else fresh."""
+    if seed is None and os.environ.get(SEED_VARIABLE, "").strip():
+        try:
+            return int(os.environ[SEED_VARIABLE])
+        except ValueError:
+            raise ValueError(f"${SEED_VARIABLE} must be an integer, got {os.environ[SEED_VARIABLE]!r}") from None
+    return seed
+
+
+def _intake(spec: Exercise, file: Path, res: CheckResult) -> str | None:
+    """The learner's text, or None with ``res.compile_error`` saying why it cannot be checked; an untouched file
+    (nothing in the TODOs yet) and given code that changed are noted against its stub."""
+    if not file.is_file():
+        res.compile_error = f"{res.path}: no such file (run `python -m tklab exercises` to generate the exercises)"
+        return None
     source, problem, notes = read_source(file)
     res.notes += notes
     if source is None:
         res.compile_error = problem
-        res.passed = False
-        return res
-    untouched.judge(res, spec, source)  # against its stub: nothing written in the TODOs yet, given code changed
-    where = route(spec)  # this GPU, or the CPU emulator and why (an older GPU, no NVRTC)
-    have_gpu = where.on_gpu if spec.language == "cuda" else gpu.available()
-    _tell(f"compiling {shown}")
-    module_keys: list[str] = []
-    mod = None
-    if spec.language == "cuda":
-        mod = _static_cuda(spec, source, shown, res, where.static_arch, file.resolve().parent)
-        if mod is not None:
-            module_keys.append(mod.key)
-    else:
-        _static_numba(spec, source, shown, res)
-    if not res.compiled:
-        res.passed = False
-        return res
-    mode = choose_mode(spec, have_gpu)
-    if run is False:
-        res.run_message = "not asked for (run=False)"
-    elif mode is None:
-        res.run_message = (f"{where.why.split(', so ')[0]}, and the CPU emulator cannot run it here" if where.why
-                           else "running it needs a GPU, and this machine has none; the static checks above are "
-                           "all that could be checked here")
-    else:
-        from .builds import run_others
-        from .runner import run_isolated
-
-        emulator_parts = None
-        ptx = None
-        if mode.name in ("emu", "practice"):  # the emulator's own parts, and the program it runs (the PTX built here)
-            from ..grading import emulated as emulated
-
-            emulator_parts = emulated.prepare(spec)
-            if mode.name == "emu" and spec.language == "numba":  # compiled by numba in a child of its own
-                from . import numba_ptx
-
-                _tell(f"compiling {shown} to PTX (numba, sandboxed)")
-                ptx, problem = numba_ptx.compile_in_child(spec, file, source, hide)
-                if ptx is None:
-                    res.compiled, res.compile_error, res.passed = False, f"{shown}: {problem}", False
-                    return res
-            elif mode.name == "emu":
-                ptx = emulated.ptx_for(spec, source, shown, mod)
-        limit = timeout if timeout is not None else (180.0 if mode.can_bench and bench else
-                                                     120.0 if mode.name in ("emu", "practice") else 60.0)
-        reference_keys: list[str] = []
-        reference_env = _reference(spec, res.arch, reference_keys) if mode.name == "gpu" and bench else {}
-        if reference_env and seed is None:  # the reference's rounds time the same inputs as the learner's run
-            seed = int.from_bytes(os.urandom(4), "little")
-
-        def learner_run() -> Any:
-            _tell(f"running {shown} ({mode.name})")
-            return run_isolated(spec.id, file, mode=mode.name, timeout=limit, bench=bench and mode.can_bench,
-                                seed=seed, source=source, hide=hide, cache_keys=module_keys,
-                                arch=res.arch or None, emulator_parts=emulator_parts, ptx=ptx)
-
-        if reference_env:
-            outcome = _with_reference_rounds(learner_run, res, spec, reference_env, reference_keys, seed, limit,
-                                             hide)
-        else:
-            outcome = learner_run()
-        outcome = run_others(spec, outcome, file=file, source=source, shown=shown, mode=mode.name, seed=seed,
-                             hide=hide, timeout=limit, arch=res.arch, emulator_parts=emulator_parts)  # builds.py
-        _fill_run(res, outcome)
-        if outcome.status in ("ok", "wrong"):
-            res.established = outcome.evidence.value
-        res.isolation = outcome.isolation
-        res.notes += outcome.notes
-        if mode.note:
-            res.notes.append(mode.note)
-        if where.why and mode.name in ("emu", "practice"):
-            res.notes.append(where.why)
-            res.caveat = res.caveat or "on the CPU emulator: " + where.why.split(", so ")[0]
-        if mode.name == "practice":
-            practice = "practice only: without NVRTC the source ran as host C++ on this machine, not the program a " \
-                "GPU runs; not a graded verdict"
-            res.caveat = practice + (f"; {res.caveat}" if res.caveat else "")
-        if mode.name in ("emu", "practice"):
-            emulated.annotate(res, outcome, spec)
-            marker = "EmulationCompileError: "
-            if outcome.status == "error" and marker in outcome.message and res.resources.startswith("built for"):
-                # without NVRTC the sandboxed run is the file's first compile: its error is a compile error
-                res.compiled, res.compile_error = False, outcome.message.split(marker, 1)[1]
-        elif mode.name == "gpu" and outcome.status == "ok":
-            _gpu_floors(res, spec)
-            if spec.language == "cuda" and spec.chapter.isdigit() and int(spec.chapter) >= HAZARDS_FROM_CHAPTER:
-                _hazards(res, spec, file, source, shown, seed, hide, mod)
-    ran = res.run_status in ("ok", "wrong", "error", "crashed", "timeout")
-    if not res.static_ok:
-        res.passed = False
-    elif ran:
-        res.passed = res.run_status == "ok" and res.judged_ok
-    else:
-        res.passed = None
-    if spec.language == "cuda" and res.static_ok:
-        from ..grading import trace_report as report
-
-        if report.wanted(res, trace):
-            _tell(f"tracing {shown} on the CPU emulator")
-            report.add_why(res, spec, file, source, seed=seed, hide=hide)
-    if spec.language == "python":
-        from . import drills
-
-        drills.annotate(res, spec)
-    _hints(res, spec, file)
-    return res
-
-
-#: From this chapter on, a GPU check also runs the emulator's hazard analysis on one small case: a race can
-#: pass on a GPU by luck, from chapter 02's missing __syncthreads to the asynchronous chapters' stage refilled
-#: while a wgmma group reads it (the planted-mistake suites of chapters 02-04 plant such barriers).
-HAZARDS_FROM_CHAPTER = 2
-
-
-def _reference(spec: Exercise, arch: str, module_keys: list[str]) -> dict[str, str]:
-    """Where a concept floor compares with the reference solution's time: compile the solution here (the
-    sandbox hides it); its cache key goes into ``module_keys``, for the reference's own child (never the
-    learner's). Returns that child's extra environment."""
-    if not any(getattr(f, "needs_reference", False) for f in spec.floors):
-        return {}
-    from ..toolchain.compiler import compile as tk_compile
-    from .child import REFERENCE_VARIABLE
-
-    solution = ROOT / spec.solution
-    if not solution.is_file():  # a course copy without solutions/: the floor is judged without the ratio
-        return {}
-    mod = tk_compile(solution.read_text(), arch=arch, name=solution.name, options=spec.options)
-    module_keys.append(mod.key)
-    return {REFERENCE_VARIABLE: mod.key}
-
-
-#: Reference timings of one check further apart than this (relative) make its ratio uncertain: said in a note.
-REFERENCE_SPREAD = 0.10
-
-
-def _with_reference_rounds(learner_run: Any, res: CheckResult, spec: Exercise, env: dict[str, str],
-                           keys: list[str], seed: int | None, limit: float,
-                           hide: Sequence[str | os.PathLike[str]]) -> Any:
-    """The learner's run between two rounds of the reference solution's timing, each in a child of its own.
-
-    Why not in the learner's child: that child runs the learner's code, which could then read, time or
-    slow down the reference (its module would be in the child's cache). Here the reference's child has
-    nothing of the learner's (no file, no module, separate process tree), the learner's child has nothing
-    of the reference's, and the ratio is computed in this process from the times both sent back. The same
-    seed gives both the same benchmark inputs; a round before and a round after the learner's run (same GPU,
-    minutes apart at most) average out a clock or temperature drift across the three processes. The second
-    round runs only when the learner's run was timed. Returns the learner's ``RunOutcome``, its speed entry
-    completed with ``reference_ms``, ``reference_rounds_ms`` and ``reference_ratio``."""
-    from .runner import run_isolated
-
-    solution = ROOT / spec.solution
-
-    def reference_round(n: int) -> tuple[float | None, str]:
-        _tell(f"timing the reference solution (round {n})")
-        out = run_isolated(spec.id, solution, mode="reference", timeout=limit, bench=True, seed=seed,
-                           source="// the reference solution: its module comes from the compile cache\n",
-                           hide=hide, cache_keys=keys, arch=res.arch or None, env=env)
-        speed = (out.result or {}).get("speed") or {}
-        if out.status == "ok" and speed.get("ms"):
-            return float(speed["ms"]), ""
-        return None, str(speed.get("error") or out.message or out.status)[:300]
-
-    rounds: list[float] = []
-    problems: list[str] = []
-    ms, why = reference_round(1)
-    rounds += [ms] if ms is not None else []
-    problems += [why] if why else []
-    outcome = learner_run()
-    speed = (outcome.result or {}).get("speed") or {}
-    if outcome.status != "ok" or not speed.get("ms") or speed.get("error"):
-        return outcome
-    ms, why = reference_round(2)
-    rounds += [ms] if ms is not None else []
-    problems += [why] if why else []
-    if not rounds:
-        res.notes.append(f"the reference solution could not be timed ({problems[0]}): the "
-                         "concept floors that compare with it were not judged on speed")
-        return outcome
-    reference_ms = sum(rounds) / len(rounds)
-    speed.update(reference_ms=reference_ms, reference_rounds_ms=rounds, reference_ratio=reference_ms / speed["ms"])
-    if len(rounds) > 1 and (max(rounds) - min(rounds)) > REFERENCE_SPREAD * min(rounds):
-        res.notes.append("the reference solution's two timings differ by more than "
-                         f"{REFERENCE_SPREAD:.0%} ({', '.join(f'{r:.3f}' for r in rounds)} ms): the GPU was busy "
-                         "or changing clocks, so its ratio is uncertain; check again")
-    elif problems:
-        res.notes.append(f"one round of the reference solution's timing failed ({problems[0]}); the ratio "
-                         "rests on the other")
-    return outcome
-
-
-def _gpu_floors(res: CheckResult, spec: Exercise) -> None:
-    for floor in spec.floors:
-        judged = floor.judge_gpu(res.speed or {})
-        if judged is not None:
-            res.floors.append(judged)
-
-
-def _hazards(res: CheckResult, spec: Exercise, file: Path, source: str, shown: str, seed: int | None,
-             hide: Sequence[str | os.PathLike[str]], module: Any = None) -> None:
-    """The emulator's hazard analysis of a small case (and of another TMA order), beside a GPU run: a race, a
-    stage released while a product still reads it, a box read before it landed … fail the check even where the
-    GPU's timing hid them."""
-    from ..grading import emulated as emulated
-    from .runner import run_isolated
-    from .specs import dims_text
-
-    name = "hazard analysis (CPU emulator)"
-    cases = emulated.hazard_cases(spec)
-    if not cases:
-        res.notes.append("the emulator's hazard analysis did not run here (no C++ compiler for the emulator): "
-                         "the verdict rests on the GPU run alone")
-        return
-    _tell(f"hazard analysis of {shown} (CPU emulator)")
-    parts = emulated.prepare(spec)  # the emulator's own runtime; it interprets the PTX built here for the GPU
-    out = run_isolated(spec.id, file, mode="hazards", timeout=120.0, seed=seed, source=source, hide=hide,
-                       emulator_parts=parts, ptx=emulated.ptx_for(spec, source, shown, module))
-    where = "; ".join(dims_text(c) for c in cases)
-    if out.status == "ok":
-        res.hazards = StaticResult(name, True, f"no race or asynchronous hazard at {where}")
-        for floor in spec.floors:
-            judged = floor.judge_emulated((out.result or {}).get("facts", {}))
-            if judged is not None:
-                res.floors.append(judged)
-    elif out.status == "wrong":
-        bad = next(c for c in out.result["cases"] if not c["ok"])
-        m = next(o for o in bad["outputs"] if not o["ok"])
-        res.hazards = StaticResult(name, False, f"right on the GPU, but wrong at {dims_text(bad['dims'])} when the "
-                                   "emulator lets "
-                                   f"asynchronous copies and products finish in another order ({m.get('wrong', '?')} "
-                                   f"elements of {m['output']} wrong): the code relies on timing")
-    else:
-        res.hazards = StaticResult(name, False, out.message)
-
-
-def _hints(res: CheckResult, spec: Exercise, file: Path) -> None:
-    """On FAILED: the level-1 hint in the report; a failure of the learner's own copy unlocks a level."""
-    from . import hints
-    from .exercises import renamed_work
-
-    learner_copy = file.resolve() == (EXERCISES / spec.exercise_file).resolve()
-    if learner_copy:
-        for old, new in renamed_work(EXERCISES):
-            if new == spec.exercise_file:
-                res.notes.append(f"your earlier work is in exercises/{old} (the exercise is now exercises/{new}): "
-                                 "`python -m tklab exercises` moves it there")
-    if res.passed is False and res.compiled:
-        res.hint = hints.failed_line(spec.id)
-        if learner_copy and not res.not_started:  # a file not started yet is no attempt: no level unlocked
-            hints.record_failure(spec.id)
+        return None
+    untouched.judge(res, spec, source)
+    return source
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -549,22 +235,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="add the emulator's trace of your kernel: its worst lines (bank conflicts, sectors, waits)")
     ap.add_argument("--stages", action="store_true", help=argparse.SUPPRESS)  # for grade: progress on stderr
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
-    global _progress
-    if args.stages:
-        _progress = lambda stage: print(f"{STAGE_PREFIX}{stage}", file=sys.stderr, flush=True)  # noqa: E731
+    listener = (lambda stage: print(f"{STAGE_PREFIX}{stage}", file=sys.stderr, flush=True)) if args.stages else None
     if args.timeout is not None and not (args.timeout > 0 and math.isfinite(args.timeout)):
         print("error: --timeout must be a positive number of seconds", file=sys.stderr)
         return EXIT_USAGE
     try:
         target, path = (args.exercise, args.target) if args.exercise else (args.target, None)
-        res = check(target, path, run=not args.no_run and None, bench=not args.no_bench,
-                    timeout=args.timeout, seed=args.seed, hide=args.hide,
-                    trace=True if args.trace else False if args.json else None)
+        with listen(listener):
+            res = check(target, path, run=not args.no_run and None, bench=not args.no_bench,
+                        timeout=args.timeout, seed=args.seed, hide=args.hide,
+                        trace=True if args.trace else False if args.json else None)
     except KeyError as e:
         print(f"error: {e.args[0]}", file=sys.stderr)
         return EXIT_USAGE
-    finally:
-        _progress = None
     if args.json:
         print(json.dumps(res.to_dict(), default=str))
     else:
@@ -574,10 +257,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if res.passed is False:
         return EXIT_FAILED
     return EXIT_PASSED if (args.allow_unverified or args.no_run) else EXIT_NOT_VERIFIED
-
-
-#: Prefix of the progress lines ``--stages`` prints on stderr.
-STAGE_PREFIX = "@@tklab-check-stage "
 
 
 if __name__ == "__main__":  # a process that only checks (grade and nbgrade start it so): it adopts the run's orphans

@@ -15,24 +15,21 @@ kernel was never launched". The benchmark's timer is bound before the learner's 
 ``_bench`` rotates input sets, re-verifies the timed calls' outputs and probes with fresh inputs in the
 same buffers, so remembered results earn no speed.
 
-Modes (``MODES``) say how a run happens here and what a correct result establishes (``Evidence``):
-``gpu`` (this machine's GPU), ``sim`` (numba exercises in numba's CUDA simulator) and ``emu`` (CUDA C++ on
-the CPU emulator, ``tklab.emulate``); ``hazards`` and ``reference`` are asked for by name (the emulator's
-second opinion beside a GPU run; the reference solution timed for a concept floor, in a child that holds
-nothing of the learner's). Another way to run an exercise is one more ``Mode`` given to
-``register_mode``: the parent's side (inputs, reference, comparison, sandbox) stays as it is.
+Modes (``tklab.grading.modes``) say which cases a run takes and what a correct result establishes; ``RUNNERS``
+says how this child runs each: on this machine's GPU, the CPU emulator (``emulated``), numba's simulator, a
+trace (``traced``), numba's PTX compile (``numba_ptx``), a drill (``drills``), or the reference solution timed for
+a concept floor (in a child that holds nothing of the learner's).
 
 Usage (the parent builds this line): ``python -m tklab.grading.child --exercise ID --file NAME --mode MODE
 --channel FD [--limits JSON] [--bench] [--bench-seed N]``.
 
-Public API: ``Mode``, ``MODES``, ``register_mode``, ``choose_mode``, ``main(argv)``.
+Public API: ``RUNNERS``, ``REFERENCE_VARIABLE``, ``main(argv)``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import itertools
 import json
 import os
@@ -40,7 +37,6 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +44,10 @@ import numpy as np
 
 from ..run import gpu
 from ..run.arrays import as_values, isclose, poisoned
-from .channel import STAGE, ChildIO, read_key
+from . import in_child
+from .channel import ChildIO, read_key
 from .judge import case_rng, compare
-from .verdict import Evidence
+from .modes import MODES
 
 #: Driver error names → what a learner should look for.
 _CUDA_HINTS = {
@@ -65,15 +62,6 @@ _CUDA_HINTS = {
     "LAUNCH_TIMEOUT": "the kernel ran too long",
     "ILLEGAL_STATE": "the GPU context was already broken by an earlier fault",
 }
-
-_current_stage = "starting"
-
-
-def _stage(text: str) -> None:
-    global _current_stage
-    _current_stage = text
-    print(f"{STAGE}{text}", flush=True)
-
 
 def _describe(exc: BaseException, learner_file: Path) -> dict[str, str]:
     """A learner-facing description of an exception raised while running the kernel."""
@@ -93,7 +81,7 @@ def _run_cases(spec: Any, chan: ChildIO, xp: Any, launch: Callable[[dict[str, An
     The child also compares with the reference itself, only to stop early and to skip the benchmark of
     a wrong kernel; the verdict is the parent's comparison of what was sent.
     """
-    from .specs import dims_text
+    from .spec_kit import dims_text
 
     for i, dims in enumerate(chan.cases):
         host = chan.inputs(i)
@@ -101,7 +89,7 @@ def _run_cases(spec: Any, chan: ChildIO, xp: Any, launch: Callable[[dict[str, An
         outs = spec.outputs(dims)
         for name, (shape, dtype) in outs.items():
             arrays[name] = poisoned(xp, shape, dtype)
-        _stage(f"running {dims_text(dims)}")
+        in_child.stage(f"running {dims_text(dims)}")
         launch(arrays, dims)
         chan.send("launched", case=i, count=1)  # the harness's own launch, made and returned
         got = {name: (arrays[name] if xp is np else xp.asnumpy(arrays[name])) for name in outs}
@@ -174,7 +162,7 @@ def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int
     b = spec.bench
     dims = b.dims
     outs = spec.outputs(dims)
-    _stage("benchmark: preparing inputs")
+    in_child.stage("benchmark: preparing inputs")
     sets = []
     for r in range(ROTATE):
         arrays = {k: cp.asarray(v) for k, v in spec.inputs(case_rng(seed, 99 + r), dims).items()}
@@ -192,7 +180,7 @@ def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int
         del expect
         return ok
 
-    _stage("benchmark: checking the result at this size")
+    in_child.stage("benchmark: checking the result at this size")
     for arrays in sets:
         launch(arrays, dims)
     gpu.synchronize()
@@ -211,18 +199,18 @@ def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int
         runs[r]()
 
     base = b.baseline(sets[0], dims)
-    _stage("benchmark: timing")
+    in_child.stage("benchmark: timing")
     mine = timer(rotating, flops=b.flops(dims) if b.flops else None,
                  bytes=b.bytes(dims) if b.bytes else None, name=spec.id, ceilings=False, progress=False,
                  target_ms=150.0)
     lib = timer(base, flops=mine.flops, bytes=mine.bytes, name=b.baseline_name, ceilings=False,
                 progress=False, target_ms=150.0)
     gpu.synchronize()
-    _stage("benchmark: checking the timed calls' results")
+    in_child.stage("benchmark: checking the timed calls' results")
     if not timed or not all(right(sets[r]) for r in sorted(timed)):
         return {"error": "the timed calls left a wrong output (a kernel must compute its result on every call), "
                          "so its speed is not reported"}
-    _stage("benchmark: fresh inputs in the same buffers")
+    in_child.stage("benchmark: fresh inputs in the same buffers")
     probe = []
     flush = _probe_flush()
     for r, arrays in enumerate(sets):
@@ -280,7 +268,7 @@ def _run_cuda(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
     if do_bench:
         _bind_timer()  # (a CUDA file has no host code; bound here all the same, before its module is loaded)
     arch = gpu.arch()
-    _stage("compiling")
+    in_child.stage("compiling")
     mod = tk_compile(path.read_text(), arch=arch, name=path.name, options=spec.options)
     kernel = mod[spec.kernel]
     chan.send("device", name=gpu.name())
@@ -308,7 +296,7 @@ def _child_reference(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> No
     from ..toolchain import cache
 
     _bind_timer()
-    _stage("loading the reference solution")
+    in_child.stage("loading the reference solution")
     key = os.environ.get(REFERENCE_VARIABLE, "")
     if not key or cache.load(key) is None:  # (asked before the GPU: a wiring fault is named as such anywhere)
         raise RuntimeError("the reference solution's compiled module was not handed over")
@@ -324,15 +312,6 @@ def _child_reference(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> No
         return kernel.prepare(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
 
     chan.send("speed", **_bench(spec, chan.bench_seed, launch, prepare))
-
-
-def _import_file(path: Path, name: str) -> Any:
-    mod_spec = importlib.util.spec_from_file_location(name, path)
-    if mod_spec is None or mod_spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(module)
-    return module
 
 
 def _run_numba(spec: Any, path: Path, chan: ChildIO, do_bench: bool, *, simulate: bool) -> None:
@@ -352,8 +331,8 @@ def _run_numba(spec: Any, path: Path, chan: ChildIO, do_bench: bool, *, simulate
     kernel_type = type(cuda.jit(_probe))  # what @cuda.jit makes, taken before the learner's code can change it
     if not simulate and do_bench:
         _bind_timer()
-    _stage("importing")
-    module = _import_file(path, f"tklab_learner_{spec.id}")
+    in_child.stage("importing")
+    module = in_child.import_file(path, f"tklab_learner_{spec.id}")
     kernel = getattr(module, spec.kernel, None)
     if kernel is None:
         raise AttributeError(f"{path.name} defines no function named {spec.kernel}")
@@ -392,78 +371,20 @@ def _child_sim(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
     _run_numba(spec, path, chan, False, simulate=True)
 
 
-@dataclass(frozen=True)
-class Mode:
-    """One way to run an exercise: which exercises it takes, how the child runs them, what it proves.
-
-    ``child(spec, file, channel, bench)`` runs in the child process (see ``_child_gpu``): it sends a
-    ``device`` frame, then each case's outputs (``ChildIO.send_outputs``), then optionally ``speed``.
-    """
-
-    name: str
-    evidence: Evidence
-    languages: tuple[str, ...]
-    needs_gpu: bool
-    cases: Callable[[Any], Sequence[dict[str, int]]]
-    child: Callable[[Any, Path, ChildIO, bool], None]
-    can_bench: bool = False
-    env: tuple[tuple[str, str], ...] = ()
-    note: str = ""
-
-    def takes(self, spec: Any, have_gpu: bool) -> bool:
-        return spec.language in self.languages and (have_gpu or not self.needs_gpu) and bool(self.cases(spec))
-
-
-#: Modes by name, in order of preference: ``choose_mode`` takes the first that fits.
-MODES: dict[str, Mode] = {}
-
-
-def register_mode(mode: Mode, *, before: str | None = None) -> None:
-    """Add a way to run exercises (``before``: prefer it to that mode)."""
-    items = [(k, v) for k, v in MODES.items() if k != mode.name]
-    at = next((i for i, (k, _) in enumerate(items) if k == before), len(items))
-    items.insert(at, (mode.name, mode))
-    MODES.clear()
-    MODES.update(items)
-
-
-def choose_mode(spec: Any, have_gpu: bool) -> Mode | None:
-    """The preferred mode that can run ``spec`` here (None: nothing can, correctness is not established)."""
-    return next((m for m in MODES.values() if m.takes(spec, have_gpu)), None)
-
-
-register_mode(Mode("gpu", Evidence.GPU, ("cuda", "numba"), True, lambda s: s.cases, _child_gpu, can_bench=True,
-                   env=(("NUMBA_ENABLE_CUDASIM", "0"),)))
-# Where numba cannot compile to PTX (no NVVM: macOS), numba's CUDA simulator runs the kernel as Python in the
-# child that sends the outputs: practice only, like the native CUDA build (tklab grade and nbgrade refuse it).
-register_mode(Mode("sim", Evidence.CPU_PRACTICE, ("numba",), False, lambda s: s.sim_cases, _child_sim,
-                   env=(("NUMBA_ENABLE_CUDASIM", "1"),),
-                   note="a practice run in numba's CUDA simulator on tiny shapes (no NVVM here to compile the kernel "
-                   "to PTX): not a graded verdict; speed is measured on a GPU only"))
-
-
-# A concept floor's yardstick on a GPU: the reference solution timed in a child of its own (no cases: never
-# chosen by choose_mode; tklab.grading.check asks for it by name, around the learner's run).
-register_mode(Mode("reference", Evidence.GPU, ("cuda",), True, lambda s: (), _child_reference, can_bench=True))
-
-
-def _emulated_cases(spec: Any) -> list[dict[str, int]]:
-    from ..grading import emulated as exercise
-
-    return exercise.runnable_cases(spec)
-
-
 def _child_emulated(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
-    from ..grading import emulated as exercise
+    """Modes "emu", "hazards", "practice": the exercise's cases on the CPU emulator (``emulated``)."""
+    from . import emulated
 
-    exercise.child(spec, path, chan, _run_cases)
+    launch, finish = emulated.launcher(spec, path, chan)
+    if _run_cases(spec, chan, np, launch):
+        finish()
 
 
-# Without a GPU: the PTX the checking process compiled (CUDA: NVRTC; numba: a "numba-ptx" child), interpreted on
-# the CPU (tklab.emulate.interp), at the exercise's smaller cases, no timing. Preferred to numba's simulator.
-register_mode(Mode("emu", Evidence.CPU_EMULATION, ("cuda", "numba"), False, _emulated_cases, _child_emulated,
-                   note="the PTX the compiler built, interpreted on the CPU: correctness only, no timing; the speed "
-                   "is measured on a GPU only"), before="sim")
+def _child_traced(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
+    """Mode "trace": the first emulated case with the emulator's trace on (``traced``)."""
+    from . import traced
+
+    _run_cases(spec, chan, np, traced.launcher(spec, path, chan))
 
 
 def _child_numba_ptx(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
@@ -472,60 +393,18 @@ def _child_numba_ptx(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> No
     numba_ptx.child(spec, path, chan)
 
 
-# A numba kernel compiled to PTX, nothing run (no cases: asked for by name, tklab.grading.numba_ptx).
-register_mode(Mode("numba-ptx", Evidence.NOT_ESTABLISHED, ("numba",), False, lambda s: (), _child_numba_ptx,
-                   env=(("NUMBA_ENABLE_CUDASIM", "0"),)))
-
-
-def _practice_cases(spec: Any) -> list[dict[str, int]]:
-    from ..grading import emulated as exercise
-
-    return exercise.practice_cases(spec)
-
-
-# Without NVRTC (macOS) there is no PTX to interpret: the source built as host C++ runs natively in the sandboxed
-# child. Practice only: a second program, not the one a GPU would run; tklab grade and nbgrade refuse it.
-register_mode(Mode("practice", Evidence.CPU_PRACTICE, ("cuda",), False, _practice_cases, _child_emulated,
-                   note="a practice run without NVRTC (the source built as host C++ on this machine): not a graded "
-                   "verdict; install NVRTC (pip, Linux) for one"))
-
-
-def _hazard_cases(spec: Any) -> list[dict[str, int]]:
-    from ..grading import emulated as exercise
-
-    return exercise.hazard_cases(spec)
-
-
-# A GPU check's second opinion: the emulator's hazard analysis of one small case (never chosen by choose_mode:
-# "emu" comes first without a GPU, "gpu" with one; tklab.grading.check asks for it by name).
-register_mode(Mode("hazards", Evidence.CPU_EMULATION, ("cuda",), False, _hazard_cases, _child_emulated))
-
-
-def _traced_cases(spec: Any) -> list[dict[str, int]]:
-    from ..grading import traced as exercise
-
-    return exercise.cases(spec)
-
-
-def _child_traced(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
-    from ..grading import traced as exercise
-
-    exercise.child(spec, path, chan, _run_cases)
-
-
-# tklab.trace(exercise_id): the first emulated case with the emulator's trace on; asked for by name only.
-register_mode(Mode("trace", Evidence.CPU_EMULATION, ("cuda",), False, _traced_cases, _child_traced))
-
-
 def _child_drill(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
     from . import drills
 
-    drills.child(spec, path, chan, _stage)
+    drills.child(spec, path, chan)
 
 
-# Drills (tklab.grading.drills): a Python function answering a hardware rule, checked against the models.
-register_mode(Mode("cpu", Evidence.CPU, ("python",), False, lambda s: s.cases, _child_drill,
-                   note="a drill: your function's answers, compared with the course's model of the hardware"))
+#: How this child runs each mode of ``tklab.grading.modes`` (what each establishes is the parent's, there).
+RUNNERS: dict[str, Callable[[Any, Path, ChildIO, bool], None]] = {
+    "gpu": _child_gpu, "emu": _child_emulated, "sim": _child_sim, "reference": _child_reference,
+    "numba-ptx": _child_numba_ptx, "practice": _child_emulated, "hazards": _child_emulated, "trace": _child_traced,
+    "cpu": _child_drill,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -533,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tklab.grading.child", description="Run one exercise (child process).")
     ap.add_argument("--exercise", required=True)
     ap.add_argument("--file", required=True, type=Path)
-    ap.add_argument("--mode", choices=list(MODES), default="gpu")
+    ap.add_argument("--mode", choices=list(RUNNERS), default="gpu")
     ap.add_argument("--channel", required=True, type=int, help="file descriptor the parent reads")
     ap.add_argument("--limits", default=None, help="JSON of tklab.grading.sandbox.Limits, applied first")
     ap.add_argument("--bench", action="store_true")
@@ -558,9 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from . import specs
 
-        MODES[args.mode].child(specs.get(args.exercise), path, chan, args.bench)
+        RUNNERS[args.mode](specs.get(args.exercise), path, chan, args.bench)
     except Exception as e:  # noqa: BLE001 - everything a learner's code raises becomes a message
-        chan.send("error", stage=_current_stage, **_describe(e, path))
+        chan.send("error", stage=in_child.current_stage(), **_describe(e, path))
         return 3
     chan.send("done")
     return 0

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .specs import Dims, Exercise, Launch, StaticResult
+from .spec_kit import Dims, Exercise, Launch, StaticResult
 
 
 @dataclass(frozen=True)
@@ -141,13 +141,12 @@ class ReturnsValue:
         return StaticResult(self.name, True, f"{ctx.spec.kernel} returns at line {returns[0].lineno}")
 
 
-def child(spec: Exercise, path: Path, chan: Any, stage: Callable[[str], None]) -> None:
-    """In the sandboxed child: import the learner's file, answer every input row, send the answers.
-    ``stage`` is the child's own progress function (the child runs as ``__main__``)."""
-    from .child import _import_file
+def child(spec: Exercise, path: Path, chan: Any) -> None:
+    """In the sandboxed child: import the learner's file, answer every input row, send the answers."""
+    from .in_child import import_file, stage
 
     stage("importing")
-    module = _import_file(path, f"tklab_drill_{spec.id}")
+    module = import_file(path, f"tklab_drill_{spec.id}")
     fn = getattr(module, spec.kernel, None)
     if not callable(fn):
         raise AttributeError(f"{path.name} defines no function named {spec.kernel}")

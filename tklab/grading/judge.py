@@ -8,7 +8,12 @@ and reads back only raw output arrays (``tklab.grading.channel``); ``judge`` tur
 measured in the child, next to the kernel: ``judge`` checks the two times are sane and recomputes the
 ratio from the spec, and speed is never a condition of passing.
 
-Public API: ``compare``, ``draw_inputs``, ``case_rng``, ``judge``, ``RunOutcome``, ``speed_entry``.
+Then the verdict: ``fill_run`` writes an outcome into the ``CheckResult``, ``annotate_emulated`` adds what an
+emulated run covered and its concept floors judged on what executed, ``judge_gpu_floors`` the floors judged on a
+GPU run's speed, and ``decide`` says PASSED, FAILED or not verified.
+
+Public API: ``compare``, ``draw_inputs``, ``case_rng``, ``judge``, ``RunOutcome``, ``speed_entry``, ``fill_run``,
+``annotate_emulated``, ``judge_gpu_floors``, ``decide``.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from typing import Any
 import numpy as np
 
 from ..run.arrays import as_values, isclose, relative_rms, unwritten
+from . import cases
 from .channel import ChannelError, array_from, read_frames
+from .spec_kit import TMA_ORDERS, dims_text
 from .verdict import Evidence
 
 
@@ -143,7 +150,7 @@ def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequenc
     pipe, and the run is refused). Each case's outputs count only after a ``launched`` frame for that case
     (the harness's own count of its launches of the learner's kernel): outputs without a launch fail with
     "your kernel was never launched"."""
-    from .specs import dims_text
+    from .spec_kit import dims_text
 
     tail = printed[-2000:]
     result: dict[str, Any] = {"mode": mode.name, "cases": [], "device": "", "speed": None}
@@ -237,3 +244,124 @@ def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequenc
                    f"{missing}{detail}")
 
 
+# ---- the verdict ---------------------------------------------------------------------------------------
+
+def fill_run(res: Any, outcome: RunOutcome) -> None:
+    """The run's part of the report: its status, where it ran, what it was right on or the first wrong output,
+    the speed it measured, and how correctness was established."""
+    res.run_status = outcome.status
+    result = outcome.result or {}
+    res.run_where = result.get("device") or res.run_where
+    if outcome.status == "ok":
+        n = len(result.get("cases", []))
+        shapes = "; ".join(dims_text(c["dims"]) for c in result.get("cases", []))
+        res.run_message = f"correct on {n} fresh random input{'s' if n != 1 else ''} ({shapes})"
+    elif outcome.status == "wrong":
+        bad = next(c for c in result["cases"] if not c["ok"])
+        m = next(o for o in bad["outputs"] if not o["ok"])
+        res.mismatch = {**m, "dims": bad["dims"]}
+        res.run_message = f"wrong result for {dims_text(bad['dims'])}"
+    else:
+        res.run_message = outcome.message
+    if result.get("speed"):
+        res.speed = result["speed"]
+    if outcome.status in ("ok", "wrong"):
+        res.established = outcome.evidence.value
+    res.isolation = outcome.isolation
+    res.notes += outcome.notes
+
+
+def annotate_emulated(res: Any, outcome: Any, spec: Any) -> None:
+    """Add what the learner should know about an emulated run to a ``CheckResult``: its notes, how many
+    cases it covered and which it left to a GPU (so a pass says "PASSED on n of m cases"), and the
+    chapter's concept floors judged on what the emulator saw (``spec.floors``)."""
+    result = getattr(outcome, "result", None) or {}
+    res.notes += [str(n) for n in result.get("notes", [])[:3]]
+    shapes: list[dict[str, int]] = []
+    for d in cases.cases(spec):
+        if cases.shape(d) not in shapes:
+            shapes.append(cases.shape(d))
+    skipped = cases.left_to_gpu(spec)
+    res.cases_run, res.cases_total = len(shapes), len(shapes) + len(skipped)
+    orders = sorted({TMA_ORDERS[d.get("tma_order", 0)] for d in cases.cases(spec)})
+    if len(orders) > 1:
+        res.notes.append("TMA loads were made to land in these orders: " + ", ".join(orders))
+    if skipped:
+        res.notes.append("too big to emulate, left to a GPU: " + "; ".join(dims_text(d) for d in skipped))
+    if getattr(outcome, "status", "") == "ok":
+        facts = result.get("facts", {})
+        for floor in getattr(spec, "floors", ()):
+            judged = floor.judge_emulated(facts)
+            if judged is not None:
+                res.floors.append(judged)
+
+
+def judge_gpu_floors(res: Any, spec: Any) -> None:
+    """The concept floors a GPU run's speed can judge (e.g. the ratio to the reference solution)."""
+    for floor in spec.floors:
+        judged = floor.judge_gpu(res.speed or {})
+        if judged is not None:
+            res.floors.append(judged)
+
+
+def judge_run(res: Any, spec: Any, ran: Any, why: str) -> None:
+    """Everything the run stage's ``Ran`` says, written into the report: the outcome, the mode's notes and caveats,
+    the emulated run's coverage and floors, or the GPU run's floors and its hazard run."""
+    mode, outcome = ran.mode, ran.outcome
+    fill_run(res, outcome)
+    if mode.note:
+        res.notes.append(mode.note)
+    if why and mode.name in ("emu", "practice"):
+        res.notes.append(why)
+        res.caveat = res.caveat or "on the CPU emulator: " + why.split(", so ")[0]
+    if mode.name == "practice":
+        practice = "practice only: without NVRTC the source ran as host C++ on this machine, not the program a " \
+            "GPU runs; not a graded verdict"
+        res.caveat = practice + (f"; {res.caveat}" if res.caveat else "")
+    if mode.name in ("emu", "practice"):
+        annotate_emulated(res, outcome, spec)
+        marker = "EmulationCompileError: "
+        if outcome.status == "error" and marker in outcome.message and res.resources.startswith("built for"):
+            # without NVRTC the sandboxed run is the file's first compile: its error is a compile error
+            res.compiled, res.compile_error = False, outcome.message.split(marker, 1)[1]
+    elif mode.name == "gpu" and outcome.status == "ok":
+        judge_gpu_floors(res, spec)
+        if ran.hazards is not None:
+            judge_hazards(res, spec, ran.hazards, ran.hazard_cases)
+    res.notes += ran.notes
+
+
+def judge_hazards(res: Any, spec: Any, out: RunOutcome, hazard_cases: Sequence[dict[str, int]]) -> None:
+    """The emulator's hazard run beside a GPU run: a race, a stage released while a product still reads it, a box
+    read before it landed ... fail the check even where the GPU's timing hid them; its concept floors too."""
+    from .spec_kit import StaticResult
+
+    name = "hazard analysis (CPU emulator)"
+    where = "; ".join(dims_text(c) for c in hazard_cases)
+    if out.status == "ok":
+        res.hazards = StaticResult(name, True, f"no race or asynchronous hazard at {where}")
+        for floor in spec.floors:
+            judged = floor.judge_emulated((out.result or {}).get("facts", {}))
+            if judged is not None:
+                res.floors.append(judged)
+    elif out.status == "wrong":
+        bad = next(c for c in out.result["cases"] if not c["ok"])
+        m = next(o for o in bad["outputs"] if not o["ok"])
+        res.hazards = StaticResult(name, False, f"right on the GPU, but wrong at {dims_text(bad['dims'])} when the "
+                                   "emulator lets asynchronous copies and products finish in another order "
+                                   f"({m.get('wrong', '?')} elements of {m['output']} wrong): the code relies on "
+                                   "timing")
+    else:
+        res.hazards = StaticResult(name, False, out.message)
+
+
+def decide(res: Any) -> None:
+    """PASSED when the static checks, the run and the floors agree; FAILED when one says no; None (not verified)
+    when nothing could run the kernel here."""
+    ran = res.run_status in ("ok", "wrong", "error", "crashed", "timeout")
+    if not res.static_ok:
+        res.passed = False
+    elif ran:
+        res.passed = res.run_status == "ok" and res.judged_ok
+    else:
+        res.passed = None

@@ -317,7 +317,7 @@ def verdict(exercise: str, check: str) -> None:
 def report(exercise: str) -> Any:
     """The check's full report on the exercise file beside the notebook (a ``CheckResult``), or a line
     saying why there is none."""
-    from .specs import StaticResult
+    from .spec_kit import StaticResult
     from .verdict import CheckResult
 
     result, why = _result(exercise, bench=False)

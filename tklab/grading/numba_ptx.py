@@ -7,15 +7,14 @@ numba-cuda's NVVM -- which needs no GPU -- in a child of its own ("numba-ptx": i
 whatever it sends is untrusted), and the parent hands that PTX to a second child ("emu"), where the PTX interpreter
 runs it exactly as it runs a CUDA exercise's PTX. No learner Python runs where outputs are produced.
 
-Public API: ``available() -> bool``, ``child(spec, path, chan)`` (mode "numba-ptx"),
-``compile_in_child(spec, file, source, hide) -> (ptx | None, problem)``.
+Public API: ``available() -> bool``, ``child(spec, path, chan)`` (mode "numba-ptx"; the checking process asks for
+it through the runner: ``tklab.grading.running``).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +50,10 @@ def child(spec: Any, path: Path, chan: Any) -> None:
     send the PTX (one frame, data only)."""
     import numpy as np
 
-    from .child import _import_file, _stage
+    from .in_child import import_file, stage
 
-    _stage("importing")
-    module = _import_file(path, f"tklab_learner_{spec.id}")
+    stage("importing")
+    module = import_file(path, f"tklab_learner_{spec.id}")
     kernel = getattr(module, spec.kernel, None)
     py_func = getattr(kernel, "py_func", None)
     if py_func is None:
@@ -69,18 +68,7 @@ def child(spec: Any, path: Path, chan: Any) -> None:
     for name, (shape, dtype) in spec.outputs(dims).items():
         arrays[name] = np.zeros(shape, dtype)
     signature = tuple(numba.typeof(a) for a in spec.args(arrays, dims))
-    _stage("compiling to PTX")
+    stage("compiling to PTX")
     ptx, _ = cuda.compile_ptx(py_func, signature, cc=_cc(spec.arch), lineinfo=True)
     chan.send("device", name="numba-cuda's NVVM (PTX for the CPU interpreter)")
     chan.send("ptx", ptx.encode())
-
-
-def compile_in_child(spec: Any, file: Path, source: str, hide: Sequence[Any] = ()) -> tuple[str | None, str]:
-    """In the checking process: the learner's kernel as PTX (from a sandboxed child), or (None, why not)."""
-    from .runner import run_isolated
-
-    out = run_isolated(spec.id, file, mode="numba-ptx", timeout=180.0, source=source, hide=hide)
-    raw = (out.result or {}).get("ptx")
-    if out.status == "ok" and isinstance(raw, bytes) and raw.strip():
-        return raw.decode("utf-8", "replace"), ""
-    return None, out.message or out.status

@@ -48,9 +48,9 @@ import numpy as np
 
 from ..paths import REPO
 from ..run import gpu
-from .channel import STAGE
-from .child import MODES, Mode
+from .channel import PTX_FILE, STAGE
 from .judge import RunOutcome, draw_inputs, judge
+from .modes import MODES, Mode
 
 _PACKAGE_PARENT = REPO
 _SOLUTIONS = _PACKAGE_PARENT / "solutions"
@@ -115,7 +115,7 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
     ``hide``: folders the sandbox hides (the solutions and the shared compile cache always).
     ``cache_keys``: compile-cache entries to hand to the child. ``arch``: the GPU's arch, if the caller knows
     it. ``emulator_parts``: the emulator's trusted parts for the emulated modes (default:
-    ``tklab.grading.emulated.prepare``). ``ptx``: the PTX this process compiled from the file, for the emulated
+    ``tklab.grading.program.prepare``). ``ptx``: the PTX this process compiled from the file, for the emulated
     modes: the program the child's interpreter runs (without it, the practice build compiles the source natively).
     """
     from . import specs
@@ -153,14 +153,12 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
             (workdir / sub).mkdir()
         _warm_cache(cache_keys, workdir / "cache")
         if ptx is not None and m.name in ("emu", "trace", "hazards"):  # the program the interpreter runs
-            from .emulated import PTX_FILE
-
             (workdir / PTX_FILE).write_text(ptx)
         if m.name in ("emu", "trace", "hazards", "practice"):  # every emulated mode: else its child rebuilds them
             if emulator_parts is None:
-                from ..grading import emulated as emulated
+                from .program import prepare
 
-                emulator_parts = emulated.prepare(spec)
+                emulator_parts = prepare(spec)
             _hand_over_emulator(emulator_parts, workdir / "cache")
         cpus = os.cpu_count() or 1
         limits = limits_for(Limits(wall_seconds=timeout, memory=None if m.needs_gpu else 4 << 30, disk=RUN_DISK,

@@ -1,7 +1,9 @@
-"""What each exercise is: its solution file, entry kernel, inputs, reference, tolerance, launch shape,
-static checks, library baseline and speed target.
+"""The kit a spec is written with: what an exercise is (its solution file, entry kernel, inputs, reference,
+tolerance, launch shape, static checks, concept floors, library baseline and speed target) and the checks,
+floors and input/reference helpers several exercises share.
 
-One module per exercise (``ch02_smem_tiling.py`` …) defines ``SPEC = Exercise(...)``. Specs are plain
+Each exercise's spec (``SPEC = Exercise(...)``) imports from here; the registry (``tklab.grading.specs``) finds
+them. Specs are plain
 Python so an input builder or a reference is a function, not a mini-language; they use numpy only
 (CuPy is imported lazily by baselines, on the GPU machine), so ``tklab.check`` can read a spec anywhere.
 
@@ -10,8 +12,8 @@ and run without a GPU: they are what a learner without a GPU gets, and what make
 exercise fail on CPU (its stub writes nothing, touches no shared memory, issues no ``HMMA`` …).
 
 Public API: ``Exercise``, ``Bench``, ``Launch``, ``StaticResult``, the checks (``WritesGlobal``,
-``UsesSharedMemory``, ``NoSpills``, ``SassHas``, ``Probe``, ``AssignsTo``), ``get(id)``,
-``find(name)``, ``all_ids()``, the concept floor ``WgmmaOverlap``, and input/reference helpers
+``UsesSharedMemory``, ``NoSpills``, ``SassHas``, ``Probe``, ``AssignsTo``), the concept floors
+(``WgmmaOverlap``, ``TakesTurns``, ``TensorCoreWork``), ``dims_text``, ``TMA_ORDERS``, and input/reference helpers
 (``matmul_inputs``, ``uniform`` …); bf16 inputs
 use ``tklab.run.arrays`` (``to_bf16_bits``, ``bf16_to_float32``).
 """
@@ -19,8 +21,6 @@ use ``tklab.run.arrays`` (``to_bf16_bits``, ``bf16_to_float32``).
 from __future__ import annotations
 
 import ast
-import importlib
-import pkgutil
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -30,8 +30,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from ...run import baselines
-from ...run.arrays import bf16_to_float32, to_bf16_bits
+from ..run import baselines
+from ..run.arrays import bf16_to_float32, to_bf16_bits
 
 Dims = dict[str, int]
 Arrays = dict[str, Any]
@@ -74,6 +74,9 @@ class Bench:
     measured: tuple[float, ...] = ()
 
 
+#: The orders an emulated case's ``tma_order`` dimension makes TMA loads land in (0: the emulator's default).
+TMA_ORDERS = ("delayed", "reversed", "in_order")
+
 #: A speed target is at most this fraction of the reference solution's lowest measured ratio.
 TARGET_MARGIN = 0.8
 
@@ -101,7 +104,7 @@ class StaticContext:
     @property
     def ops(self) -> Counter[str]:
         """Full opcodes (``LDG.E.128``) of the entry kernel."""
-        from ...toolchain import sass
+        from ..toolchain import sass
 
         return sass.histogram(self.kernel.sass, full=True) if self.kernel is not None else Counter()
 
@@ -206,8 +209,8 @@ class Probe:
     name: str = "probe"
 
     def run(self, ctx: StaticContext) -> StaticResult:
-        from ...toolchain.compiler import CompileError
-        from ...toolchain.compiler import compile as tk_compile
+        from ..toolchain.compiler import CompileError
+        from ..toolchain.compiler import compile as tk_compile
 
         try:
             mod = tk_compile(ctx.source + "\n" + self.source, arch=ctx.arch, name=ctx.program,
@@ -436,85 +439,8 @@ class Exercise:
         return "drill" if self.language == "python" else "exercise"
 
     @property
-    def without_gpu(self) -> str:
-        """How its correctness is checked on a machine without a GPU (the index's column): ``CPU`` (a
-        drill), ``simulator`` (numba), ``emulator`` (CUDA C++ on the CPU emulator; needs a C++ compiler), or
-        ``static checks only``."""
-        if self.language == "python":
-            return "CPU"
-        if self.language == "numba":
-            return "simulator" if self.sim_cases else "static checks only"
-        from ...grading import emulated as emulated
-
-        return "emulator" if emulated.cases(self) else "static checks only"
-
-    @property
     def hopper_only(self) -> bool:
         return self.arch.startswith("sm_90")
-
-
-# ---- registry ----------------------------------------------------------------------------------------
-# The one list of exercises: a module ``chNN_<name>.py`` here (``SPEC``), or a drill in ``drills.py``
-# (``DRILLS``). Tests, the index (``notebooks/README.md``, ``python -m tklab exercises --list``), the
-# grader and the bench scripts all read it; nothing else lists exercises.
-
-def _module_ids() -> list[str]:
-    return [m.name for m in pkgutil.iter_modules(__path__) if re.match(r"ch\d", m.name)]
-
-
-def _drills() -> dict[str, Exercise]:
-    from .drills import DRILLS
-
-    return DRILLS
-
-
-def all_ids() -> list[str]:
-    """Ids of every exercise and drill, in chapter order (a chapter's exercises before its drills)."""
-    drills = _drills()
-    def design(i: str) -> bool:  # a chapter's design exercise after its own exercise
-        return i not in drills and importlib.import_module(f"{__name__}.{i}").SPEC.design
-
-    return sorted([*_module_ids(), *drills], key=lambda i: (i[:4], i in drills, design(i), i))
-
-
-def get(exercise_id: str) -> Exercise:
-    """The spec of one exercise by exact id (``<id>@<tag>``: one of its other ``builds``)."""
-    if "@" in exercise_id:
-        base = get(exercise_id.split("@", 1)[0])
-        other = next((b for b in base.builds if b.id == exercise_id), None)
-        if other is None:
-            raise KeyError(f"{base.id} has no build {exercise_id!r}; its builds: "
-                           f"{', '.join(b.id for b in base.builds) or 'none'}")
-        return other
-    drills = _drills()
-    if exercise_id in drills:
-        return drills[exercise_id]
-    if exercise_id not in _module_ids():
-        raise KeyError(f"no exercise {exercise_id!r}; exercises: {', '.join(all_ids())}")
-    return importlib.import_module(f"{__name__}.{exercise_id}").SPEC
-
-
-#: Files renamed to their exercise's id: old stem → id (a learner's old file still finds its exercise, and
-#: ``python -m tklab exercises`` moves the work in it to the new name).
-RENAMED = {"flash_fwd_tiles": "ch09_flash", "flash_fwd_hopper": "ch10_flash"}
-
-
-def find(name: str) -> Exercise:
-    """The spec for an id, a unique id prefix (``"ch02"``: the chapter's exercise when its drills share the
-    prefix), or a file name/path named after it (``.../ch02_smem_tiling.cu``)."""
-    stem = Path(name).name.split(".", 1)[0] if ("/" in name or "." in name) else name
-    stem = RENAMED.get(stem, stem)
-    ids = all_ids()
-    if stem in ids:
-        return get(stem)
-    matches = [i for i in ids if i.startswith(stem)] or [i for i in ids if stem.startswith(i)]
-    drills = _drills()
-    main = [i for i in matches if i not in drills and not get(i).design]
-    if len(matches) == 1 or len(main) == 1:
-        return get(matches[0] if len(matches) == 1 else main[0])
-    hint = f"it could be {', '.join(matches)}" if matches else f"exercises: {', '.join(ids)}"
-    raise KeyError(f"cannot tell which exercise {name!r} is ({hint}); name the file after its exercise "
-                   "or pass the exercise id")
 
 
 # ---- inputs and references shared by several exercises ----------------------------------------------
@@ -581,12 +507,24 @@ def copy_baseline(name: str) -> Callable[[Arrays, Dims], Callable[[], Any]]:
     return lambda arrays, d: baselines.device_copy(arrays[name])
 
 
+def tensor_map(array: Any, tile: tuple[int, int], *, swizzle: int | None = None, dtype: str | None = None,
+               fold: bool = False) -> Any:
+    """A TMA tensor map over ``array`` for a spec's ``args``: the driver's (``tklab.run.tma``) over a GPU array, the
+    CPU emulator's (``tklab.emulate.tensormap``, same checks, same box) over a NumPy array. The array says which
+    run it is, so one ``args`` serves both."""
+    if isinstance(array, np.ndarray):
+        from ..emulate import tensormap
+
+        return tensormap.tensor_map(array, tile, swizzle=swizzle, dtype=dtype, fold=fold)
+    from ..run import tma
+
+    return tma.tensor_map(array, tile, swizzle=swizzle, dtype=dtype, fold=fold)
+
+
 def dims_text(d: Dims) -> str:
     """A case in words: ``M=64, N=256``; an emulated case's ``tma_order`` as the order its TMA loads landed in."""
     def one(k: str, v: int) -> str:
         if k == "tma_order":
-            from ..emulated import TMA_ORDERS
-
             return f"TMA loads landing {TMA_ORDERS[v].replace('_', ' ')}"
         return f"{k}={v}"
 

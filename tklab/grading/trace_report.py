@@ -39,14 +39,14 @@ def add_why(res: Any, spec: Any, file: Path, source: str, *, seed: int | None = 
             hide: Sequence[Any] = ()) -> None:
     """Take the trace (sandboxed child, mode "trace") and fill ``res.why`` with its worst lines."""
     from ..trace import view
-    from . import emulated, traced
+    from . import cases, program, traced
     from .runner import run_isolated
 
-    if not emulated.can_run(spec):
+    if not cases.can_run(spec):
         res.notes.append("no trace for the why: the CPU emulator cannot run this exercise here")
         return
     out = run_isolated(spec.id, file, mode="trace", timeout=120.0, seed=seed, source=source, hide=hide,
-                       ptx=emulated.ptx_for(spec, source, file.name))
+                       ptx=program.ptx_for(spec, source, file.name))
     payload = (out.result or {}).get("trace")
     if not isinstance(payload, bytes):
         res.notes.append(f"no trace for the why ({out.message or out.status})")

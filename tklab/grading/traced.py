@@ -6,8 +6,7 @@ lives only in the child's folder), analyses, and sends the ``Trace`` as one JSON
 only parses that JSON (``parse``): data, never code.
 
 Public API: ``ENV``, ``MAX_BYTES``, ``is_exercise(name)``, ``trace_exercise(id, ...)`` (what ``tklab.trace`` does
-with an exercise id), ``learner_file(spec)``, ``cases(spec)``, ``child(spec, path, chan, run_cases)``,
-``parse(payload, ...)``.
+with an exercise id), ``learner_file(spec)``, ``launcher(spec, path, chan)`` (the child's), ``parse(payload, ...)``.
 """
 
 from __future__ import annotations
@@ -21,27 +20,21 @@ from typing import Any
 from ..trace.collect import Options
 from ..trace.model import Trace
 from ..trace.run import TraceUnavailable
-from . import emulated
+from . import emulated, program
 
 ENV = "TKLAB_TRACE_OPTIONS"  # the parent's Options, as JSON, for the child
 MAX_BYTES = 4 << 20  # a trace frame larger than this is refused by the parent
 
 
 def learner_file(spec: Any) -> Path:
-    from .check import EXERCISES
+    from .exercises import EXERCISES
 
     return EXERCISES / spec.exercise_file
 
 
-def cases(spec: Any) -> list[dict[str, int]]:
-    """The first case the emulator runs for this exercise (traced), or none."""
-    return emulated.runnable_cases(spec)[:1]
-
-
-def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> None:
-    """Runs in the sandboxed child only (see the module docstring)."""
-    import numpy as np
-
+def launcher(spec: Any, path: Path, chan: Any) -> Callable[[dict[str, Any], dict[str, int]], None]:
+    """In the sandboxed child only (mode "trace"): the launch that runs one case with the emulator's trace on and
+    sends the ``Trace`` as one JSON "trace" frame (see the module docstring)."""
     from ..trace.analyze import analyze, resolve
     from ..trace.collect import collect
 
@@ -53,10 +46,8 @@ def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> N
 
     def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
         shape = spec.launch(dims)
-        with emulated._cpu_tensor_maps():
-            args = spec.args(arrays, dims)
-        raw = collect(kernel, shape.grid, shape.block, args, shared_mem=shape.shared_mem, options=opts,
-                      time_limit=emulated.TIME_LIMIT, **emulated._order(kernel, dims))
+        raw = collect(kernel, shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem,
+                      options=opts, time_limit=emulated.TIME_LIMIT, **emulated.tma_order(kernel, dims))
         where = resolve(raw, mod, path.name)
         grid = tuple(shape.grid) + (1,) * (3 - len(tuple(shape.grid)))
         block = tuple(shape.block) + (1,) * (3 - len(tuple(shape.block)))
@@ -64,7 +55,7 @@ def child(spec: Any, path: Path, chan: Any, run_cases: Callable[..., bool]) -> N
                      where=where)
         chan.send("trace", tr.to_json().encode())
 
-    run_cases(spec, chan, np, launch)
+    return launch
 
 
 def parse(payload: Any, spec: Any, source: str, name: str) -> Trace:
@@ -99,7 +90,7 @@ def trace_exercise(exercise_id: str, *, path: str | Path | None = None, opts: Op
     source = file.read_text(encoding="utf-8")
     env = {ENV: json.dumps((opts or Options()).__dict__)}
     out = runner.run_isolated(exercise_id, file, mode="trace", timeout=timeout, source=source, env=env,
-                              ptx=emulated.ptx_for(spec, source, file.name))
+                              ptx=program.ptx_for(spec, source, file.name))
     raw = (out.result or {}).get("trace")
     if not isinstance(raw, bytes):
         why = out.message or out.status

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from .specs import StaticResult, dims_text
+from .spec_kit import StaticResult, dims_text
 
 
 class Evidence(str, Enum):

@@ -27,8 +27,8 @@ from ...run import signature
 from ...run.launch import check_count, check_launch
 from ...toolchain.compiler import KernelsByName
 from .. import errors
-from ..arguments import Arguments, Param, dyn_shared_limit, finish
-from ..module import _LOCK, TMA_ORDERS, LaunchResult
+from ..arguments import Arguments, LaunchResult, Param, dyn_shared_limit, finish
+from ..module import _LOCK, TMA_ORDERS
 from . import decode as _decode
 from . import lines as _lines
 from .parse import parse

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from . import (
+from ..spec_kit import (
     AssignsTo,
     Bench,
     Dims,

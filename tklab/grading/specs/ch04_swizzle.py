@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import (
+from ..spec_kit import (
     Bench,
     Dims,
     Exercise,

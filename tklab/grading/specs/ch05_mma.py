@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...run.arrays import bf16_to_float32, to_bf16_bits
-from . import Dims, Exercise, Launch, SassHas, TensorCoreWork, WritesGlobal, matmul_flops, uniform
+from ..spec_kit import Dims, Exercise, Launch, SassHas, TensorCoreWork, WritesGlobal, matmul_flops, uniform
 
 
 def _inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:

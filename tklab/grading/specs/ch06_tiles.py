@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import (
+from ..spec_kit import (
     Bench,
     Exercise,
     Launch,

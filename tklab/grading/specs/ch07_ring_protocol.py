@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import Arrays, Dims, Exercise, Launch, NoSpills, SassHas, WritesGlobal, uniform
+from ..spec_kit import Arrays, Dims, Exercise, Launch, NoSpills, SassHas, WritesGlobal, tensor_map, uniform
 from .ch07_tma_ring import _sms
 
 STAGES = 2  # the exercise file's default (-DSTAGES=...)
@@ -24,9 +24,7 @@ def _launch(d: Dims) -> Launch:
 
 
 def _args(a: Arrays, d: Dims) -> tuple[Any, ...]:
-    from ...run import tma
-
-    src_map = tma.tensor_map(a["src"], (ROWS, COLS), swizzle=0)
+    src_map = tensor_map(a["src"], (ROWS, COLS), swizzle=0)
     return (src_map, a["dst"], np.int32(d["M"]), np.int32(d["N"]))
 
 

@@ -7,7 +7,19 @@ from typing import Any
 import numpy as np
 
 from ...run import gpu
-from . import Arrays, Bench, Dims, Exercise, Launch, NoSpills, SassHas, WritesGlobal, copy_baseline, uniform
+from ..spec_kit import (
+    Arrays,
+    Bench,
+    Dims,
+    Exercise,
+    Launch,
+    NoSpills,
+    SassHas,
+    WritesGlobal,
+    copy_baseline,
+    tensor_map,
+    uniform,
+)
 
 STAGES = 2  # the exercise file's default (-DSTAGES=...): the launch's shared memory follows it
 
@@ -28,9 +40,7 @@ def _launch(d: Dims) -> Launch:
 
 def _args(a: Arrays, d: Dims) -> tuple[Any, ...]:
     from ...kernels.tma_copy import TILE_COLS, TILE_ROWS
-    from ...run import tma
-
-    src_map = tma.tensor_map(a["src"], (TILE_ROWS, TILE_COLS), swizzle=0)
+    src_map = tensor_map(a["src"], (TILE_ROWS, TILE_COLS), swizzle=0)
     return (src_map, a["dst"], np.int32(d["M"]), np.int32(d["N"]))
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import (
+from ..spec_kit import (
     Arrays,
     Exercise,
     Launch,
@@ -20,6 +20,7 @@ from . import (
     bf16_matmul_inputs,
     bf16_matmul_reference,
     matmul_flops,
+    tensor_map,
 )
 from .ch08_wgmma import NoSerializedWgmma
 
@@ -52,10 +53,8 @@ def _split_judge(v: dict[str, int]) -> list[str]:
 
 
 def _args(a: Arrays, d: dict[str, int]) -> tuple[Any, ...]:
-    from ...run import tma
-
-    map_a = tma.tensor_map(a["A"], (64, BK), dtype="bfloat16")
-    map_b = tma.tensor_map(a["B"], (BK, BN), dtype="bfloat16")
+    map_a = tensor_map(a["A"], (64, BK), dtype="bfloat16")
+    map_b = tensor_map(a["B"], (BK, BN), dtype="bfloat16")
     return (map_a, map_b, a["C"], np.int32(d["M"]), np.int32(d["N"]), np.int32(d["K"]))
 
 

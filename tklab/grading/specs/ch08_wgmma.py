@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ...kernels import gemm
-from . import (
+from ..spec_kit import (
     Arrays,
     Bench,
     Dims,
@@ -27,6 +27,7 @@ from . import (
     bf16_matmul_inputs,
     bf16_matmul_reference,
     matmul_flops,
+    tensor_map,
 )
 
 STEP = gemm.STEPS["1_one_warpgroup"]  # the exercise is this step of the chapter's progression
@@ -53,10 +54,8 @@ class NoSerializedWgmma:
 
 
 def _args(a: Arrays, d: Dims) -> tuple[Any, ...]:
-    from ...run import tma
-
-    map_a = tma.tensor_map(a["A"], (BM, BK), dtype="bfloat16")
-    map_b = tma.tensor_map(a["B"], (BK, BN), dtype="bfloat16")
+    map_a = tensor_map(a["A"], (BM, BK), dtype="bfloat16")
+    map_b = tensor_map(a["B"], (BK, BN), dtype="bfloat16")
     return (map_a, map_b, a["C"], np.int32(d["M"]), np.int32(d["N"]), np.int32(d["K"]))
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...kernels import attention
 from ...run.arrays import bf16_to_float32, to_bf16_bits
-from . import (
+from ..spec_kit import (
     Arrays,
     Bench,
     Dims,

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...kernels import attention
 from ...run.arrays import bf16_to_float32, to_bf16_bits
-from . import Dims, Exercise, Launch, NoSpills, SassHas, UsesSharedMemory, WritesGlobal
+from ..spec_kit import Dims, Exercise, Launch, NoSpills, SassHas, UsesSharedMemory, WritesGlobal
 
 D = 64  # the exercise file's head dimension (HEAD_DIM): d = 64 halves what the CPU emulation computes
 BUILD = attention.build("tiles", D)  # same tiles, warps and shared layout as chapter 09's kernel at d = 64

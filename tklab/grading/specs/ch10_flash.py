@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...kernels import attention
-from . import (
+from ..spec_kit import (
     Arrays,
     Bench,
     Dims,
@@ -19,6 +19,7 @@ from . import (
     TensorCoreWork,
     WgmmaOverlap,
     WritesGlobal,
+    tensor_map,
 )
 from .ch09_flash import CASES, O_TOLERANCE, expect_output, inputs, outputs, reference, sdpa_baseline
 from .ch09_flash import launch as _launch
@@ -81,10 +82,8 @@ class SoftmaxUnderPV:
 
 
 def args(a: Arrays, d: Dims) -> tuple[Any, ...]:
-    from ...run import tma
-
     bc = BUILD.option("BC")
-    maps = [tma.tensor_map(a[n], (rows, BUILD.head_dim), dtype="bfloat16")
+    maps = [tensor_map(a[n], (rows, BUILD.head_dim), dtype="bfloat16")
             for n, rows in (("Q", 64), ("K", bc), ("V", bc), ("O", 64))]
     return (*maps, a["LSE"], d["H"], d["N"], 1 / math.sqrt(BUILD.head_dim), d["causal"])
 

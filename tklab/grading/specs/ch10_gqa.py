@@ -10,7 +10,7 @@ import numpy as np
 
 from ...kernels import attention
 from ...run.arrays import bf16_to_float32, to_bf16_bits
-from . import Arrays, Dims, Exercise, Launch, NoSpills, SassHas, TensorCoreWork, WritesGlobal
+from ..spec_kit import Arrays, Dims, Exercise, Launch, NoSpills, SassHas, TensorCoreWork, WritesGlobal, tensor_map
 from .ch10_flash import NoSerializedWgmma
 
 BUILD = attention.build("hopper", 128)  # chapter 10's d = 128 geometry: 2 consumer warpgroups, 176-key blocks
@@ -45,9 +45,7 @@ def launch(d: Dims) -> Launch:
 
 
 def args(a: Arrays, d: Dims) -> tuple[Any, ...]:
-    from ...run import tma
-
-    maps = [tma.tensor_map(a[n], (rows, D), dtype="bfloat16") for n, rows in (("Q", 64), ("K", BC), ("V", BC),
+    maps = [tensor_map(a[n], (rows, D), dtype="bfloat16") for n, rows in (("Q", 64), ("K", BC), ("V", BC),
                                                                               ("O", 64))]
     return (*maps, a["LSE"], np.int32(d["H"]), np.int32(d["HKV"]), np.int32(d["N"]), np.float32(1 / math.sqrt(D)),
             np.int32(d["causal"]))

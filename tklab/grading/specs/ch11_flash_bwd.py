@@ -16,7 +16,7 @@ import numpy as np
 
 from ...kernels import attention, attention_bwd
 from ...run.arrays import bf16_to_float32, to_bf16_bits
-from . import Arrays, Bench, Dims, Exercise, Launch, NoSpills, SassHas, TensorCoreWork
+from ..spec_kit import Arrays, Bench, Dims, Exercise, Launch, NoSpills, SassHas, TensorCoreWork, tensor_map
 from .ch09_flash import CASES
 from .ch10_flash import NoSerializedWgmma
 
@@ -120,12 +120,10 @@ def launch(d: Dims) -> Launch:
 
 
 def args(a: Arrays, d: Dims) -> tuple[Any, ...]:
-    from ...run import tma
-
     head = _head(d)
     a["DQ"][...] = 0  # the accumulator starts at zero (flash_bwd_prep's job in the full backward)
-    maps = [tma.tensor_map(a[n], (64, head), dtype="bfloat16") for n in ("Q", "K", "V", "DO", "DK", "DV")]
-    maps.append(tma.tensor_map(a["DQ"], (64, BUILDS[head].dq_cols), dtype="float32"))
+    maps = [tensor_map(a[n], (64, head), dtype="bfloat16") for n in ("Q", "K", "V", "DO", "DK", "DV")]
+    maps.append(tensor_map(a["DQ"], (64, BUILDS[head].dq_cols), dtype="float32"))
     return (*maps, a["LSE"], a["DELTA"], a["DQ"], d["H"], d["N"], np.float32(_scale(head)), d["causal"])
 
 

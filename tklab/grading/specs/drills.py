@@ -18,7 +18,7 @@ import numpy as np
 
 from ...models import banks, layouts, occupancy
 from ..drills import drill
-from . import Exercise
+from ..spec_kit import Exercise
 
 
 def _sectors(stride: int, itemsize: int) -> int:
