@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tklab import attention, recorded, specs  # noqa: E402
+from tklab import attention, gemm, recorded, specs  # noqa: E402
 from tklab.run.arrays import to_bf16_bits  # noqa: E402
 
 Arrays = dict[str, np.ndarray]
@@ -79,42 +79,42 @@ def _gemm_case(which: str, m: int, n: int, k: int, integer: bool) -> Callable[[A
     a, b = make((m, k)), make((k, n))
 
     def run(target: Any) -> Arrays:
+        import tklab
         from tklab import emulate
 
         if which == "gemm_mma_tiles":
             src = (ROOT / "solutions" / "gemm_mma_tiles.cu").read_text()
-            smem = 3 * (128 * 32 + 32 * 128) * 2 + 1024
+            mod = tklab.compile(src, arch="sm_90a", name="gemm_mma_tiles.cu")  # its launch, as the kernel declares it
+            tile, facts = gemm.mma_tiles_options(), gemm.launch_facts(mod)
+            grid, block, smem = (n // tile["BN"], m // tile["BM"]), (facts["threads"],), facts["shared_bytes"]
             if target == "cpu":
                 c = np.zeros((m, n), np.uint16)
                 emulate.compile(src, name="gemm_mma_tiles.cu")["gemm_mma_tiles"](
-                    (n // 128, m // 128), (128,), (a, b, c, m, n, k), shared_mem=smem)
+                    grid, block, (a, b, c, m, n, k), shared_mem=smem)
                 return {"C": c}
             import cupy as cp
 
-            import tklab
-
             c = cp.zeros((m, n), cp.uint16)
             tklab.compile(src, name="gemm_mma_tiles.cu")["gemm_mma_tiles"](
-                (n // 128, m // 128), (128,), (cp.asarray(a), cp.asarray(b), c, m, n, k), shared_mem=smem)
+                grid, block, (cp.asarray(a), cp.asarray(b), c, m, n, k), shared_mem=smem)
             return {"C": cp.asnumpy(c)}
-        smem = 4 * (128 * 64 + 64 * 256) * 2 + 1024
-        grid = ((m // 128) * (n // 256),)
-        src = (ROOT / "solutions" / "gemm_wgmma.cu").read_text()
+        step = gemm.STEPS["2_warp_specialised"]  # solutions/gemm_wgmma.cu
+        facts = gemm.launch_facts(gemm.compiled(step).module)
+        grid, block, smem = gemm.tile_grid(step, m, n), (facts["threads"],), facts["shared_bytes"]
+        src = step.path.read_text()
         if target == "cpu":
             c = np.zeros((m, n), np.uint16)
-            maps = (emulate.tensor_map(a, (64, 64), dtype="bfloat16"),
-                    emulate.tensor_map(b, (64, 256), dtype="bfloat16"))
-            emulate.compile(src, name="gemm_wgmma.cu")["gemm"](grid, (384,), (*maps, c, m, n, k), shared_mem=smem)
+            maps = [emulate.tensor_map(x, box, dtype="bfloat16") for x, box in zip((a, b), gemm.tma_boxes(step),
+                                                                                   strict=True)]
+            emulate.compile(src, name=step.source)["gemm"](grid, block, (*maps, c, m, n, k), shared_mem=smem)
             return {"C": c}
         import cupy as cp
 
-        import tklab
         from tklab import tma
 
         ga, gb, c = cp.asarray(a), cp.asarray(b), cp.zeros((m, n), cp.uint16)
-        maps = (tma.tensor_map(ga, (64, 64), dtype="bfloat16"), tma.tensor_map(gb, (64, 256), dtype="bfloat16"))
-        tklab.compile(src, arch="sm_90a", name="gemm_wgmma.cu")["gemm"](grid, (384,), (*maps, c, m, n, k),
-                                                                         shared_mem=smem)
+        maps = [tma.tensor_map(x, box, dtype="bfloat16") for x, box in zip((ga, gb), gemm.tma_boxes(step), strict=True)]
+        tklab.compile(src, arch="sm_90a", name=step.source)["gemm"](grid, block, (*maps, c, m, n, k), shared_mem=smem)
         return {"C": cp.asnumpy(c)}
 
     return run

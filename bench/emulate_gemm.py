@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from compile_time import cpu_name  # noqa: E402 - bench/ is this script's folder
 
-from tklab import recorded  # noqa: E402
+from tklab import gemm, recorded  # noqa: E402
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits  # noqa: E402
 
 KERNELS = {  # name -> (source, kernel, (m, n, k), launch(mod_kernel, a, b, c))
@@ -47,13 +47,15 @@ def _launch(emu, name: str, kernel, m: int, n: int, k: int, race: bool) -> float
         got = c.astype(np.float64)
     elif name == "gemm_mma_tiles":
         c = np.zeros((m, n), np.uint16)
-        kernel((n // 128, m // 128), (128,), (a, b, c, m, n, k), shared_mem=3 * (128 * 32 + 32 * 128) * 2 + 1024,
-               race=race)
+        tile, facts = gemm.mma_tiles_options(), gemm.launch_facts(kernel.module)  # the file's tile, its launch
+        kernel((n // tile["BN"], m // tile["BM"]), (facts["threads"],), (a, b, c, m, n, k),
+               shared_mem=facts["shared_bytes"], race=race)
         got = bf16_to_float32(c).astype(np.float64)
     else:
         c = np.zeros((m, n), np.uint16)
-        maps = (emu.tensor_map(a, (64, 64), dtype="bfloat16"), emu.tensor_map(b, (64, 256), dtype="bfloat16"))
-        kernel(((m // 128) * (n // 256),), (384,), (*maps, c, m, n, k), shared_mem=4 * (128 * 64 + 64 * 256) * 2 + 1024,
+        step, facts = gemm.STEPS["2_warp_specialised"], gemm.launch_facts(kernel.module)  # gemm_wgmma.cu
+        maps = [emu.tensor_map(x, box, dtype="bfloat16") for x, box in zip((a, b), gemm.tma_boxes(step), strict=True)]
+        kernel(gemm.tile_grid(step, m, n), (facts["threads"],), (*maps, c, m, n, k), shared_mem=facts["shared_bytes"],
                race=race)
         got = bf16_to_float32(c).astype(np.float64)
     dt = time.perf_counter() - t

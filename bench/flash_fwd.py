@@ -63,7 +63,7 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     # the last one empty), and the next item's loads under this one's epilogue
     "ch10 persistent 2x128": ("hopper", {"PERSISTENT": 1, "SCHEDULE": 2, "CONSUMERS": 2, "BC": 128}, (64,)),
     "ch10 defaults": ("hopper", {}, (64, 128)),  # attention.DEFAULTS as they stand (the baseline of each option)
-    # the defaults (d=128: ping-pong BC=176; d=64: overlap, 3 consumers) on a grid of one block per SM
+    # the defaults (attention.DEFAULTS, per head dimension) on a grid of one block per SM
     "ch10 persistent": ("hopper", {"PERSISTENT": 1}, (64, 128)),
     # the defaults with the consumer index in uniform registers (no R2UR before each wgmma of S = Q K^T)
     "ch10 uniform": ("hopper", {"UNIFORM": 1}, (64, 128)),

@@ -27,9 +27,10 @@ from tklab import gemm, recorded  # noqa: E402
 from tklab.run.arrays import bf16_to_float32, poisoned, to_bf16_bits  # noqa: E402
 from tklab.run.bench import bench  # noqa: E402
 
-SOLUTION = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "STAGES": 3}
+#: The solution's tile configuration: its file's #define defaults (the file is their one home; -D overrides all six).
+SOLUTION = gemm.mma_tiles_options()
 VARIANTS: dict[str, dict[str, int]] = {
-    "solution: 128x128x32, 2x2 warps, 3 stages": {},
+    "solution: {BM}x{BN}x{BK}, {WARPS_M}x{WARPS_N} warps, {STAGES} stages".format(**SOLUTION): {},
     "4 stages": {"STAGES": 4},
     "128x256x32, 2x4 warps, 3 stages": {"BN": 256, "WARPS_N": 4},
     "128x128x64, 2x2 warps, 2 stages": {"BK": 64, "STAGES": 2},

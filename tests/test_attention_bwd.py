@@ -16,6 +16,7 @@ import pytest
 
 from tklab.kernels import attention, attention_bwd
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
+from tklab.run.limits import SHARED_OPTIN
 
 SRC = attention_bwd.KERNEL.read_text()
 
@@ -99,7 +100,9 @@ def test_dq_slots_cover_every_key_block_and_query_row() -> None:
 
 def test_build_options_and_shared_memory_model() -> None:
     cfg = attention_bwd.build(128)
-    assert cfg.threads == 384 and cfg.kv_block == 128 and cfg.shared_bytes <= 227 * 1024
+    consumers = attention_bwd.DEFAULTS[128]["CONSUMERS"]  # a producer warpgroup beside them, 64 keys each
+    assert (cfg.consumers, cfg.threads, cfg.kv_block) == (consumers, 128 * (consumers + 1), 64 * consumers)
+    assert cfg.shared_bytes <= SHARED_OPTIN[90]
     with pytest.raises(ValueError, match="head dimension 64 or 128"):
         attention_bwd.build(96)
     with pytest.raises(ValueError, match="unknown option"):

@@ -51,8 +51,8 @@ def _close(o: np.ndarray, lse: np.ndarray, ref_o: np.ndarray, ref_lse: np.ndarra
     np.testing.assert_allclose(lse, ref_lse, atol=1e-3)
 
 
-# d=128 is the ping-pong default (2 consumers, BC=176), d=64 the 3-consumer overlap default; 150 and 200 rows
-# end inside a query block and a key block; 2 x 2 heads x 2 query blocks = 8 items on 3 blocks (or 2 x 3 on 2).
+# Each head dimension runs its own defaults (attention.DEFAULTS: a schedule and key block of its own); 150 and 200
+# rows end inside a query block and a key block; 2 x 2 heads x 2 query blocks = 8 items on 3 blocks (or 2 x 3 on 2).
 # PERSISTENT=2 (causal items ranked by cost, dealt in a snake): 8 items on 3 blocks end in a partial odd round.
 # PERSISTENT=3 is 1's code on a grid of a block per item (each walks one): 1 on as many "SMs" as items.
 @pytest.mark.parametrize("d,b,h,n,causal,sms,order,uniform,persistent", [

@@ -11,6 +11,18 @@ import pytest
 
 import tklab
 from tklab import gemm, sass, tma_copy
+from tklab.run.limits import SHARED_OPTIN
+
+RING_TILE_BYTES = tma_copy.TILE_ROWS * tma_copy.TILE_COLS * 4  # one stage of the ring: a tile of floats
+
+
+def _gemm_shared(step: str, stages: int = 4, c_tiles: int = 0) -> int:
+    """A GEMM step's dynamic shared memory as its layout says: ``stages`` x (A's block_m x BK slice + B's BK x
+    block_n slice) in bf16 [+ ``c_tiles`` C staging tiles and the barriers, rounded to 1024] + 1024 alignment slack."""
+    s = gemm.get(step)
+    ring = stages * (s.block_m * gemm.BK + gemm.BK * s.block_n) * 2
+    staging = c_tiles * gemm.C_BOX[0] * gemm.C_BOX[1] * 2 + 1024 if c_tiles else 0
+    return ring + staging + 1024
 
 ROOT = Path(__file__).resolve().parent.parent
 SERIALIZED = re.compile(r"\bC75\d\d\b")  # ptxas: "wgmma.mma_async instructions are serialized ..."
@@ -93,18 +105,18 @@ def test_the_serialization_check_can_fail() -> None:
     assert not res.ok and "C75" in res.detail and "k > 0" in res.detail
 
 
-@pytest.mark.parametrize(("name", "threads", "shared", "cluster"), [
-    # shared = stages x (A tiles + B tile) [+ C staging + barriers, rounded to 1024] + 1024 alignment slack
-    ("1_one_warpgroup", 128, 4 * (64 * 64 + 64 * 256) * 2 + 1024, 1),
-    ("2_warp_specialised", 384, 4 * (2 * 64 * 64 + 64 * 256) * 2 + 1024, 1),
-    ("3_persistent", 384, 4 * (2 * 64 * 64 + 64 * 256) * 2 + 4 * 64 * 64 * 2 + 1024 + 1024, 1),
-    ("5_cluster", 384, 4 * (2 * 64 * 64 + 64 * 256) * 2 + 4 * 64 * 64 * 2 + 1024 + 1024, 2),
+@pytest.mark.parametrize(("name", "warpgroups", "c_tiles", "cluster"), [
+    ("1_one_warpgroup", 1, 0, 1),
+    ("2_warp_specialised", 3, 0, 1),  # a producer and two consumers
+    ("3_persistent", 3, 4, 1),  # two staging tiles of C per consumer
+    ("5_cluster", 3, 4, 2),
 ])
-def test_kernels_tell_the_launcher_their_threads_shared_memory_and_cluster(name, threads, shared, cluster) -> None:
+def test_kernels_tell_the_launcher_their_threads_shared_memory_and_cluster(name, warpgroups, c_tiles, cluster) -> None:
     k = gemm.compiled(gemm.get(name))
     facts = gemm.launch_facts(k.module)
-    assert facts == {"threads": threads, "shared_bytes": shared, "cluster": cluster}
-    assert shared + k.shared_bytes <= 232448  # the H100/H200 per-block opt-in limit (227 KB)
+    shared = _gemm_shared(name, c_tiles=c_tiles)
+    assert facts == {"threads": 128 * warpgroups, "shared_bytes": shared, "cluster": cluster}
+    assert shared + k.shared_bytes <= SHARED_OPTIN[90]  # the H100/H200 per-block opt-in limit
 
 
 def test_the_exercise_spec_launches_what_the_exercise_kernel_declares() -> None:
@@ -207,14 +219,14 @@ def test_ring_builds_for_every_stage_count_of_the_sweep(stages: int) -> None:
     k = tklab.compile(src, arch="sm_90a", name="ch07_tma_ring.cu", options=(f"-DSTAGES={stages}",))["ring_copy"]
     assert k.spill_bytes == 0 and _count(_ops(k), "UTMALDG") == 1
     blocks, threads, smem = tma_copy.ring_launch(16384, 8192, stages)
-    assert (blocks, threads, smem) == (132, 160, stages * 16384 + 1024)
+    assert (blocks, threads, smem) == (132, tma_copy.RING_THREADS, stages * RING_TILE_BYTES + 1024)
     assert smem == k.module.constants["ring_shared_bytes"]  # the model (for sandboxed checks) is the kernel's
     assert re.search(rf"\.maxntid\s+{threads}, 1, 1", k.module.ptx)
-    assert smem + k.shared_bytes <= 232448
+    assert smem + k.shared_bytes <= SHARED_OPTIN[90]
 
 
 def test_ring_launch_and_way_shapes() -> None:
-    assert tma_copy.ring_launch(100, 68, 2) == (4, 160, 2 * 16384 + 1024)  # 2 x 2 ragged tiles
+    assert tma_copy.ring_launch(100, 68, 2) == (4, tma_copy.RING_THREADS, 2 * RING_TILE_BYTES + 1024)  # 2 x 2 tiles
     with pytest.raises(ValueError, match="stages must be"):
         tma_copy.ring_launch(64, 64, 0)
 

@@ -45,13 +45,13 @@ def flash() -> tuple:
 
 
 def test_ch10_hgmma_per_key_block_is_s_then_pv(flash) -> None:
-    """10 · cell 4: 8 HGMMA.64x176x16 for S (d/16) and 11 HGMMA.64x128x16 for P·V (BC/16): 19 in the loop."""
+    """10 · cell 4: d/16 HGMMA.64x{BC}x16 for S and BC/16 HGMMA.64x{d}x16 for P·V, both in the loop."""
     from tklab import course
 
     build, k = flash
     d, bc = 128, int(dict(o[2:].split("=") for o in build.options)["BC"])
     loop = course.main_loop(k.sass)
-    assert sum(op.startswith("HGMMA") for op in loop) == d // 16 + bc // 16 == 19
+    assert sum(op.startswith("HGMMA") for op in loop) == d // 16 + bc // 16
     shapes = re.findall(r"HGMMA\.(64x\d+x16)", k.sass)  # prologue (block 0 / last P·V) and loop: twice each
     assert shapes.count(f"64x{bc}x16") == 2 * (d // 16) and shapes.count(f"64x{d}x16") == 2 * (bc // 16)
     prose = _text("10", "a0bdd3e7")
@@ -67,24 +67,27 @@ def test_hmma_per_wgmma_shape() -> None:
 
 def test_register_split_fits_the_blocks_pool(flash) -> None:
     """10 · cell 4 and 08 · cell 13: setmaxnreg moves registers within the block's pool (launch registers ×
-    threads), and both splits use it exactly: 168 × 384 = 64,512 = 128 × (producer + 2 consumers)."""
+    threads), and both splits use it exactly: registers × threads = 128 × (producer + 2 consumers), the pool of
+    tklab.run.limits (the chapters print the product)."""
     from tklab import gemm
+    from tklab.run.limits import launch_pool
 
     build, k10 = flash
-    pool10 = k10.registers * 384
+    threads = build.threads
+    pool10 = k10.registers * threads
     src10 = build.source.read_text()  # the kernel file, wherever the build finds it
     prod, cons = map(int, re.search(r"register_split<(\d+), CONSUMERS == 2 \? (\d+)", src10).groups())
-    assert 128 * (prod + 2 * cons) == pool10 == 64_512
+    assert 128 * (prod + 2 * cons) == pool10 == launch_pool(threads)
     k8 = gemm.compiled(gemm.STEPS["2_warp_specialised"])
-    threads = gemm.launch_facts(k8.module)["threads"]
+    assert gemm.launch_facts(k8.module)["threads"] == threads
     prod8, cons8 = map(int, re.search(r"register_split<(\d+), (\d+),", (ROOT / "solutions" / "gemm_wgmma.cu")
                                       .read_text()).groups())
-    assert k8.registers * threads == 128 * (prod8 + 2 * cons8) == 64_512
+    assert k8.registers * threads == 128 * (prod8 + 2 * cons8) == launch_pool(threads)
     for chapter, cell, (p, c, r) in (("10", "a0bdd3e7", (prod, cons, k10.registers)),
                                      ("08", "c14", (prod8, cons8, k8.registers))):
         prose = _text(chapter, cell)
-        assert f"{r} per thread × 384 threads = 64,512" in prose, chapter
-        assert f"128 × ({p} + 2 × {c}) = 64,512" in prose, chapter
+        assert f"{r} per thread × {threads} threads = {pool10:,}" in prose, chapter
+        assert f"128 × ({p} + 2 × {c}) = {pool10:,}" in prose, chapter
         assert "64K" not in prose, f"{chapter}: the split is checked against the block's pool, not the SM's 64K"
 
 
@@ -281,15 +284,17 @@ def test_ch08_stream_k_is_the_records() -> None:
 
 
 def test_ch08_register_pool_everywhere_the_learner_reads() -> None:
-    """Issue 41: the design exercise's cell, its hints and its goal line say the block's pool, 64,512 (the
-    split 32/240 that 65,536 would allow fails the library's static_assert), never 65536 or 64K."""
+    """Issue 41: the design exercise's cell, its hints and its goal line say the block's pool (the split 32/240
+    that the whole register file would allow fails the library's static_assert), never the file's 65536 or 64K."""
     import tomllib
 
     from tklab import gemm
+    from tklab.run.limits import REGISTER_FILE, launch_pool
 
     k8 = gemm.compiled(gemm.STEPS["2_warp_specialised"])
-    pool = k8.registers * gemm.launch_facts(k8.module)["threads"]
-    assert pool == 64_512 and 128 * (32 + 2 * 240) > pool  # the split the old hint allowed does not fit
+    threads = gemm.launch_facts(k8.module)["threads"]
+    pool = k8.registers * threads
+    assert pool == launch_pool(threads) < REGISTER_FILE == 128 * (32 + 2 * 240)  # the old hint's split does not fit
     hints = tomllib.loads((ROOT / "solutions" / "ch08_warp_specialized.hints.toml").read_text())
     texts = {"08 design cell": _text("08", "design-ch08_warp_specialized-todo"),
              "level 1": " ".join(hints["level1"].split()), "level 2": " ".join(hints["level2"].split()),

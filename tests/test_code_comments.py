@@ -155,7 +155,7 @@ def test_the_detector_finds_hashes_and_dates(comment: str) -> None:
 
 @pytest.mark.parametrize("comment", [
     "# a mask of 0x1f2e3d4c, the pattern 0xfefefefe",
-    "// 2^-22 relative error, 1.6e-3, 64512 registers, 1234567 bytes",
+    "// 2^-22 relative error, 1.6e-3, 4096 registers, 1234567 bytes",
     "// mov.f32 %f1, 0f3f800000;",
     "# a name like tile_ab12cd3 or ab12cd3_tile, a path like bench/results/flash_bwd_*.md",
     "# deadbeef and facade have no digit; 1000000 has no letter",

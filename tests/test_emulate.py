@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tklab
-from tklab import attention, specs
+from tklab import attention, gemm, specs
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 
 emu = pytest.importorskip("tklab.emulate")
@@ -202,8 +202,9 @@ def test_gemm_mma_tiles_solution() -> None:
     a, b = _bf16(rng, (m, k)), _bf16(rng, (k, n))
     c = np.full((m, n), 0xFFFF, np.uint16)
     mod = emu.compile((ROOT / "solutions" / "gemm_mma_tiles.cu").read_text(), name="gemm_mma_tiles.cu")
-    smem = 3 * (128 * 32 + 32 * 128) * 2 + 1024
-    mod["gemm_mma_tiles"]((n // 128, m // 128), (128,), (a, b, c, m, n, k), shared_mem=smem)
+    tile, facts = gemm.mma_tiles_options(), gemm.launch_facts(mod)  # the file's tile; the launch it declares
+    mod["gemm_mma_tiles"]((n // tile["BN"], m // tile["BM"]), (facts["threads"],), (a, b, c, m, n, k),
+                          shared_mem=facts["shared_bytes"])
     ref = bf16_to_float32(a).astype(np.float64) @ bf16_to_float32(b)
     np.testing.assert_allclose(bf16_to_float32(c), ref, rtol=1e-2, atol=1e-2)
 
@@ -213,10 +214,11 @@ def test_gemm_wgmma_solution_with_tma_and_warp_specialisation() -> None:
     m, n, k = 256, 256, 192
     a, b = _bf16(rng, (m, k)), _bf16(rng, (k, n))
     c = np.full((m, n), 0xFFFF, np.uint16)
-    mod = emu.compile((ROOT / "solutions" / "gemm_wgmma.cu").read_text(), name="gemm_wgmma.cu")
-    maps = (emu.tensor_map(a, (64, 64), dtype="bfloat16"), emu.tensor_map(b, (64, 256), dtype="bfloat16"))
-    smem = 4 * (128 * 64 + 64 * 256) * 2 + 1024
-    mod["gemm"](((m // 128) * (n // 256),), (384,), (*maps, c, m, n, k), shared_mem=smem)
+    step = gemm.STEPS["2_warp_specialised"]
+    mod = emu.compile(step.path.read_text(), name=step.source)
+    maps = [emu.tensor_map(x, box, dtype="bfloat16") for x, box in zip((a, b), gemm.tma_boxes(step), strict=True)]
+    facts = gemm.launch_facts(mod)
+    mod["gemm"](gemm.tile_grid(step, m, n), (facts["threads"],), (*maps, c, m, n, k), shared_mem=facts["shared_bytes"])
     ref = bf16_to_float32(a).astype(np.float64) @ bf16_to_float32(b)
     np.testing.assert_allclose(bf16_to_float32(c), ref, rtol=1e-2, atol=1e-2)
 

@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tklab import attention
+from tklab import attention, gemm, tma_copy
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 
 emu = pytest.importorskip("tklab.emulate")
 ROOT = Path(__file__).resolve().parent.parent
 ORDERS = tuple(emu.TMA_ORDERS)
+STEP2 = gemm.STEPS["2_warp_specialised"]  # solutions/gemm_wgmma.cu as chapter 08 launches it
 
 # ---- small kernels ---------------------------------------------------------------------------------------------
 PROBES = r"""#include "tk.cuh"
@@ -307,8 +308,10 @@ def _ch07(src: str, order: str) -> bool:
     """300 x 68 floats, two blocks: each walks several tiles through the two-stage ring (it wraps)."""
     x = np.random.default_rng(0).standard_normal((300, 68)).astype(np.float32)
     y = np.full_like(x, np.nan)
-    _compiled(src, "ch07_tma_ring.cu")["ring_copy"]((2,), (160,), (emu.tensor_map(x, (64, 64), swizzle=0), y, 300, 68),
-                                                    shared_mem=2 * 64 * 64 * 4 + 1024, tma_order=order)
+    blocks, threads, shared = tma_copy.ring_launch(*x.shape, stages=2, sms=2)
+    src_map = emu.tensor_map(x, (tma_copy.TILE_ROWS, tma_copy.TILE_COLS), swizzle=0)
+    _compiled(src, "ch07_tma_ring.cu")["ring_copy"]((blocks,), (threads,), (src_map, y, *x.shape), shared_mem=shared,
+                                                    tma_order=order)
     return bool(np.array_equal(x, y))
 
 
@@ -326,9 +329,12 @@ def _ch08(src: str, order: str = "delayed") -> tuple[float, emu.LaunchResult]:
     m, n, k = 64, 256, 320
     a, b = (to_bf16_bits(rng.uniform(-1, 1, s).astype(np.float32)) for s in ((m, k), (k, n)))
     c = np.full((m, n), 0xFFFF, np.uint16)
-    maps = (emu.tensor_map(a, (64, 64), dtype="bfloat16"), emu.tensor_map(b, (64, 256), dtype="bfloat16"))
-    res = _compiled(src, "ch08_wgmma.cu")["gemm"]((n // 256, m // 64), (128,), (*maps, c, m, n, k),
-                                                  shared_mem=4 * (64 * 64 + 64 * 256) * 2 + 1024, tma_order=order)
+    step = gemm.STEPS["1_one_warpgroup"]  # ch08_wgmma.cu as chapter 08 launches it
+    maps = [emu.tensor_map(x, box, dtype="bfloat16") for x, box in zip((a, b), gemm.tma_boxes(step), strict=True)]
+    mod = _compiled(src, "ch08_wgmma.cu")
+    facts = gemm.launch_facts(mod)
+    res = mod["gemm"](gemm.tile_grid(step, m, n), (facts["threads"],), (*maps, c, m, n, k),
+                      shared_mem=facts["shared_bytes"], tma_order=order)
     ref = bf16_to_float32(a).astype(np.float64) @ bf16_to_float32(b)
     return float(np.abs(bf16_to_float32(c) - ref).max()), res
 
@@ -451,8 +457,10 @@ def test_ch10_a_lapping_producer_is_caught_reading_a_box_in_flight() -> None:
     broken = _planted(src, "                wait(pipe.empty[at.stage], at.phase ^ 1);\n", "")
     m, n, k = 128, 256, 64 * 6
     a, b = to_bf16_bits(np.ones((m, k), np.float32)), to_bf16_bits(np.ones((k, n), np.float32))
-    maps = (emu.tensor_map(a, (64, 64), dtype="bfloat16"), emu.tensor_map(b, (64, 256), dtype="bfloat16"))
+    maps = [emu.tensor_map(x, box, dtype="bfloat16") for x, box in zip((a, b), gemm.tma_boxes(STEP2), strict=True)]
+    mod = _compiled(broken, "gemm_wgmma.cu")
+    facts = gemm.launch_facts(mod)
     with pytest.raises(emu.AsyncHazard, match=r"while the TMA load that thread \(0\) issued at gemm_wgmma\.cu:\d+ .* "
                        r"is still in flight"):
-        _compiled(broken, "gemm_wgmma.cu")["gemm"]((1,), (384,), (*maps, np.zeros((m, n), np.uint16), m, n, k),
-                                                   shared_mem=4 * (128 * 64 + 64 * 256) * 2 + 1024)
+        mod["gemm"]((1,), (facts["threads"],), (*maps, np.zeros((m, n), np.uint16), m, n, k),
+                    shared_mem=facts["shared_bytes"])

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tklab import gemm
 from tklab.run.arrays import to_bf16_bits
 
 emu = pytest.importorskip("tklab.emulate")
@@ -116,12 +117,14 @@ def test_a_producer_that_skips_the_empty_barrier_laps_the_consumers_and_they_han
     m, n, k = 128, 256, 64 * 6  # six K steps: the four-stage ring wraps
     a, b = to_bf16_bits(np.ones((m, k), np.float32)), to_bf16_bits(np.ones((k, n), np.float32))
     c = np.zeros((m, n), np.uint16)
-    maps = (emu.tensor_map(a, (64, 64), dtype="bfloat16"), emu.tensor_map(b, (64, 256), dtype="bfloat16"))
+    step = gemm.STEPS["2_warp_specialised"]  # gemm_wgmma.cu as chapter 08 launches it
+    maps = [emu.tensor_map(x, box, dtype="bfloat16") for x, box in zip((a, b), gemm.tma_boxes(step), strict=True)]
+    mod = emu.compile(broken, name=step.source)
+    facts = gemm.launch_facts(mod)
     with pytest.raises(emu.Deadlock, match=r"threads 128\.\.\d+ wait at an mbarrier wait on pipe .*for phase parity 0 "
                        r"\(it has completed 2 phases"):
-        emu.compile(broken, name="gemm_wgmma.cu")["gemm"]((1,), (384,), (*maps, c, m, n, k),
-                                                          shared_mem=4 * (128 * 64 + 64 * 256) * 2 + 1024,
-                                                          tma_order="in_order")
+        mod["gemm"]((1,), (facts["threads"],), (*maps, c, m, n, k), shared_mem=facts["shared_bytes"],
+                    tma_order="in_order")
 
 
 def test_exited_lane_at_a_warp_shuffle_is_reported() -> None:

@@ -98,12 +98,12 @@ def _run(blocks: int, step: gemm.Step = STEP, mod: object = None) -> tuple[np.nd
     a = to_bf16_bits(rng.standard_normal((M, K)).astype(np.float32))
     b = to_bf16_bits(rng.standard_normal((K, N)).astype(np.float32))
     c = np.full((M, N), 0xFFFF, np.uint16)  # NaN: an element never written stays NaN
-    maps = [emu.tensor_map(x, box, dtype="bfloat16") for x, box in ((a, (64, 64)), (b, (64, 256)), (c, (64, 64)))]
+    maps = [emu.tensor_map(x, box, dtype="bfloat16") for x, box in zip((a, b, c), gemm.tma_boxes(step), strict=True)]
     consts = gemm.compiled(step).module.constants  # what the kernel says its workspace is (NVRTC)
     floats, nflags = consts["gemm_partial_floats"], consts["gemm_flags"]
     partials, flags = np.full(blocks * floats, np.nan, np.float32), np.zeros(blocks * nflags, np.int32)
-    shared = gemm.launch_facts(gemm.compiled(step).module)["shared_bytes"]
-    mod["gemm"]((blocks,), (384,), (*maps, M, N, K, partials, flags), shared_mem=shared)
+    facts = gemm.launch_facts(gemm.compiled(step).module)
+    mod["gemm"]((blocks,), (facts["threads"],), (*maps, M, N, K, partials, flags), shared_mem=facts["shared_bytes"])
     ref = bf16_to_float32(a).astype(np.float64) @ bf16_to_float32(b).astype(np.float64)
     return bf16_to_float32(c), ref, partials.reshape(blocks, -1), flags
 

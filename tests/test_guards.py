@@ -17,7 +17,15 @@ import pytest
 import tklab
 from tklab.kernels import attention, gemm
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
-from tklab.run.limits import SHARED_OPTIN, ConfigError, check_compiled, shared_limit
+from tklab.run.limits import (
+    REGISTER_FILE,
+    SHARED_OPTIN,
+    ConfigError,
+    check_compiled,
+    launch_pool,
+    launch_registers,
+    shared_limit,
+)
 from tklab.toolchain.compiler import CompileError
 
 SPLIT = """\
@@ -25,7 +33,12 @@ SPLIT = """\
 using namespace tk;
 using split = warpgroup::register_split<SPLIT_P, SPLIT_C, 2>;
 extern "C" __device__ int pool = split::pool;
-extern "C" __device__ int launch_regs = warpgroup::launch_registers<384>;
+extern "C" __device__ int threads = split::threads;
+extern "C" __device__ int launch_regs = warpgroup::launch_registers<split::threads>;
+extern "C" __device__ int regs_at_128 = warpgroup::launch_registers<128>;
+extern "C" __device__ int regs_at_320 = warpgroup::launch_registers<320>;
+extern "C" __device__ int regs_at_640 = warpgroup::launch_registers<640>;
+extern "C" __device__ int regs_at_1024 = warpgroup::launch_registers<1024>;
 extern "C" __global__ void __launch_bounds__(split::threads, 1) k(int* out) {
     if (warpgroup::groupid() == 0) split::producer(); else split::consumer();
     out[threadIdx.x] = threadIdx.x;
@@ -36,18 +49,25 @@ extern "C" __global__ void __launch_bounds__(split::threads, 1) k(int* out) {
 # ---- the register split: the block's pool, not the register file ------------------------------------
 def test_register_split_checks_the_blocks_launch_pool():
     ok = tklab.compile(SPLIT, arch="sm_90a", name="split_ok.cu", options=("-DSPLIT_P=24", "-DSPLIT_C=240"))
-    assert ok.constants["launch_regs"] == 168 and ok.constants["pool"] == 168 * 384 == 64512
-    assert ok.registers == 168  # ptxas gives the launch-bounds cap at entry: the pool setmaxnreg draws on
-    # 32 + 2 x 240 = 512 registers x 128 threads = 65,536: the whole register file, but 1,024 more than the pool
-    with pytest.raises(CompileError, match=r"more registers than the block owns.*64,512"):
+    threads = ok.constants["threads"]
+    assert threads == 3 * 128  # one producer and two consumer warpgroups
+    # the library's rule and tklab.run.limits' are one rule: the pool the chapters quote comes from the latter
+    assert ok.constants["launch_regs"] == launch_registers(threads)
+    assert ok.constants["pool"] == launch_pool(threads) < REGISTER_FILE  # 384 threads leave part of the file unused
+    assert ok.registers == launch_registers(threads)  # ptxas gives the launch-bounds cap at entry: setmaxnreg's pool
+    # 32 + 2 x 240 = 512 registers x 128 threads: the whole register file, more than the block's pool
+    assert (32 + 2 * 240) * 128 == REGISTER_FILE
+    with pytest.raises(CompileError, match=rf"more registers than the block owns.*{launch_pool(threads):,}"):
         tklab.compile(SPLIT, arch="sm_90a", name="split_bad.cu", options=("-DSPLIT_P=32", "-DSPLIT_C=240"))
+    for n in (128, 320, 640, 1024):  # the two rules agree where the cap or the unit decides too
+        assert ok.constants[f"regs_at_{n}"] == launch_registers(n), n
 
 
 # ---- attention.build: refused before compiling -----------------------------------------------------
 @pytest.mark.parametrize("options,message", [
     ({"CONSUMERS": 1, "SCHEDULE": 1}, r"needs at least 2 of them \(CONSUMERS >= 2\)"),
     ({"CONSUMERS": 1, "SCHEDULE": 2}, "ping-pong"),
-    ({"BC": 208}, r"247,808 B of shared memory per block, more than the 232,448 B"),
+    ({"BC": 208}, rf"247,808 B of shared memory per block, more than the {SHARED_OPTIN[90]:,} B"),
     ({"STAGES": 3}, "shared memory per block"),
     ({"SCHEDULE": 3}, "SCHEDULE 0, 1 or 2"),
     ({"BC": 0}, "BC a multiple of 16 from 16"),
@@ -60,7 +80,7 @@ def test_build_refuses_configurations_that_cannot_compile_fit_or_finish(options,
 
 def test_every_default_configuration_fits_the_devices_shared_memory(monkeypatch):
     monkeypatch.setattr(tklab.gpu, "available", lambda: False)
-    assert shared_limit("sm_90a") == SHARED_OPTIN[90] == 227 * 1024 and shared_limit(None) == SHARED_OPTIN[80]
+    assert shared_limit("sm_90a") == SHARED_OPTIN[90] and shared_limit(None) == SHARED_OPTIN[80]
     for kernel, per_d in attention.DEFAULTS.items():
         for d in per_d:
             b = attention.build(kernel, d)  # (itself refuses more than the limit)
@@ -81,7 +101,7 @@ def test_check_compiled_refuses_spills_shared_memory_and_registers():
 
     check_compiled(K(), what="ok", dynamic_shared=200_000, threads=384, arch="sm_90a")
     with pytest.raises(ConfigError, match="shared memory"):
-        check_compiled(K(), what="big", dynamic_shared=232_449, threads=384, arch="sm_90a")
+        check_compiled(K(), what="big", dynamic_shared=SHARED_OPTIN[90] + 1, threads=384, arch="sm_90a")
     with pytest.raises(ConfigError, match="registers of an SM"):
         check_compiled(K(), what="many", dynamic_shared=0, threads=512, arch="sm_90a")
     K.spill_bytes = 8

@@ -12,6 +12,7 @@ import itertools
 import pytest
 
 from tklab import occupancy
+from tklab.run.limits import SHARED_OPTIN
 
 # Device properties the calculator reads for an H100/H200 (cudaDeviceProp of sm_90).
 PROPS = {"regsPerMultiprocessor": 65536, "regsPerBlock": 65536, "warpSize": 32, "maxThreadsPerMultiProcessor": 2048,
@@ -64,7 +65,7 @@ def test_worked_cases(regs: int, threads: int, blocks: int, pooled: int) -> None
 
 def test_matches_the_calculator_everywhere() -> None:
     """Every register count, a spread of block sizes and shared-memory sizes: same blocks per SM."""
-    smems = (0, 1, 4096, 18944, 50176, 100 * 1024, 227 * 1024)
+    smems = (0, 1, 4096, 18944, 50176, 100 * 1024, SHARED_OPTIN[90])  # up to the most one block may ask for
     for regs, threads, smem in itertools.product(range(1, 256), (32, 64, 96, 128, 192, 256, 384, 512, 1024),
                                                  smems):
         occ = occupancy.occupancy(regs, threads, smem)

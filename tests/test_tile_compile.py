@@ -141,8 +141,8 @@ def test_a_kernel_knob_macro_leaves_the_library_alone() -> None:
 def test_gemm_declares_its_launch(gemm: tklab.toolchain.compiler.Module) -> None:
     """The kernel exports its dynamic shared memory and threads (tklab.kernels.gemm.launch_facts reads them); the GPU
     test's constant, used where no PTX exists (the CPU emulator), must agree with it."""
-    from test_tile_ops_gpu import GEMM_SMEM
+    from test_tile_ops_gpu import GEMM_SMEM, GEMM_THREADS
 
     from tklab import gemm as gemms
 
-    assert gemms.launch_facts(gemm) == {"threads": 128, "shared_bytes": GEMM_SMEM, "cluster": 1}
+    assert gemms.launch_facts(gemm) == {"threads": GEMM_THREADS, "shared_bytes": GEMM_SMEM, "cluster": 1}

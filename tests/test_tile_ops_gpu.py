@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tklab
+from tklab.kernels import gemm as gemm_steps
 from tklab.run.arrays import bf16_to_float32, poisoned, to_bf16_bits
 
 pytestmark = pytest.mark.gpu
@@ -365,9 +366,12 @@ def test_shared_vector_roundtrip(cp, ops, rng):
 
 
 # ---- the chapter-06 GEMM --------------------------------------------------------------------------------------
-# The kernel's gemm_shared_bytes (tests/test_tile_compile.py holds them equal): a constant here because the CPU
-# emulator (tests/test_emulate_library.py runs this test there) has no PTX to read it from.
-GEMM_SMEM = 3 * (128 * 32 + 32 * 128) * 2 + 1024
+# The kernel's tile (its file's #define defaults) and its gemm_shared_bytes, modelled from that tile
+# (tests/test_tile_compile.py holds the model equal to the export): a model here because the CPU emulator
+# (tests/test_emulate_library.py runs this test there) may have no PTX to read the export from.
+GEMM_TILE = gemm_steps.mma_tiles_options()
+GEMM_SMEM = GEMM_TILE["STAGES"] * (GEMM_TILE["BM"] * GEMM_TILE["BK"] + GEMM_TILE["BK"] * GEMM_TILE["BN"]) * 2 + 1024
+GEMM_THREADS = 32 * GEMM_TILE["WARPS_M"] * GEMM_TILE["WARPS_N"]
 
 
 @pytest.mark.parametrize("m,n,k", [(128, 128, 32), (256, 384, 96), (384, 256, 1024), (1024, 1024, 512)])
@@ -375,8 +379,8 @@ def test_gemm_matches_cupy(cp, rng, arch, m, n, k):
     mod = tklab.compile(GEMM_SRC.read_text(), arch=arch)
     a, b = to_bf16_bits(rng.standard_normal((m, k))), to_bf16_bits(rng.standard_normal((k, n)))
     c = poisoned(cp, (m, n), np.uint16)
-    mod["gemm_mma_tiles"]((n // 128, m // 128), 128, (cp.asarray(a), cp.asarray(b), c, m, n, k),
-                          shared_mem=GEMM_SMEM)
+    mod["gemm_mma_tiles"]((n // GEMM_TILE["BN"], m // GEMM_TILE["BM"]), GEMM_THREADS,
+                          (cp.asarray(a), cp.asarray(b), c, m, n, k), shared_mem=GEMM_SMEM)
     cp.cuda.runtime.deviceSynchronize()
     ref = cp.matmul(cp.asarray(bf16_to_float32(a), dtype=cp.float64), cp.asarray(bf16_to_float32(b), dtype=cp.float64))
     got = cp.asarray(bf16_to_float32(c.get()), dtype=cp.float64)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tklab
+from tklab import tma_copy
 from tklab.emulate.toolchain import NoCompiler, find
 from tklab.trace import view
 from tklab.trace.model import Trace
@@ -126,7 +127,7 @@ def _ring(stages: int) -> Trace:
     m, n, rows = 128, 64, 16  # 8 tiles of 16 x 64 floats, one block: 1 producer warp + 4 consumer warps
     a = np.arange(m * n, dtype=np.float32).reshape(m, n)
     out = np.zeros_like(a)
-    tr = tklab.trace(RING, kernel="ring_copy", grid=(1,), block=(160,),
+    tr = tklab.trace(RING, kernel="ring_copy", grid=(1,), block=(tma_copy.RING_THREADS,),
                      args=(emulate.tensor_map(a, (rows, 64), swizzle=0), out, m, n),
                      shared_mem=stages * rows * 256 + 1024, options=(f"-DSTAGES={stages}", f"-DROWS={rows}"),
                      name="ch07_tma_ring.cu", tma_latency=LATENCY)

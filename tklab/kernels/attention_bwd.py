@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..run.limits import SHARED_OPTIN
 from . import attention
 from .attention import SOLUTIONS, _check_inputs, _empty, _is_torch, _layout, _scale
 
@@ -215,8 +216,9 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
                          f"CONSUMERS=2; got head dimension {head_dim}, {opts}")
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
     b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"], variant)
-    if b.shared_bytes > 227 * 1024:
-        raise ValueError(f"{opts} needs {b.shared_bytes} B of shared memory, more than a block can have")
+    if b.shared_bytes > SHARED_OPTIN[90]:  # an sm_90a kernel
+        raise ValueError(f"{opts} needs {b.shared_bytes} B of shared memory, more than a block can have "
+                         f"({SHARED_OPTIN[90]} B)")
     return b
 
 

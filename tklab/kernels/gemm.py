@@ -17,6 +17,8 @@ back from the PTX, so the Python side never repeats a constant the kernel owns.
     Walk(tiles, k_slices, blocks, ...)      each block's items, the last wave split along K (as tk::gemm_walk)
     progression(sizes, rounds) -> dict      every step and cuBLAS timed three ways; table(result), ratios(...)
     launch_facts(module) -> dict            threads, shared bytes, cluster size (CPU: from the PTX)
+    tma_boxes(step), tile_grid(step, m, n)  the boxes of a step's tensor maps; the grid of a non-persistent step
+    mma_tiles_options() -> dict             chapter 06's mma.sync GEMM's tile configuration, from its file
 
 A and B are row-major (A: M x K, B: K x N): torch bf16 tensors, or CuPy uint16 arrays holding bf16 bits.
 """
@@ -73,6 +75,8 @@ class Step:
 
 
 BK = 64  # every step's K-slice per stage
+WG_ROWS = 64  # rows of C one consumer warpgroup's wgmma (m64nNk16) covers: A's TMA box is WG_ROWS x BK
+C_BOX = (64, 64)  # the persistent steps' staging tile of C, stored by TMA
 #: tk::gemm_walk multiplies leftover tiles x K-slices x blocks in 32 bits: below 2^31 up to 132+ blocks
 STREAM_K_MAX_K = 1 << 22
 STEPS: dict[str, Step] = {s.name: s for s in (
@@ -299,16 +303,15 @@ def prepare(a: Any, b: Any, c: Any, *, step: str | Step = FINAL, stream: Any = N
     dt = dtype or (None if _is_torch(a) else "bfloat16")
     fn = compiled(s)
     facts = launch_facts(fn.module)
-    map_a = tma.tensor_map(a, (64, 64), dtype=dt)  # one consumer's 64 x 64 slice of A
-    map_b = tma.tensor_map(b, (BK, s.block_n), dtype=dt)  # a 64 x 256 slice of B, in 64-column panels
+    box_a, box_b, *box_c = tma_boxes(s)
+    map_a = tma.tensor_map(a, box_a, dtype=dt)
+    map_b = tma.tensor_map(b, box_b, dtype=dt)
     threads, smem, cluster = facts["threads"], facts["shared_bytes"], facts["cluster"]
     if not s.persistent:
         if not _contiguous(c):
             raise ValueError(f"{s.name} writes C with plain row-major stores: pass a contiguous C")
-        grid: tuple[int, ...] = ((n // s.block_n, m // s.block_m) if s.grid == "tiles_2d"
-                                 else ((m // s.block_m) * (n // s.block_n),))
-        return fn.prepare(grid, (threads,), (map_a, map_b, c, m, n, k), shared_mem=smem, stream=stream)
-    map_c = tma.tensor_map(c, (64, 64), dtype=dt)  # 64 x 64 staging tiles of C
+        return fn.prepare(tile_grid(s, m, n), (threads,), (map_a, map_b, c, m, n, k), shared_mem=smem, stream=stream)
+    map_c = tma.tensor_map(c, box_c[0], dtype=dt)
     args = (map_a, map_b, map_c, m, n, k, 0, 0)  # no stream-K workspace
     tiles = -(-m // (s.block_m * cluster)) * -(-n // s.block_n)  # cluster tiles
     probe = fn.prepare((cluster,), (threads,), args, shared_mem=smem, stream=stream)  # sets the smem limit
@@ -317,6 +320,26 @@ def prepare(a: Any, b: Any, c: Any, *, step: str | Step = FINAL, stream: Any = N
         partials, flags = workspace(fn.module, clusters * cluster, like=a)
         args = (*args[:6], partials, flags)
     return fn.prepare((clusters * cluster,), (threads,), args, shared_mem=smem, stream=stream)
+
+
+def tma_boxes(s: Step) -> tuple[tuple[int, int], ...]:
+    """The boxes of a step's tensor maps, (rows, columns): A's is one consumer's WG_ROWS x BK slice, B's a BK x
+    block_n slice (in 64-column panels), and a persistent step's C map stores C_BOX staging tiles."""
+    return ((WG_ROWS, BK), (BK, s.block_n)) + ((C_BOX,) if s.persistent else ())
+
+
+def tile_grid(s: Step, m: int, n: int) -> tuple[int, ...]:
+    """The grid of a non-persistent step over an M x N C: one block per block_m x block_n tile."""
+    if s.persistent:
+        raise ValueError(f"{s.name} is persistent: its grid is the resident blocks (prepare), not one per tile")
+    return (n // s.block_n, m // s.block_m) if s.grid == "tiles_2d" else ((m // s.block_m) * (n // s.block_n),)
+
+
+def mma_tiles_options() -> dict[str, int]:
+    """Chapter 06's mma.sync GEMM (``solutions/gemm_mma_tiles.cu``): its tile configuration as the file's
+    ``#define GEMM_<NAME>`` defaults give it (BM, BN, BK, WARPS_M, WARPS_N, STAGES; the file is their one home)."""
+    text = (SOLUTIONS / "gemm_mma_tiles.cu").read_text()
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^#define GEMM_(\w+) (\d+)", text, re.M)}
 
 
 def workspace(module: Any, blocks: int, *, like: Any) -> tuple[Any, Any]:

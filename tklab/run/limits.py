@@ -9,6 +9,8 @@ kernels (``setmaxnreg``) is checked at compile time by the library itself (``war
     SHARED_OPTIN                     per-block opt-in shared memory by compute capability (bytes)
     shared_limit(arch)               the device's own when a GPU of that arch is here, else SHARED_OPTIN
     check_shared(what, bytes, arch)  ConfigError when a block asks for more
+    launch_registers(threads)        registers per thread a block of ``threads`` starts with (launch bounds)
+    launch_pool(threads)             the registers such a block owns, which setmaxnreg moves between warpgroups
     check_compiled(kernel, ...)      ConfigError for spills, shared memory or registers that do not fit
     ConfigError                      a ValueError whose message says what to change
 """
@@ -24,6 +26,23 @@ from typing import Any
 SHARED_OPTIN: dict[int, int] = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024}
 #: 32-bit registers of an SM, and so the most one block can hold.
 REGISTER_FILE = 65536
+#: Registers are handed to a thread in units of this many, and a thread holds at most MAX_THREAD_REGISTERS (ptxas's
+#: 255 addressable, rounded up to the unit).
+REGISTER_UNIT, MAX_THREAD_REGISTERS = 8, 256
+
+
+def launch_registers(threads: int) -> int:
+    """Registers per thread a block of ``threads`` starts with under ``__launch_bounds__(threads, 1)``: the register
+    file shared out in whole units, at most MAX_THREAD_REGISTERS. The library's ``warpgroup::launch_registers`` is
+    the same rule in C++ (tests/test_guards.py holds the two equal)."""
+    return min(REGISTER_FILE // threads // REGISTER_UNIT * REGISTER_UNIT, MAX_THREAD_REGISTERS)
+
+
+def launch_pool(threads: int) -> int:
+    """The registers a block of ``threads`` owns at launch: what ``setmaxnreg`` moves between its warpgroups, so
+    what a producer/consumer split must fit (less than the register file when ``threads`` does not divide it in
+    whole units: the library's ``warpgroup::register_split`` checks a split against it)."""
+    return launch_registers(threads) * threads
 
 
 class ConfigError(ValueError):
