@@ -150,98 +150,130 @@ def judge(spec: Any, mode: Any, cases: Sequence[dict[str, int]], inputs: Sequenc
     pipe, and the run is refused). Each case's outputs count only after a ``launched`` frame for that case
     (the harness's own count of its launches of the learner's kernel): outputs without a launch fail with
     "your kernel was never launched"."""
-    from .spec_kit import dims_text
-
-    tail = printed[-2000:]
     result: dict[str, Any] = {"mode": mode.name, "cases": [], "device": "", "speed": None}
 
     def outcome(status: str, message: str, *, evidence: Evidence = Evidence.NOT_ESTABLISHED) -> RunOutcome:
-        return RunOutcome(status, message, result, returncode, stage, seconds, tail, evidence=evidence)
+        return RunOutcome(status, message, result, returncode, stage, seconds, printed[-2000:], evidence=evidence)
 
     try:
         if overflow:
             raise ChannelError("far more data came back than the outputs can fill")
-        frames = read_frames(channel)
-        if key is not None:
-            for head, _ in frames:
-                if not hmac.compare_digest(str(head.get("key", "")).encode(), key.encode()):
-                    raise ChannelError("something other than the checker's harness wrote into the result pipe "
-                                       f"(a {str(head.get('type'))[:20]!r} message without the run's key)")
-        got: dict[int, dict[str, np.ndarray]] = {}
-        launched: dict[int, int] = {}
-        errors: list[dict[str, Any]] = []
-        reported_speed = None
-        for head, payload in frames:
-            kind = head["type"]
-            if kind == "launched":
-                i, n = head.get("case"), head.get("count")
-                if isinstance(i, int) and isinstance(n, int) and not isinstance(n, bool) and n > 0:
-                    launched[i] = n
-            elif kind == "output":
-                i, name = head.get("case"), head.get("name")
-                if not isinstance(i, int) or not 0 <= i < len(cases) or name not in spec.outputs(cases[i]):
-                    raise ChannelError(f"an output for case {i!r} named {name!r} was not asked for")
-                shape, dtype = spec.outputs(cases[i])[name]
-                got.setdefault(i, {})[name] = array_from(payload, shape, dtype, f"{name} of case {i}")
-            elif kind == "device":
-                result["device"] = str(head.get("name", ""))[:100]
-            elif kind == "error":
-                errors.append({k: str(head.get(k, ""))[:2000] for k in ("kind", "message", "hint", "stage")})
-            elif kind == "speed":
-                reported_speed = head
-            elif kind == "note":  # what the run wants the learner to know (e.g. the emulator's warnings)
-                result.setdefault("notes", []).append(str(head.get("text", ""))[:600])
-            elif kind == "facts":  # what the run saw, for the concept floors (e.g. wgmma groups in flight)
-                result["facts"] = {str(k)[:40]: v for k, v in head.items()
-                                   if k != "type" and isinstance(v, (int, float)) and not isinstance(v, bool)}
-            elif kind == "trace":  # tklab.trace's mode: the emulator's trace, as JSON (data only, parsed later)
-                result["trace"] = bytes(payload[: 4 << 20])
-            elif kind == "ptx":  # a numba kernel compiled to PTX (data only: another child interprets it)
-                result["ptx"] = bytes(payload[: 8 << 20])
-            elif kind == "limits" and isinstance(head.get("skipped"), list):
-                result["limits_not_applied"] = [str(x)[:40] for x in head["skipped"][:10]]
+        sent = _read(read_frames(channel), spec, cases, key, result)
     except ChannelError as e:
         return outcome("error", f"the run's results came back malformed ({e}), so they were not accepted")
+    problem = _compare_cases(spec, cases, inputs, sent, key, result)
+    if problem == "wrong":
+        return outcome("wrong", "wrong result", evidence=mode.evidence)
+    if problem:
+        return outcome("error", problem)
+    if len(result["cases"]) == len(cases):
+        result["ok"] = True
+        result["speed"] = speed_entry(spec, sent.speed)
+        if result["speed"] is None and mode.can_bench and (timed_out or sent.errors):
+            why = (f"no timing within the {timeout:g} s limit (while {stage})" if timed_out
+                   else f"the benchmark failed: {sent.errors[0]['message']}")
+            result["speed"] = speed_entry(spec, {"error": why})
+        return outcome("ok", "correct", evidence=mode.evidence)
+    status, message = _why_outputs_are_missing(cases, result, sent.errors, timed_out=timed_out, timeout=timeout,
+                                               stage=stage, returncode=returncode, printed=printed)
+    return outcome(status, message)
+
+
+@dataclass
+class _Sent:
+    """What the child's frames held: outputs by case, its launches by case, its errors, its reported speed."""
+
+    outputs: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    launched: dict[int, int] = field(default_factory=dict)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    speed: dict[str, Any] | None = None
+
+
+def _read(frames: Sequence[tuple[dict[str, Any], bytes]], spec: Any, cases: Sequence[dict[str, int]],
+          key: str | None, result: dict[str, Any]) -> _Sent:
+    """Every frame checked and sorted (``ChannelError`` for one without the run's key or an output not asked for);
+    what is data for the report (device, notes, facts, trace, PTX) goes straight into ``result``."""
+    if key is not None:
+        for head, _ in frames:
+            if not hmac.compare_digest(str(head.get("key", "")).encode(), key.encode()):
+                raise ChannelError("something other than the checker's harness wrote into the result pipe "
+                                   f"(a {str(head.get('type'))[:20]!r} message without the run's key)")
+    sent = _Sent()
+    for head, payload in frames:
+        kind = head["type"]
+        if kind == "launched":
+            i, n = head.get("case"), head.get("count")
+            if isinstance(i, int) and isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                sent.launched[i] = n
+        elif kind == "output":
+            i, name = head.get("case"), head.get("name")
+            if not isinstance(i, int) or not 0 <= i < len(cases) or name not in spec.outputs(cases[i]):
+                raise ChannelError(f"an output for case {i!r} named {name!r} was not asked for")
+            shape, dtype = spec.outputs(cases[i])[name]
+            sent.outputs.setdefault(i, {})[name] = array_from(payload, shape, dtype, f"{name} of case {i}")
+        elif kind == "device":
+            result["device"] = str(head.get("name", ""))[:100]
+        elif kind == "error":
+            sent.errors.append({k: str(head.get(k, ""))[:2000] for k in ("kind", "message", "hint", "stage")})
+        elif kind == "speed":
+            sent.speed = head
+        elif kind == "note":  # what the run wants the learner to know (e.g. the emulator's warnings)
+            result.setdefault("notes", []).append(str(head.get("text", ""))[:600])
+        elif kind == "facts":  # what the run saw, for the concept floors (e.g. wgmma groups in flight)
+            result["facts"] = {str(k)[:40]: v for k, v in head.items()
+                               if k != "type" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        elif kind == "trace":  # tklab.trace's mode: the emulator's trace, as JSON (data only, parsed later)
+            result["trace"] = bytes(payload[: 4 << 20])
+        elif kind == "ptx":  # a numba kernel compiled to PTX (data only: another child interprets it)
+            result["ptx"] = bytes(payload[: 8 << 20])
+        elif kind == "limits" and isinstance(head.get("skipped"), list):
+            result["limits_not_applied"] = [str(x)[:40] for x in head["skipped"][:10]]
+    return sent
+
+
+def _compare_cases(spec: Any, cases: Sequence[dict[str, int]], inputs: Sequence[dict[str, np.ndarray]],
+                   sent: _Sent, key: str | None, result: dict[str, Any]) -> str:
+    """Each case whose outputs all came back, compared with the reference computed here, in order, into
+    ``result["cases"]``: "" (no case wrong so far), "wrong", or why outputs were not accepted."""
     for i, dims in enumerate(cases):
         outs = spec.outputs(dims)
-        if set(got.get(i, {})) != set(outs):
-            break
-        if key is not None and i not in launched:
-            return outcome("error", f"your kernel was never launched for {dims_text(dims)}: outputs came back "
-                           "without a launch the checker made, so they were not accepted")
+        if set(sent.outputs.get(i, {})) != set(outs):
+            return ""
+        if key is not None and i not in sent.launched:
+            return (f"your kernel was never launched for {dims_text(dims)}: outputs came back without a launch the "
+                    "checker made, so they were not accepted")
         expected = spec.reference(inputs[i], dims)
         entry: dict[str, Any] = {"dims": dims, "ok": True, "outputs": []}
         for name in outs:
-            cmp = compare(name, got[i][name], expected[name], *spec.tolerance(name))
+            cmp = compare(name, sent.outputs[i][name], expected[name], *spec.tolerance(name))
             entry["outputs"].append(cmp)
             entry["ok"] = entry["ok"] and cmp["ok"]
         result["cases"].append(entry)
         if not entry["ok"]:
-            return outcome("wrong", "wrong result", evidence=mode.evidence)
-    else:
-        result["ok"] = True
-        result["speed"] = speed_entry(spec, reported_speed)
-        if result["speed"] is None and mode.can_bench and (timed_out or errors):
-            why = (f"no timing within the {timeout:g} s limit (while {stage})" if timed_out
-                   else f"the benchmark failed: {errors[0]['message']}")
-            result["speed"] = speed_entry(spec, {"error": why})
-        return outcome("ok", "correct", evidence=mode.evidence)
+            return "wrong"
+    return ""
+
+
+def _why_outputs_are_missing(cases: Sequence[dict[str, int]], result: dict[str, Any], errors: list[dict[str, Any]],
+                             *, timed_out: bool, timeout: float, stage: str, returncode: int | None,
+                             printed: str) -> tuple[str, str]:
+    """(status, message) of a run that stopped before sending every output: a timeout, the error it reported, or a
+    crash (its signal or exit code and last output)."""
     if timed_out:
-        return outcome("timeout", f"no result within {timeout:g} s, while {stage}: an endless loop (a loop bound "
-                       "that never changes, a barrier not every thread reaches) or a far too slow kernel; the run "
-                       "and every process it started were stopped")
+        return "timeout", (f"no result within {timeout:g} s, while {stage}: an endless loop (a loop bound that "
+                           "never changes, a barrier not every thread reaches) or a far too slow kernel; the run "
+                           "and every process it started were stopped")
     if errors:
         err = errors[0]
         hint = f" ({err['hint']})" if err.get("hint") else ""
-        return outcome("error", f"the run failed while {err.get('stage') or stage}: {err['message']}{hint}")
+        return "error", f"the run failed while {err.get('stage') or stage}: {err['message']}{hint}"
     code = returncode
-    how = (f"was killed by {_signal_name(-code)}" if code is not None and code < 0
-           else f"exited with code {code}")
+    how = f"was killed by {_signal_name(-code)}" if code is not None and code < 0 else f"exited with code {code}"
     last = [ln for ln in printed.splitlines() if ln.strip()][-3:]
     detail = f"; its last output: {' | '.join(last)}" if last else ""
     missing = dims_text(cases[len(result["cases"])]) if len(result["cases"]) < len(cases) else ""
-    return outcome("crashed", f"the run crashed while {stage}: the process {how} before returning the output for "
-                   f"{missing}{detail}")
+    return "crashed", (f"the run crashed while {stage}: the process {how} before returning the output for "
+                       f"{missing}{detail}")
 
 
 # ---- the verdict ---------------------------------------------------------------------------------------
