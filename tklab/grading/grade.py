@@ -327,8 +327,7 @@ def summary(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tklab grade --class DIR [--out grades.csv]``; exit 0 once every file was graded."""
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m tklab grade", description="Grade a class folder.")
     ap.add_argument("--class", dest="class_dir", required=True, type=Path, help="one folder per student")
     ap.add_argument("--out", type=Path, default=None, help="CSV file to write, row by row; an existing sheet is "
@@ -349,31 +348,66 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "drop to): the sheet's isolation column then says so; for a trusted class or a test only")
     ap.add_argument("--shard", metavar="I/N", default=None, help="grade only shard I of N (0 <= I < N) of the class, "
                     "for a job array; needs --out; `python -m tklab grade-merge` joins the shards' sheets")
-    args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
-    shard = manifest = sheet = None
+    return ap
+
+
+def _refusals(args: argparse.Namespace) -> tuple[list[str] | None, tuple[int, int] | None]:
+    """(the exercise ids asked for, the shard) once the arguments and this machine can grade (``GradeError``
+    naming what cannot: bad limits, no class folder, a shard without --out, no sandbox, practice-only runs)."""
+    if not (args.timeout > 0 and args.compile_timeout > 0):
+        raise GradeError("--timeout and --compile-timeout must be positive numbers of seconds")
+    ids = [specs.find(e).id for e in args.exercises] if args.exercises else None
+    if not args.class_dir.is_dir():
+        raise GradeError(f"{args.class_dir} is not a folder (expected one folder per student)")
+    shard = None
+    if args.shard is not None:
+        shard = grade_shards.parse_shard(args.shard)
+        if args.out is None:
+            raise GradeError("--shard needs --out: each shard writes its own sheet, and `python -m tklab "
+                             "grade-merge` joins them")
+    if not args.no_run:
+        from .route import practice_only
+        from .sandbox import refusal
+
+        refused = refusal(args.allow_unsandboxed)
+        if refused:
+            raise GradeError(f"{refused} (the sheet's isolation column records how little held)")
+        practice = practice_only([specs.get(i) for i in (ids or specs.all_ids())])
+        if practice:
+            raise GradeError(practice)
+    return ids, shard
+
+
+def _say_what_is_kept(sheet: Sheet, roster: Sequence[str], out: Path | None) -> None:
+    if sheet.backup:
+        print(f"kept the previous sheet as {sheet.backup}", file=sys.stderr)
+    elif sheet.done:
+        print(f"resuming {out}: {len(sheet.done)} row(s) already graded are kept (--restart grades "
+              "everyone again)", file=sys.stderr)
+        gone = sorted({r.student for r in sheet.done} - set(roster))
+        if gone:
+            print(f"  kept rows of {len(gone)} student(s) with no folder in the class now: "
+                  f"{', '.join(repr(escape_name(n)) for n in gone[:10])}", file=sys.stderr)
+
+
+def _interrupted(out: Path | None, written: Sequence[Row], sheet: Sheet | None) -> int:
+    if out is None:
+        print(f"\ninterrupted: {len(written)} row(s) were printed; the check in flight was stopped", file=sys.stderr)
+    else:
+        kept = len(sheet.done) if sheet is not None else 0
+        print(f"\ninterrupted: {out} keeps every row finished ({len(written)} from this run, {kept} from "
+              "before); the check in flight was stopped and is not in it. Run the same command again to "
+              "resume: only what is missing is graded", file=sys.stderr)
+    return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tklab grade --class DIR [--out grades.csv]``; exit 0 once every file was graded."""
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    manifest = sheet = None
     written: list[Row] = []
     try:
-        if not (args.timeout > 0 and args.compile_timeout > 0):
-            raise GradeError("--timeout and --compile-timeout must be positive numbers of seconds")
-        ids = [specs.find(e).id for e in args.exercises] if args.exercises else None
-        if not args.class_dir.is_dir():
-            raise GradeError(f"{args.class_dir} is not a folder (expected one folder per student)")
-        if args.shard is not None:
-            shard = grade_shards.parse_shard(args.shard)
-            if args.out is None:
-                raise GradeError("--shard needs --out: each shard writes its own sheet, and `python -m tklab "
-                                 "grade-merge` joins them")
-        if not args.no_run:
-            from .sandbox import refusal
-
-            refused = refusal(args.allow_unsandboxed)
-            if refused:
-                raise GradeError(f"{refused} (the sheet's isolation column records how little held)")
-            from .route import practice_only
-
-            practice = practice_only([specs.get(i) for i in (ids or specs.all_ids())])
-            if practice:
-                raise GradeError(practice)
+        ids, shard = _refusals(args)
         roster, every = plan(args.class_dir, ids)  # refuses names that read as one before anything is opened
         sheet = Sheet(args.out, restart=args.restart)  # locked from here until it is closed
         for note in sheet.notes:
@@ -386,18 +420,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                           options=options, class_dir=args.class_dir, resuming=bool(sheet.done))
             only = set(grade_shards.deal(roster, shard[0], shard[1]))
             print(f"shard {shard[0]}/{shard[1]}: {len(only)} of {len(roster)} students", file=sys.stderr)
-        if sheet.backup:
-            print(f"kept the previous sheet as {sheet.backup}", file=sys.stderr)
-        elif sheet.done:
-            print(f"resuming {args.out}: {len(sheet.done)} row(s) already graded are kept (--restart grades "
-                  "everyone again)", file=sys.stderr)
-            gone = sorted({r.student for r in sheet.done} - set(roster))
-            if gone:
-                print(f"  kept rows of {len(gone)} student(s) with no folder in the class now: "
-                      f"{', '.join(repr(escape_name(n)) for n in gone[:10])}", file=sys.stderr)
-        from .sandbox import isolation
-
+        _say_what_is_kept(sheet, roster, args.out)
         if not args.no_run:
+            from .sandbox import isolation
+
             print(f"learners' code runs in: {isolation().describe()}", file=sys.stderr)
 
         def keep(row: Row) -> None:
@@ -416,15 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        if args.out is None:
-            print(f"\ninterrupted: {len(written)} row(s) were printed; the check in flight was stopped",
-                  file=sys.stderr)
-        else:
-            kept = len(sheet.done) if sheet is not None else 0
-            print(f"\ninterrupted: {args.out} keeps every row finished ({len(written)} from this run, {kept} from "
-                  "before); the check in flight was stopped and is not in it. Run the same command again to "
-                  "resume: only what is missing is graded", file=sys.stderr)
-        return 130
+        return _interrupted(args.out, written, sheet)
     finally:
         if sheet is not None:
             sheet.close()
