@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tklab import attention, gemm, recorded, specs  # noqa: E402
+from tklab.grading import spec_kit  # noqa: E402
 from tklab.run.arrays import to_bf16_bits  # noqa: E402
 
 Arrays = dict[str, np.ndarray]
@@ -189,7 +190,7 @@ def main() -> int:
     for ex, dims in exercises:
         for integer in ((True, False) if ex in exact else (False,)):
             run, spec = _spec_case(ex, dims, integer)
-            jobs.append((f"{ex} {specs.dims_text(dims)}", "integers" if integer else "random", run, spec.rtol,
+            jobs.append((f"{ex} {spec_kit.dims_text(dims)}", "integers" if integer else "random", run, spec.rtol,
                          spec.atol))
     for integer in (True, False):
         kind = "integers" if integer else "random"

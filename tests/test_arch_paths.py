@@ -16,8 +16,9 @@ import pytest
 
 from tklab import gpu, specs
 from tklab.course import where
+from tklab.grading import cases as emu_cases
 from tklab.grading import emulated
-from tklab.grading.child import choose_mode
+from tklab.grading.modes import choose_mode
 from tklab.grading.route import route
 from tklab.run.limits import SHARED_OPTIN
 
@@ -95,7 +96,7 @@ def test_the_check_routes_each_exercise_by_the_gpu_s_arch_and_says_why(monkeypat
         else:  # compiled for what it needs (wgmma checked in the SASS even on an A100), run on the emulator
             assert r.static_arch == spec.arch
             assert GPUS[arch] in r.why and f"runs on the CPU emulator instead (it needs {spec.arch})" in r.why
-            if emulated.can_run(spec):
+            if emu_cases.can_run(spec):
                 assert choose_mode(spec, r.on_gpu).name == "emu"
 
 
@@ -151,7 +152,7 @@ def test_the_cpu_paths(monkeypatch) -> None:
 
 
 @pytest.mark.nvrtc  # it compiles for sm_80 with NVRTC for real: the static checks run
-@pytest.mark.skipif(not emulated.can_run(specs.get("ch05_mma")), reason="no C++ compiler for the CPU emulator")
+@pytest.mark.skipif(not emu_cases.can_run(specs.get("ch05_mma")), reason="no C++ compiler for the CPU emulator")
 def test_an_mma_exercise_on_a_t4_is_checked_on_the_emulator_and_the_verdict_says_why(monkeypatch, tmp_path) -> None:
     """The whole check on a stand-in T4: compiled for sm_80 by NVRTC (static checks run), run on the emulator;
     a right kernel passes with the reason as its caveat, a planted mistake fails."""
