@@ -1,33 +1,25 @@
 """Checking a learner's exercise: ``tklab.check("ch02")`` in a notebook, ``python -m tklab check FILE``.
 
-What a check does, in order:
+A check is a pipeline of five stages, each a module, none calling back into an earlier one:
 
-1. finds the exercise (an id, a unique prefix such as ``"ch02"``, or a file named after its exercise)
-   and the file (by default the learner's copy in ``exercises/``);
-2. refuses what must not be compiled or run here (a CUDA ``#include`` outside the tile library, CUDA's
-   headers and the learner's folder: ``tklab.toolchain.includes``; a conditional, ``#define``, ``#pragma`` or
-   ``#include`` the exercise's template does not have: ``directives``; a Python file that does more than import
-   numba, numpy and math, set constants and define ``@cuda.jit`` functions: ``hygiene``), then
-   compiles it (CUDA: ``tklab.compile``, NVRTC in a child with limits (``bounded_compile``), so errors are
-   shown on the learner's own numbered lines and a compile that blows up is stopped and named;
-   numba: a syntax check) and runs the exercise's *static checks* on what the compiler made of it:
-   writes its output, uses shared memory, no spills, the instruction the chapter is about shows up in
-   SASS, a conflict-free layout … These need no GPU;
-3. runs it in a separate, sandboxed process with a time limit (``tklab.grading.runner``, ``tklab.grading.child``,
-   ``tklab.grading.sandbox``): on
-   the GPU when there is one, numba exercises in the CPU simulator otherwise. This process draws the
-   inputs (fresh random numbers), computes the reference and compares what the run sends back: the
-   learner's code never gets to say "passed". Outputs start as NaN (an element the kernel never writes
-   fails), and the edge shapes the exercise promises are tried, in each build the exercise names
-   (``builds``: chapter 11 at d = 64 as well as 128);
-4. times it against the library (cuBLAS, a plain copy …) in the same run, as a ratio, against the
-   exercise's target. The target is a goal shown beside the verdict, not a condition of passing;
-5. on a GPU, for CUDA exercises from chapter 02 on, also runs the CPU emulator's hazard analysis on one
-   small case (a race the GPU's timing hid fails the check), and grades the chapter's concept floors
-   (``spec.floors``: chapter 10's S_j / P·V overlap, by the emulator's count of wgmma groups in flight and
-   by the speed against the reference solution, timed on the same inputs in a sandboxed child of its own
-   before and after the learner's run: ``_with_reference_rounds``). The report's "evidence" row says
-   which of these established the verdict.
+1. **parse** (here): finds the exercise (an id, a unique prefix such as ``"ch02"``, or a file named after its
+   exercise) and the file (by default the learner's copy in ``exercises/``), reads it (``read_source``) and
+   compares it with its stub (``untouched``: nothing written in the TODOs yet is "not started");
+2. **static** (``static``): refuses what must not be compiled (an ``#include`` outside the tile library, CUDA's
+   headers and the learner's folder; a directive the template does not have; a Python file that does more than
+   an exercise file may), compiles it (NVRTC in a child with limits, errors on the learner's own lines) and runs
+   the exercise's static checks on what the compiler made of it. No GPU needed;
+3. **run** (``running``): the program made ready in this process (the PTX the emulator interprets, or numba's,
+   from a sandboxed child: ``program``), then run in a separate, sandboxed process with a time limit (``runner``
+   → ``child``): on this GPU, else that PTX interpreted on the CPU. This process draws the inputs; outputs start
+   as NaN; the edge shapes the exercise promises and its other builds (``builds``) run too; on a GPU it is timed
+   against the library, a concept floor's reference solution is timed in children of its own, and the emulator's
+   hazard analysis runs on a small case from chapter 02 on;
+4. **judge** (``judge``): compares what came back with the reference computed here (the learner's code never
+   gets to say "passed"), judges the concept floors (``spec.floors``) on what executed or on the speed, and the
+   hazard run; decides PASSED, FAILED or not verified. The target speed is a goal shown beside the verdict;
+5. **report** (``reporting``): the trace's "why" of a run that was too slow (or asked for), a drill's first
+   wrong answer, the level-1 hint on FAILED.
 
 The result is a ``CheckResult``: ``passed`` is True, False, or None when nothing could say no but
 nothing could run it either (a CUDA exercise on a machine without a GPU): then the verdict is
