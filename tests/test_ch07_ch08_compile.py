@@ -97,10 +97,9 @@ def test_the_serialization_check_can_fail() -> None:
     """The warning the tests and the ch08 check look for is real: this kernel provokes it."""
     mod = tklab.compile(SERIALIZING, arch="sm_90a", name="serializing.cu")
     assert [ln for ln in mod.log.splitlines() if SERIALIZED.search(ln)]
-    from tklab.grading.specs.ch08_wgmma import NoSerializedWgmma
-
     from tklab.grading.spec_kit import StaticContext
     from tklab.grading.specs import get
+    from tklab.grading.specs.ch08_wgmma import NoSerializedWgmma
 
     ctx = StaticContext(get("ch08_wgmma"), SERIALIZING, "serializing.cu", "sm_90a", mod, mod["k"])
     res = NoSerializedWgmma().run(ctx)
