@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..toolchain.compiler import COURSE_ARCH
 from . import build as _build
-from .arguments import LaunchResult
+from .arguments import TMA_ORDERS, LaunchResult
 from .build import EmulationCompileError
 from .errors import (
     AssertionFailed,
@@ -50,7 +50,7 @@ from .errors import (
     TimeLimit,
 )
 from .interp.module import PtxKernel, PtxModule
-from .module import TMA_ORDERS, EmuKernel, EmuModule
+from .module import EmuKernel, EmuModule
 from .tensormap import TensorMap, tensor_map
 from .toolchain import Compiler, NoCompiler, find
 

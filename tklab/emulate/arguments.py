@@ -6,7 +6,8 @@ Why one module: the native engine (``module.EmuKernel``) and the PTX interpreter
 the same arguments with the same checks and say the same things about them; only how a kernel's parameters are
 known (the host build's signature, or the PTX's ``.param`` list) and how it is launched differ.
 
-Public API: ``Param``, ``Arguments``, ``finish``, ``dyn_shared_limit``.
+Public API: ``Param``, ``Arguments``, ``finish``, ``settle``, ``dyn_shared_limit``, ``checked_launch`` (what both
+engines check before a launch, and the runtime's flags word), ``TMA_ORDERS``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..run import signature
+from ..run.launch import check_count, check_launch
 from . import errors
 from .tensormap import TensorMap
 
@@ -35,6 +37,40 @@ class Param:
     pointer: bool | None  # None: unknown (an 8-byte PTX parameter): an array makes it a pointer
     declared: signature.Param | None = None
     scalar: str | None = None
+
+
+#: When in-flight TMA loads land (``tklab.emulate.module``'s docstring), as the runtime numbers them.
+TMA_ORDERS = {"in_order": 0, "delayed": 1, "reversed": 2}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A launch as checked before either engine starts it: grid and block as 3-tuples, the arguments as the kernel
+    takes them, the arch as the runtime numbers it (``dyn_shared_limit``) and the runtime's flags word."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    args: Sequence[Any]
+    arch: int
+    flags: int
+
+
+def checked_launch(name: str, grid: Any, block: Any, args: Sequence[Any], *, declared: Sequence[signature.Param] | None,
+                   count: int, arch: str, shared_mem: int, race: bool, reverse: bool, tma_order: str,
+                   convert: Callable[[Sequence[Any]], Sequence[Any]] | None = None) -> Launch:
+    """The checks both engines make before a launch, in the order a learner's mistake is named: the TMA order, the
+    grid and block, the arguments' count (``count`` parameters, after ``convert``: numba's arrays as their structs'
+    fields), the dynamic shared memory. The flags word: bit 0 race detection, bit 1 threads in reverse order, bits
+    2-3 the TMA order, bits 8 and up the block's shared memory in KB (the runtime's one source for it too)."""
+    if tma_order not in TMA_ORDERS:
+        raise ValueError(f"{name}: tma_order={tma_order!r}; choose one of {', '.join(TMA_ORDERS)}")
+    g, b = check_launch(name, grid, block, args)
+    if convert is not None:
+        args = convert(args)
+    check_count(name, declared, count, len(args))
+    number, limit = dyn_shared_limit(name, arch, shared_mem)
+    flags = (1 if race else 0) | (2 if reverse else 0) | (TMA_ORDERS[tma_order] << 2) | ((limit // 1024) << 8)
+    return Launch(g, b, args, number, flags)
 
 
 def dyn_shared_limit(name: str, arch: str, shared_mem: int) -> tuple[int, int]:
@@ -186,6 +222,15 @@ class LaunchResult:
     concepts: dict[str, int] = field(default_factory=dict)
     #: ... and each instruction's executions (a NumPy array by instruction number); None natively.
     counts: Any = None
+
+
+def settle(kernel: Any, result: LaunchResult, error: errors.EmulationError | None) -> LaunchResult:
+    """The end of either engine's launch: ``result`` kept as ``kernel.last`` (what the launch saw, also when it failed:
+    its warnings and output), then the runtime's error raised, if it reported one, else ``result`` returned."""
+    kernel.last = result
+    if error is not None:
+        raise error
+    return result
 
 
 def finish(rt: Any, args: Arguments, failed: int, *, library: Path, program: str, tma_order: str,

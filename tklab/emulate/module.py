@@ -22,7 +22,8 @@ A kernel that is correct passes under all three; a grader runs it under more tha
 Public API: ``EmuModule``, ``EmuKernel`` (``__call__(grid, block, args, shared_mem=0, *, race=True,
 time_limit=60.0, workers=None, reverse=False, tma_order="delayed")``), ``LaunchResult`` (``warnings``,
 ``output``, ``wgmma_max_in_flight``: the most wgmma groups one warp had committed and not yet waited
-for at once, over the launch -- 2 for a loop that overlaps two products), ``TMA_ORDERS``.
+for at once, over the launch -- 2 for a loop that overlaps two products); ``tma_order`` names one of
+``arguments.TMA_ORDERS``.
 """
 
 from __future__ import annotations
@@ -36,15 +37,12 @@ from typing import Any
 import numpy as np
 
 from ..run import signature
-from ..run.launch import check_count, check_launch
 from ..toolchain.compiler import KernelsByName
-from .arguments import Arguments, LaunchResult, Param, dyn_shared_limit, finish
+from .arguments import Arguments, LaunchResult, Param, checked_launch, finish, settle
 from .build import Built
 
 _LOCK = threading.Lock()  # one launch at a time: the runtime's buffer slots are process-wide
 _SLOTS = 64
-#: When in-flight TMA loads land (see the module docstring), as the runtime numbers them.
-TMA_ORDERS = {"in_order": 0, "delayed": 1, "reversed": 2}
 
 
 _RUNTIMES: dict[str, ctypes.CDLL] = {}
@@ -124,12 +122,9 @@ class EmuKernel:
                  sync: bool = False, race: bool = True, time_limit: float = 60.0, workers: int | None = None,
                  reverse: bool = False, tma_order: str = "delayed") -> LaunchResult:
         """Run the kernel on the CPU (see the module docstring); arrays are updated in place."""
-        if tma_order not in TMA_ORDERS:
-            raise ValueError(f"{self.name}: tma_order={tma_order!r}; choose one of {', '.join(TMA_ORDERS)}")
-        g, b = check_launch(self.name, grid, block, args)
         n = len(self.param_sizes)
-        check_count(self.name, self.params, n, len(args))
-        arch, limit = dyn_shared_limit(self.name, self.module.arch, shared_mem)
+        launch = checked_launch(self.name, grid, block, args, declared=self.params, count=n, arch=self.module.arch,
+                                shared_mem=shared_mem, race=race, reverse=reverse, tma_order=tma_order)
         params = [Param(self.param_sizes[i], self.param_pointer[i], self.params[i] if self.params else None)
                   for i in range(n)]
         packing = Arguments(self.name, params, args, slots=_SLOTS)
@@ -146,19 +141,15 @@ class EmuKernel:
                     cells[off:off + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
                     pointers[i] = cells.ctypes.data + off
                 nworkers = workers if workers is not None else 1  # one worker: the same error each run
-                flags = (1 if race else 0) | (2 if reverse else 0) | (TMA_ORDERS[tma_order] << 2) | \
-                    ((limit // 1024) << 8)  # the block's shared memory, in KB: the runtime's one source too
-                failed = rt.tkemu_launch(self._entry, ctypes.cast(pointers, ctypes.c_void_p), *g, *b, int(shared_mem),
-                                         arch, int(nworkers), flags, float(time_limit))
+                failed = rt.tkemu_launch(self._entry, ctypes.cast(pointers, ctypes.c_void_p), *launch.grid,
+                                         *launch.block, int(shared_mem), launch.arch, int(nworkers), launch.flags,
+                                         float(time_limit))
                 packing.copy_back()
                 result, error = finish(rt, packing, failed, library=self.module.built.path,
                                        program=self.module.program, tma_order=tma_order)
             finally:
                 packing.done(rt)
-        self.last = result
-        if error is not None:
-            raise error
-        return result
+        return settle(self, result, error)
 
     def __repr__(self) -> str:
         return f"<tklab.emulate.EmuKernel {self.name} (CPU)>"

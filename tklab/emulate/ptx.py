@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..run.signature import split_top, strip_comments
+
 _TYPES = {"f32": 0, "f16": 1, "bf16": 2, "f64": 3, "tf32": 4, "s32": 5, "u32": 6}
 _SPECIAL = {
     "%laneid": "uint64_t(::tkemu::ptx_laneid())", "%warpid": "uint64_t(::tkemu::ptx_warpid())",
@@ -46,34 +48,16 @@ def _cstr(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
-def _strip_comments(text: str) -> str:
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", text)
-
-
-def _split_top(text: str, sep: str = ",") -> list[str]:
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "{[(":
-            depth += 1
-        elif ch in "}])":
-            depth -= 1
-        if ch == sep and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    tail = "".join(cur).strip()
-    if tail:
-        parts.append(tail)
-    return parts
+def _split_top(text: str) -> list[str]:
+    """``text`` split on commas outside ``{}``, ``[]`` and ``()`` (a vector operand or an address holds commas)."""
+    return split_top(text, ",", "{}[]()")
 
 
 def _statements(text: str) -> list[str]:
     """PTX statements in order; ``{`` and ``}`` (scopes) come out as statements of their own."""
     out, cur = [], []
     depth_vec = 0  # braces inside an operand list ({%0, %1}) are not scopes
-    for ch in _strip_comments(text):
+    for ch in strip_comments(text):
         stmt = "".join(cur).strip()
         if ch == "{" and not stmt:
             out.append("{")

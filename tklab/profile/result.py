@@ -168,6 +168,11 @@ def _si(x: float | None, unit: str) -> str:
     return f"{x:.3g} {unit}"
 
 
+def _reading(names: tuple[str, ...], doc: str | None = None) -> Any:
+    """A property that reads one metric: the first of ``names`` that ncu reported (None if it reported none)."""
+    return property(lambda self: self.get(names), doc=doc)
+
+
 @dataclass
 class ProfileResult:
     """One kernel launch profiled with Nsight Compute, and where the numbers came from.
@@ -201,9 +206,18 @@ class ProfileResult:
         """The first of ``names`` that ncu reported as a number."""
         return _first(self.metrics, names)
 
-    @property
-    def duration_s(self) -> float | None:
-        return self.get(M.duration)
+    def _total(self, *parts: tuple[str, ...]) -> float | None:
+        """The sum of the metrics ncu reported among ``parts`` (each the names of one; one it did not report adds
+        nothing); None when it reported none of them."""
+        values = [self.get(names) for names in parts]
+        return None if all(v is None for v in values) else sum(v or 0.0 for v in values)
+
+    def _per_second(self, amount: float | None) -> float | None:
+        """``amount`` over the launch's duration, in units of 10^12 a second (TB/s for bytes)."""
+        d = self.duration_s
+        return amount / d / 1e12 if amount is not None and d else None
+
+    duration_s = _reading(M.duration)
 
     @property
     def ms(self) -> float | None:
@@ -239,22 +253,17 @@ class ProfileResult:
 
     @property
     def dram_bytes(self) -> float | None:
-        r, w = self.get(M.dram_read), self.get(M.dram_write)
-        return None if r is None and w is None else (r or 0.0) + (w or 0.0)
+        return self._total(M.dram_read, M.dram_write)
 
     @property
     def dram_tbps(self) -> float | None:
-        b, d = self.dram_bytes, self.duration_s
-        return b / d / 1e12 if b is not None and d else None
+        return self._per_second(self.dram_bytes)
 
-    @property
-    def l2_bytes(self) -> float | None:
-        return self.get(M.l2_bytes)
+    l2_bytes = _reading(M.l2_bytes)
 
     @property
     def l2_tbps(self) -> float | None:
-        b, d = self.l2_bytes, self.duration_s
-        return b / d / 1e12 if b is not None and d else None
+        return self._per_second(self.l2_bytes)
 
     @property
     def intensity(self) -> float | None:
@@ -275,28 +284,21 @@ class ProfileResult:
         cands = [v for n in M.fma_pct if (v := self.get((n,))) is not None]
         return max(cands) if cands else None
 
-    @property
-    def issue_pct(self) -> float | None:
-        return self.get(M.issue_pct)
+    issue_pct = _reading(M.issue_pct)
 
     @property
     def shared_wavefronts(self) -> float | None:
         total = self.get(M.shared_wavefronts)
-        if total is not None:
-            return total
-        ld, st = self.get(M.shared_wavefronts_ld), self.get(M.shared_wavefronts_st)
-        return None if ld is None and st is None else (ld or 0.0) + (st or 0.0)
+        return total if total is not None else self._total(M.shared_wavefronts_ld, M.shared_wavefronts_st)
 
     @property
     def bank_conflicts(self) -> float | None:
-        ld, st = self.get(M.shared_conflicts_ld), self.get(M.shared_conflicts_st)
-        return None if ld is None and st is None else (ld or 0.0) + (st or 0.0)
+        return self._total(M.shared_conflicts_ld, M.shared_conflicts_st)
 
     @property
     def shared_instructions(self) -> float | None:
         """Warp-wide shared-memory instructions: LDS/STS and ldmatrix/stmatrix."""
-        parts = [self.get(n) for n in (M.shared_ld, M.shared_st, M.ldsm, M.stsm)]
-        return None if all(p is None for p in parts) else sum(p or 0.0 for p in parts)
+        return self._total(M.shared_ld, M.shared_st, M.ldsm, M.stsm)
 
     @property
     def shared_pct(self) -> float | None:
@@ -315,24 +317,12 @@ class ProfileResult:
 
     @property
     def mma_instructions(self) -> float | None:
-        parts = [self.get(M.hmma), self.get(M.gmma)]
-        return None if all(p is None for p in parts) else sum(p or 0.0 for p in parts)
+        return self._total(M.hmma, M.gmma)
 
-    @property
-    def dram_pct(self) -> float | None:
-        return self.get(M.dram_pct)
-
-    @property
-    def l2_pct(self) -> float | None:
-        return self.get(M.l2_pct)
-
-    @property
-    def occupancy_pct(self) -> float | None:
-        return self.get(M.occupancy)
-
-    @property
-    def occupancy_theoretical_pct(self) -> float | None:
-        return self.get(M.occupancy_theoretical)
+    dram_pct = _reading(M.dram_pct)
+    l2_pct = _reading(M.l2_pct)
+    occupancy_pct = _reading(M.occupancy)
+    occupancy_theoretical_pct = _reading(M.occupancy_theoretical)
 
     @property
     def occupancy_limit(self) -> tuple[str, int] | None:

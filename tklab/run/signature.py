@@ -4,7 +4,8 @@ The driver tells us each parameter's size (``cuFuncGetParamInfo``) but not its t
 Knowing that ``n`` is an ``int`` and ``alpha`` a ``float`` lets ``k(grid, block, (x, 3, 0.5))`` pack
 Python numbers correctly and reject a float64 array passed where ``float*`` is declared.
 
-Public API: ``find(source, kernel_name) -> list[Param] | None``, ``Param``, ``SCALARS``.
+Public API: ``find(source, kernel_name) -> list[Param] | None``, ``Param``, ``SCALARS``; the two pieces of reading
+C++ text the emulator's asm reader shares: ``strip_comments(text)``, ``split_top(text, sep, brackets)``.
 """
 
 from __future__ import annotations
@@ -59,26 +60,30 @@ class Param:
         return self.ctype.replace("*", "").strip()
 
 
-def _strip_comments(src: str) -> str:
-    src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", src)
+def strip_comments(text: str) -> str:
+    """``text`` with its ``/* */`` and ``//`` comments replaced by a space each."""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
 
 
-def _split_top(params: str) -> list[str]:
-    """Split on commas not inside <>, (), [] (template arguments may contain commas)."""
+def split_top(text: str, sep: str = ",", brackets: str = "<>()[]") -> list[str]:
+    """``text`` split on ``sep`` where no pair of ``brackets`` (openers and closers alternating) is open: template
+    arguments, calls and PTX operand lists may hold a comma. Parts come stripped; an empty last part is dropped."""
+    opens, closes = brackets[0::2], brackets[1::2]
     parts, depth, cur = [], 0, []
-    for ch in params:
-        if ch in "<([":
+    for ch in text:
+        if ch in opens:
             depth += 1
-        elif ch in ">)]":
+        elif ch in closes:
             depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
+        if ch == sep and depth == 0:
+            parts.append("".join(cur).strip())
             cur = []
         else:
             cur.append(ch)
-    if "".join(cur).strip():
-        parts.append("".join(cur))
+    tail = "".join(cur).strip()
+    if tail:
+        parts.append(tail)
     return parts
 
 
@@ -97,7 +102,7 @@ def _parse_param(text: str) -> Param:
 
 def find(source: str, kernel: str) -> list[Param] | None:
     """Parameters of ``__global__ ... kernel(...)`` in ``source``, or None if no such declaration."""
-    src = _strip_comments(source)
+    src = strip_comments(source)
     pat = re.compile(r"__global__\b(?:[^;{(]|\([^()]*\))*?\b" + re.escape(kernel) + r"\s*\(", re.S)
     m = pat.search(src)
     if not m:
@@ -110,4 +115,4 @@ def find(source: str, kernel: str) -> list[Param] | None:
     body = src[start:i - 1].strip()
     if not body or body == "void":
         return []
-    return [_parse_param(p) for p in _split_top(body)]
+    return [_parse_param(p) for p in split_top(body)]

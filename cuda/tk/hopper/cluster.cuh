@@ -21,29 +21,19 @@
 
 namespace tk::cluster {
 
-/// This block's rank inside its cluster (0 .. size() - 1).
-__device__ inline int rank() {
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return int(r);
-}
-/// Blocks per cluster.
-__device__ inline int size() {
-    uint32_t n;
-    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
-    return int(n);
-}
-/// Which cluster of the (one-dimensional) grid this block belongs to, and how many clusters there are.
-__device__ inline int id() {
-    uint32_t i;
-    asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(i));
-    return int(i);
-}
-__device__ inline int count() {
-    uint32_t n;
-    asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(n));
-    return int(n);
-}
+// Where a block stands in its cluster and its cluster in the grid: each is a 32-bit special register, named in
+// the instruction itself (`mov.u32 %0, %cluster_ctarank;`), so one line per register says which it reads.
+#define TK_CLUSTER_REGISTER(name, reg)                                   \
+    __device__ inline int name() {                                      \
+        uint32_t v;                                                     \
+        asm volatile("mov.u32 %0, %%" reg ";\n" : "=r"(v));             \
+        return int(v);                                                  \
+    }
+TK_CLUSTER_REGISTER(rank, "cluster_ctarank")    // this block's rank inside its cluster (0 .. size() - 1)
+TK_CLUSTER_REGISTER(size, "cluster_nctarank")   // blocks per cluster
+TK_CLUSTER_REGISTER(id, "clusterid.x")          // which cluster of the (one-dimensional) grid this block is in
+TK_CLUSTER_REGISTER(count, "nclusterid.x")      // how many clusters the grid has
+#undef TK_CLUSTER_REGISTER
 
 /// Barrier over every thread of every block of the cluster: shared-memory writes before it (mbarrier
 /// inits included) are visible to all blocks after it. Every thread must call it, warps converged.

@@ -20,6 +20,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -391,31 +392,27 @@ class _Decoder:
             self._instruction(st)
 
     # -- name resolution -------------------------------------------------------------------------------------------
-    def _reg(self, name: str, scope: int) -> tuple[int, str] | None:
+    def _scoped(self, table: dict[int, dict[str, Any]], name: str, scope: int) -> Any:
+        """``name`` as ``scope`` or the nearest scope around it declares it in ``table`` (PTX's ``{ }`` nesting: an
+        inner declaration hides an outer one); None where none does."""
         s = scope
         while s >= 0:
-            hit = self._scope_regs.get(s, {}).get(name)
+            hit = table.get(s, {}).get(name)
             if hit is not None:
                 return hit
             s = self._parent.get(s, -1)
         return None
+
+    def _reg(self, name: str, scope: int) -> tuple[int, str] | None:
+        return self._scoped(self._scope_regs, name, scope)
 
     def _label(self, name: str, scope: int) -> int | None:
-        s = scope
-        while s >= 0:
-            hit = self._labels.get(s, {}).get(name)
-            if hit is not None:
-                return hit
-            s = self._parent.get(s, -1)
-        return None
+        return self._scoped(self._labels, name, scope)
 
     def _sym(self, name: str, scope: int) -> int | None:
-        s = scope
-        while s >= 0:
-            hit = self._local_syms.get(s, {}).get(name)
-            if hit is not None:
-                return hit
-            s = self._parent.get(s, -1)
+        hit = self._scoped(self._local_syms, name, scope)
+        if hit is not None:
+            return hit
         if name in self._param_syms:
             return self._param_syms[name]
         return self.global_syms.get(name)

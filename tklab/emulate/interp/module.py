@@ -24,11 +24,10 @@ from typing import Any
 import numpy as np
 
 from ...run import signature
-from ...run.launch import check_count, check_launch
 from ...toolchain.compiler import KernelsByName
 from .. import errors
-from ..arguments import Arguments, LaunchResult, Param, dyn_shared_limit, finish
-from ..module import _LOCK, TMA_ORDERS
+from ..arguments import Arguments, LaunchResult, Param, checked_launch, finish, settle
+from ..module import _LOCK
 from . import decode as _decode
 from . import lines as _lines
 from .parse import parse
@@ -218,14 +217,10 @@ class PtxKernel:
                  sync: bool = False, race: bool = True, time_limit: float = 60.0, workers: int | None = None,
                  reverse: bool = False, tma_order: str = "delayed") -> LaunchResult:
         """Run the kernel on the CPU (see the module docstring); arrays are updated in place."""
-        if tma_order not in TMA_ORDERS:
-            raise ValueError(f"{self.name}: tma_order={tma_order!r}; choose one of {', '.join(TMA_ORDERS)}")
-        g, b = check_launch(self.name, grid, block, args)
-        if self.module.abi == "numba":
-            args = _numba_args(args)
-        check_count(self.name, self.params, len(self.ptx_params), len(args))
-        arch, limit = dyn_shared_limit(self.name, self.module.arch, shared_mem)
-        packing = Arguments(self.name, self._params(), args, slots=_GLOBAL_SLOT)
+        launch = checked_launch(self.name, grid, block, args, declared=self.params, count=len(self.ptx_params),
+                                arch=self.module.arch, shared_mem=shared_mem, race=race, reverse=reverse,
+                                tma_order=tma_order, convert=_numba_args if self.module.abi == "numba" else None)
+        packing = Arguments(self.name, self._params(), launch.args, slots=_GLOBAL_SLOT)
         total = max((p.offset + p.size for p in self.ptx_params), default=0)
         rt = self.module._rt
         decoded = self.module.decoded
@@ -235,12 +230,11 @@ class PtxKernel:
                 for p, raw in zip(self.ptx_params, packing.mapped(rt), strict=True):
                     blob[p.offset:p.offset + len(raw)] = raw
                 params = (ctypes.c_uint8 * len(blob)).from_buffer(blob)
-                flags = (1 if race else 0) | (2 if reverse else 0) | (TMA_ORDERS[tma_order] << 2) | \
-                    ((limit // 1024) << 8)
                 rt.tkemu_interp_turns(*self.module.turns)
-                failed = rt.tkemu_interp_launch(self.module._handle, self.entry, ctypes.addressof(params), total, *g,
-                                                *b, int(shared_mem), arch, int(workers if workers is not None else 1),
-                                                flags, float(time_limit), _GLOBAL_SLOT)
+                failed = rt.tkemu_interp_launch(self.module._handle, self.entry, ctypes.addressof(params), total,
+                                                *launch.grid, *launch.block, int(shared_mem), launch.arch,
+                                                int(workers if workers is not None else 1), launch.flags,
+                                                float(time_limit), _GLOBAL_SLOT)
                 if failed == 2:
                     raise RuntimeError((rt.tkemu_interp_error() or b"").decode())
                 packing.copy_back()
@@ -258,10 +252,7 @@ class PtxKernel:
                                        concepts={k: int(v) for k, v in zip(CONCEPTS, concepts, strict=False)})
             finally:
                 packing.done(rt)
-        self.last = result
-        if error is not None:
-            raise error
-        return result
+        return settle(self, result, error)
 
     def __repr__(self) -> str:
         return f"<tklab.emulate PtxKernel {self.name} (PTX, interpreted on the CPU)>"

@@ -501,24 +501,16 @@ class _Parser:
 
     def operand(self) -> Operand:
         t = self.peek()
-        if t.text == "{":
+        if t.text in ("{", "("):  # a vector {a, b} or a call's argument list (a, b)
             self.next()
+            close, kind = ("}", "vec") if t.text == "{" else (")", "list")
             items: list[Operand] = []
-            while not self.at("}"):
+            while not self.at(close):
                 items.append(self.operand())
                 if self.at(","):
                     self.next()
             self.next()
-            return Operand("vec", items=items)
-        if t.text == "(":
-            self.next()
-            items = []
-            while not self.at(")"):
-                items.append(self.operand())
-                if self.at(","):
-                    self.next()
-            self.next()
-            return Operand("list", items=items)
+            return Operand(kind, items=items)
         if t.text == "[":
             return self._address()
         if t.text == "!":

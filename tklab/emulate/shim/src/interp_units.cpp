@@ -244,6 +244,14 @@ void Thread_::tensor(const Instr& in) {
 
 // ---- asynchronous copies and mbarriers -----------------------------------------------------------------------------------------
 void Thread_::async_copy(const Instr& in) {
+    // A TMA instruction's tensor map (operand `at`: 128 bytes the kernel's memory must hold) and its in.x coordinates
+    // (the vector operand after it), as the runtime takes them.
+    auto tensor_map_at = [&](int at, int32_t (&coords)[5], const char* what) {
+        const uint8_t* map = generic(address(opnd(in, at)), 128, false, what, false, nullptr);
+        const Operand& cv = opnd(in, at + 1);
+        for (int k = 0; k < in.x && k < cv.n; ++k) coords[k] = int32_t(value(P.ops[cv.reg + k]));
+        return uint64_t(uintptr_t(map));
+    };
     switch (in.op) {
         case OP_CP_ASYNC: {  // cp.async.cg.shared.global [dst], [src], cp-size{, src-size}
             const uint32_t dst = shared_of(space_of(in), address(opnd(in, 0)), "cp.async");
@@ -279,25 +287,19 @@ void Thread_::async_copy(const Instr& in) {
         case OP_MBAR_INVAL: ptx::mbar_inval(shared_of(space_of(in), address(opnd(in, 0)), "mbarrier.inval")); return;
         case OP_TMA_LOAD: {  // dst, map, {coords}, mbar
             const uint32_t dst = shared_of(S_SHARED, address(opnd(in, 0)), "cp.async.bulk.tensor");
-            const uint8_t* map = generic(address(opnd(in, 1)), 128, false, "the tensor map of a TMA load", false,
-                                         nullptr);
             int32_t coords[5] = {};
-            const Operand& cv = opnd(in, 2);
-            for (int k = 0; k < in.x && k < cv.n; ++k) coords[k] = int32_t(value(P.ops[cv.reg + k]));
+            const uint64_t map = tensor_map_at(1, coords, "the tensor map of a TMA load");
             const uint32_t bar = shared_of(S_SHARED, address(opnd(in, 3)), "cp.async.bulk.tensor's mbarrier");
             W.stats[ST_TMA_LOAD]++;
-            ptx::tma_load(in.x, dst, uint64_t(uintptr_t(map)), coords, bar);
+            ptx::tma_load(in.x, dst, map, coords, bar);
             return;
         }
         case OP_TMA_STORE: {  // map, {coords}, src
-            const uint8_t* map = generic(address(opnd(in, 0)), 128, false, "the tensor map of a TMA store", false,
-                                         nullptr);
             int32_t coords[5] = {};
-            const Operand& cv = opnd(in, 1);
-            for (int k = 0; k < in.x && k < cv.n; ++k) coords[k] = int32_t(value(P.ops[cv.reg + k]));
+            const uint64_t map = tensor_map_at(0, coords, "the tensor map of a TMA store");
             const uint32_t src = shared_of(S_SHARED, address(opnd(in, 2)), "cp.async.bulk.tensor (store)");
             W.stats[ST_TMA_STORE]++;
-            ptx::tma_store(in.x, uint64_t(uintptr_t(map)), coords, src, (in.mod & M_FLAG) ? 1 : 0);
+            ptx::tma_store(in.x, map, coords, src, (in.mod & M_FLAG) ? 1 : 0);
             return;
         }
         case OP_BULK_COMMIT: ptx::bulk_commit(); return;

@@ -7,23 +7,14 @@ namespace interp {
 
 // ---- arithmetic ---------------------------------------------------------------------------------------------------
 
-template <typename F>
-static float round_f32(int rnd, F f) {
+/// f() in PTX's rounding mode `rnd`, as a T (float or double): .rz, .rm and .rp switch the host's rounding around
+/// it (the volatile result keeps the compiler from moving the operation out of the switch); .rn and none: as is.
+template <typename T, typename F>
+static T rounded(int rnd, F f) {
     if (rnd == R_RZ || rnd == R_RM || rnd == R_RP) {
         const int old = std::fegetround();
         std::fesetround(rnd == R_RZ ? FE_TOWARDZERO : rnd == R_RM ? FE_DOWNWARD : FE_UPWARD);
-        volatile float r = f();
-        std::fesetround(old);
-        return r;
-    }
-    return f();
-}
-template <typename F>
-static double round_f64(int rnd, F f) {
-    if (rnd == R_RZ || rnd == R_RM || rnd == R_RP) {
-        const int old = std::fegetround();
-        std::fesetround(rnd == R_RZ ? FE_TOWARDZERO : rnd == R_RM ? FE_DOWNWARD : FE_UPWARD);
-        volatile double r = f();
+        volatile T r = f();
         std::fesetround(old);
         return r;
     }
@@ -37,11 +28,11 @@ static float float_op(int op, uint32_t mod, float a, float b, float c) {
     const int rnd = rnd_of(mod);
     float r;
     switch (op) {
-        case OP_ADD: r = round_f32(rnd, [&] { return a + b; }); break;
-        case OP_SUB: r = round_f32(rnd, [&] { return a - b; }); break;
-        case OP_MUL: r = round_f32(rnd, [&] { return a * b; }); break;
-        case OP_MAD: case OP_FMA: r = round_f32(rnd, [&] { return std::fma(a, b, c); }); break;
-        case OP_DIV: r = round_f32(rnd, [&] { return a / b; }); break;
+        case OP_ADD: r = rounded<float>(rnd, [&] { return a + b; }); break;
+        case OP_SUB: r = rounded<float>(rnd, [&] { return a - b; }); break;
+        case OP_MUL: r = rounded<float>(rnd, [&] { return a * b; }); break;
+        case OP_MAD: case OP_FMA: r = rounded<float>(rnd, [&] { return std::fma(a, b, c); }); break;
+        case OP_DIV: r = rounded<float>(rnd, [&] { return a / b; }); break;
         case OP_ABS: r = std::fabs(a); break;
         case OP_NEG: r = -a; break;
         case OP_MIN: r = fmin_ptx(a, b, mod & M_NAN); break;
@@ -65,11 +56,11 @@ static float float_op(int op, uint32_t mod, float a, float b, float c) {
 static double double_op(int op, uint32_t mod, double a, double b, double c) {
     const int rnd = rnd_of(mod);
     switch (op) {
-        case OP_ADD: return round_f64(rnd, [&] { return a + b; });
-        case OP_SUB: return round_f64(rnd, [&] { return a - b; });
-        case OP_MUL: return round_f64(rnd, [&] { return a * b; });
-        case OP_MAD: case OP_FMA: return round_f64(rnd, [&] { return std::fma(a, b, c); });
-        case OP_DIV: return round_f64(rnd, [&] { return a / b; });
+        case OP_ADD: return rounded<double>(rnd, [&] { return a + b; });
+        case OP_SUB: return rounded<double>(rnd, [&] { return a - b; });
+        case OP_MUL: return rounded<double>(rnd, [&] { return a * b; });
+        case OP_MAD: case OP_FMA: return rounded<double>(rnd, [&] { return std::fma(a, b, c); });
+        case OP_DIV: return rounded<double>(rnd, [&] { return a / b; });
         case OP_ABS: return std::fabs(a);
         case OP_NEG: return -a;
         case OP_MIN: return (std::isnan(a) || std::isnan(b)) ? ((mod & M_NAN) ? NAN : (std::isnan(a) ? b : a))
@@ -348,7 +339,7 @@ void Thread_::convert(const Instr& in) {
     }
     // to a float type
     if (dt == T_F64) {
-        r = bits(sfloat ? as_double(st, a) : round_f64(rnd, [&] { return as_double(st, a); }));
+        r = bits(sfloat ? as_double(st, a) : rounded<double>(rnd, [&] { return as_double(st, a); }));
         write(d, r, 8);
         return;
     }
@@ -356,15 +347,15 @@ void Thread_::convert(const Instr& in) {
         float f;
         if (st == T_F64) {
             const double x = f64(a);
-            f = round_f32(rnd ? rnd : R_RN, [&] { return float(x); });
+            f = rounded<float>(rnd ? rnd : R_RN, [&] { return float(x); });
         } else if (sfloat) {
             f = float(as_double(st, a));
         } else {
             const double x = as_double(st, a);
-            f = round_f32(rnd ? rnd : R_RN, [&] { return float(x); });
+            f = rounded<float>(rnd ? rnd : R_RN, [&] { return float(x); });
             if (TBYTES[st] == 8) {  // a 64-bit integer is not exact in double: round from the integer itself
-                f = is_signed(st) ? round_f32(rnd ? rnd : R_RN, [&] { return float(int64_t(a)); })
-                                  : round_f32(rnd ? rnd : R_RN, [&] { return float(a); });
+                f = is_signed(st) ? rounded<float>(rnd ? rnd : R_RN, [&] { return float(int64_t(a)); })
+                                  : rounded<float>(rnd ? rnd : R_RN, [&] { return float(a); });
             }
         }
         if (in.mod & M_FTZ) f = ftz(f);

@@ -98,13 +98,27 @@ struct MatData {
 };
 }  // namespace
 
-static void check_rows(Block& b, Rendezvous& rv, int num, const char* what) {
+/// The rows of one ldmatrix or stmatrix (8 a matrix, each the 16 bytes at one lane's address): each address checked,
+/// the rows traced, and each row's bytes marked in the race check's shadow as read (`write` false) or written by
+/// the lane that named it.
+static void matrix_rows(Block& b, Rendezvous& rv, int num, bool write, const char* what) {
+    const int first = (b.cur->id / 32) * 32;
     for (int l = 0; l < 8 * num; ++l) {
         const uint64_t a = static_cast<MatData*>(rv.data[l])->addr;
         if (a % 16) fail("invalid", "%s: lane %d's row address 0x%llx is not 16-byte aligned", what, l, (unsigned long long)a);
         if (a >= ARENA_BYTES) fail("out_of_bounds", "%s: lane %d's row address 0x%llx is not a shared-memory address",
                                    what, l, (unsigned long long)a);
         smem_at(b, uint32_t(a), 16, what);
+    }
+    if (g_trace_on) {
+        uint64_t rows[32];
+        for (int l = 0; l < 8 * num; ++l) rows[l] = static_cast<MatData*>(rv.data[l])->addr;
+        trace_matrix(b, first, num, rows, write, b.threads[first].pc);
+    }
+    for (int l = 0; l < 8 * num; ++l) {
+        const int t = first + l;
+        shadow_access(b, t, clock_of(b, t), uint32_t(static_cast<MatData*>(rv.data[l])->addr), 16, write,
+                      b.threads[t].pc, what);
     }
 }
 
@@ -114,18 +128,7 @@ void ptx::ldmatrix(int num, bool trans, uint64_t* const* d, uint64_t addr) {
     MatData data{addr, d, nullptr};
     const char* what = trans ? "ldmatrix.trans" : "ldmatrix";
     collective(32, 11, what, 0xffffffffu, &data, [=](Block& b, Rendezvous& rv) {
-        const int first = (b.cur->id / 32) * 32;
-        check_rows(b, rv, num, what);
-        if (g_trace_on) {
-            uint64_t rows[32];
-            for (int l = 0; l < 8 * num; ++l) rows[l] = static_cast<MatData*>(rv.data[l])->addr;
-            trace_matrix(b, first, num, rows, false, b.threads[first].pc);
-        }
-        for (int l = 0; l < 8 * num; ++l) {
-            const int t = first + l;
-            shadow_access(b, t, clock_of(b, t), uint32_t(static_cast<MatData*>(rv.data[l])->addr), 16, false,
-                          b.threads[t].pc, what);
-        }
+        matrix_rows(b, rv, num, false, what);
         auto at = [&](int m, int row, int col) {
             const uint32_t a = uint32_t(static_cast<MatData*>(rv.data[8 * m + row])->addr) + 2 * col;
             uint16_t v;
@@ -153,18 +156,7 @@ void ptx::stmatrix(int num, bool trans, uint64_t addr, const uint64_t* s) {
     MatData data{addr, nullptr, s};
     const char* what = trans ? "stmatrix.trans" : "stmatrix";
     collective(32, 12, what, 0xffffffffu, &data, [=](Block& b, Rendezvous& rv) {
-        const int first = (b.cur->id / 32) * 32;
-        check_rows(b, rv, num, what);
-        if (g_trace_on) {
-            uint64_t rows[32];
-            for (int l = 0; l < 8 * num; ++l) rows[l] = static_cast<MatData*>(rv.data[l])->addr;
-            trace_matrix(b, first, num, rows, true, b.threads[first].pc);
-        }
-        for (int l = 0; l < 8 * num; ++l) {
-            const int t = first + l;
-            shadow_access(b, t, clock_of(b, t), uint32_t(static_cast<MatData*>(rv.data[l])->addr), 16, true,
-                          b.threads[t].pc, what);
-        }
+        matrix_rows(b, rv, num, true, what);
         for (int lane = 0; lane < 32; ++lane) {
             const auto* x = static_cast<MatData*>(rv.data[lane]);
             const int g = lane / 4, t = lane % 4;
