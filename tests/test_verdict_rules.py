@@ -71,6 +71,25 @@ def test_a_partial_pass_says_how_many_cases_and_that_the_rest_need_a_gpu() -> No
     assert res.verdict == "PASSED"
 
 
+def test_a_partial_pass_counts_the_cases_of_the_other_builds_too() -> None:
+    """Chapter 11's check also runs its d = 64 build: its cases are the check's, in the count and the GPU's share."""
+    from types import SimpleNamespace
+
+    from tklab.grading.judge import annotate_emulated
+
+    spec = specs.get("ch11_flash_bwd")
+    assert spec.builds, "chapter 11's check runs another build"
+    res = CheckResult(spec.id, "t", "f.cu", compiled=True, passed=True, run_status="ok",
+                      established="cpu-emulation")
+    annotate_emulated(res, SimpleNamespace(result={}, status="ok"), spec)
+    own = [spec, *spec.builds]
+    run = sum(len({tuple(emu_cases.shape(d).items()) for d in emu_cases.cases(b)}) for b in own)
+    left = sum(len(emu_cases.left_to_gpu(b)) for b in own)
+    assert (res.cases_run, res.cases_total) == (run, run + left)
+    main = len({tuple(emu_cases.shape(d).items()) for d in emu_cases.cases(spec)})
+    assert res.cases_run > main  # the d = 64 build's cases were left out before
+
+
 def test_the_overlap_floor_names_the_overlap() -> None:
     floor = specs.get("ch10_flash").floors[0]
     assert floor.judge_emulated({}) is None  # an emulator that does not count: nothing judged
@@ -170,9 +189,9 @@ def test_an_uncoalesced_ch01_order_passes_with_a_remark_where_only_the_simulator
     simulator cannot time it, so the report says it in words (issue 31); the coalesced order gets no remark."""
     import planted
 
-    from tklab.grading.specs.ch01_naive_matmul import uncoalesced_order
+    uncoalesced_order = specs.module("ch01_naive_matmul").uncoalesced_order
 
-    right = (planted.ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
+    right = (planted.ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text()
     swapped = right.replace("col, row = cuda.grid(2)", "row, col = cuda.grid(2)")
     assert swapped != right
     assert uncoalesced_order(right) is None

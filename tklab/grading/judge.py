@@ -305,15 +305,17 @@ def fill_run(res: Any, outcome: RunOutcome) -> None:
 
 def annotate_emulated(res: Any, outcome: Any, spec: Any) -> None:
     """Add what the learner should know about an emulated run to a ``CheckResult``: its notes, how many
-    cases it covered and which it left to a GPU (so a pass says "PASSED on n of m cases"), and the
-    chapter's concept floors judged on what the emulator saw (``spec.floors``)."""
+    cases it covered and which it left to a GPU, its other builds' included (so a pass says "PASSED on n of m
+    cases"), and the chapter's concept floors judged on what the emulator saw (``spec.floors``)."""
     result = getattr(outcome, "result", None) or {}
     res.notes += [str(n) for n in result.get("notes", [])[:3]]
-    shapes: list[dict[str, int]] = []
-    for d in cases.cases(spec):
-        if cases.shape(d) not in shapes:
-            shapes.append(cases.shape(d))
-    skipped = cases.left_to_gpu(spec)
+    shapes: list[tuple[str, dict[str, int]]] = []
+    skipped: list[dict[str, int]] = []
+    for build in (spec, *getattr(spec, "builds", ())):  # the other builds' cases are the check's too
+        for d in cases.cases(build):
+            if (build.id, cases.shape(d)) not in shapes:
+                shapes.append((build.id, cases.shape(d)))
+        skipped += cases.left_to_gpu(build)
     res.cases_run, res.cases_total = len(shapes), len(shapes) + len(skipped)
     orders = sorted({TMA_ORDERS[d.get("tma_order", 0)] for d in cases.cases(spec)})
     if len(orders) > 1:
