@@ -104,7 +104,7 @@ TEST_WORKERS ?= 8
 SERIAL_TESTS := tests/test_browser.py tests/test_hub.py
 XDIST := -n auto --maxprocesses $(TEST_WORKERS) --dist loadscope
 test: install chromium sandbox-tool
-	$(PY) -m ruff check tklab tests bench
+	$(PY) -m ruff check tklab tests bench solutions/*/spec.py
 	$(PY) -m pytest -q --durations=20 -m "not planted_slow" $(XDIST) $(addprefix --ignore=,$(SERIAL_TESTS)) tests
 	@echo "A real browser and a real JupyterHub, on their own (their waits are for a machine not loaded by the rest):"
 	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q --durations=5 $(SERIAL_TESTS)
@@ -121,13 +121,13 @@ test: install chromium sandbox-tool
 			notebooks; \
 	fi
 
-# Chapter 11's planted mistakes (tests/test_planted_mistakes.py, marker planted_slow): each check builds the
-# three-warpgroup backward for the emulator, ~15 s a check on 2 CPUs, so they run as a step of their own.
+# The planted suites marked `slow = true` in their planted.toml (chapter 11's: each check builds the three-warpgroup
+# backward for the emulator, ~15 s a check on 2 CPUs; tests/test_planted_mistakes.py, marker planted_slow).
 planted-slow: install
 	$(PY) -m pytest -q --durations=5 -m planted_slow tests/test_planted_mistakes.py
 
 lint: install
-	$(PY) -m ruff check tklab tests bench
+	$(PY) -m ruff check tklab tests bench solutions/*/spec.py
 
 # On a machine with an NVIDIA GPU: GPU tests, every notebook, the benchmarks, and a dated report in
 # bench/results/. GPU_PYTHON=python3 uses an environment that already has the packages (a cluster module,

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from tklab import recorded  # noqa: E402
+from tklab.paths import solution  # noqa: E402
 
 LIMITS = {"compile": 150, "check_copy": 90, "check_gemm": 150, "check_cluster": 60, "time_copy": 90,
           "time_gemm": 200, "sanitize": 170}
@@ -57,7 +58,7 @@ def part_compile() -> dict[str, Any]:
     sources = [("tma_copy.cu", ()), *[("ch07_tma_ring.cu", (f"-DSTAGES={s}",)) for s in (1, 2, 3, 4, 6, 8)],
                ("ch08_wgmma.cu", ("-DC_TYPE=float",))]
     for name, opts in sources:
-        mod = tklab.compile((ROOT / "solutions" / name).read_text(), arch="sm_90a", name=name, options=opts)
+        mod = tklab.compile(solution(name).read_text(), arch="sm_90a", name=name, options=opts)
         for k in mod.kernels:
             kern = mod[k]
             out["other"].append({"file": name, "options": list(opts), "kernel": k, "registers": kern.registers,

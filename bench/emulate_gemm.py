@@ -30,7 +30,7 @@ from tklab import gemm, recorded  # noqa: E402
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits  # noqa: E402
 
 KERNELS = {  # name -> (source, kernel, (m, n, k), launch(mod_kernel, a, b, c))
-    "ch06 tiles_gemm": ("solutions/ch06_tiles.cu", "tiles_gemm", (128, 128, 128)),
+    "ch06 tiles_gemm": ("solutions/ch06_tiles/ch06_tiles.cu", "tiles_gemm", (128, 128, 128)),
     "gemm_mma_tiles": ("solutions/gemm_mma_tiles.cu", "gemm_mma_tiles", (128, 128, 128)),
     "gemm_wgmma": ("solutions/gemm_wgmma.cu", "gemm", (128, 256, 128)),
 }

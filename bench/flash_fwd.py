@@ -84,7 +84,7 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch10 defaults, K released before the softmax": ("hopper", {}, (64, 128)),
 }
 #: Variants whose source is the shipped kernel with one planted mistake of its exercise applied
-#: (solutions/mistakes/<exercise>.toml, tests/planted.py): a way the kernel could be written, measured beside the
+#: (solutions/<exercise>/planted.toml, tests/planted.py): a way the kernel could be written, measured beside the
 #: shipped variant it differs from (exercise, mutation, that variant).
 PLANTED = {"ch10 defaults, K released before the softmax": ("ch10_flash", "k_released_before_the_softmax",
                                                             "ch10 defaults")}

@@ -83,7 +83,7 @@ def build_class(root: Path, students: int, exercises: Sequence[str]) -> dict[str
         (root / name).mkdir(parents=True)
         for ex in exercises:
             spec = specs.get(ex)
-            rel = Path(spec.solution).relative_to("solutions").as_posix()
+            rel = spec.exercise_file
             text = (ROOT / spec.solution).read_text() if kind == "solution" else generated[rel][1]
             # code (not a comment, which preprocessing drops) that differs per student, so no compiled module is
             # shared between two students through the compile caches, as none is between real ones

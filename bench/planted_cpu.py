@@ -1,9 +1,9 @@
-"""Every planted mistake and benign variant (solutions/mistakes/) checked on the CPU path, as a table.
+"""Every planted mistake and benign variant (solutions/<id>/planted.toml) checked on the CPU path, as a table.
 
     python bench/planted_cpu.py [--only ch11_flash_bwd ...]
 
 Runs tests/test_planted_mistakes.py (the real ``python -m tklab check --no-bench --seed 23`` per mutated
-solution, on the CPU emulator or numba's simulator; the ``planted_slow`` suites too) with
+solution, on the CPU emulator or numba's simulator; the ``planted_slow`` suites and the ``extra`` variants too) with
 ``TKLAB_PLANTED_REPORT`` set, and writes ``bench/results/planted_mistakes_cpu_<date>_<commit>.md``: one row per
 mutation with its verdict, the check's wall time (its own process, two at a time on this machine) and why.
 Exit status: pytest's (1 when a mistake passed or a benign variant failed).
@@ -37,7 +37,7 @@ def main() -> int:
         report = Path(tmp) / "verdicts.json"
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "",
                 "tests/test_planted_mistakes.py", "-k", " or ".join(chosen)]
-        env = {**os.environ, "TKLAB_PLANTED_REPORT": str(report),
+        env = {**os.environ, "TKLAB_PLANTED_REPORT": str(report), "TKLAB_PLANTED_FULL": "1",  # every variant
                "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         rc = subprocess.run(argv, cwd=ROOT, env=env).returncode
         rows = json.loads(report.read_text()) if report.exists() else []
@@ -52,7 +52,7 @@ def _write(rows: list[dict], chosen: list[str]) -> None:
     lines = [f"# Planted mistakes on the CPU path ({today}, commit {commit}, {os.cpu_count()} CPUs)", "",
              "`python -m tklab check <mutated solution> --no-bench --seed 23` without a GPU "
              f"(`{' '.join(['python bench/planted_cpu.py', *sys.argv[1:]])}`, tests/test_planted_mistakes.py); "
-             "data: solutions/mistakes/*.toml. Expected: mistakes FAILED, benign PASSED (possibly on n of m "
+             "data: solutions/<id>/planted.toml. Expected: mistakes FAILED, benign PASSED (possibly on n of m "
              "cases). s: the check's wall time, two checks at a time.", "",
              "| exercise | kind | mutation | verdict on CPU | s | why (summary, cut) |", "|---|---|---|---|---|---|"]
     total = 0.0

@@ -1,4 +1,4 @@
-"""Every planted mistake and benign variant (solutions/mistakes/) checked on the GPU, three seeds per mistake.
+"""Every planted mistake and benign variant (solutions/<id>/planted.toml) checked on the GPU, three seeds per mistake.
 
     python bench/planted_gpu.py [--workers 14] [--seeds 1 2 3] [--only ch10_flash ...] [--timed | --speed-only]
 

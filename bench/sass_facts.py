@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tklab import recorded  # noqa: E402
+from tklab.paths import solution  # noqa: E402
 
 ARCH = "sm_90a"
 
@@ -66,7 +67,7 @@ def facts() -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for label, source, options in builds():
-        path = (ROOT / "solutions" / source).resolve()
+        path = solution(source).resolve()
         mod = tklab.compile(path.read_text(), arch=ARCH, name=path.name, options=options)
         for k in mod:
             hist = sass.histogram(k.sass, full=True)

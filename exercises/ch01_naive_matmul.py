@@ -1,4 +1,4 @@
-# GENERATED from solutions/ch01_naive_matmul.py by `python -m tklab exercises`: fill in the TODOs.
+# GENERATED from solutions/ch01_naive_matmul/ch01_naive_matmul.py by `python -m tklab exercises`: fill in the TODOs.
 """Chapter 1: your first GPU kernel, a naive matrix multiply in Python with numba.cuda.
 
 C = A @ B for float32 row-major matrices, A of shape (M, K), B of shape (K, N), C of shape (M, N).

@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch02_smem_tiling.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch02_smem_tiling/ch02_smem_tiling.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 2: shared-memory tiling. C = A @ B, fp32, row-major; A is M×K, B is K×N, C is M×N.
 //
 // The naive kernel of chapter 1 reads every element of A N times and every element of B M times

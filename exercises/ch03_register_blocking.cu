@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch03_register_blocking.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch03_register_blocking/ch03_register_blocking.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 3: register blocking. C = A @ B, fp32, row-major; A is M×K, B is K×N, C is M×N.
 //
 // Chapter 2's kernel does one multiply-add per two shared-memory loads, so shared memory, not the

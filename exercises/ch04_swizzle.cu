@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch04_swizzle.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch04_swizzle/ch04_swizzle.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 4: bank conflicts and swizzling. out = inᵀ: `in` is M×N, `out` is N×M, fp32, row-major.
 //
 // A transpose through shared memory: a 32×8 block moves one 32×32 tile. It reads rows of `in`

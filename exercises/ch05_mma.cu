@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch05_mma.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch05_mma/ch05_mma.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 5: tensor cores by hand. One warp computes C = A @ B for a single 16×16×16 tile:
 // A (16×16, row-major) and B (16×16 = K×N, row-major) hold bf16, C (16×16, row-major) is fp32.
 //

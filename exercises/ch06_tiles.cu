@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch06_tiles.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch06_tiles/ch06_tiles.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 6: the same tensor-core GEMM as chapter 5's single tile, grown to a whole matrix with the
 // tk tile library. C (M×N, fp32) = A (M×K, bf16, row-major) @ B (K×N, bf16, row-major).
 //

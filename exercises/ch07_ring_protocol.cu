@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch07_ring_protocol.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch07_ring_protocol/ch07_ring_protocol.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 07, design exercise ch07_ring_protocol: the ring's protocol written from bare mbarriers.
 //
 // The same copy as ch07_tma_ring -- one block per SM walks the matrix tile by tile (t = blockIdx.x,

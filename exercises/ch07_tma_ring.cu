@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch07_tma_ring.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch07_tma_ring/ch07_tma_ring.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 07 (and the exercise ch07_tma_ring): a copy through a ring of STAGES shared-memory stages.
 //
 // One block per SM walks the matrix tile by tile (tile t = blockIdx.x, + gridDim.x, ...):

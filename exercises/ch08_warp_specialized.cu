@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch08_warp_specialized.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch08_warp_specialized/ch08_warp_specialized.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 08, design exercise ch08_warp_specialized: the warp-specialised GEMM, written from the picture.
 //
 //   C (M x N) = A (M x K, bf16, row-major) * B (K x N, bf16, row-major), fp32 accumulation.

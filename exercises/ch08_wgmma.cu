@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch08_wgmma.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch08_wgmma/ch08_wgmma.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 08, step 1 (and the exercise ch08_wgmma): a Hopper GEMM with TMA and wgmma, one warpgroup.
 //
 //   C (M x N) = A (M x K, bf16, row-major) * B (K x N, bf16, row-major), fp32 accumulation.

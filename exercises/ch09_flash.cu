@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch09_flash.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch09_flash/ch09_flash.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 09 solution: FlashAttention forward with warp-level tiles (mma.sync, ldmatrix, cp.async).
 //
 //   O = softmax(Q K^T * scale) V   per (batch, head);   L = log-sum-exp of each row of Q K^T * scale.

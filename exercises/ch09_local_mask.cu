@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch09_local_mask.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch09_local_mask/ch09_local_mask.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 09, design exercise ch09_local_mask: FlashAttention forward with a sliding-window (local) mask.
 //
 //   O = softmax(Q K^T * scale + mask) V  per (batch, head);  L = log-sum-exp of each masked row.

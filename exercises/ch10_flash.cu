@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch10_flash.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch10_flash/ch10_flash.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 10 solution: FlashAttention forward for Hopper -- TMA, wgmma, swizzled tiles, warp specialisation.
 //
 // The same algorithm as chapter 09 (online softmax over blocks of keys), with Hopper's engines:

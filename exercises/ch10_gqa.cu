@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch10_gqa.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch10_gqa/ch10_gqa.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 10, design exercise ch10_gqa: grouped-query attention on the Hopper kernel.
 //
 // Grouped-query attention (GQA) gives every group of heads / kv_heads query heads one shared key head and

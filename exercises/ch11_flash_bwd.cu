@@ -1,4 +1,4 @@
-// GENERATED from solutions/ch11_flash_bwd.cu by `python -m tklab exercises`: fill in the TODOs.
+// GENERATED from solutions/ch11_flash_bwd/ch11_flash_bwd.cu by `python -m tklab exercises`: fill in the TODOs.
 // Chapter 11 solution: FlashAttention backward for Hopper -- TMA, wgmma, and the forward's log-sum-exp.
 //
 // The forward kept, for every query row, L = log(sum_j exp(scale * S_ij)). That is all the backward needs

@@ -1,15 +1,16 @@
-"""Planted mistakes: the data in ``solutions/mistakes/<exercise>.toml`` applied to the reference solutions,
-and the real check run on the result (``python -m tklab check``), for the planted-mistake suites
-(tests/test_planted_mistakes.py, its GPU twin, bench/emulated_check_times.py).
+"""Planted mistakes: each exercise's ``planted.toml`` (``solutions/<id>/planted.toml``, for every exercise of the
+registry) applied to its solution, and the real check run on the result (``python -m tklab check``), for the
+planted-mistake suites (tests/test_planted_mistakes.py, its GPU twin, bench/planted_cpu.py and bench/planted_gpu.py).
 
 A mutation is a list of edits; an edit replaces ``find`` (code, never a comment: hint comments change) by
 ``replace``, and ``find`` must occur exactly once in the text the edits before it left (in the text after
 ``after`` and before the next ``before`` when those are given). An anchor that is gone or ambiguous raises
-``AnchorError`` naming it, so a suite never silently checks the unchanged solution.
+``AnchorError`` naming it, so a suite never silently checks the unchanged solution. A suite's ``least``, ``slow``
+and ``caught_by_run`` are its ``Suite``'s (the file's format: solutions/README.md).
 
-Public API: ``Mutation``, ``AnchorError``, ``load(exercise_id)``, ``exercises()``, ``apply(text, mutation)``,
-``mutated_file(mutation, folder)``, ``run_check(path, exercise_id, seed, bench=False)``, ``run_all(jobs)``,
-``Verdict``.
+Public API: ``Mutation``, ``Suite``, ``AnchorError``, ``load(exercise_id)``, ``suite(exercise_id)``,
+``exercises()``, ``apply(text, mutation)``, ``solution(exercise_id)``, ``mutated_file(mutation, folder)``,
+``run_check(path, exercise_id, seed, bench=False)``, ``run_all(jobs)``, ``Verdict``, ``FULL``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from pathlib import Path
 import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-MISTAKES = ROOT / "solutions" / "mistakes"
+PLANTED = "planted.toml"
+#: Every variant on the CPU, ``extra`` ones too (they are beyond their suite's core: CI time); a GPU runs all.
+FULL = os.environ.get("TKLAB_PLANTED_FULL", "") in ("1", "true", "yes")
 
 
 class AnchorError(ValueError):
@@ -44,32 +47,63 @@ class Mutation:
     speed: bool = False  # graded on a GPU by a speed floor too: its GPU check times it
     cpu_misses: str = ""  # why the CPU emulator cannot see this mistake (known gap; the test is a strict xfail)
     shows: str = ""  # words the failing verdict must tell (``Verdict.says``: the message this mistake must get)
+    extra: bool = False  # beyond its suite's core: on the CPU only with TKLAB_PLANTED_FULL=1 (a GPU runs it always)
 
     @property
     def id(self) -> str:
         return f"{self.exercise}:{self.name}"
 
 
+@dataclass(frozen=True)
+class Suite:
+    """One exercise's planted suite: its mutations and what the file says of the suite as a whole."""
+
+    exercise: str
+    mutations: tuple[Mutation, ...]
+    least: tuple[int, int]  # the fewest (mistakes, benign variants) in its core (every mutation but ``extra`` ones)
+    slow: bool = False  # every check builds a large kernel: pytest marker ``planted_slow`` (its own make step)
+    caught_by_run: bool = False  # a mistake that compiles and passes the static checks fails in the run itself
+
+
+def path(exercise_id: str) -> Path:
+    """The exercise's planted suite: ``planted.toml`` in its folder."""
+    from tklab.grading import specs
+
+    return specs.folder(exercise_id) / PLANTED
+
+
 def exercises() -> list[str]:
-    """Exercise ids that have a planted-mistake file."""
-    return sorted(p.stem for p in MISTAKES.glob("*.toml"))
+    """Every exercise of the registry (its folder holds a spec); each must have its planted suite."""
+    from tklab.grading import specs
+
+    return [i for i in specs.all_ids() if specs.spec_file(i) is not None]
 
 
-def load(exercise_id: str) -> list[Mutation]:
-    """The mistakes, then the benign variants, of one exercise."""
-    data = tomllib.loads((MISTAKES / f"{exercise_id}.toml").read_text())
-    if data.get("exercise") != exercise_id:
-        raise ValueError(f"{exercise_id}.toml names exercise {data.get('exercise')!r}")
+def suite(exercise_id: str) -> Suite:
+    """The suite of one exercise: its mistakes, then its benign variants, and the file's settings."""
+    file = path(exercise_id)
+    data = tomllib.loads(file.read_text())
+    if data.get("exercise", exercise_id) != exercise_id:
+        raise ValueError(f"{file} names exercise {data.get('exercise')!r}")
     out = []
     for kind, benign in (("mistake", False), ("benign", True)):
         for m in data.get(kind, []):
             out.append(Mutation(exercise_id, m["name"], m["description"], benign, tuple(m["edit"]),
                                 m.get("needs", ""), bool(m.get("speed", False)), m.get("cpu_misses", ""),
-                                m.get("shows", "")))
+                                m.get("shows", ""), bool(m.get("extra", False))))
     names = [m.name for m in out]
     if len(set(names)) != len(names):
-        raise ValueError(f"{exercise_id}.toml: duplicate names")
-    return out
+        raise ValueError(f"{file}: duplicate names")
+    least = data.get("least")
+    if not (isinstance(least, list) and len(least) == 2 and all(isinstance(n, int) for n in least)):
+        raise ValueError(f"{file}: least = [mistakes, benign variants] is missing")
+    return Suite(exercise_id, tuple(out), (least[0], least[1]), bool(data.get("slow", False)),
+                 bool(data.get("caught_by_run", False)))
+
+
+def load(exercise_id: str) -> list[Mutation]:
+    """The mistakes, then the benign variants, of one exercise."""
+    return list(suite(exercise_id).mutations)
 
 
 def apply(text: str, mutation: Mutation) -> str:
@@ -89,7 +123,7 @@ def apply(text: str, mutation: Mutation) -> str:
         n = text.count(e["find"], start, end)
         if n != 1:
             raise AnchorError(f"{mutation.id} edit {i + 1}: {e['find']!r} occurs {n} times (expected once); "
-                              "the solution changed: update solutions/mistakes/")
+                              "the solution changed: update its planted.toml")
         at = text.index(e["find"], start)
         text = text[:at] + e["replace"] + text[at + len(e["find"]):]
     return text
@@ -138,6 +172,18 @@ class Verdict:
         lines += [f"{s.get('name')}: {s.get('detail')}" for s in [*r.get("static", []), *r.get("floors", [])]
                   if isinstance(s, dict) and not s.get("ok")]
         return any(words in line for line in lines)
+
+    @property
+    def caught_by_run(self) -> bool:
+        """The run itself failed it (a wrong output or an error on the CPU emulator), or it never got that far (it
+        did not compile, or a static check refused it): a suite's ``caught_by_run`` asks this of every mistake."""
+        from tklab.grading import emulated
+
+        r = self.report
+        if not r.get("compiled") or not all(s.get("ok") for s in r.get("static", []) if isinstance(s, dict)):
+            return True
+        # where it ran, not ``established``: a run that errored (a deadlock, a race) established nothing
+        return r.get("run_where") == emulated.LABEL and r.get("run_status") in ("wrong", "error")
 
 
 def run_check(path: Path, exercise_id: str, seed: int, *, bench: bool = False, timeout: float = 300) -> Verdict:

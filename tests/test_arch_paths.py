@@ -159,8 +159,8 @@ def test_an_mma_exercise_on_a_t4_is_checked_on_the_emulator_and_the_verdict_says
     from tklab.grading.check import check
 
     fake_gpu(monkeypatch, "sm_75", nvrtc=False)
-    src = (ROOT / "solutions" / "ch05_mma.cu").read_text()
-    res = check("ch05", ROOT / "solutions" / "ch05_mma.cu", bench=False)
+    src = (ROOT / "solutions" / "ch05_mma" / "ch05_mma.cu").read_text()
+    res = check("ch05", ROOT / "solutions" / "ch05_mma" / "ch05_mma.cu", bench=False)
     assert res.arch == "sm_80" and res.static and res.static_ok
     assert res.passed is True and res.established == "cpu-emulation", res
     assert str(res).splitlines()[-1] == ("PASSED (on the CPU emulator: this GPU (Tesla T4, sm_75) is older than the "

@@ -1,6 +1,6 @@
 """Chapter 11's attention backward: the float64 reference, the Hopper kernel under CPU emulation on awkward
 shapes, planted mistakes of the builds the exercise does not use (the exercise's own suite is
-solutions/mistakes/ch11_flash_bwd.toml), and (GPU) the kernel against float64 torch autograd.
+solutions/ch11_flash_bwd/planted.toml), and (GPU) the kernel against float64 torch autograd.
 
 Emulated runs share one compiled module per head dimension (module-scoped): an emulator compile costs
 ~10 s of CPU, a run on these shapes 1-3 s.
@@ -64,7 +64,9 @@ def test_grad_errors_tells_right_from_wrong() -> None:
 def test_the_benchmarks_blockwise_l_and_d_equal_the_exact_ones(causal: bool) -> None:
     """ch11's timed check gets L and D from a blockwise float32 pass (the exact float64 one needs the N x N
     matrices: a minute per input set at the benchmark size); both must give the kernel the same inputs."""
-    from tklab.grading.specs import ch11_flash_bwd as spec
+    from tklab import specs
+
+    spec = specs.module("ch11_flash_bwd")
 
     rng = np.random.default_rng(3)
     q, k, v, do = (bf16_to_float32(to_bf16_bits(rng.standard_normal((1, 2, 300, 128)).astype(np.float32)))
@@ -311,7 +313,7 @@ def test_the_python_launch_runs_numpy_inputs_on_the_emulator() -> None:
 
 # ---- planted mistakes: each must fail ------------------------------------------------------------------
 # The exercise's build (d = 128, the dQ split, TMA reduce-add) keeps its planted mistakes and benign variants in
-# solutions/mistakes/ch11_flash_bwd.toml, checked through `python -m tklab check` by
+# solutions/ch11_flash_bwd/planted.toml, checked through `python -m tklab check` by
 # tests/test_planted_mistakes.py (the two missing barriers, dS without D, dV overwritten, dK's scale, dQ stored
 # not added, the key-tail mask dropped as a benign variant, ...). Here: the mistakes of code the exercise's
 # build does not compile or its suite does not plant, on d = 64, n = 200, causal (two key blocks, so dQ's sum

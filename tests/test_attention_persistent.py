@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tklab import attention
+from tklab.paths import solution
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 from tklab.run.limits import ConfigError
 
@@ -24,7 +25,7 @@ emu = pytest.importorskip("tklab.emulate")
 
 @functools.cache
 def _module(d: int, options: tuple[str, ...]) -> emu.EmuModule:
-    return emu.compile((attention.SOLUTIONS / "ch10_flash.cu").read_text(), name="ch10_flash.cu", options=options)
+    return emu.compile((solution("ch10_flash.cu")).read_text(), name="ch10_flash.cu", options=options)
 
 
 def _run(d: int, b: int, h: int, n: int, causal: bool, sms: int, order: str = "delayed", src: str | None = None,
@@ -76,7 +77,7 @@ def test_one_block_walks_every_item_with_one_stage_and_the_plain_schedule():
 
 def test_reusing_the_q_tile_before_the_output_store_read_it_is_reported():
     """The planted mistake: hand the Q tile back before the TMA store has read this item's output out of it."""
-    src = (attention.SOLUTIONS / "ch10_flash.cu").read_text()
+    src = (solution("ch10_flash.cu")).read_text()
     wait = "    if (warpgroup::threadid() == 0) tma::store_wait_read<0>();\n"
     assert src.count(wait) == 1
     with pytest.raises(emu.AsyncHazard, match=r"\(a TMA load's destination\) while the TMA store .* may still read it"):
@@ -86,7 +87,7 @@ def test_reusing_the_q_tile_before_the_output_store_read_it_is_reported():
 def test_a_ring_cursor_restarted_for_each_item_is_reported():
     """The ring's stages and phases carry from item to item: restarting the consumers' cursors (as a block
     of the non-persistent grid does) waits on a phase that completed an item ago and reads a tile in flight."""
-    src = (attention.SOLUTIONS / "ch10_flash.cu").read_text()
+    src = (solution("ch10_flash.cu")).read_text()
     carried = "    ring_cursor<STAGES> at_k{int(carried >> 2), carried >> 1 & 1}, at_v = at_k;\n"
     assert src.count(carried) == 1
     with pytest.raises(emu.AsyncHazard, match=r"wgmma\.mma_async reading its operand\) while the TMA load"):

@@ -440,7 +440,7 @@ def test_reports_and_explorers_fit_the_column(page: Any, lab: tuple[str, Path]) 
     used = {m for p in (ROOT / "notebooks").glob("*.ipynb") for m in re.findall(r"(\w+_explorer)\(", p.read_text())}
     assert used and all(f"{name}(" in "".join(FIT_CELLS) for name in used), f"an explorer not measured: {used}"
     _, root = lab
-    solution = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
+    solution = (ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text()
     assert "C[row, col] = acc\n" in solution
     (root / "exercises" / "ch01_off_by_one.py").write_text(solution.replace("C[row, col] = acc\n",
                                                                             "C[row, col] = acc + 1\n"))

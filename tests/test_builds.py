@@ -1,6 +1,6 @@
 """An exercise's other builds (``tklab.grading.builds``, issue 38 deliverable 4): chapter 11's check runs the file at
 d = 64 as well as 128, so the branch the d = 128 build never takes runs under the check (its planted mistake,
-``dq_from_p_in_the_d64_branch``, is in solutions/mistakes/ch11_flash_bwd.toml)."""
+``dq_from_p_in_the_d64_branch``, is in solutions/ch11_flash_bwd/planted.toml)."""
 
 from __future__ import annotations
 

@@ -97,9 +97,9 @@ def test_the_serialization_check_can_fail() -> None:
     """The warning the tests and the ch08 check look for is real: this kernel provokes it."""
     mod = tklab.compile(SERIALIZING, arch="sm_90a", name="serializing.cu")
     assert [ln for ln in mod.log.splitlines() if SERIALIZED.search(ln)]
-    from tklab.grading.spec_kit import StaticContext
+
+    from tklab.grading.spec_kit import NoSerializedWgmma, StaticContext
     from tklab.grading.specs import get
-    from tklab.grading.specs.ch08_wgmma import NoSerializedWgmma
 
     ctx = StaticContext(get("ch08_wgmma"), SERIALIZING, "serializing.cu", "sm_90a", mod, mod["k"])
     res = NoSerializedWgmma().run(ctx)
@@ -121,7 +121,7 @@ def test_kernels_tell_the_launcher_their_threads_shared_memory_and_cluster(name,
 
 
 def test_the_exercise_spec_launches_what_the_exercise_kernel_declares() -> None:
-    """specs/ch08_wgmma.py computes the launch (a sandboxed run cannot read it from the kernel): it must be
+    """ch08_wgmma's spec computes the launch (a sandboxed run cannot read it from the kernel): it must be
     what the exercise's own kernel says, at its default ring and with the -D options the check passes."""
     from tklab import specs
 
@@ -216,7 +216,7 @@ def test_copy_kernels_use_the_unit_they_are_about() -> None:
 
 @pytest.mark.parametrize("stages", [1, 2, 3, 4, 6, 8])
 def test_ring_builds_for_every_stage_count_of_the_sweep(stages: int) -> None:
-    src = (ROOT / "solutions" / "ch07_tma_ring.cu").read_text()
+    src = (ROOT / "solutions" / "ch07_tma_ring" / "ch07_tma_ring.cu").read_text()
     k = tklab.compile(src, arch="sm_90a", name="ch07_tma_ring.cu", options=(f"-DSTAGES={stages}",))["ring_copy"]
     assert k.spill_bytes == 0 and _count(_ops(k), "UTMALDG") == 1
     blocks, threads, smem = tma_copy.ring_launch(16384, 8192, stages)

@@ -295,7 +295,7 @@ def test_ch08_register_pool_everywhere_the_learner_reads() -> None:
     threads = gemm.launch_facts(k8.module)["threads"]
     pool = k8.registers * threads
     assert pool == launch_pool(threads) < REGISTER_FILE == 128 * (32 + 2 * 240)  # the old hint's split does not fit
-    hints = tomllib.loads((ROOT / "solutions" / "ch08_warp_specialized.hints.toml").read_text())
+    hints = tomllib.loads((ROOT / "solutions" / "ch08_warp_specialized" / "hints.toml").read_text())
     texts = {"08 design cell": _text("08", "design-ch08_warp_specialized-todo"),
              "level 1": " ".join(hints["level1"].split()), "level 2": " ".join(hints["level2"].split()),
              "exercise": (ROOT / "exercises" / "ch08_warp_specialized.cu").read_text(),
@@ -476,7 +476,8 @@ def test_ch11_the_options_that_left_are_named_and_gone() -> None:
     assert "first four" not in left
     for option in ("OVERLAP=1/2", "ORDER", "DQ_SUM"):
         assert f"(`{option}`)" in left
-    for path in ("solutions/ch11_flash_bwd.cu", "solutions/variants/ch11_dq_lag.cu", "exercises/ch11_flash_bwd.cu"):
+    for path in ("solutions/ch11_flash_bwd/ch11_flash_bwd.cu", "solutions/variants/ch11_dq_lag.cu",
+                 "exercises/ch11_flash_bwd.cu"):
         assert not re.search(r"\b(OVERLAP|ORDER|DQ_SUM)\b", (ROOT / path).read_text()), path
     assert "DQ_SUM" not in measured and "STAGES" not in left
 

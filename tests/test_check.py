@@ -48,11 +48,30 @@ def test_every_exercise_has_a_spec_a_solution_and_an_exercise():
             assert spec.sim_cases, i
 
 
+@pytest.mark.nvrtc
+@pytest.mark.skipif(not NO_GPU, reason="on a GPU the CUDA exercises run, and correctness is established")
+def test_without_a_cxx_compiler_a_cuda_check_is_not_verified_never_passed(capsys, monkeypatch):
+    """README: without a GPU, only where nothing can run the kernel (no C++ compiler for the PTX interpreter's
+    runtime) is the verdict NOT VERIFIED (exit 3), never "passed"; ``--allow-unverified`` exits 0."""
+    from tklab.emulate import toolchain
+
+    def no_compiler():
+        raise toolchain.NoCompiler("running kernels on the CPU needs a C++20 compiler (none here: the test)")
+
+    monkeypatch.setattr(toolchain, "find", no_compiler)
+    solution = ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu"
+    assert main([str(solution), "--no-bench"]) == 3
+    out = capsys.readouterr().out
+    assert "NOT VERIFIED" in out and "PASSED" not in out, out
+    assert main([str(solution), "--no-bench", "--allow-unverified"]) == 0
+    assert "NOT VERIFIED" in capsys.readouterr().out
+
+
 def test_tklab_check_stays_callable_after_the_module_is_imported():
     import tklab.grading.check as module  # this import makes the package attribute the module ...
 
     assert tklab.check is module or callable(tklab.check)
-    res = tklab.check("ch05", ROOT / "solutions" / "ch05_mma.cu", run=False)  # ... which must still work
+    res = tklab.check("ch05", ROOT / "solutions" / "ch05_mma" / "ch05_mma.cu", run=False)  # ... which must still work
     assert res.exercise == "ch05_mma" and res.static_ok
 
 
@@ -126,7 +145,7 @@ def test_untouched_numba_exercise_reports_unwritten_output_on_the_cpu(tmp_path):
 
 
 def test_compile_error_is_shown_on_the_learners_line(tmp_path):
-    src = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text().splitlines()
+    src = (ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu").read_text().splitlines()
     line = next(i for i, s in enumerate(src) if "C[row * N + col] = acc" in s)
     src[line] = src[line].replace("acc;", "accc;")
     f = tmp_path / "ch02_smem_tiling.cu"
@@ -141,7 +160,7 @@ def test_compile_error_is_shown_on_the_learners_line(tmp_path):
 @pytest.mark.nvrtc  # found in what NVRTC makes (without it the emulated run says so: tests/test_no_nvrtc.py)
 def test_renamed_kernel_is_a_static_failure(tmp_path):
     f = tmp_path / "ch05_mma.cu"
-    f.write_text((ROOT / "solutions" / "ch05_mma.cu").read_text().replace("mma_16x16x16", "my_mma"))
+    f.write_text((ROOT / "solutions" / "ch05_mma" / "ch05_mma.cu").read_text().replace("mma_16x16x16", "my_mma"))
     res = check(f, run=False)
     assert res.compiled and res.passed is False
     assert "no kernel named mma_16x16x16" in res.summary and "my_mma" in res.summary
@@ -158,7 +177,7 @@ def test_renamed_kernel_is_a_static_failure(tmp_path):
 @pytest.mark.nvrtc  # a compile-time probe: NVRTC runs it
 def test_swizzle_probe_counts_conflicts_at_compile_time(tmp_path, layout, ok, words):
     f = tmp_path / "ch04_swizzle.cu"
-    f.write_text((ROOT / "solutions" / "ch04_swizzle.cu").read_text().replace("r * TILE + (c ^ r)", layout))
+    f.write_text((ROOT / specs.get("ch04_swizzle").solution).read_text().replace("r * TILE + (c ^ r)", layout))
     res = check(f, run=False)
     probe = next(s for s in res.static if s.name == "conflict-free tile layout")
     assert probe.ok is ok and words in probe.detail, probe
@@ -166,7 +185,7 @@ def test_swizzle_probe_counts_conflicts_at_compile_time(tmp_path, layout, ok, wo
 
 @pytest.mark.nvrtc  # spills are read from what NVRTC makes
 def test_register_array_in_local_memory_fails_no_spills(tmp_path):
-    src = (ROOT / "solutions" / "ch03_register_blocking.cu").read_text()
+    src = (ROOT / "solutions" / "ch03_register_blocking" / "ch03_register_blocking.cu").read_text()
     # An index the compiler cannot resolve (threadIdx.z, 0 at run time) forces the array into local memory.
     old = "acc[i][j] += a[i] * b[j];"
     assert old in src
@@ -180,12 +199,12 @@ def test_register_array_in_local_memory_fails_no_spills(tmp_path):
 
 @pytest.mark.nvrtc  # --no-run leaves only the static checks to fail the untouched exercise
 def test_cli_exit_codes(tmp_path, capsys):
-    assert main([str(ROOT / "solutions" / "ch05_mma.cu"), "--no-run"]) == 0
+    assert main([str(ROOT / "solutions" / "ch05_mma" / "ch05_mma.cu"), "--no-run"]) == 0
     assert "ch05_mma" in capsys.readouterr().out
     assert main([str(ROOT / "exercises" / "ch05_mma.cu"), "--no-run"]) == 1
     assert "FAILED" in capsys.readouterr().out
     assert main(["nothing_like_this"]) == 2
-    assert main([str(ROOT / "solutions" / "ch01_naive_matmul.py"), "--timeout", "-1"]) == 2
+    assert main([str(ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py"), "--timeout", "-1"]) == 2
 
 
 @pytest.mark.nvrtc  # with the emulator off, the static checks are all there is
@@ -195,9 +214,9 @@ def test_without_a_gpu_right_and_wrong_cuda_answers_do_not_both_pass(tmp_path, c
     the CPU emulator switched off: tests/test_emulate_check.py has the same pair with it)."""
     monkeypatch.setenv("TKLAB_NO_EMULATION", "1")
     wrong = tmp_path / "ch02_smem_tiling.cu"
-    wrong.write_text((ROOT / "solutions" / "ch02_smem_tiling.cu").read_text().replace(
+    wrong.write_text((ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu").read_text().replace(
         "C[row * N + col] = acc;", "C[row * N + col] = acc + 1.0f;"))
-    for f in (ROOT / "solutions" / "ch02_smem_tiling.cu", wrong):
+    for f in (ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu", wrong):
         assert main([str(f), "--no-bench"]) == 3
         out = capsys.readouterr().out
         assert "NOT VERIFIED" in out and "PASSED" not in out
@@ -216,8 +235,8 @@ def test_without_a_gpu_right_and_wrong_cuda_answers_do_not_both_pass(tmp_path, c
 def test_numba_exercise_says_how_it_was_checked(capsys):
     if not NO_GPU:
         pytest.skip("on a GPU the numba exercise runs on the GPU")
-    assert main([str(ROOT / "solutions" / "ch01_naive_matmul.py")]) == 0
-    res = check("ch01", ROOT / "solutions" / "ch01_naive_matmul.py")
+    assert main([str(ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py")]) == 0
+    res = check("ch01", ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py")
     assert res.passed is True and res.established == "cpu-emulation"
     assert any("PTX numba compiled" in c for c in res.checked)
 
@@ -226,19 +245,19 @@ def test_numba_exercise_says_how_it_was_checked(capsys):
 
 def test_latin1_file_is_read_with_a_note_not_a_crash(tmp_path):
     f = tmp_path / "ch01_naive_matmul.py"
-    text = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text().replace("numba.cuda.", "numba.cuda (café).", 1)
+    text = (ROOT / specs.get("ch01_naive_matmul").solution).read_text().replace("numba.cuda.", "numba.cuda (café).", 1)
     f.write_bytes(text.encode("latin-1"))
     res = check(f, timeout=60)
     assert any("not UTF-8" in n and "Latin-1" in n and "line 1" in n for n in res.notes), res.notes
     assert res.compiled and res.passed is True, res  # the same code, judged on its outputs
     cu = tmp_path / "ch05_mma.cu"
-    cu.write_bytes(("// naïve\n" + (ROOT / "solutions" / "ch05_mma.cu").read_text()).encode("latin-1"))
+    cu.write_bytes(("// naïve\n" + (ROOT / "solutions" / "ch05_mma" / "ch05_mma.cu").read_text()).encode("latin-1"))
     assert check(cu, run=False).static_ok
 
 
 def test_nul_byte_and_oversized_files_fail_with_a_message(tmp_path):
     f = tmp_path / "ch05_mma.cu"
-    f.write_bytes((ROOT / "solutions" / "ch05_mma.cu").read_bytes() + b"\n\x00 int x;\n")
+    f.write_bytes((ROOT / "solutions" / "ch05_mma" / "ch05_mma.cu").read_bytes() + b"\n\x00 int x;\n")
     res = check(f, run=False)
     assert res.passed is False and "NUL byte" in res.compile_error and res.summary.startswith("does not compile")
     big = tmp_path / "ch02_smem_tiling.cu"
@@ -354,7 +373,7 @@ def test_solution_passes_on_the_gpu_with_a_speed_ratio(exercise):
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_planted_cuda_fault_is_reported_and_the_caller_survives(tmp_path, fault):
     old, new, status, words = FAULTS[fault]
-    src = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text()
+    src = (ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu").read_text()
     assert old in src
     f = tmp_path / "ch02_smem_tiling.cu"
     f.write_text(src.replace(old, new.replace("C[0]", "((volatile float*)C)[0]")))
@@ -364,5 +383,5 @@ def test_planted_cuda_fault_is_reported_and_the_caller_survives(tmp_path, fault)
 
     assert re.search(words, res.run_message), res
     # This process still has a working GPU: the fault stayed in the child.
-    after = check("ch05_mma", ROOT / "solutions" / "ch05_mma.cu", bench=False)
+    after = check("ch05_mma", ROOT / "solutions" / "ch05_mma" / "ch05_mma.cu", bench=False)
     assert after.passed is True, after

@@ -205,7 +205,7 @@ def test_runner_error_description_points_at_cuda_faults():
 def test_hopper_only_exercise_is_skipped_on_another_gpu_before_anything_starts(monkeypatch):
     real = specs.get
     monkeypatch.setattr(specs, "get", lambda i: replace(real(i), arch="sm_90a"))
-    out = runner.run_isolated("ch06_tiles", ROOT / "solutions" / "ch06_tiles.cu", mode="gpu", arch="sm_80")
+    out = runner.run_isolated("ch06_tiles", ROOT / real("ch06_tiles").solution, mode="gpu", arch="sm_80")
     assert out.status == "skipped" and "needs a Hopper GPU" in out.message and "sm_80" in out.message
 
 
@@ -310,7 +310,7 @@ def ch10_variant(tmp_path_factory):
     """A benign variant of chapter 10's solution (a comment added): the learner's module key differs from the
     reference's, so the test can tell which child got which."""
     path = tmp_path_factory.mktemp("ch10") / "ch10_flash.cu"
-    path.write_text((ROOT / "solutions" / "ch10_flash.cu").read_text() + "\n// my version\n")
+    path.write_text((ROOT / "solutions" / "ch10_flash" / "ch10_flash.cu").read_text() + "\n// my version\n")
     return path
 
 
@@ -402,7 +402,7 @@ def test_on_the_gpu_the_solution_meets_its_own_overlap_floor_in_separate_rounds(
     """The real thing (``make gpu-check``): chapter 10's solution (a comment added, so its module is its own)
     against the reference solution timed in two rounds of its own child: about 1x, and the floor holds."""
     from tklab.grading.check import check
-    from tklab.grading.specs.ch10_flash import OVERLAP_RATIO
+    OVERLAP_RATIO = specs.module("ch10_flash").OVERLAP_RATIO
 
     res = check("ch10_flash", ch10_variant)
     assert res.passed is True, res
@@ -452,7 +452,7 @@ def test_the_shared_compile_cache_is_hidden_from_the_learners_run(tmp_path, monk
         monkeypatch.setenv("TKLAB_CACHE_DIR", str(shared))
         learner = tmp_path / "ch01_naive_matmul.py"  # the runner takes any file: no hygiene check on this path
         learner.write_text(f"import os\nprint('SEES', os.path.exists({str(entry / 'cubin')!r}))\n"
-                           + (ROOT / "solutions" / "ch01_naive_matmul.py").read_text())
+                           + (ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text())
         out = runner.run_isolated("ch01_naive_matmul", learner, mode="sim", timeout=60)
         assert out.status == "ok" and "SEES False" in out.output, (out.message, out.output[-500:])
     finally:

@@ -8,6 +8,8 @@ from tklab.course import nbrefresh
 from tklab.grading import check, grade
 from tklab.paths import REPO
 
+SOLUTION = REPO / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu"
+
 
 def test_the_variable_fixes_the_seed_a_check_runs_with(monkeypatch) -> None:
     seen = []
@@ -20,17 +22,17 @@ def test_the_variable_fixes_the_seed_a_check_runs_with(monkeypatch) -> None:
     for value in ("7", "7"):
         monkeypatch.setenv(check.SEED_VARIABLE, value)
         with pytest.raises(RuntimeError, match="stop here"):
-            check.check("ch02_smem_tiling", REPO / "solutions" / "ch02_smem_tiling.cu", bench=False)
+            check.check("ch02_smem_tiling", SOLUTION, bench=False)
     monkeypatch.setenv(check.SEED_VARIABLE, "")
     with pytest.raises(RuntimeError, match="stop here"):
-        check.check("ch02_smem_tiling", REPO / "solutions" / "ch02_smem_tiling.cu", bench=False)
+        check.check("ch02_smem_tiling", SOLUTION, bench=False)
     assert seen == [7, 7, None]
 
 
 def test_a_bad_value_is_named(monkeypatch) -> None:
     monkeypatch.setenv(check.SEED_VARIABLE, "seven")
     with pytest.raises(ValueError, match="TKLAB_CHECK_SEED must be an integer"):
-        check.check("ch02_smem_tiling", REPO / "solutions" / "ch02_smem_tiling.cu")
+        check.check("ch02_smem_tiling", SOLUTION)
 
 
 def test_grading_drops_the_variable(monkeypatch, tmp_path) -> None:

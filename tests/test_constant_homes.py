@@ -24,10 +24,8 @@ from tklab.kernels import attention, attention_bwd, gemm, tma_copy
 from tklab.run import limits
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Files others restructure under issue 43, item 1 (the exercise folders): their copies are theirs to remove; and
-#: this file, whose examples below are the shapes the copies had.
-NOT_READ = {"tests/test_planted_mistakes.py", "tests/planted.py", "tests/test_design_exercises.py",
-            "tests/test_constant_homes.py"}
+#: This file, whose examples below are the shapes the copies had.
+NOT_READ = {"tests/test_constant_homes.py"}
 
 
 def _number(value: int) -> str:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tklab.paths import solution
+
 yaml = pytest.importorskip("yaml", reason="PyYAML is in the dev extra")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,9 +129,10 @@ def small_class(tmp_path_factory) -> tuple[Path, bytes]:
     """Three students and a single run's sheet (static checks of ch01: instant, and the same on every run)."""
     root = tmp_path_factory.mktemp("jobs")
     cls = root / "class"
-    for name, source in (("ann", "solutions"), ("ben", "exercises"), ("cat", "solutions")):
+    exercise = (ROOT / "exercises").joinpath
+    for name, source in (("ann", solution), ("ben", exercise), ("cat", solution)):
         (cls / name).mkdir(parents=True)
-        shutil.copy(ROOT / source / "ch01_naive_matmul.py", cls / name)
+        shutil.copy(source("ch01_naive_matmul.py"), cls / name)
     single = root / "single.csv"
     subprocess.run([sys.executable, "-m", "tklab", "grade", "--class", str(cls), "--out", str(single), "--no-run",
                     "--exercises", "ch01"], check=True, capture_output=True, cwd=ROOT)

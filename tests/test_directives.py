@@ -17,7 +17,7 @@ from tklab.grading.check import check
 
 ROOT = Path(__file__).resolve().parent.parent
 CUDA = [i for i in specs.all_ids() if specs.get(i).language == "cuda"]
-CH02 = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text()
+CH02 = (ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu").read_text()
 TILE = "constexpr int TILE = 32;"
 STORE = "    if (row < M && col < N) C[row * N + col] = acc;\n"
 UNROLLED = "#pragma unroll\n        for (int k = 0; k < TILE; ++k)"

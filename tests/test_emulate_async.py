@@ -288,9 +288,9 @@ def test_the_emulators_shared_memory_limit_is_the_courses(monkeypatch: pytest.Mo
 
 
 # ---- the course's solutions, and the mistakes learners plant in them ------------------------------------------
-CH07 = (ROOT / "solutions" / "ch07_tma_ring.cu").read_text()
-CH08 = (ROOT / "solutions" / "ch08_wgmma.cu").read_text()
-FLASH = (ROOT / "solutions" / "ch10_flash.cu").read_text()
+CH07 = (ROOT / "solutions" / "ch07_tma_ring" / "ch07_tma_ring.cu").read_text()
+CH08 = (ROOT / "solutions" / "ch08_wgmma" / "ch08_wgmma.cu").read_text()
+FLASH = (ROOT / "solutions" / "ch10_flash" / "ch10_flash.cu").read_text()
 
 
 def _planted(src: str, old: str, new: str) -> str:

@@ -17,7 +17,7 @@ from tklab.run.arrays import to_bf16_bits
 
 emu = pytest.importorskip("tklab.emulate")
 ROOT = Path(__file__).resolve().parent.parent
-CH02 = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text()
+CH02 = (ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu").read_text()
 
 
 def _line(src: str, text: str) -> int:
@@ -98,7 +98,7 @@ def test_an_endless_loop_hits_the_time_limit_and_says_where() -> None:
 
 
 def test_reading_before_cp_async_lands_is_reported() -> None:
-    src = (ROOT / "solutions" / "ch06_tiles.cu").read_text().replace("        cp_async_wait<0>();\n", "")
+    src = (ROOT / "solutions" / "ch06_tiles" / "ch06_tiles.cu").read_text().replace("        cp_async_wait<0>();\n", "")
     a, b = to_bf16_bits(np.ones((128, 32), np.float32)), to_bf16_bits(np.ones((32, 128), np.float32))
     c = np.full((128, 128), np.nan, np.float32)
     res = emu.compile(src, name="ch06_tiles.cu")["tiles_gemm"]((1, 1), (128,), (a, b, c, 128, 128, 32))

@@ -37,7 +37,7 @@ def test_an_untouched_exercise_fails_with_the_first_wrong_element(tmp_path: Path
 
 
 def test_a_race_fails_the_check_and_says_why(tmp_path: Path) -> None:
-    src = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text()
+    src = (ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu").read_text()
     broken = tmp_path / "ch02_smem_tiling.cu"
     broken.write_text(src.replace("        __syncthreads();  // the tiles are complete before anyone reads them\n", ""))
     res = check("ch02", broken, bench=False)
@@ -58,9 +58,9 @@ def test_right_and_subtly_wrong_answers_are_told_apart_and_say_how(tmp_path: Pat
     from tklab.grading.check import main
 
     wrong = tmp_path / "ch02_smem_tiling.cu"
-    wrong.write_text((ROOT / "solutions" / "ch02_smem_tiling.cu").read_text().replace(
+    wrong.write_text((ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu").read_text().replace(
         "C[row * N + col] = acc;", "C[row * N + col] = acc + 1.0f;"))
-    assert main([str(ROOT / "solutions" / "ch02_smem_tiling.cu"), "--no-bench"]) == 0
+    assert main([str(ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu"), "--no-bench"]) == 0
     assert "PASSED" in capsys.readouterr().out
     assert main([str(wrong), "--no-bench"]) == 1
     out = capsys.readouterr().out

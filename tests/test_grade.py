@@ -18,6 +18,7 @@ from tklab import gpu, specs
 from tklab.grading import cases as emu_cases
 from tklab.grading.grade import FIELDS, Row, find_submissions, grade, main, scan, summary
 from tklab.grading.sheet import cell
+from tklab.paths import solution
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = Path(__file__).resolve().parent / "data" / "class_sample"
@@ -26,7 +27,7 @@ ON_GPU = gpu.available()
 EMULATED = not ON_GPU and emu_cases.can_run(specs.get("ch02_smem_tiling"))
 IDS = ["ch01_naive_matmul", "ch02_smem_tiling"]
 FORMULA = "=HYPERLINK(1)"
-SOLUTION_CH01 = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
+SOLUTION_CH01 = (ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text()
 FORGE = """\
 import os, sys
 for i, a in enumerate(sys.argv):
@@ -52,23 +53,25 @@ def _cmdline_has(proc: Path, token: bytes) -> bool:
 def build_class(root: Path) -> Path:
     cls = root / "class"
     shutil.copytree(SAMPLE, cls, symlinks=True)
-    for student, source in (("alice", ROOT / "solutions"), ("bob", ROOT / "exercises"), (FORMULA, ROOT / "exercises")):
+    exercise = (ROOT / "exercises").joinpath
+    for student, source in (("alice", solution), ("bob", exercise), (FORMULA, exercise)):
         (cls / student).mkdir()
         for ex in ("ch01_naive_matmul.py", "ch02_smem_tiling.cu"):
-            shutil.copy(source / ex, cls / student / ex)
+            shutil.copy(source(ex), cls / student / ex)
     mallory = cls / "mallory"
     mallory.mkdir()
     (mallory / "ch01_naive_matmul.py").write_text(FORGE)
     (mallory / "work").mkdir()
-    (mallory / "work" / "ch02_smem_tiling.cu").symlink_to(ROOT / "solutions" / "ch02_smem_tiling.cu")
+    (mallory / "work" / "ch02_smem_tiling.cu").symlink_to(ROOT / "solutions" / "ch02_smem_tiling" /
+                                                        "ch02_smem_tiling.cu")
     trudy = cls / "trudy"
     trudy.mkdir()
     (trudy / "ch01_naive_matmul.py").write_text(SLEEPER.replace("{token}", "4077123.25"))
-    latin = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text().replace("// ", "// café: ", 1)
+    latin = (ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu").read_text().replace("// ", "// café: ", 1)
     (trudy / "ch02_smem_tiling.cu").write_bytes(latin.encode("latin-1"))
     outside = root / "elsewhere"
     outside.mkdir()
-    shutil.copy(ROOT / "solutions" / "ch01_naive_matmul.py", outside / "ch01_naive_matmul.py")
+    shutil.copy(ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py", outside / "ch01_naive_matmul.py")
     (cls / "eve").symlink_to(outside, target_is_directory=True)
     return cls
 

@@ -21,6 +21,7 @@ import pytest
 from tklab.grading.grade import main as grade_main
 from tklab.grading.grade_shards import code_fingerprint, deal, manifest_path, merge, parse_shard
 from tklab.grading.grade_shards import main as merge_main
+from tklab.paths import solution
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = Path(__file__).resolve().parent / "data" / "class_sample"
@@ -35,12 +36,13 @@ def build_class(root: Path) -> Path:
     cls = root / "class"
     cls.mkdir()
     shutil.copytree(SAMPLE / "carol", cls / "carol")
-    for student, source, files in (("alice", ROOT / "solutions", ("ch01_naive_matmul.py", "ch02_smem_tiling.cu")),
-                                   ("bob", ROOT / "exercises", ("ch01_naive_matmul.py",)),
-                                   (FORMULA, ROOT / "exercises", ("ch01_naive_matmul.py",))):
+    exercise = (ROOT / "exercises").joinpath
+    for student, source, files in (("alice", solution, ("ch01_naive_matmul.py", "ch02_smem_tiling.cu")),
+                                   ("bob", exercise, ("ch01_naive_matmul.py",)),
+                                   (FORMULA, exercise, ("ch01_naive_matmul.py",))):
         (cls / student).mkdir()
         for name in files:
-            shutil.copy(source / name, cls / student / name)
+            shutil.copy(source(name), cls / student / name)
     (cls / "frank").mkdir()
     (root / "elsewhere").mkdir()
     (cls / "eve").symlink_to(root / "elsewhere", target_is_directory=True)

@@ -16,6 +16,7 @@ import pytest
 
 import tklab
 from tklab.kernels import attention, gemm
+from tklab.paths import solution
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 from tklab.run.limits import (
     REGISTER_FILE,
@@ -121,10 +122,10 @@ def test_the_kernels_hold_no_second_value_of_their_options():
     """The launcher's DEFAULTS are the only values: a compile without them stops with a message saying where
     they come from (no `#define BC 128` that a direct compile would silently use)."""
     for name in attention.KERNELS.values():
-        src = (attention.SOLUTIONS / name).read_text()
+        src = solution(name).read_text()
         assert not re.search(r"#define\s+(BC|CONSUMERS|STAGES|SCHEDULE|WARP_ROWS)\s", src), name
     with pytest.raises(CompileError, match=r"compile through tklab\.attention\.build"):
-        tklab.compile((attention.SOLUTIONS / "ch10_flash.cu").read_text(), arch="sm_90a", name="bare.cu")
+        tklab.compile(solution("ch10_flash.cu").read_text(), arch="sm_90a", name="bare.cu")
 
 
 def test_the_widgets_offer_the_shipped_block_shapes():

@@ -131,7 +131,7 @@ def test_a_typical_mistake_gets_the_concept_not_the_line(state: Path, tmp_path: 
     """ch04 with the plain row-major layout (every column in one bank): FAILED, with level 1 of the ladder,
     which names banks and columns but holds no answer line."""
     f = tmp_path / "ch04_swizzle.cu"
-    f.write_text((ROOT / "solutions" / "ch04_swizzle.cu").read_text().replace("r * TILE + (c ^ r)", "r * TILE + c"))
+    f.write_text((ROOT / specs.get("ch04_swizzle").solution).read_text().replace("r * TILE + (c ^ r)", "r * TILE + c"))
     res = check("ch04_swizzle", f, run=False)
     assert res.passed is False and "bank" in res.hint
     assert not spoilers.scan(res.hint, spoilers.answer_lines(specs.get("ch04_swizzle")))

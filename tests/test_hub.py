@@ -375,7 +375,7 @@ def test_two_students_on_one_hub(hub):
 # ---- a class checking at once (issue 24, item 7) ----------------------------------------------------------
 
 CH01 = "tklab/exercises/ch01_naive_matmul.py"
-SOLUTION = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
+SOLUTION = (ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text()
 #: A typical slip: the dot product stops one term short.
 SHORT = SOLUTION.replace("for k in range(A.shape[1]):", "for k in range(A.shape[1] - 1):")
 #: The red-team suite's pipe forgery (test_redteam_isolation.PIPE_FORGERY) with a classmate's file: read alice's

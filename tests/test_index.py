@@ -88,3 +88,76 @@ def test_every_exercise_a_chapter_mentions_is_a_link():
                 if not inside and (nb.name, f"exercises/{file}") not in UNLINKED:
                     unlinked.append(f"{nb.name}: {text[max(0, m.start() - 30):m.end() + 10]!r}")
     assert not unlinked, "exercises named as text, not as a link to ../exercises/:\n" + "\n".join(unlinked)
+
+
+def drill_link_faults(notebooks: Path) -> list[str]:
+    """Every drill of the registry, linked from the notebook of the chapter its id names (``ch07_...``: chapter
+    07) in a markdown cell that says how to check it (``tklab.check("<id>")``) and links no other drill: the link
+    stands beside the idea the drill practises, not in a list. No code cell above the link defines the function
+    the drill asks for (the chapter may show it after the drill). What is missing, one line a drill."""
+    drills = [specs.get(i) for i in specs.all_ids() if specs.get(i).kind == "drill"]
+    any_drill = re.compile(r"\]\(\.\./exercises/drills/(\w+)\.py\)")
+    missing = []
+    for spec in drills:
+        chapter = re.match(r"ch(\d\d)_", spec.id).group(1)
+        found = sorted(notebooks.glob(f"{chapter}_*.ipynb"))
+        if len(found) != 1:
+            missing.append(f"{spec.id}: no single notebook for chapter {chapter} ({[p.name for p in found]})")
+            continue
+        link = re.compile(rf"\[`?exercises/{re.escape(spec.exercise_file)}`?\]\(\.\./exercises/"
+                          rf"{re.escape(spec.exercise_file)}\)")
+        cells = [(c["cell_type"], "".join(c["source"])) for c in json.loads(found[0].read_text())["cells"]]
+        linking = [text for kind, text in cells if kind == "markdown" and link.search(text)]
+        first = next((n for n, (kind, text) in enumerate(cells) if kind == "markdown" and link.search(text)),
+                     len(cells))
+        defined = [n for n, (kind, text) in enumerate(cells[:first])
+                   if kind == "code" and re.search(rf"^def {spec.kernel}\(", text, re.M)]
+        if defined and linking:
+            missing.append(f"{spec.id}: {found[0].name} defines {spec.kernel}() in cell {defined[0]}, above the "
+                           f"drill's link (move it after the drill)")
+        if not linking:
+            missing.append(f"{spec.id}: {found[0].name} has no link [exercises/{spec.exercise_file}]"
+                           f"(../exercises/{spec.exercise_file})")
+        elif not any(f'tklab.check("{spec.id}")' in text for text in linking):
+            missing.append(f"{spec.id}: {found[0].name} links it without saying how to check it "
+                           f"(tklab.check(\"{spec.id}\"))")
+        elif all(set(any_drill.findall(text)) != {spec.id} for text in linking):
+            missing.append(f"{spec.id}: {found[0].name} links it only in a cell that lists other drills too")
+    return missing
+
+
+def test_every_drill_is_linked_from_its_chapter():
+    """Issue 42, item 5: a learner meets each drill where the chapter teaches what it practises."""
+    missing = drill_link_faults(ROOT / "notebooks")
+    assert not missing, "drills not linked from their chapter:\n" + "\n".join(missing)
+
+
+def test_a_removed_drill_link_is_caught(tmp_path: Path):
+    """The check above fails when one link goes: chapter 08's descriptor drill, its link cut from a copy."""
+    for nb in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"):
+        text = nb.read_text()
+        if nb.name.startswith("08_"):
+            cut = text.replace("(../exercises/drills/ch08_descriptor.py)", "")
+            assert cut != text, "chapter 08 no longer links ch08_descriptor as the test expects"
+            text = cut
+        (tmp_path / nb.name).write_text(text)
+    assert drill_link_faults(tmp_path) == [
+        "ch08_descriptor: 08_wgmma_gemm.ipynb has no link [exercises/drills/ch08_descriptor.py]"
+        "(../exercises/drills/ch08_descriptor.py)"]
+
+
+def test_the_drills_function_shown_above_its_link_is_caught(tmp_path: Path):
+    """Chapter 02 counts sectors with a function of its own after the drill; moved above the link, it is caught."""
+    for nb in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"):
+        data = json.loads(nb.read_text())
+        if nb.name.startswith("02_"):
+            cells = data["cells"]
+            at = next(n for n, c in enumerate(cells) if "(../exercises/drills/ch02_sectors.py)" in "".join(c["source"]))
+            counting = next(n for n, c in enumerate(cells) if c["cell_type"] == "code"
+                            and "def sectors(" in "".join(c["source"]))
+            assert counting > at, "chapter 02 shows sectors() before the drill"
+            cells.insert(at, cells.pop(counting))
+        (tmp_path / nb.name).write_text(json.dumps(data))
+    assert drill_link_faults(tmp_path) == [
+        f"ch02_sectors: 02_coalescing_tiling.ipynb defines sectors() in cell {at}, above the drill's link "
+        "(move it after the drill)"]

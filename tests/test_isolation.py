@@ -19,7 +19,7 @@ from tklab.grading.check import EXIT_FAILED, check, main
 from tklab.grading.runner import run_isolated
 
 ROOT = Path(__file__).resolve().parent.parent
-SOLUTION = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
+SOLUTION = (ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text()
 WRONG = SOLUTION.replace("C[row, col] = acc", "C[row, col] = acc + 1.0")
 LEVELS = ["process", "bubblewrap"]
 
@@ -201,7 +201,7 @@ def test_the_environment_is_clean(tmp_path, level, monkeypatch):
 
 
 def test_the_solutions_are_hidden_in_the_sandbox(tmp_path, level):
-    target = ROOT / "solutions" / "ch01_naive_matmul.py"
+    target = ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py"
     f = _plant(tmp_path, f"import os\nprint('SEES', os.path.exists({str(target)!r}))\n")
     out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=30)
     assert out.status == "ok", out.message

@@ -36,6 +36,7 @@ from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeSubmit  #
 from traitlets.config import Config  # noqa: E402
 
 from tklab import nbgrade, specs  # noqa: E402
+from tklab.paths import solution  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = "ch01_naive_matmul"
@@ -141,7 +142,7 @@ def _course(root: Path, course: Path, exchange: Path) -> dict:
         home.mkdir(parents=True)
         _student(home, exchange, who, "fetch")
         homes[who] = home / EX
-    (homes["alice"] / FILE).write_text((ROOT / "solutions" / FILE).read_text() + f"\n{SECRET}\n")
+    (homes["alice"] / FILE).write_text(solution(FILE).read_text() + f"\n{SECRET}\n")
     import nbformat
 
     nb = nbformat.read(homes["mallory"] / f"{EX}.ipynb", as_version=4)
@@ -260,7 +261,7 @@ def test_a_check_that_could_not_run_earns_nothing_and_says_not_verified(tmp_path
     from tklab.grading.check import check
 
     f = tmp_path / "ch02_smem_tiling.cu"
-    shutil.copy(ROOT / "solutions" / "ch02_smem_tiling.cu", f)
+    shutil.copy(ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu", f)
     result = check("ch02_smem_tiling", f, run=False).to_dict()  # static checks only: correctness unknown
     spec = specs.get("ch02_smem_tiling")
     cells = [(f"x-{it.slug}", it, p) for it, p in nbgrade.items(spec)]

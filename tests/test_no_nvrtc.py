@@ -69,7 +69,7 @@ def test_on_macos_the_message_says_there_is_no_wheel(monkeypatch: pytest.MonkeyP
 def test_a_check_gets_an_emulation_verdict_that_names_the_skipped_static_checks(no_nvrtc: None, capsys) -> None:
     from tklab.grading.check import main
 
-    assert main([str(ROOT / "solutions" / "ch02_smem_tiling.cu"), "--no-bench"]) == 0
+    assert main([str(ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu"), "--no-bench"]) == 0
     out = capsys.readouterr().out
     last = out.strip().splitlines()[-1]
     assert last == ("PASSED on 2 of 3 cases; the rest need a GPU (practice only: without NVRTC the source ran as host "
@@ -82,7 +82,7 @@ def test_a_check_gets_an_emulation_verdict_that_names_the_skipped_static_checks(
 
 def test_a_file_that_does_not_compile_shows_the_emulator_s_error_on_its_lines(no_nvrtc: None, tmp_path) -> None:
     bad = tmp_path / "ch02_smem_tiling.cu"
-    bad.write_text((ROOT / "solutions" / "ch02_smem_tiling.cu").read_text().replace("acc", "acc_typo", 1))
+    bad.write_text((ROOT / specs.get("ch02_smem_tiling").solution).read_text().replace("acc", "acc_typo", 1))
     res = check("ch02", bad, bench=False)
     assert res.passed is False and not res.compiled and "ch02_smem_tiling.cu" in res.compile_error
 
@@ -96,7 +96,7 @@ def test_an_emulator_that_cannot_build_here_is_not_blamed_on_the_file(no_nvrtc: 
         raise emu.EmulationCompileError("ld: unknown option: -z defs", "the emulator runtime")
 
     monkeypatch.setattr(build, "runtime_library", broken)
-    res = check("ch02", ROOT / "solutions" / "ch02_smem_tiling.cu", bench=False)
+    res = check("ch02", ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu", bench=False)
     assert res.passed is False and "the CPU emulator does not work on this machine" in res.compile_error
     assert "your file is not to blame" in res.compile_error and "unknown option: -z defs" in res.compile_error
 

@@ -131,6 +131,58 @@ def test_no_solution_before_its_exercise(chapter: str, solution: str) -> None:
     assert uses and min(uses) > check, f"{chapter}: {solution} is used in cell {min(uses)}, before the exercise check"
 
 
+# A file of solutions/ as a chapter names it: in prose (`solutions/ch10_flash/ch10_flash.cu`, any file of the
+# exercise's folder), as a path built in code (ROOT / "solutions" / "ch10_flash" / "ch10_flash.cu"), or through
+# tklab.paths.solution("ch10_flash.cu").
+SOLUTION_NAMED = re.compile(r"solutions/[\w./-]+|\"solutions\"(?:\s*/\s*\"[\w./-]+\")+|solution\(\"[\w./-]+\"\)")
+
+
+def solutions_named_before_their_exercise(cells: list[dict], chapter: str) -> list[str]:
+    """Cells that name a file of ``solutions/`` answering one of the chapter's exercises above that exercise's
+    check: a file named with the exercise's id (its solution, its planted mistakes), or one of the chapter's
+    (``chNN_``) that names no exercise (a variant of the chapter's kernel: it holds the same answer lines)."""
+    from tklab.grading import specs
+
+    exercises = [i for i in specs.all_ids() if specs.get(i).kind == "exercise" and specs.get(i).chapter == chapter]
+    everyone = [i for i in specs.all_ids() if specs.get(i).kind == "exercise"]
+    checks = {i: min((n for n, c in enumerate(cells) if c["cell_type"] == "code" and f'tklab.check("{i}")' in
+                      _src(c)), default=len(cells)) for i in exercises}
+    found = []
+    for n, cell in enumerate(cells):
+        for named in SOLUTION_NAMED.findall(_src(cell)):
+            name = re.sub(r"[\"\s]", "", named)
+            answers = [i for i in exercises if i in name]
+            if not answers and not any(i in name for i in everyone) and re.search(rf"\bch{chapter}_", name):
+                answers = exercises
+            found += [f"cell {n} ({cell.get('id')}) names {name} above the check of {i} (cell {checks[i]})"
+                      for i in answers if n < checks[i]]
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.name)
+def test_no_solution_file_named_before_its_exercise(path: Path) -> None:
+    """Issue 42: no chapter points its reader at a file holding an exercise's answer before the exercise."""
+    found = solutions_named_before_their_exercise(_cells(path), path.name[:2])
+    assert not found, f"{path.name}:\n" + "\n".join(found)
+
+
+def test_a_solution_named_early_is_caught() -> None:
+    md = lambda text: {"cell_type": "markdown", "id": "m", "source": [text]}  # noqa: E731
+    cell = lambda text: {"cell_type": "code", "id": "c", "source": [text], "outputs": []}  # noqa: E731
+    cells = [md("The kernel (`solutions/ch11_flash_bwd/ch11_flash_bwd.cu`) gives each block"),
+             md("one forms P while the other's products run (`solutions/variants/ch11_dq_lag.cu`)"),
+             cell('src = (ROOT / "solutions" / "ch11_flash_bwd" / "ch11_flash_bwd.cu").read_text()'),
+             md("the rest of the chapter reads chapter 10's `solutions/ch10_flash/ch10_flash.cu`"),
+             cell('text = solution("ch11_flash_bwd.cu").read_text()'),
+             md("its planted mistakes, `solutions/ch11_flash_bwd/planted.toml`"),
+             cell('tklab.check("ch11_flash_bwd")'),
+             md("*Spoiler:* the reference, `solutions/ch11_flash_bwd/ch11_flash_bwd.cu`")]
+    named = [line.split(" names ")[1].split(" above")[0] for line in solutions_named_before_their_exercise(cells, "11")]
+    assert named == ["solutions/ch11_flash_bwd/ch11_flash_bwd.cu", "solutions/variants/ch11_dq_lag.cu",
+                     "solutions/ch11_flash_bwd/ch11_flash_bwd.cu", "solution(ch11_flash_bwd.cu)",
+                     "solutions/ch11_flash_bwd/planted.toml"]
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
 def test_cells_compared_by_nbval_are_tagged_not_commented(path: Path) -> None:
     """nbval also honours a first line ``# NBVAL_CHECK_OUTPUT``, which the reader then sees in the lesson's code:

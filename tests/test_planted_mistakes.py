@@ -1,9 +1,12 @@
-"""Planted-mistake suites (issue 23): every typical mistake in ``solutions/mistakes/`` makes the real check
-(``python -m tklab check`` on the mutated solution) FAIL on the CPU emulator, and every benign variant PASSES.
+"""Planted-mistake suites (issue 23): every exercise of the registry has its ``solutions/<id>/planted.toml``, and
+every typical mistake in it makes the real check (``python -m tklab check`` on the mutated solution) FAIL on the CPU
+emulator, and every benign variant PASSES (the design exercises' suites too: a mistake there must fail in the run
+itself, ``caught_by_run``).
 
 An exercise's checks run together (one per CPU) when its first test asks (``Verdicts``), and a test reads
 its verdict; under ``pytest -n`` the exercises spread over the workers (conftest.py's ``xdist_scope``).
-The GPU twin is tests/test_planted_mistakes_gpu.py.
+A suite marked ``slow`` carries the marker ``planted_slow`` (`make planted-slow`); a variant marked ``extra`` runs
+on the CPU only with ``TKLAB_PLANTED_FULL=1``. The GPU twin is tests/test_planted_mistakes_gpu.py.
 """
 
 from __future__ import annotations
@@ -23,36 +26,32 @@ pytestmark = pytest.mark.skipif(gpu.available() or not emu_cases.can_run(specs.g
                                 reason="a GPU is here (its twin runs), or no C++ compiler for the emulator")
 
 SEED = 23  # fixed: a CPU run is reproducible; the GPU twin draws three seeds
-ALL = [m for e in planted.exercises() for m in planted.load(e)]
-#: Suites whose every check builds a large kernel for the emulator (chapter 11's three warpgroups: 10-20 s a
-#: check on 2 shared CPUs, 23 checks ~180 s): marked ``planted_slow``, which `make test` runs as its own step
-#: after the rest (`make planted-slow` alone).
-SLOW = {"ch11_flash_bwd"}
+SUITES = {e: planted.suite(e) for e in planted.exercises()}
+ALL = [m for s in SUITES.values() for m in s.mutations]
 
 
 def _marks(m: planted.Mutation) -> list[pytest.MarkDecorator]:
     """Known gaps of the CPU path, each with its reason (strict: the day the emulator sees one, the test says
-    so), and the slow suites' marker."""
+    so), the slow suites' marker, and a skip for a variant beyond its suite's core (unless TKLAB_PLANTED_FULL=1)."""
     marks = [pytest.mark.xfail(strict=True, reason=m.cpu_misses)] if m.cpu_misses else []
-    return marks + ([pytest.mark.planted_slow] if m.exercise in SLOW else [])
+    if m.extra and not planted.FULL:
+        marks.append(pytest.mark.skip(reason="beyond the suite's core: TKLAB_PLANTED_FULL=1 runs it on the CPU (a "
+                                             "GPU always does)"))
+    return marks + ([pytest.mark.planted_slow] if SUITES[m.exercise].slow else [])
 
 
 CASES = [pytest.param(m, marks=_marks(m)) for m in ALL]
 
 
-#: The least a suite holds, (mistakes, benign variants): the brief's "every exercise keeps a suite" (the design
-#: exercises keep theirs in tests/test_design_exercises.py).
-LEAST = {"ch01_naive_matmul": (4, 2), "ch02_smem_tiling": (5, 2), "ch03_register_blocking": (5, 2),
-         "ch04_swizzle": (5, 2), "ch05_mma": (3, 1), "ch06_tiles": (3, 1), "ch07_tma_ring": (10, 1),
-         "ch08_wgmma": (10, 1), "ch09_flash": (10, 1), "ch10_flash": (10, 1), "ch11_flash_bwd": (10, 3)}
-
-
 def test_every_exercise_has_its_planted_mistakes_and_benign_variants() -> None:
-    counts = {e: [m.benign for m in planted.load(e)] for e in planted.exercises()}
-    assert set(counts) == set(LEAST)
-    for e, kinds in counts.items():
-        assert kinds.count(False) >= LEAST[e][0], e
-        assert kinds.count(True) >= LEAST[e][1], e
+    """Every exercise keeps a suite, at least its ``least`` (mistakes, benign variants) in its core."""
+    assert planted.exercises() and set(SUITES) == set(planted.exercises())
+    for e, suite in SUITES.items():
+        core = [m.benign for m in suite.mutations if not m.extra]
+        assert core.count(False) >= suite.least[0] and core.count(True) >= suite.least[1], (e, suite.least)
+        assert suite.least[0] >= 1 and suite.least[1] >= 1, e  # a suite holds a mistake and a benign variant at least
+        if specs.get(e).design:  # issue 25: at least 6 mistakes and 2 benign variants in a design exercise's core
+            assert suite.least[0] >= 6 and suite.least[1] >= 2 and suite.caught_by_run, e
 
 
 def test_every_anchor_is_code_found_exactly_once() -> None:
@@ -85,7 +84,7 @@ class Verdicts:
 
     def _run(self, exercise: str) -> None:
         jobs, ids = [], []
-        for m in (m for m in ALL if m.exercise == exercise and m.id in self.chosen):
+        for m in (m for m in ALL if m.exercise == exercise and m.id in self.chosen and (planted.FULL or not m.extra)):
             try:
                 jobs.append((planted.mutated_file(m, self.folder / m.exercise), m.exercise, SEED))
                 ids.append(m.id)
@@ -124,6 +123,8 @@ def test_planted_mistake_fails_and_benign_variant_passes(mutation: planted.Mutat
     else:
         assert v.failed, f"{mutation.id} ({mutation.description}) must fail: {v.verdict}: {v.summary}"
         assert v.says(mutation.shows), f"{mutation.id} must say {mutation.shows!r}: {v.summary}"
+        if SUITES[mutation.exercise].caught_by_run:
+            assert v.caught_by_run, f"{mutation.id} must fail in the emulated run: {v.report.get('run_status')}"
 
 
 def test_a_missing_barrier_of_chapter_02_fails_a_gpu_check_by_the_hazard_analysis(

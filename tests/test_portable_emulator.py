@@ -217,7 +217,7 @@ def test_portable_mode_runs_an_emulated_check_in_the_sandbox(portable, monkeypat
 
     monkeypatch.setenv("TKLAB_NO_NVRTC", "1")  # a Mac has no NVRTC
     monkeypatch.setattr(gpu, "available", lambda: False)
-    res = check("ch02", ROOT / "solutions" / "ch02_smem_tiling.cu", bench=False)
+    res = check("ch02", ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu", bench=False)
     assert res.passed and res.established == "cpu-practice", res  # no NVRTC: the host build, practice only
 
 
@@ -228,7 +228,8 @@ from tklab import emulate as emu
 from tklab.emulate import build, hostos, toolchain
 cc = toolchain.find()
 assert build._stdlib(cc, hostos.current()) == ["-stdlib=libc++"], cc
-emu.compile(Path("solutions/ch02_smem_tiling.cu").read_text(), name="ch02_smem_tiling.cu")  # the tile library
+emu.compile(Path("solutions/ch02_smem_tiling/ch02_smem_tiling.cu").read_text(),
+            name="ch02_smem_tiling.cu")  # the tile library
 mod = emu.compile('extern "C" __global__ void k(long long* t) { t[threadIdx.x] = clock() >= 0; }', name="k.cu")
 t = np.zeros(4, np.int64)
 mod["k"]((1,), (4,), (t,))

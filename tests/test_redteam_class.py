@@ -24,11 +24,12 @@ import pytest
 
 import tklab.grading.grade as g
 from tklab.grading import intake
+from tklab.paths import solution
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = "ch01_naive_matmul.py"
 EX = "ch01_naive_matmul"
-SOLUTION = (ROOT / "solutions" / FILE).read_text()
+SOLUTION = solution(FILE).read_text()
 STUB = (ROOT / "exercises" / FILE).read_text()
 
 
@@ -264,7 +265,7 @@ def test_nbgrade_reads_submissions_through_the_same_reader(tmp_path):
     (sub / "mallory" / EX).mkdir(parents=True)
     os.mkfifo(sub / "mallory" / EX / FILE)
     (sub / "trudy" / EX).mkdir(parents=True)
-    (sub / "trudy" / EX / FILE).symlink_to(ROOT / "solutions" / FILE)
+    (sub / "trudy" / EX / FILE).symlink_to(solution(FILE))
     t = time.monotonic()
     verdicts = nbgrade.compute_verdicts(course, EX, progress=False)
     assert time.monotonic() - t < 20
@@ -281,7 +282,7 @@ sys.path.insert(0, {repo!r})
 from tklab.grading.sandbox import drop_privileges
 print("MISSED", drop_privileges())  # the child's first step, as ``python -m tklab.grading.child`` takes it
 repo = {repo!r}
-for what in (".git/HEAD", "solutions/ch10_flash.cu", "tests/data/class_sample/carol/ch02_smem_tiling.cu",
+for what in (".git/HEAD", "solutions/ch10_flash/ch10_flash.cu", "tests/data/class_sample/carol/ch02_smem_tiling.cu",
              "tklab/grading/sandbox.py"):
     try:
         with open(os.path.join(repo, what)) as f:
@@ -289,8 +290,8 @@ for what in (".git/HEAD", "solutions/ch10_flash.cu", "tests/data/class_sample/ca
     except OSError as e:
         print("DENIED", what, type(e).__name__)
 try:
-    out = subprocess.run(["git", "-C", repo, "show", "HEAD:solutions/ch10_flash.cu"], capture_output=True, text=True,
-                         timeout=20, env={{"PATH": "/usr/bin:/bin", "HOME": os.getcwd()}})
+    out = subprocess.run(["git", "-C", repo, "show", "HEAD:solutions/ch10_flash/ch10_flash.cu"], capture_output=True,
+                         text=True, timeout=20, env={{"PATH": "/usr/bin:/bin", "HOME": os.getcwd()}})
     print("GIT", out.returncode, "BEGIN SOLUTION" in out.stdout)
 except OSError as e:
     print("GIT", "unavailable", e)
@@ -330,14 +331,15 @@ def _peek(tmp_path: Path) -> str:
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout")
 def test_a_run_cannot_read_the_solutions_through_git_or_any_other_copy(tmp_path, level):
-    """``git show HEAD:solutions/ch10_flash.cu`` from inside a run printed the solution: ``.git`` was readable.
+    """``git show HEAD:`` of a solution's path from inside a run printed the solution: ``.git`` was readable.
     Now the checkout's folders other than the package and the tile library are hidden (the history, the tests'
     copies of solutions), at both levels; the package stays readable."""
     import shutil
 
     text = _peek(tmp_path)
     assert "MISSED []" in text, text
-    for what in (".git/HEAD", "solutions/ch10_flash.cu", "tests/data/class_sample/carol/ch02_smem_tiling.cu"):
+    for what in (".git/HEAD", "solutions/ch10_flash/ch10_flash.cu",
+                 "tests/data/class_sample/carol/ch02_smem_tiling.cu"):
         assert f"DENIED {what}" in text, text
     assert "READ tklab/grading/sandbox.py" in text, text
     if shutil.which("git"):
@@ -361,7 +363,7 @@ def test_the_git_folders_of_a_worktree_are_found(tmp_path):
 
 # ---- compiles bounded -------------------------------------------------------------------------------------------
 
-CH02 = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text()
+CH02 = (ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu").read_text()
 nvrtc = pytest.mark.nvrtc
 
 

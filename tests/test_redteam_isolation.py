@@ -24,8 +24,9 @@ from tklab.grading.runner import run_isolated
 from tklab.toolchain import includes
 
 ROOT = Path(__file__).resolve().parent.parent
-CH01 = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
-CH02 = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text()
+CH01 = (ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text()
+SOLUTION_CH02 = ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu"
+CH02 = SOLUTION_CH02.read_text()
 CH02_WRONG = CH02.replace("C[row * N + col] = acc;", "C[row * N + col] = acc + 1.0f;")
 assert CH02_WRONG != CH02
 emu = pytest.mark.skipif(gpu.available() or not emu_cases.can_run(specs.get("ch02_smem_tiling")),
@@ -143,8 +144,8 @@ def test_a_learners_check_leaves_nothing_in_the_shared_cache(tmp_path, own_cache
 
 @pytest.mark.parametrize("include, why", [
     ('"/dev/zero"', "absolute path"),
-    ('"{solutions}/ch02_smem_tiling.cu"', "absolute path"),
-    ('"../../solutions/ch02_smem_tiling.cu"', "'..' leaves the allowed folders"),
+    ('"{solutions}/ch02_smem_tiling/ch02_smem_tiling.cu"', "absolute path"),
+    ('"../../solutions/ch02_smem_tiling/ch02_smem_tiling.cu"', "'..' leaves the allowed folders"),
     ('<../secret.h>', "'..' leaves the allowed folders"),
     ('ZERO', "not made by a macro"),
 ])
@@ -162,7 +163,7 @@ def test_includes_outside_are_refused_fast_before_any_compiler(tmp_path, include
 def test_the_emulators_run_refuses_the_same_includes_on_its_own(tmp_path, own_cache):
     """Without check's static stage (the runner called directly), the child refuses before g++ reads it."""
     f = _file(tmp_path, "ch02_smem_tiling.cu",
-              f'#ifdef __TKEMU__\n#include "{ROOT / "solutions" / "ch02_smem_tiling.cu"}"\n#endif\n' + CH02_WRONG)
+              f'#ifdef __TKEMU__\n#include "{SOLUTION_CH02}"\n#endif\n' + CH02_WRONG)
     out = run_isolated("ch02_smem_tiling", f, mode="emu", timeout=60)
     assert out.status == "error" and "refused: an absolute path" in out.message, out.message
 
@@ -336,7 +337,7 @@ os.wait()
 def test_a_kernel_that_remembers_results_gets_no_speed(tmp_path):
     """Skips the work (at the benchmark's size only, so its cases pass) when it has seen A's address before:
     the re-verified timed calls and the fresh-input probe catch it."""
-    src = (ROOT / "solutions" / "ch03_register_blocking.cu").read_text()
+    src = (ROOT / "solutions" / "ch03_register_blocking" / "ch03_register_blocking.cu").read_text()
     body = src.index("{", src.index("__global__")) + 1
     cheat = src[:body] + """
     if (M == 4096) { unsigned long long a = (unsigned long long)(const void*)A; bool seen = false;
@@ -411,7 +412,7 @@ MEMO_TAIL = """
 
 
 def _memo_variant() -> str:
-    src = (ROOT / "solutions" / "ch03_register_blocking.cu").read_text()
+    src = (ROOT / "solutions" / "ch03_register_blocking" / "ch03_register_blocking.cu").read_text()
     body = src.index("{", src.index("regblock_matmul(")) + 1
     end = src.rindex("}")
     out = src[:body] + MEMO_HEAD + src[body:end] + MEMO_TAIL + src[end:]

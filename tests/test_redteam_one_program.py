@@ -23,9 +23,9 @@ from tklab.grading.check import check
 from tklab.grading.runner import run_isolated
 
 ROOT = Path(__file__).resolve().parent.parent
-CH01 = (ROOT / "solutions" / "ch01_naive_matmul.py").read_text()
-CH02 = (ROOT / "solutions" / "ch02_smem_tiling.cu").read_text()
-CH05 = (ROOT / "solutions" / "ch05_mma.cu").read_text()
+CH01 = (ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text()
+CH02 = (ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu").read_text()
+CH05 = (ROOT / "solutions" / "ch05_mma" / "ch05_mma.cu").read_text()
 cpu_path = pytest.mark.skipif(gpu.available() or emulate.engine() != "ptx" or
                               not emu_cases.can_run(specs.get("ch02_smem_tiling")),
                               reason="a GPU is here (checks run on it), or no NVRTC / C++ compiler for the interpreter")

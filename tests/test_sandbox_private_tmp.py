@@ -29,7 +29,7 @@ def test_a_workbook_under_a_private_tmp_folder_is_read_by_the_dropped_user(tmp_p
     for part in ("tklab", "cuda", "solutions", "exercises"):
         shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
     mine = copy / "exercises" / "ch01_naive_matmul.py"
-    mine.write_text((ROOT / "solutions" / "ch01_naive_matmul.py").read_text())
+    mine.write_text((ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text())
     proc = subprocess.run([sys.executable, "-m", "tklab", "check", str(mine), "--json", "--no-bench"], cwd=copy,
                           capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(copy)})
     res = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,10 +1,15 @@
-"""No answer before its exercise: the notebooks (sources and stored outputs) and the exercise files are
-scanned for every answer line of every exercise and drill (``tklab.grading.spoilers``: whitespace-normalised,
-trivial lines ignored). A chapter may show an answer after its exercise, never before; an earlier chapter
-precedes it entirely; an exercise file never holds its own answer (in a comment, a goal, a stub)."""
+"""No answer before its exercise. What a learner sees before an exercise -- the notebooks up to it (sources and
+stored outputs), every exercise file (they all sit in the learner's folder from the start), the messages its checks
+print -- is scanned for every answer line of every exercise and drill (``tklab.grading.spoilers``:
+whitespace-normalised, trivial lines ignored), whatever shape the exercise takes (one or several per chapter, a
+design exercise in a copy of its chapter's kernel, a check written as a class or a function). A chapter may show an
+answer after its exercise, never before; an earlier chapter precedes it entirely; no exercise file holds the answer
+of an exercise of its chapter or a later one (its own included: in a comment, a goal, a stub); an earlier chapter's
+answer may show (chapter 10's kernel holds chapter 09's update, as given code)."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 from pathlib import Path
@@ -62,22 +67,42 @@ def test_no_notebook_shows_an_answer_before_its_exercise(exercise):
 
 
 @pytest.mark.parametrize("exercise", IDS)
-def test_the_exercise_file_does_not_hold_its_answer(exercise):
+def test_no_exercise_file_holds_the_answer_of_its_chapter_or_a_later_one(exercise):
+    """Every exercise file is in the learner's folder from the start. A line an exercise gives as code is taught by its
+    chapter (chapter 07's ring hands its stages back as chapter 08's warp-specialised GEMM must), so a later chapter's
+    answer line may stand in it as given code; its own answers, and those of its chapter's other exercises, never. A
+    design exercise's file (a copy of its chapter's kernel) holds no answer of its chapter or a later one at all."""
     spec = specs.get(exercise)
-    path = ROOT / "exercises" / spec.exercise_file
-    hits = spoilers.scan(path.read_text(), spoilers.answer_lines(spec))
-    assert not hits, "\n".join(f"exercises/{spec.exercise_file}:{h.line}: {h.text!r} is the answer line "
-                               f"{h.answer!r}" for h in hits)
+    text = (ROOT / "exercises" / spec.exercise_file).read_text()
+    given = spoilers.given_lines(spec)
+    hits = [f"exercises/{spec.exercise_file}:{h.line}: {h.text!r} is {other}'s answer line {h.answer!r}"
+            for other in IDS if specs.get(other).chapter >= spec.chapter
+            for code, line in spoilers.answer_lines(specs.get(other)).items()
+            if other == exercise or specs.get(other).chapter == spec.chapter or spec.design or code not in given
+            for h in spoilers.scan(text, {code: line})]
+    assert not hits, "\n".join(hits)
+
+
+def _messages(spec) -> list[tuple[str, str]]:
+    """(where, text) of what the exercise's checks can print: every string field of its static checks and concept
+    floors (a kit's check made with the exercise's words), and every string its spec file writes (a check of its
+    own, however it is written)."""
+    out = [(f"{type(c).__name__}.{f.name}", getattr(c, f.name)) for c in (*spec.static, *spec.floors)
+           if dataclasses.is_dataclass(c) for f in dataclasses.fields(c) if isinstance(getattr(c, f.name), str)]
+    source = specs.spec_file(spec.id)
+    if source is not None:
+        tree = ast.parse(source.read_text())
+        out += [(f"{source.parent.name}/{source.name}:{n.lineno}", n.value) for n in ast.walk(tree)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return out
 
 
 @pytest.mark.parametrize("exercise", IDS)
-def test_no_static_check_message_holds_an_answer(exercise):
-    """A static check's advice (``SassHas(fix=...)`` and the like) is printed in every failed report, and
-    in the stored output of the check cell: it states the goal, never the exercise's answer line."""
+def test_no_check_message_holds_an_answer(exercise):
+    """A check's advice (``SassHas(fix=...)``, a floor's or a probe's message) is printed in every failed report,
+    and in the stored output of the check cell: it states the goal, never the exercise's answer line."""
     spec = specs.get(exercise)
     answers = spoilers.answer_lines(spec)
-    hits = [f"{type(check).__name__} {check_field.name}={getattr(check, check_field.name)!r}: holds {h.answer!r}"
-            for check in spec.static if dataclasses.is_dataclass(check)
-            for check_field in dataclasses.fields(check) if isinstance(getattr(check, check_field.name), str)
-            for h in spoilers.scan(getattr(check, check_field.name), answers)]
-    assert not hits, f"{exercise}'s static checks print its answer:\n" + "\n".join(hits)
+    hits = [f"{where}: {text[:80]!r} holds {h.answer!r}" for where, text in _messages(spec)
+            for h in spoilers.scan(text, answers)]
+    assert not hits, f"{exercise}'s checks print its answer:\n" + "\n".join(hits)

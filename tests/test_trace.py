@@ -17,7 +17,7 @@ from tklab.trace import view
 from tklab.trace.model import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
-CH04 = (ROOT / "solutions" / "ch04_swizzle.cu").read_text()
+CH04 = (ROOT / "solutions" / "ch04_swizzle" / "ch04_swizzle.cu").read_text()
 ANSWER = "return r * TILE + (c ^ r);"
 
 
@@ -117,7 +117,7 @@ def test_bad_input_is_named() -> None:
         tklab.trace("missing.cu")
 
 
-RING = (ROOT / "solutions" / "ch07_tma_ring.cu").read_text()
+RING = (ROOT / "solutions" / "ch07_tma_ring" / "ch07_tma_ring.cu").read_text()
 LATENCY = 600  # the trace's logical TMA latency (tklab.trace's default tma_latency)
 
 
@@ -177,7 +177,7 @@ def test_three_stage_ring_overlaps() -> None:
 def test_ch10_trace_draws_each_warpgroups_wgmma_schedule() -> None:
     """chapter 10's kernel (the solution, through the sandboxed child): each consumer warpgroup issues
     wgmma groups and retires them at its waits; S_j and P.V_{j-1} overlap, so two groups are in flight."""
-    tr = tklab.trace("ch10_flash", path=ROOT / "solutions" / "ch10_flash.cu")
+    tr = tklab.trace("ch10_flash", path=ROOT / "solutions" / "ch10_flash" / "ch10_flash.cu")
     per_wg: dict[int, list] = {}
     for e in tr.events:
         if e.block == 0 and e.kind in ("wgmma_issue", "wgmma_retire"):

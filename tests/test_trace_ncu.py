@@ -88,7 +88,7 @@ def test_the_rule_fails_what_it_should(notebook_transposes: dict[str, Trace]) ->
 
 @needs_cc
 def test_swizzled_transpose_matches_ncu() -> None:
-    src = (ROOT / "solutions" / "ch04_swizzle.cu").read_text()
+    src = (ROOT / "solutions" / "ch04_swizzle" / "ch04_swizzle.cu").read_text()
     tr = _transpose(src, "transpose", 64)
     assert ncu.compare(tr, _profiles()["ch04.transpose_swizzled"]["metrics"], (8192 / 64) ** 2) == []
 

@@ -36,7 +36,7 @@ def test_add_why_names_the_rings_waiting_line() -> None:
     spec = specs.get("ch07_tma_ring")
     if not emu_cases.can_run(spec):
         pytest.skip("the CPU emulator cannot run here")
-    file = ROOT / "solutions" / "ch07_tma_ring.cu"
+    file = ROOT / "solutions" / "ch07_tma_ring" / "ch07_tma_ring.cu"
     source = file.read_text()
     res = _res()
     report.add_why(res, spec, file, source)

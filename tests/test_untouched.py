@@ -13,7 +13,7 @@ import pytest
 import stubs
 
 from tklab.grading import specs, untouched
-from tklab.grading.exercises import rendered
+from tklab.grading.exercises import rendered, source_name
 from tklab.grading.spec_kit import StaticResult
 from tklab.grading.verdict import CheckResult
 
@@ -23,7 +23,7 @@ IDS = specs.all_ids()
 
 def _stub(exercise: str) -> tuple[list[str], list[tuple[int, int]]]:
     spec = specs.get(exercise)
-    text, blocks = rendered((ROOT / spec.solution).read_text(), spec.solution, Path(spec.solution).suffix)
+    text, blocks = rendered((ROOT / spec.solution).read_text(), source_name(spec), Path(spec.solution).suffix)
     assert text == (ROOT / "exercises" / spec.exercise_file).read_text(), f"{exercise}: exercises/ is stale"
     return text.splitlines(keepends=True), blocks
 

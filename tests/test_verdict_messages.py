@@ -17,7 +17,7 @@ from tklab.grading import cases as emu_cases
 from tklab.grading.check import check
 
 ROOT = Path(__file__).resolve().parent.parent
-WS = (ROOT / "solutions" / "ch08_warp_specialized.cu").read_text()
+WS = (ROOT / "solutions" / "ch08_warp_specialized" / "ch08_warp_specialized.cu").read_text()
 cpu_path = pytest.mark.skipif(gpu.available() or emulate.engine() != "ptx" or
                               not emu_cases.can_run(specs.get("ch08_warp_specialized")),
                               reason="a GPU is here, or no NVRTC / C++ compiler for the interpreter")

@@ -13,6 +13,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+def solution(name: str) -> Path:
+    """A course kernel's file in ``solutions/`` by its name: at the top (``gemm_wgmma.cu``, ``variants/...``), or an
+    exercise's solution in the exercise's folder (``ch08_wgmma.cu`` is ``solutions/ch08_wgmma/ch08_wgmma.cu``)."""
+    top = REPO / "solutions" / name
+    return top if top.is_file() else REPO / "solutions" / name.split(".", 1)[0] / name
+
+
 def cache_dir() -> Path:
     """``$TKLAB_CACHE_DIR`` if set and not empty, else ``~/.cache/tklab``."""
     configured = os.environ.get("TKLAB_CACHE_DIR", "").strip()

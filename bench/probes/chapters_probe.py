@@ -42,7 +42,7 @@ NOTEBOOKS = ("00_the_machine.ipynb", "04_banks_swizzling.ipynb")
 _TILED = """
 import cupy as cp, tklab
 from tklab import gpu
-k = tklab.compile(open("solutions/ch02_smem_tiling.cu").read(), arch=gpu.arch())["smem_matmul"]
+k = tklab.compile(open("solutions/ch02_smem_tiling/ch02_smem_tiling.cu").read(), arch=gpu.arch())["smem_matmul"]
 n = 2048
 a, b = cp.random.random((n, n), dtype=cp.float32), cp.random.random((n, n), dtype=cp.float32)
 c = cp.empty((n, n), cp.float32)

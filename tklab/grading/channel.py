@@ -11,7 +11,7 @@ A frame without the key did not come from the harness (a file that writes into t
 and the parent refuses the whole run (``tklab.grading.judge``).
 
 Public API: ``frame``, ``read_frames``, ``ChannelError``, ``array_from``, ``ChildIO`` (the child's side:
-the parent's cases and inputs in, frames out), ``read_key``, ``STAGE``, ``PTX_FILE``.
+the parent's cases and inputs in, frames out), ``read_key``, ``STAGE``, ``PTX_FILE``, ``SPEC_FILE``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import numpy as np
 STAGE = "@@tklab-stage "
 #: The file in the run's folder holding the PTX the checking process compiled: the program an emulated child runs.
 PTX_FILE = "program.ptx"
+#: The file in the run's folder holding a copy of the exercise's spec (the sandbox hides ``solutions/``).
+SPEC_FILE = "exercise_spec.py"
 
 _HEADER = struct.Struct(">I")
 _MAX_HEADER = 1 << 16

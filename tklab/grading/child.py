@@ -418,6 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--bench-seed", type=int, default=0)
     ap.add_argument("--key-fd", type=int, default=None, help="file descriptor holding the run's key")
+    ap.add_argument("--spec", type=Path, default=None, help="the exercise's spec file (a copy, in the run's folder)")
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
     from .sandbox import drop_privileges
 
@@ -437,7 +438,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from . import specs
 
-        RUNNERS[args.mode](specs.get(args.exercise), path, chan, args.bench)
+        spec = specs.from_file(args.spec, args.exercise) if args.spec else specs.get(args.exercise)  # a drill: tklab's
+        RUNNERS[args.mode](spec, path, chan, args.bench)
     except Exception as e:  # noqa: BLE001 - everything a learner's code raises becomes a message
         chan.send("error", stage=in_child.current_stage(), **_describe(e, path))
         return 3

@@ -5,7 +5,7 @@ the static checks read and a GPU runs; the emulator's host build, a GPU's hazard
 read the same text with other predefined macros. A file that says ``#if !defined(__x86_64__)`` hands one
 compiler a wrong kernel and another a right one, and a ``#define`` or ``#pragma`` can do the same through a
 predefined macro. So the directives of a learner's file are compared, before any compiler reads it, with those
-of the exercise's template: the stub ``python -m tklab exercises`` generates from ``solutions/<id>.cu``, and the
+of the exercise's template: the stub ``python -m tklab exercises`` generates from ``solutions/<id>/<id>.cu``, and the
 solution itself (a ``#pragma unroll`` inside a marked region is part of the answer). Both are derived here at
 check time (``tklab.grading.exercises.render``), never stored. A learner may keep, move or delete the template's
 directives; one whose normalised text the template does not have (more often than the template has it) is
@@ -41,7 +41,6 @@ import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..paths import REPO
@@ -310,10 +309,12 @@ def template_counts(spec: Any) -> Counter[str] | None:
 
 
 def _template_of(spec: Any) -> _Template | None:
+    from .exercises import source_name
+
     path = REPO / spec.solution
     if not path.is_file():
         return None
-    return _template(path.read_text(), spec.solution, Path(spec.solution).suffix)
+    return _template(path.read_text(), source_name(spec), path.suffix)
 
 
 def _blamed(found: list[Directive], keys: list[str], t: _Template) -> list[Directive]:

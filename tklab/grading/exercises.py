@@ -1,6 +1,7 @@
 """Solutions → exercises: the learner's copy is generated from the complete solution, never hand-written.
 
-A file in ``solutions/`` marks the parts a learner writes::
+A solution file in ``solutions/`` (an exercise's in its folder, ``solutions/<id>/<id>.cu``: ``exercise_path``) marks the
+parts a learner writes::
 
     // BEGIN SOLUTION hint: each thread loads one element of each tile
     As[ty][tx] = A[row * K + k0 + tx];
@@ -30,7 +31,7 @@ the learner's, keeps both and says so otherwise, and removes an old-name file th
 ``tklab.grading.index``.
 
 Public API: ``regions(text, suffix)``, ``render(text, source_name, suffix)``, ``rendered(...)`` (the text and
-its TODO blocks' lines), ``plan(solutions)``,
+its TODO blocks' lines), ``plan(solutions)``, ``exercise_path(rel)``, ``source_name(spec)``, ``stub(spec)``,
 ``sync(solutions, exercises, backup=False)``, ``differences(solutions, exercises)``, ``renamed_work``,
 ``RegionError``, ``SolutionsError``, ``SOLUTIONS``, ``EXERCISES``.
 """
@@ -45,6 +46,7 @@ import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..paths import REPO
 
@@ -183,8 +185,9 @@ def _sha(data: bytes) -> str:
 def plan(solutions: Path = SOLUTIONS) -> dict[str, tuple[str, str]]:
     """{exercise path relative to exercises/: (solution path shown in the header, generated text)}.
 
-    Every solution file with at least one region yields an exercise of the same relative path; files
-    without regions are not exercises (yet) and are skipped.
+    Every solution file with at least one region yields an exercise at ``exercise_path`` (an exercise folder's
+    solution at the top of ``exercises/``, a drill at its own relative path); files without regions (a spec, a
+    chapter's kernel) are not exercises and are skipped.
     """
     result: dict[str, tuple[str, str]] = {}
     if not solutions.is_dir():
@@ -192,12 +195,38 @@ def plan(solutions: Path = SOLUTIONS) -> dict[str, tuple[str, str]]:
     for path in sorted(solutions.rglob("*")):
         if not path.is_file() or path.suffix not in COMMENT or "__pycache__" in path.parts:
             continue
-        rel = path.relative_to(solutions).as_posix()
+        rel = exercise_path(path.relative_to(solutions))
         text = path.read_text()
-        shown = f"{solutions.name}/{rel}"
+        shown = f"{solutions.name}/{path.relative_to(solutions).as_posix()}"  # the solution's own path
         if regions(text, path.suffix, shown):
             result[rel] = (shown, render(text, shown, path.suffix))
     return result
+
+
+def exercise_path(rel: Path) -> str:
+    """Where the exercise generated from a solution file goes, relative to ``exercises/`` (``rel``: the solution's
+    path relative to ``solutions/``): an exercise folder's solution, a file named after its folder
+    (``ch02_smem_tiling/ch02_smem_tiling.cu``), as its name (``ch02_smem_tiling.cu``); any other file at its own path
+    (``drills/ch04_padding.py``). Its header names the solution it came from (``source_name``)."""
+    if len(rel.parts) == 2 and rel.name.split(".", 1)[0] == rel.parts[0]:
+        return rel.name
+    return rel.as_posix()
+
+
+def source_name(spec: Any) -> str:
+    """The name a generated exercise gives its solution in its header, as ``plan`` names it: the solution's path
+    under ``solutions/`` (``solutions/ch02_smem_tiling/ch02_smem_tiling.cu``, ``solutions/drills/ch04_padding.py``),
+    wherever the registry's folder of exercises is."""
+    path = Path(spec.solution)
+    if path.parent.name == spec.id.split("@", 1)[0]:  # an exercise's folder
+        return f"{SOLUTIONS.name}/{path.parent.name}/{path.name}"
+    return f"{SOLUTIONS.name}/{spec.exercise_file}"
+
+
+def stub(spec: Any) -> str:
+    """The learner's starting file for ``spec``: exactly what ``plan`` generates from its solution."""
+    path = ROOT / spec.solution
+    return render(path.read_text(), source_name(spec), path.suffix)
 
 
 def _load_manifest(exercises: Path) -> dict[str, dict[str, str]]:

@@ -84,12 +84,16 @@ def _fingerprint(cells: Sequence[str]) -> str:
 
 
 def code_fingerprint() -> str:
-    """A hash of the grading code (the ``tklab`` package's sources, the specs and the emulator's C++), so
-    shards graded by different versions of tklab are not merged as one sheet."""
+    """A hash of the grading code (the ``tklab`` package's sources with the emulator's C++, and the exercises'
+    specs, ``solutions/<id>/spec.py``), so shards graded by different versions of tklab are not merged as one sheet."""
+    from . import specs
+
     h = hashlib.sha256()
     for p in sorted(_PACKAGE.rglob("*")):
         if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".so", ".o"):
             h.update(p.relative_to(_PACKAGE).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    for p in sorted(specs.root().glob(f"*/{specs.SPEC_FILE}")):
+        h.update(f"{p.parent.name}/{p.name}".encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 

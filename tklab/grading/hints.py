@@ -1,9 +1,9 @@
 """Hint ladders: three levels per exercise, unlocked one at a time, remembered in the learner's folder.
 
-Level 1 names the concept and where in the chapter to look; level 2 names the API (or the quantities)
-and the order to use them in, never a line of the solution; level 3 is the answer: the solution's marked
-regions. Levels 1 and 2 are written beside each solution (``solutions/<id>.hints.toml``: ``concept``,
-``level1``, ``level2``); level 3 is read from the solution itself, so it cannot drift from it.
+Level 1 names the concept and where in the chapter to look; level 2 names the API (or the quantities) and the order
+to use them in, never a line of the solution; level 3 is the answer: the solution's marked regions. Levels 1 and 2
+are written beside each solution (``solutions/<id>/hints.toml``, a drill's ``solutions/drills/<id>.hints.toml``:
+``concept``, ``level1``, ``level2``); level 3 is read from the solution itself, so it cannot drift from it.
 
 ``tklab.hint("ch10_flash")`` (``python -m tklab hint ch10_flash``) shows the next level once it is
 unlocked: level 1 always; each failed check of the learner's copy unlocks one more; ``more=True``
@@ -53,18 +53,21 @@ class Ladder:
 
 
 def hints_file(spec: specs.Exercise) -> Path:
-    """``solutions/<id>.hints.toml``: the hints live beside the solution they are about."""
+    """The hints live beside the solution they are about: ``hints.toml`` in an exercise's folder
+    (``solutions/<id>/hints.toml``), ``<id>.hints.toml`` beside a drill (``solutions/drills/<id>.hints.toml``)."""
     solution = REPO / spec.solution
+    if solution.parent.name == spec.id:
+        return solution.with_name("hints.toml")
     return solution.with_name(solution.name.split(".", 1)[0] + ".hints.toml")
 
 
 def answer(spec: specs.Exercise) -> str:
     """Level 3: the solution's marked regions, each headed by where it goes."""
-    from .exercises import regions, render
+    from .exercises import regions, render, source_name
 
     path = REPO / spec.solution
     text = path.read_text()
-    todos = [n for n, line in enumerate(render(text, spec.solution, path.suffix).splitlines(), start=1)
+    todos = [n for n, line in enumerate(render(text, source_name(spec), path.suffix).splitlines(), start=1)
              if "TODO: your code here" in line]
     parts = []
     for r, at in zip(regions(text, path.suffix, spec.solution), todos, strict=True):

@@ -165,10 +165,9 @@ def score(result: dict[str, Any], spec: specs.Exercise, cells: Sequence[tuple[st
 
 def exercise_text(spec: specs.Exercise) -> str:
     """The learner's starting file, generated from the solution (never the instructor's edited copy)."""
-    from .exercises import SOLUTIONS, render
+    from .exercises import stub
 
-    path = SOLUTIONS.parent / spec.solution
-    return render(path.read_text(), f"{SOLUTIONS.name}/{path.relative_to(SOLUTIONS).as_posix()}", path.suffix)
+    return stub(spec)
 
 
 def _meta(grade_id: str, *, grade: bool = False, points: float = 0.0) -> dict[str, Any]:

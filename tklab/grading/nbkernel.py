@@ -7,8 +7,9 @@ nbgrade autograde`` has nbgrader start its kernels through this module (``kernel
 ``tklab.grading.sandbox`` as a check's run does -- bubblewrap where the machine has it (no network, its own PID
 namespace, a private ``/tmp``, the course folder, the exchange, the solutions, the workbook's other folders and
 the grader's secrets hidden), as an unprivileged user, with limits -- in a fresh folder that holds only what the
-notebook needs: a copy of the student's exercise file (``intake``: a regular file, no link followed) and the
-verdict the grader computed for that file. The kernel talks to nbgrader over ZeroMQ sockets in a folder bound into
+notebook needs: a copy of the student's exercise file (``intake``: a regular file, no link followed), the
+verdict the grader computed for that file, and a copy of the exercise's spec (``solutions/<id>/spec.py``, the
+registry's folder there: ``TKLAB_SOLUTIONS``). The kernel talks to nbgrader over ZeroMQ sockets in a folder bound into
 the sandbox (transport ``ipc``: there is no network inside). When the kernel ends (nbgrader shuts it down after
 the notebook), every process it started is killed before this launcher exits, so before nbgrader records the
 notebook's grades; and nothing in the sandbox can reach the gradebook anyway.
@@ -80,6 +81,12 @@ def _stage(work: Path, job: dict, notebook_dir: Path) -> None:
     copies, _ = intake.fetch(notebook_dir.parent, notebook_dir.name, {job["file"]: job["file"]}, work)
     kept = work / "verdicts" / job["exercise"]
     kept.mkdir(parents=True)
+    from . import specs
+
+    spec_file = specs.spec_file(job["exercise"])  # the notebook's test cells look the exercise up; solutions/ is hidden
+    if spec_file is not None:
+        (work / "solutions" / job["exercise"]).mkdir(parents=True)
+        shutil.copyfile(spec_file, work / "solutions" / job["exercise"] / specs.SPEC_FILE)
     copy = copies.get(job["file"])
     if copy is not None:
         sha = hashlib.sha256(copy.read_bytes()).hexdigest()
@@ -149,6 +156,7 @@ def launch(args: Sequence[str]) -> int:
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONPATH": str(REPO), "PYTHONNOUSERSITE": "1",
                "PYTHONDONTWRITEBYTECODE": "1", "IPYTHONDIR": str(work / "ipython"), "MPLCONFIGDIR": str(work / "tmp"),
                "JUPYTER_RUNTIME_DIR": str(work / "runtime"), "TKLAB_NBGRADE_VERDICTS": str(work / "verdicts"),
+               "TKLAB_SOLUTIONS": str(work / "solutions"),  # the registry's folder: a copy of this exercise's spec
                "NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", "autograde"),
                _LIMITS_VAR: limits.to_json()}
         rest = [a for i, a in enumerate(args) if a != "-f" and not a.startswith("--f=")

@@ -14,10 +14,11 @@ array's dtype and shape and compares. Nothing the child writes can say "passed".
 the child, next to the kernel: the parent checks the numbers are sane and recomputes the ratio, and
 speed is never a condition of passing.
 
-The parent's side lives here: ``run_isolated`` writes the run's folder (the learner's file, the cases,
-the inputs ``judge`` drew), starts ``python -m tklab.grading.child`` in ``sandbox`` with a clean environment
-and a pipe (``channel``), collects what comes back within the time limit, and hands the bytes to
-``judge``. The child's side, and the modes a run can take, are in ``child``.
+The parent's side lives here: ``run_isolated`` writes the run's folder (the learner's file, the cases, the inputs
+``judge`` drew, a copy of the exercise's ``spec.py``: the child cannot see ``solutions/``), starts ``python -m
+tklab.grading.child`` in ``sandbox`` with a clean environment and a pipe (``channel``), collects what comes back
+within the time limit, and hands the bytes to ``judge``. The child's side, and the modes a run can take, are in
+``child``.
 
 Why the results can be believed (issue 24): the child reads the run's key from a pipe of its own and closes
 it before it imports or loads any learner code; every frame it sends carries the key, and ``judge`` refuses
@@ -48,12 +49,17 @@ import numpy as np
 
 from ..paths import REPO
 from ..run import gpu
-from .channel import PTX_FILE, STAGE
+from .channel import PTX_FILE, SPEC_FILE, STAGE
 from .judge import RunOutcome, draw_inputs, judge
 from .modes import MODES, Mode
 
 _PACKAGE_PARENT = REPO
 _SOLUTIONS = _PACKAGE_PARENT / "solutions"
+
+def _elsewhere(folder: Path) -> list[Path]:
+    """The exercises' folder when it is not ``solutions/`` (``$TKLAB_SOLUTIONS``): hidden as well."""
+    return [folder] if folder.resolve() != _SOLUTIONS.resolve() else []
+
 
 #: Environment variables a child may need to find the GPU and its libraries; nothing else is passed on.
 _PASSED_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
@@ -141,11 +147,16 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
     mounted = runfolder.bounded(workdir)
     try:
         name = path.name if path.name.isprintable() and "/" not in path.name else spec.filename
+        if name in (SPEC_FILE, PTX_FILE, "cases.json"):  # the run's own files keep their names
+            name = spec.filename
         if source is not None:
             (workdir / name).write_text(source, encoding="utf-8")
         else:
             shutil.copyfile(path, workdir / name)
         (workdir / "cases.json").write_text(json.dumps(cases))
+        spec_source = specs.spec_file(spec.id)  # an exercise's spec, which the child cannot read in solutions/
+        if spec_source is not None:
+            shutil.copyfile(spec_source, workdir / SPEC_FILE)
         for i, arrays in enumerate(inputs):
             for k, v in arrays.items():
                 np.save(workdir / f"case-{i}-{k}.npy", v, allow_pickle=False)
@@ -167,13 +178,16 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
         # module, the chapters' builds); the child compiles into its own folder's cache
         from ..toolchain import cache
 
-        box = Sandbox(workdir, gpu=m.needs_gpu, hide=[_SOLUTIONS, cache.cache_dir(), *hide], limits=limits)
+        box = Sandbox(workdir, gpu=m.needs_gpu, hide=[_SOLUTIONS, *_elsewhere(specs.root()), cache.cache_dir(), *hide],
+                      limits=limits)
         box.hand_over()
         read_fd, write_fd = os.pipe()
         key = secrets.token_hex(16)
         key_read, key_write = os.pipe()
         argv = [sys.executable, "-m", "tklab.grading.child", "--exercise", spec.id, "--file", name, "--mode", m.name,
                 "--channel", str(write_fd), "--key-fd", str(key_read), "--limits", limits.to_json()]
+        if spec_source is not None:
+            argv += ["--spec", SPEC_FILE]
         if bench and m.can_bench:
             argv += ["--bench", "--bench-seed", str(seed)]
         channel = bytearray()

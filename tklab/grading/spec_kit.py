@@ -1,23 +1,24 @@
 """The kit a spec is written with: what an exercise is (its solution file, entry kernel, inputs, reference,
 tolerance, launch shape, static checks, concept floors, library baseline and speed target) and the checks,
-floors and input/reference helpers several exercises share.
+floors, problems and input/reference helpers several exercises share.
 
-Each exercise's spec (``SPEC = Exercise(...)``) imports from here; the registry (``tklab.grading.specs``) finds
-them. Specs are plain
-Python so an input builder or a reference is a function, not a mini-language; they use numpy only
-(CuPy is imported lazily by baselines, on the GPU machine), so ``tklab.check`` can read a spec anywhere.
+Each exercise's spec (``solutions/<id>/spec.py``: ``SPEC = Exercise(...)``) imports from here, from the kit modules
+beside it (``kit_attention``: chapters 09-11's attention problems) and from ``tklab`` itself, never from another
+exercise's spec: what two specs share moves into the kit. The registry (``tklab.grading.specs``) finds them. Specs
+are plain Python so an input builder or a reference is a function, not a mini-language; they use numpy only (CuPy
+is imported lazily by baselines, on the GPU machine), so ``tklab.check`` can read a spec anywhere.
 
 Static checks read what the compiler made of the learner's file (``tklab.compile`` → SASS, resources)
 and run without a GPU: they are what a learner without a GPU gets, and what makes an untouched
 exercise fail on CPU (its stub writes nothing, touches no shared memory, issues no ``HMMA`` …).
 
 Public API: ``Exercise``, ``Bench``, ``Launch``, ``StaticResult``, the checks (``WritesGlobal``,
-``UsesSharedMemory``, ``NoSpills``, ``SassHas``, ``Probe``, ``AssignsTo``), the concept floors
-(``WgmmaOverlap``, ``TakesTurns``, ``TensorCoreWork``), ``dims_text``, ``TMA_ORDERS``, and input/reference helpers
-(``matmul_inputs``, ``uniform`` …); bf16 inputs
-use ``tklab.run.arrays`` (``to_bf16_bits``, ``bf16_to_float32``).
+``UsesSharedMemory``, ``NoSpills``, ``SassHas``, ``Probe``, ``AssignsTo``, ``NoSerializedWgmma``), the concept
+floors (``WgmmaOverlap``, ``TakesTurns``, ``TensorCoreWork``), the problems (``FP32_MATMUL``, ``BF16_MATMUL``,
+``COPY``) and their benches (``fp32_matmul_bench``, ``bf16_matmul_bench``), TMA arguments (``tma_matmul_args``,
+``tma_copy_args``, ``tensor_map``), ``sm_count``, ``dims_text``, ``TMA_ORDERS``, and input/reference helpers
+(``matmul_inputs``, ``uniform`` …); bf16 inputs use ``tklab.run.arrays`` (``to_bf16_bits``, ``bf16_to_float32``).
 """
-
 from __future__ import annotations
 
 import ast
@@ -254,6 +255,23 @@ class AssignsTo:
 
 
 @dataclass(frozen=True)
+class NoSerializedWgmma:
+    """ptxas did not serialize the wgmma pipeline (warnings C7510-C7520: the accumulator, or a register A operand, was
+    touched by other instructions while a wgmma group could still use it, or a wait was missing). ``fix``: what to do,
+    in the words of the exercise's chapter."""
+
+    fix: str = ("do not zero or touch the accumulator between wgmma groups: pass the accumulate flag (k > 0) "
+                "instead, and wait before reading it")
+    name: str = "wgmma not serialized"
+
+    def run(self, ctx: StaticContext) -> StaticResult:
+        warnings = [ln.strip() for ln in ctx.module.log.splitlines() if re.search(r"\bC75\d\d\b", ln)]
+        if warnings:
+            return StaticResult(self.name, False, f"{warnings[0]} -- {self.fix}")
+        return StaticResult(self.name, True, "no ptxas serialization warning (C75xx)")
+
+
+@dataclass(frozen=True)
 class WgmmaOverlap:
     """A concept floor: the schedule keeps two wgmma groups in flight per warpgroup (chapter 10: S_j issued
     while P·V_{j-1} still runs), which a right answer alone does not show.
@@ -383,7 +401,7 @@ class Exercise:
 
     id: str
     title: str
-    solution: str
+    solution: str  # in spec.py the file's name beside it; the registry makes it the path (solutions/<id>/<id>.cu)
     kernel: str
     language: Literal["cuda", "numba", "python"]
     inputs: Callable[[np.random.Generator, Dims], dict[str, np.ndarray]]
@@ -430,8 +448,12 @@ class Exercise:
 
     @property
     def exercise_file(self) -> str:
-        """Where the learner's copy lives, relative to ``exercises/`` (``drills/ch04_bank_passes.py``)."""
-        return Path(self.solution).relative_to("solutions").as_posix()
+        """Where the learner's copy lives, relative to ``exercises/``: ``<id>.cu`` for an exercise (its solution sits
+        in its folder, ``solutions/<id>/<id>.cu``), ``drills/ch04_bank_passes.py`` for a drill."""
+        path = Path(self.solution)
+        if path.parent.name == self.id.split("@", 1)[0]:
+            return path.name
+        return path.relative_to("solutions").as_posix()
 
     @property
     def kind(self) -> str:
@@ -502,6 +524,20 @@ def bf16_matmul_expect(arrays: Arrays, d: Dims) -> Any:
     return cp.matmul(bf16_to_float32(arrays["A"]), bf16_to_float32(arrays["B"]))
 
 
+def fp32_matmul_bench(size: int, target: float, measured: tuple[float, ...]) -> Bench:
+    """An fp32 matmul timed at ``size``³ against cuBLAS fp32 (``cupy.matmul``) on the same arrays."""
+    return Bench(dims={"M": size, "N": size, "K": size}, baseline=cupy_matmul,
+                 baseline_name="cuBLAS fp32 (cupy.matmul)", output="C", target=target, flops=matmul_flops,
+                 measured=measured)
+
+
+def bf16_matmul_bench(target: float, measured: tuple[float, ...]) -> Bench:
+    """A bf16 GEMM timed at 4096³ against cuBLAS bf16, its C held loosely to A @ B in float32."""
+    return Bench(dims={"M": 4096, "N": 4096, "K": 4096}, baseline=bf16_matmul_baseline,
+                 baseline_name="cuBLAS bf16 (torch.matmul)", output="C", target=target, measured=measured,
+                 flops=matmul_flops, expect=bf16_matmul_expect, rtol=1e-2, atol=1e-1)
+
+
 def copy_baseline(name: str) -> Callable[[Arrays, Dims], Callable[[], Any]]:
     """A device-to-device copy of input ``name``'s bytes: what any copy kernel is read against."""
     return lambda arrays, d: baselines.device_copy(arrays[name])
@@ -519,6 +555,62 @@ def tensor_map(array: Any, tile: tuple[int, int], *, swizzle: int | None = None,
     from ..run import tma
 
     return tma.tensor_map(array, tile, swizzle=swizzle, dtype=dtype, fold=fold)
+
+
+def tma_matmul_args(box_a: tuple[int, int], box_b: tuple[int, int]) -> Callable[[Arrays, Dims], tuple[Any, ...]]:
+    """``args`` of a GEMM that reads bf16 A and B through TMA boxes: ``(map_a, map_b, C, M, N, K)``."""
+    return lambda a, d: (tensor_map(a["A"], box_a, dtype="bfloat16"), tensor_map(a["B"], box_b, dtype="bfloat16"),
+                         a["C"], np.int32(d["M"]), np.int32(d["N"]), np.int32(d["K"]))
+
+
+def tma_copy_args(box: tuple[int, int]) -> Callable[[Arrays, Dims], tuple[Any, ...]]:
+    """``args`` of a copy that reads ``src`` through unswizzled TMA boxes: ``(map_src, dst, M, N)``."""
+    return lambda a, d: (tensor_map(a["src"], box, swizzle=0), a["dst"], np.int32(d["M"]), np.int32(d["N"]))
+
+
+def sm_count() -> int:
+    """This GPU's SM count, or an H200's (132) where there is none: a persistent grid's size for a launch that only a
+    GPU runs at that size (the CPU emulator's cases name their blocks)."""
+    from ..run import gpu
+
+    try:
+        return gpu.properties().sm_count
+    except Exception:  # noqa: BLE001 - launch shapes are only needed where a GPU runs them
+        return 132
+
+
+def ring_launch(stages: int) -> Callable[[Dims], Launch]:
+    """The launch of chapter 07's ring of TMA stages (``tklab.kernels.tma_copy.ring_launch``): one block per SM, or
+    the case's ``blocks`` when it asks for fewer (so a small matrix still gives each block many tiles: the ring wraps
+    and both parities are used)."""
+
+    def launch(d: Dims) -> Launch:
+        from ..kernels import tma_copy
+
+        blocks, threads, smem = tma_copy.ring_launch(d["M"], d["N"], stages, d.get("blocks") or sm_count())
+        return Launch(grid=(blocks,), block=(threads,), shared_mem=smem)
+
+    return launch
+
+
+# ---- the problems several exercises solve: ``Exercise(**FP32_MATMUL, ...)`` ------------------------------
+
+def copy_inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
+    return {"src": uniform(rng, (d["M"], d["N"]))}
+
+
+def copy_outputs(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
+    return {"dst": ((d["M"], d["N"]), "float32")}
+
+
+#: C = A @ B in fp32 (A: M x K, B: K x N), held to the float64 product.
+FP32_MATMUL: dict[str, Any] = {"inputs": matmul_inputs, "outputs": matmul_outputs, "reference": matmul_reference}
+#: C = A @ B of bf16 A and B (bits), an fp32 C held to the float64 product.
+BF16_MATMUL: dict[str, Any] = {"inputs": bf16_matmul_inputs, "outputs": matmul_outputs,
+                               "reference": bf16_matmul_reference, "rtol": 1e-3, "atol": 1e-3}
+#: dst = src, an M x N fp32 matrix, exactly.
+COPY: dict[str, Any] = {"inputs": copy_inputs, "outputs": copy_outputs, "reference": lambda x, d: {"dst": x["src"]},
+                        "rtol": 0.0, "atol": 0.0}
 
 
 def dims_text(d: Dims) -> str:

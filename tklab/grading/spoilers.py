@@ -11,7 +11,8 @@ file, a hint); ``exercise_cell(cells, spec)`` is where a chapter's exercise star
 or its ``tklab.check`` call): what precedes it must not hold its answer lines. ``tests/test_spoilers.py``
 holds the notebooks and the exercise files to that; ``tests/test_hints.py`` the hints' levels 1 and 2.
 
-Public API: ``MIN_CHARS``, ``normalise(line, prefix)``, ``answer_lines(spec)``, ``scan(text, answers)``,
+Public API: ``MIN_CHARS``, ``normalise(line, prefix)``, ``answer_lines(spec)``, ``given_lines(spec)``,
+``scan(text, answers)``,
 ``exercise_cell(cells, spec)``, ``Hit``.
 """
 
@@ -47,8 +48,8 @@ def _meaningful(code: str) -> bool:
     return len(code) >= MIN_CHARS and not _BARE_CALL.match(code) and not code.startswith("#pragma")
 
 
-def answer_lines(spec: Any) -> dict[str, str]:
-    """{normalised: original line} of the exercise's answer lines (see the module docstring)."""
+def _split(spec: Any) -> tuple[dict[str, str], set[str]]:
+    """The solution's region lines ({normalised: original}, meaningful ones) and its given lines (normalised)."""
     path = REPO / spec.solution
     text = path.read_text()
     prefix = COMMENT[path.suffix]
@@ -61,8 +62,19 @@ def answer_lines(spec: Any) -> dict[str, str]:
             code = normalise(line, prefix)
             if _meaningful(code):
                 out.setdefault(code, line.strip())
-    given = {normalise(ln, prefix) for n, ln in enumerate(lines, start=1) if n not in inside}
-    return {k: v for k, v in out.items() if k not in given}
+    return out, {normalise(ln, prefix) for n, ln in enumerate(lines, start=1) if n not in inside}
+
+
+def answer_lines(spec: Any) -> dict[str, str]:
+    """{normalised: original line} of the exercise's answer lines (see the module docstring)."""
+    regioned, given = _split(spec)
+    return {k: v for k, v in regioned.items() if k not in given}
+
+
+def given_lines(spec: Any) -> set[str]:
+    """The code the exercise gives (its solution outside the marked regions), normalised: what its chapter teaches
+    by showing, so a later exercise whose answer repeats such a line has not been given away by it."""
+    return _split(spec)[1]
 
 
 @dataclass(frozen=True)

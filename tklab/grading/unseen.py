@@ -1,7 +1,7 @@
 """What a learner's run must not see of the workbook: every copy of the solutions beyond ``solutions/`` itself.
 
 Why: the sandbox hid ``solutions/`` but left the repository's ``.git`` readable, so ``git show
-HEAD:solutions/ch10_flash.cu`` from inside a run printed the solution (issue 39). The history is not the only
+HEAD:`` of a solution's path from inside a run printed the solution (issue 39). The history is not the only
 copy: planted-mistake suites, recorded traces and class samples under ``tests/``, chapter notebooks, bench
 results. So in a checkout of the workbook a run sees only what it needs -- the ``tklab`` package, the tile
 library (``cuda/``) and the Python it runs on -- and every other top-level folder of the checkout is hidden,

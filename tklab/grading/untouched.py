@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .exercises import COMMENT, ROOT, rendered
+from .exercises import COMMENT, ROOT, rendered, source_name
 
 #: How many places of changed given code a report names (the rest are counted).
 SHOWN = 3
@@ -147,7 +147,7 @@ def standing(spec: Any, text: str) -> Standing | None:
     suffix = solution.suffix
     if suffix not in COMMENT or not solution.is_file():
         return None
-    stub_text, blocks = rendered(solution.read_text(), spec.solution, suffix)
+    stub_text, blocks = rendered(solution.read_text(), source_name(spec), suffix)
     block_of = {line: k for k, (first, last) in enumerate(blocks) for line in range(first, last + 1)}
     stub, owned, stub_at = [], [], []  # the stub's code lines, whether a TODO block holds each, their line
     for number, code in enumerate(_code(stub_text, suffix), start=1):

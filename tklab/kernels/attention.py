@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..paths import REPO
+from ..paths import REPO, solution
 from ..run.limits import ConfigError, check_compiled, check_shared
 
 ROOT = REPO
@@ -177,7 +177,7 @@ class Build:
 
     @property
     def source(self) -> Path:
-        return SOLUTIONS / KERNELS[self.kernel]
+        return solution(KERNELS[self.kernel])
 
     def text(self) -> str:
         """The source this build compiles: ``source_text``, else the shipped file."""

@@ -1,5 +1,5 @@
 """Attention backward (chapter 11): the maths in float64 NumPy, and the Hopper FlashAttention backward
-(``solutions/ch11_flash_bwd.cu``) launched on the GPU or on the CPU emulator.
+(``solutions/ch11_flash_bwd/ch11_flash_bwd.cu``) launched on the GPU or on the CPU emulator.
 
 Why a module apart from ``attention.py``: the backward has its own three kernels, launch geometry and
 reference; it imports the forward's helpers (scale, layout checks) rather than growing that module.
@@ -22,11 +22,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..paths import solution
 from ..run.limits import SHARED_OPTIN
 from . import attention
 from .attention import SOLUTIONS, _check_inputs, _empty, _is_torch, _layout, _scale
 
-KERNEL = SOLUTIONS / "ch11_flash_bwd.cu"
+KERNEL = solution("ch11_flash_bwd.cu")
 LOG2E = attention.LOG2E
 #: Options the kernel understands and the defaults for d = 64 and d = 128.
 #: DQ_MODE: how dQ's shares are added over key blocks, 0 atomicAdd from registers, 1 TMA reduce-add, 2 a slot per

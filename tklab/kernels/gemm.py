@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..paths import REPO
+from ..paths import REPO, solution
 from ..run import gpu
 from ..run.limits import check_compiled
 
@@ -45,7 +45,7 @@ class Step:
 
     name: str
     label: str
-    source: str  # file in solutions/
+    source: str  # its file's name (tklab.paths.solution: in solutions/, or an exercise's folder)
     options: tuple[str, ...]
     block_m: int  # rows of C per block (per cluster tile: times the cluster size)
     block_n: int
@@ -66,7 +66,7 @@ class Step:
 
     @property
     def path(self) -> Path:
-        return SOLUTIONS / self.source
+        return solution(self.source)
 
     def with_options(self, *extra: str, name: str | None = None) -> Step:
         """A variant: the same step with more -D options (later ones win), named ``name``."""

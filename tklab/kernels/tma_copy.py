@@ -1,7 +1,7 @@
 """Chapter 07's copies from Python: a float matrix copied three ways, and through the TMA ring.
 
 Why a module: the chapter, the exercise's spec, the tests and ``bench/tma_copy.py`` launch the same
-kernels (``solutions/tma_copy.cu``, ``solutions/ch07_tma_ring.cu``) the same way, and the chapter records
+kernels (``solutions/tma_copy.cu``, ``solutions/ch07_tma_ring/ch07_tma_ring.cu``) the same way, and the chapter records
 exactly what the benchmark measures.
 
     WAYS                                    way -> kernel name in tma_copy.cu
@@ -20,7 +20,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from ..paths import REPO
+from ..paths import REPO, solution
 from ..run import gpu
 
 ROOT = REPO
@@ -34,7 +34,7 @@ RING_THREADS = 32 * 5  # a producer warp and four consumer warps
 def _module(name: str, options: tuple[str, ...] = ()) -> Any:
     from ..toolchain.compiler import compile as nvrtc_compile
 
-    return nvrtc_compile((SOLUTIONS / name).read_text(), arch="sm_90a", name=name, options=options)
+    return nvrtc_compile(solution(name).read_text(), arch="sm_90a", name=name, options=options)
 
 
 def _check(src: Any, dst: Any, tiled: bool) -> tuple[int, int]:
@@ -75,7 +75,8 @@ def ring_launch(rows: int, cols: int, stages: int, sms: int = 132) -> tuple[int,
 
 
 def prepare_ring(src: Any, dst: Any, stages: int = 2, *, path: Path | None = None) -> Any:
-    """A prepared launch of the ring copy (``solutions/ch07_tma_ring.cu``, or ``path``) with ``stages``."""
+    """A prepared launch of the ring copy (``solutions/ch07_tma_ring/ch07_tma_ring.cu``, or ``path``), ``stages``
+    deep."""
     from ..run import tma
 
     rows, cols = _check(src, dst, tiled=False)

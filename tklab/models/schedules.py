@@ -1,5 +1,5 @@
 """A model of how consumer warpgroups share an SM's tensor cores and special-function units in chapter
-10's FlashAttention, for the three schedules of ``solutions/ch10_flash.cu`` (SCHEDULE = 0, 1, 2).
+10's FlashAttention, for the three schedules of ``solutions/ch10_flash/ch10_flash.cu`` (SCHEDULE = 0, 1, 2).
 
 Why a model: the point of chapter 10 is *when* each warpgroup issues its matrix products relative to its
 softmax. A timeline drawn from measured kernels is out of reach (the hardware has no such trace); this

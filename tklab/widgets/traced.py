@@ -548,8 +548,9 @@ def _exercise_file(exercise: str, exercises_dir: Path | None) -> tuple[Path, Pat
 
     root = exercises_dir or ex.EXERCISES
     for suffix in (".cu", ".py"):
-        if (ex.SOLUTIONS / f"{exercise}{suffix}").is_file():
-            return root / f"{exercise}{suffix}", ex.SOLUTIONS / f"{exercise}{suffix}"
+        solution = ex.SOLUTIONS / exercise / f"{exercise}{suffix}"  # an exercise's folder
+        if solution.is_file():
+            return root / solution.name, solution
     raise ValueError(f"no exercise named {exercise!r} (see python -m tklab exercises --list)")
 
 
@@ -557,7 +558,7 @@ def is_stub(path: Path, solution: Path) -> bool:
     """Whether the learner's file is still exactly the generated exercise (nothing filled in yet)."""
     from ..grading import exercises as ex
 
-    shown = f"{solution.parent.name}/{solution.name}"
+    shown = f"{ex.SOLUTIONS.name}/{solution.parent.name}/{solution.name}"  # as the generator names it (its folder)
     return path.read_text() == ex.render(solution.read_text(), shown, solution.suffix)
 
 
