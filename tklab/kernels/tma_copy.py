@@ -17,6 +17,7 @@ CuPy float32 arrays throughout.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -112,26 +113,43 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-def measure_ways(rows: int = 16384, cols: int = 8192, rounds: int = 3, target_ms: float = 100.0) -> dict[str, Any]:
-    """GB/s of the three ways and of cudaMemcpy (device to device) on the same matrix, each checked first;
-    ``rounds`` rounds alternating the contenders. ``<name>_gbps``: the median; ``<name>_gbps_all``: each round."""
+def _matrices(rows: int, cols: int) -> tuple[Any, Any]:
+    """A random float32 source and a destination of its shape, on the GPU."""
+    import cupy as cp
+
+    src = cp.random.default_rng().standard_normal((rows, cols), dtype=cp.float32)
+    return src, cp.full_like(src, cp.nan)
+
+
+def _checked_rounds(runs: dict[Any, Callable[[], None]], src: Any, dst: Any, rounds: int, target_ms: float,
+                    wrong: Callable[[Any], str]) -> dict[Any, list[float]]:
+    """GB/s of each copy in ``runs`` (src to dst), per round: each run checked once first (``dst`` poisoned with NaN,
+    then it must equal ``src``: else an AssertionError saying ``wrong(key)``), then ``rounds`` rounds in which the
+    runs take turns, so all of them see the same GPU."""
     import cupy as cp
 
     from ..run.bench import bench
 
-    src = cp.random.default_rng().standard_normal((rows, cols), dtype=cp.float32)
-    dst = cp.full_like(src, cp.nan)
-    runs = {way: prepare_way(way, src, dst) for way in WAYS} | {"device_copy": _device_copy(src, dst)}
-    for name, fn in runs.items():
+    rows, cols = (int(x) for x in src.shape)
+    for key, fn in runs.items():
         dst.fill(cp.nan)
         fn()
         cp.cuda.runtime.deviceSynchronize()
         if not bool(cp.array_equal(dst, src)):
-            raise AssertionError(f"copy {name} is wrong at {rows} x {cols}")
-    seen: dict[str, list[float]] = {name: [] for name in runs}
+            raise AssertionError(f"{wrong(key)} at {rows} x {cols}")
+    seen: dict[Any, list[float]] = {key: [] for key in runs}
     for _ in range(rounds):
-        for name, fn in runs.items():
-            seen[name].append(_gbps(bench(fn, progress=False, ceilings=False, target_ms=target_ms).ms, rows, cols))
+        for key, fn in runs.items():
+            seen[key].append(_gbps(bench(fn, progress=False, ceilings=False, target_ms=target_ms).ms, rows, cols))
+    return seen
+
+
+def measure_ways(rows: int = 16384, cols: int = 8192, rounds: int = 3, target_ms: float = 100.0) -> dict[str, Any]:
+    """GB/s of the three ways and of cudaMemcpy (device to device) on the same matrix, each checked first;
+    ``rounds`` rounds alternating the contenders. ``<name>_gbps``: the median; ``<name>_gbps_all``: each round."""
+    src, dst = _matrices(rows, cols)
+    runs = {way: prepare_way(way, src, dst) for way in WAYS} | {"device_copy": _device_copy(src, dst)}
+    seen = _checked_rounds(runs, src, dst, rounds, target_ms, lambda name: f"copy {name} is wrong")
     out: dict[str, Any] = {"rows": rows, "cols": cols, "rounds": rounds}
     for name, xs in seen.items():
         out[f"{name}_gbps"], out[f"{name}_gbps_all"] = _median(xs), xs
@@ -142,27 +160,13 @@ def measure_ring(stages: tuple[int, ...] = (1, 2, 3, 4, 6, 8), rows: int = 16384
                  rounds: int = 3, target_ms: float = 100.0) -> dict[str, Any]:
     """GB/s of the ring for each stage count beside a device copy of the same matrix, each checked first;
     ``gbps``: medians over ``rounds`` rounds (``gbps_all``: every round, one list per stage count)."""
-    import cupy as cp
-
-    from ..run.bench import bench
-
-    src = cp.random.default_rng().standard_normal((rows, cols), dtype=cp.float32)
-    dst = cp.full_like(src, cp.nan)
-    runs = {s: prepare_ring(src, dst, s) for s in stages}
-    for s, fn in runs.items():
-        dst.fill(cp.nan)
-        fn()
-        cp.cuda.runtime.deviceSynchronize()
-        if not bool(cp.array_equal(dst, src)):
-            raise AssertionError(f"the ring with {s} stages copied wrongly at {rows} x {cols}")
-    seen: dict[int, list[float]] = {s: [] for s in stages}
-    copies: list[float] = []
-    for _ in range(rounds):
-        for s, fn in runs.items():
-            seen[s].append(_gbps(bench(fn, progress=False, ceilings=False, target_ms=target_ms).ms, rows, cols))
-        copies.append(_gbps(bench(_device_copy(src, dst), progress=False, ceilings=False, target_ms=target_ms).ms,
-                            rows, cols))
+    src, dst = _matrices(rows, cols)
+    runs: dict[Any, Callable[[], None]] = {s: prepare_ring(src, dst, s) for s in stages}
+    runs["device_copy"] = _device_copy(src, dst)  # last in each round
+    seen = _checked_rounds(runs, src, dst, rounds, target_ms,
+                           lambda s: "the device copy is wrong" if s == "device_copy" else
+                           f"the ring with {s} stages copied wrongly")
     return {"rows": rows, "cols": cols, "rounds": rounds, "stages": list(stages),
             "gbps": [_median(seen[s]) for s in stages], "gbps_all": [seen[s] for s in stages],
-            "device_copy_gbps": _median(copies), "stage_kb": TILE_ROWS * TILE_COLS * 4 // 1024,
+            "device_copy_gbps": _median(seen["device_copy"]), "stage_kb": TILE_ROWS * TILE_COLS * 4 // 1024,
             "blocks": ring_launch(rows, cols, stages[0], gpu.properties().sm_count)[0]}
