@@ -8,8 +8,13 @@ A mutation is a list of edits; an edit replaces ``find`` (code, never a comment:
 ``AnchorError`` naming it, so a suite never silently checks the unchanged solution. A suite's ``least``, ``slow``
 and ``caught_by_run`` are its ``Suite``'s (the file's format: solutions/README.md).
 
+A debugging exercise's suite (``exercises.is_debug``) edits the program the learner is given, its generated file with
+the bug in it (``base``), not the solution: an entry with no edit (``edit = []``) is that file as given, a mistake
+that must fail; the right fix is a benign variant, wrong fixes are mistakes.
+
 Public API: ``Mutation``, ``Suite``, ``AnchorError``, ``load(exercise_id)``, ``suite(exercise_id)``,
-``exercises()``, ``apply(text, mutation)``, ``solution(exercise_id)``, ``mutated_file(mutation, folder)``,
+``exercises()``, ``apply(text, mutation)``, ``solution(exercise_id)``, ``base(exercise_id)``,
+``mutated_file(mutation, folder)``,
 ``run_check(path, exercise_id, seed, bench=False)``, ``run_all(jobs)``, ``Verdict``, ``FULL``.
 """
 
@@ -81,6 +86,8 @@ def exercises() -> list[str]:
 
 def suite(exercise_id: str) -> Suite:
     """The suite of one exercise: its mistakes, then its benign variants, and the file's settings."""
+    from tklab.grading import specs
+
     file = path(exercise_id)
     data = tomllib.loads(file.read_text())
     if data.get("exercise", exercise_id) != exercise_id:
@@ -88,7 +95,10 @@ def suite(exercise_id: str) -> Suite:
     out = []
     for kind, benign in (("mistake", False), ("benign", True)):
         for m in data.get(kind, []):
-            out.append(Mutation(exercise_id, m["name"], m["description"], benign, tuple(m["edit"]),
+            if not m.get("edit") and not (specs.get(exercise_id).kind == "debug" and not benign):
+                raise ValueError(f"{file}: {m['name']} has no edit (only a debugging exercise's mistake may: the file "
+                                 "as given)")
+            out.append(Mutation(exercise_id, m["name"], m["description"], benign, tuple(m.get("edit", ())),
                                 m.get("needs", ""), bool(m.get("speed", False)), m.get("cpu_misses", ""),
                                 m.get("shows", ""), bool(m.get("extra", False))))
     names = [m.name for m in out]
@@ -135,12 +145,23 @@ def solution(exercise_id: str) -> Path:
     return ROOT / specs.get(exercise_id).solution
 
 
+def base(exercise_id: str) -> str:
+    """The text an exercise's mutations edit: its solution, or a debugging exercise's generated file (the program
+    with the bug, as the learner gets it)."""
+    from tklab.grading import specs
+    from tklab.grading.exercises import stub
+
+    spec = specs.get(exercise_id)
+    return stub(spec) if spec.kind == "debug" else solution(exercise_id).read_text()
+
+
 def mutated_file(mutation: Mutation, folder: Path) -> Path:
-    """The mutated solution, written as ``folder/<mutation name>/<the solution's file name>``."""
+    """The mutated solution (a debugging exercise: the mutated exercise file), written as
+    ``folder/<mutation name>/<the solution's file name>``."""
     src = solution(mutation.exercise)
     out = folder / mutation.name / src.name
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(apply(src.read_text(), mutation))
+    out.write_text(apply(base(mutation.exercise), mutation))
     return out
 
 

@@ -38,6 +38,8 @@ def test_every_exercise_has_a_spec_a_solution_and_an_exercise():
             "ch06_tiles"} <= set(IDS)
     for i in specs.all_ids():
         spec = specs.get(i)
+        if spec.kind == "debug":  # its untouched file fails in the run: its planted suite's file as given
+            continue
         assert len(spec.untouched) == 2 and all(spec.untouched), f"{i}: no `untouched` (what its stub fails on)"
         assert spec.untouched[0] in {c.name for c in spec.static}, f"{i}: `untouched` names no static check"
         assert (ROOT / spec.solution).is_file()
@@ -111,7 +113,7 @@ def test_cuda_solution_builds_for_sm80(exercise):
 
 
 @pytest.mark.nvrtc  # the expected reason is a static check's, read from what NVRTC makes
-@pytest.mark.parametrize("exercise", IDS)
+@pytest.mark.parametrize("exercise", [i for i in IDS if "_challenge_" not in i])  # a challenge starts correct
 def test_untouched_exercise_fails_for_the_expected_reason(exercise):
     """The stub fails as its spec says (graders score that), and its report says only "not started" and where
     the first TODO is: the placeholders' failures are no diagnosis of the learner's code."""

@@ -5,7 +5,9 @@ whitespace-normalised, trivial lines ignored), whatever shape the exercise takes
 design exercise in a copy of its chapter's kernel, a check written as a class or a function). A chapter may show an
 answer after its exercise, never before; an earlier chapter precedes it entirely; no exercise file holds the answer
 of an exercise of its chapter or a later one (its own included: in a comment, a goal, a stub); an earlier chapter's
-answer may show (chapter 10's kernel holds chapter 09's update, as given code)."""
+answer may show (chapter 10's kernel holds chapter 09's update, as given code), except in a debugging exercise: its
+file holds no other exercise's answer line at all, whatever the chapter, and its own right lines (its bug's fix)
+never."""
 
 from __future__ import annotations
 
@@ -83,6 +85,19 @@ def test_no_exercise_file_holds_the_answer_of_its_chapter_or_a_later_one(exercis
     assert not hits, "\n".join(hits)
 
 
+@pytest.mark.parametrize("exercise", [i for i in IDS if specs.get(i).kind == "debug"])
+def test_a_debugging_exercise_holds_no_answer_line_of_any_exercise(exercise):
+    """A debugging exercise is a whole program in the learner's folder: built on code its chapter shows, never on
+    another exercise's solution (ch02_smem_tiling's filled-in loop inside it would give that exercise away), and
+    its own fix is not in it either."""
+    spec = specs.get(exercise)
+    text = (ROOT / "exercises" / spec.exercise_file).read_text()
+    hits = [f"exercises/{spec.exercise_file}:{h.line}: {h.text!r} is {other}'s answer line {h.answer!r}"
+            for other in IDS for code, line in spoilers.answer_lines(specs.get(other)).items()
+            for h in spoilers.scan(text, {code: line})]
+    assert not hits, "\n".join(hits)
+
+
 def _messages(spec) -> list[tuple[str, str]]:
     """(where, text) of what the exercise's checks can print: every string field of its static checks and concept
     floors (a kit's check made with the exercise's words), and every string its spec file writes (a check of its
@@ -106,3 +121,16 @@ def test_no_check_message_holds_an_answer(exercise):
     hits = [f"{where}: {text[:80]!r} holds {h.answer!r}" for where, text in _messages(spec)
             for h in spoilers.scan(text, answers)]
     assert not hits, f"{exercise}'s checks print its answer:\n" + "\n".join(hits)
+
+
+@pytest.mark.parametrize("exercise", IDS)
+def test_no_hint_question_holds_an_answer(exercise):
+    """A ladder's questions (rung 2: the default ``question`` and those keyed by a verdict) come before the recipe,
+    after a failed check: they point at the idea the verdict is about, never at the exercise's answer line."""
+    from tklab.grading import hints
+
+    lad = hints.ladder(exercise)
+    answers = spoilers.answer_lines(specs.get(exercise))
+    hits = [f"{key or 'question'}: {text[:80]!r} holds {h.answer!r}"
+            for key, text in [("", lad.levels[1]), *lad.questions.items()] for h in spoilers.scan(text, answers)]
+    assert not hits, f"{exercise}'s hint questions give its answer:\n" + "\n".join(hits)

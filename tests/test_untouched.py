@@ -18,7 +18,8 @@ from tklab.grading.spec_kit import StaticResult
 from tklab.grading.verdict import CheckResult
 
 ROOT = Path(__file__).resolve().parent.parent
-IDS = specs.all_ids()
+IDS = [i for i in specs.all_ids() if specs.get(i).kind != "debug"]  # a debugging exercise has no TODO (below)
+DEBUG = [i for i in specs.all_ids() if specs.get(i).kind == "debug"]
 
 
 def _stub(exercise: str) -> tuple[list[str], list[tuple[int, int]]]:
@@ -124,3 +125,21 @@ def test_the_report_of_a_file_not_started_says_where_to_write() -> None:
     started = CheckResult("ch04_swizzle", "A transpose", "f.cu", compiled=True, passed=False, run_status="error",
                           run_message="SharedRace", given_changed="you changed given code at line 12 (`x`)")
     assert "· given code: you changed given code at line 12" in repr(started) and "SharedRace" in repr(started)
+
+
+@pytest.mark.parametrize("exercise", DEBUG)
+def test_a_debugging_exercise_is_judged_as_given_never_not_started(exercise: str) -> None:
+    """A debugging exercise has no TODO: its untouched file is a program to judge ("the file as given"), with no
+    line named; a line changed anywhere (the learner's repair) is the learner's, not "given code changed"."""
+    spec = specs.get(exercise)
+    text = (ROOT / "exercises" / spec.exercise_file).read_text()
+    where = untouched.standing(spec, text)
+    assert where is not None and where.debug and not where.started and where.not_started == ""
+    assert where.as_given == untouched.AS_GIVEN and "line" not in where.as_given and "TODO" not in where.as_given
+    lines = text.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if "__global__" in line) + 2
+    edited = untouched.standing(spec, "".join([*lines[:at], "    int changed_by_the_learner = 1;\n", *lines[at:]]))
+    assert edited.started and not edited.as_given and not edited.changed and edited.changed_text == ""
+    res = CheckResult(exercise=exercise, title="", path="")
+    untouched.judge(res, spec, text)
+    assert res.not_started == "" and res.notes[0] == untouched.AS_GIVEN and res.given_changed == ""

@@ -30,14 +30,33 @@ the learner's, keeps both and says so otherwise, and removes an old-name file th
 ``python -m tklab exercises`` (``tklab.grading.index.main``) runs ``sync``; the workbook's index is
 ``tklab.grading.index``.
 
+A debugging exercise (its id holds ``_debug_``: ``is_debug``) is a working-looking program with one bug in it. Its
+solution is the right program, and marks where the bug goes::
+
+    // BEGIN BUG hint: y = x A for any K and N   <- what the program should do (never where the bug is)
+    __syncthreads();                               <- the right line(s)
+    // BUG: <a buggy line>                         <- optional, one comment line each: the line(s) the exercise has
+    // END BUG                                        instead (none: the bug is that the right lines are missing)
+
+The exercise is the solution with the markers gone and the right lines replaced by the buggy ones: no marker,
+comment, blank line or indentation tells where (a ``BUG:`` line keeps the spacing after ``BUG: ``, so write it
+indented as the code it replaces). The hints go to the file's header, with what the learner is asked to do; a
+comment that says BUG, TODO or fix beside a buggy line is refused (``RegionError``), as are BUG regions in a
+file whose id is not a debugging exercise's, both kinds of region in one file, and a region whose buggy lines
+are the right ones. ``fixed(...)`` is the exercise with the bug fixed; the hint's level 3 is the diff between the
+two (``fix_diff``). ``tklab.grading.untouched`` judges a debugging exercise's untouched file as the program it is.
+
 Public API: ``regions(text, suffix)``, ``render(text, source_name, suffix)``, ``rendered(...)`` (the text and
-its TODO blocks' lines), ``plan(solutions)``, ``exercise_path(rel)``, ``source_name(spec)``, ``stub(spec)``,
-``sync(solutions, exercises, backup=False)``, ``differences(solutions, exercises)``, ``renamed_work``,
-``RegionError``, ``SolutionsError``, ``SOLUTIONS``, ``EXERCISES``.
+its TODO blocks' lines), ``code_lines(text, suffix)``, ``fixed(text, source_name, suffix)``,
+``fix_diff(text, source_name, suffix, shown)``, ``is_debug(exercise_id)``, ``plan(solutions)``,
+``exercise_path(rel)``, ``source_name(spec)``, ``stub(spec)``, ``sync(solutions, exercises, backup=False)``,
+``differences(solutions, exercises)``, ``renamed_work``, ``RegionError``, ``SolutionsError``, ``SOLUTIONS``,
+``EXERCISES``, ``DEBUG``.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -57,10 +76,20 @@ MANIFEST = ".manifest.json"
 
 #: File kinds the generator understands → their line-comment prefix.
 COMMENT = {".cu": "//", ".cuh": "//", ".cpp": "//", ".h": "//", ".hpp": "//", ".py": "#"}
+#: What the id of a debugging exercise holds (``ch02_debug_vecmat``).
+DEBUG = "_debug_"
+#: Words no comment beside a buggy line may hold (they would point at it), and how near counts as beside.
+_GIVEAWAY = re.compile(r"\b(bug|bugs|buggy|todo|fix|fixed|fixme|wrong)\b", re.IGNORECASE)
+_NEAR = 3
+
+
+def is_debug(exercise_id: str) -> bool:
+    """Whether an exercise is a debugging exercise (a program with one bug to find): its id holds ``_debug_``."""
+    return DEBUG in exercise_id.split("@", 1)[0]
 
 
 class RegionError(ValueError):
-    """A solution file's BEGIN/END SOLUTION markers do not pair up."""
+    """A solution file's BEGIN/END SOLUTION (or BUG) markers do not pair up, or a bug region gives itself away."""
 
 
 class SolutionsError(ValueError):
@@ -81,7 +110,8 @@ def _planned(solutions: Path) -> dict[str, tuple[str, str]]:
 
 @dataclass(frozen=True)
 class Region:
-    """One marked region: 1-based line numbers of its BEGIN and END markers, indent, hint, stub lines."""
+    """One marked region: 1-based line numbers of its BEGIN and END markers, indent, hint, stub lines. A bug
+    region (``bug``): ``body`` is the right lines, ``stub`` the buggy ones the exercise has instead."""
 
     begin: int
     end: int
@@ -90,6 +120,7 @@ class Region:
     body: tuple[str, ...]
     stub: tuple[str, ...]
     code_lines: int  # lines of code in the solution (blank lines, comments and STUB lines do not count)
+    bug: bool = False
 
 
 def _is_code(line: str, prefix: str) -> bool:
@@ -98,42 +129,78 @@ def _is_code(line: str, prefix: str) -> bool:
     return bool(s) and not s.startswith(comment)
 
 
-def _markers(prefix: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+def _indent(lines: list[str]) -> str | None:
+    """The smallest indentation of the lines that are not blank (None: no such line)."""
+    found = [ln[:len(ln) - len(ln.lstrip())] for ln in lines if ln.strip()]
+    return min(found, key=len) if found else None
+
+
+def code_lines(text: str, suffix: str) -> int:
+    """How many lines of ``text`` hold code (not blank, not only a comment)."""
+    return sum(_is_code(line, COMMENT[suffix]) for line in text.splitlines())
+
+
+def _markers(prefix: str, kind: str = "SOLUTION") -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """BEGIN, END and the replacement line of a region of ``kind`` (SOLUTION: STUB lines; BUG: BUG lines)."""
     p = re.escape(prefix)
-    begin = re.compile(rf"^(\s*){p}\s*BEGIN SOLUTION\b\s*(?:hint:\s*(.*?))?\s*$")
-    end = re.compile(rf"^\s*{p}\s*END SOLUTION\b.*$")
-    stub = re.compile(rf"^(\s*){p}\s*STUB:\s?(.*?)\s*$")
+    begin = re.compile(rf"^(\s*){p}\s*BEGIN {kind}\b\s*(?:hint:\s*(.*?))?\s*$")
+    end = re.compile(rf"^\s*{p}\s*END {kind}\b.*$")
+    stub = re.compile(rf"^(\s*){p}\s*{'STUB' if kind == 'SOLUTION' else 'BUG'}:\s?(.*?)\s*$")
     return begin, end, stub
 
 
 def regions(text: str, suffix: str, name: str = "<source>") -> list[Region]:
-    """The marked regions of a solution; raises RegionError (with the line) on unpaired markers."""
+    """The marked regions of a solution, SOLUTION or BUG ones (a file holds one kind); raises RegionError (with the
+    file and line) on unpaired markers, a region inside another, both kinds in one file, or a bug region whose
+    buggy lines are the right ones."""
     if suffix not in COMMENT:
         return []
-    begin_re, end_re, stub_re = _markers(COMMENT[suffix])
+    prefix = COMMENT[suffix]
+    kinds = {kind: _markers(prefix, kind) for kind in ("SOLUTION", "BUG")}
     found: list[Region] = []
     open_at: int | None = None
-    indent, hint = "", ""
+    kind, indent, hint = "", "", ""
     body: list[str] = []
     stub: list[str] = []
     for n, line in enumerate(text.splitlines(), start=1):
-        if m := begin_re.match(line):
+        began = next(((k, m) for k, (b, _, _) in kinds.items() if (m := b.match(line))), None)
+        ended = next((k for k, (_, e, _) in kinds.items() if e.match(line)), None)
+        if began:
             if open_at is not None:
-                raise RegionError(f"{name}:{n}: BEGIN SOLUTION inside the region opened at line {open_at}")
+                raise RegionError(f"{name}:{n}: BEGIN {began[0]} inside the region opened at line {open_at} ({kind})")
+            if found and found[-1].bug != (began[0] == "BUG"):
+                other = "BUG" if found[-1].bug else "SOLUTION"
+                raise RegionError(f"{name}:{n}: BEGIN {began[0]} in a file with {other} regions: a file is an "
+                                  "exercise (SOLUTION regions) or a debugging exercise (BUG regions), not both")
+            kind, m = began
             open_at, indent, hint, body, stub = n, m.group(1), (m.group(2) or "").strip(), [], []
-        elif end_re.match(line):
-            if open_at is None:
-                raise RegionError(f"{name}:{n}: END SOLUTION without a BEGIN SOLUTION")
-            code = sum(_is_code(b, COMMENT[suffix]) for b in body)
-            found.append(Region(open_at, n, indent, hint, tuple(body), tuple(stub), code))
+        elif ended:
+            if open_at is None or ended != kind:
+                raise RegionError(f"{name}:{n}: END {ended} without a BEGIN {ended}")
+            if kind == "BUG" and [ln.strip() for ln in body] == [ln.strip() for ln in stub]:
+                raise RegionError(f"{name}:{open_at}: the BUG region's buggy lines are its right lines: "
+                                  "write the buggy version as '// BUG: <line>' lines (none: the right lines are "
+                                  "missing from the exercise)")
+            if kind == "BUG" and _indent(body) is not None and _indent(stub) not in (None, _indent(body)):
+                raise RegionError(f"{name}:{open_at}: the BUG lines are indented {len(_indent(stub) or '')} "
+                                  f"spaces, the right lines {len(_indent(body) or '')}: the exercise would show "
+                                  "where the bug is (a BUG line is the comment's indent plus what follows 'BUG: ')")
+            code = sum(_is_code(b, prefix) for b in body)
+            found.append(Region(open_at, n, indent, hint, tuple(body), tuple(stub), code, kind == "BUG"))
             open_at = None
         elif open_at is not None:
-            if m := stub_re.match(line):
+            other = kinds["BUG" if kind == "SOLUTION" else "SOLUTION"][2]
+            if other.match(line):
+                raise RegionError(f"{name}:{n}: a {'BUG' if kind == 'SOLUTION' else 'STUB'} line inside a "
+                                  f"{kind} region (STUB lines belong to SOLUTION regions, BUG lines to BUG ones)")
+            if m := kinds[kind][2].match(line):
                 stub.append(m.group(1) + m.group(2))
             else:
                 body.append(line)
+        elif any(r.match(line) for _, _, r in kinds.values()):
+            raise RegionError(f"{name}:{n}: a STUB or BUG line outside any region")
     if open_at is not None:
-        raise RegionError(f"{name}:{open_at}: BEGIN SOLUTION is never closed by END SOLUTION")
+        raise RegionError(f"{name}:{open_at}: BEGIN {kind} is never closed by END {kind}")
     return found
 
 
@@ -142,22 +209,69 @@ def header(source_name: str, suffix: str) -> str:
     return f"{COMMENT[suffix]} GENERATED from {source_name} by `python -m tklab exercises`: fill in the TODOs."
 
 
+def _debug_header(source_name: str, suffix: str, found: list[Region]) -> list[str]:
+    """A debugging exercise's header: generated from where, what the learner is asked, what the program should do
+    (the regions' hints), where the hints are. Nothing in it says where the bug is."""
+    prefix = COMMENT[suffix]
+    exercise_id = Path(source_name).name.split(".", 1)[0]
+    out = [f"{prefix} GENERATED from {source_name} by `python -m tklab exercises`.",
+           f"{prefix} DEBUGGING EXERCISE: this program has one bug. Check it as it is (tklab.check(\"{exercise_id}\")",
+           f"{prefix} or python -m tklab check {exercise_id}), read what the verdict says it did, then find the bug",
+           f"{prefix} and repair it."]
+    goals = list(dict.fromkeys(r.hint for r in found if r.hint))
+    for i, part in enumerate(textwrap.wrap("; ".join(goals), width=100 - len(prefix) - 1)):
+        out.append(f"{prefix} {'What it should do: ' if i == 0 else '                   '}{part}")
+    out.append(f'{prefix} Stuck? tklab.hint("{exercise_id}") in a notebook, or python -m tklab hint {exercise_id}.')
+    return out
+
+
 def render(text: str, source_name: str, suffix: str) -> str:
-    """The exercise for one solution text: header line, regions replaced by TODO stubs."""
+    """The exercise for one solution text: header line, regions replaced by TODO stubs (a debugging exercise: its
+    header, each bug region's right lines replaced by its buggy ones)."""
     return rendered(text, source_name, suffix)[0]
+
+
+def fixed(text: str, source_name: str, suffix: str) -> str:
+    """A debugging exercise with its bug fixed: ``render``'s text with each bug region's right lines in place (the
+    solution without its markers, under the exercise's header)."""
+    return _rendered(text, source_name, suffix, fix=True)[0]
+
+
+def fix_diff(text: str, source_name: str, suffix: str, shown: str) -> str:
+    """The fix of a debugging exercise as a unified diff of its file (``shown``: the file's name in the diff's
+    headers), two lines of context: what the hint's level 3 shows."""
+    given = render(text, source_name, suffix).splitlines(keepends=True)
+    right = fixed(text, source_name, suffix).splitlines(keepends=True)
+    return "".join(difflib.unified_diff(given, right, f"{shown} (as given)", f"{shown} (fixed)", n=2))
 
 
 def rendered(text: str, source_name: str, suffix: str) -> tuple[str, list[tuple[int, int]]]:
     """``render``'s text, and where each region's TODO block is in it: (first, last) line, 1-based (the TODO
-    and Goal comments, the hints line, the STUB lines or ``pass``): where the learner writes."""
+    and Goal comments, the hints line, the STUB lines or ``pass``): where the learner writes. A debugging
+    exercise has no TODO block (its list is empty): the learner may change any line."""
+    return _rendered(text, source_name, suffix)
+
+
+def _rendered(text: str, source_name: str, suffix: str, *, fix: bool = False) -> tuple[str, list[tuple[int, int]]]:
     prefix = COMMENT[suffix]
     blocks: list[tuple[int, int]] = []
     lines = text.splitlines()
-    out = [header(source_name, suffix)]
+    found = regions(text, suffix, source_name)
     exercise_id = Path(source_name).name.split(".", 1)[0]
+    debug = bool(found) and found[0].bug
+    if debug and not is_debug(exercise_id):
+        raise RegionError(f"{source_name}:{found[0].begin}: BUG regions make a debugging exercise, whose id holds "
+                          f"{DEBUG!r} ({exercise_id!r} does not)")
+    out = _debug_header(source_name, suffix, found) if debug else [header(source_name, suffix)]
+    buggy: list[int] = []  # where the buggy lines are in the exercise (a line's neighbours, if it has none)
     pos = 0
-    for k, r in enumerate(regions(text, suffix, source_name)):
+    for k, r in enumerate(found):
         out.extend(lines[pos:r.begin - 1])
+        pos = r.end
+        if r.bug:
+            buggy.extend(range(len(out) + 1, len(out) + 1 + max(1, len(r.stub))))
+            out.extend(r.body if fix else r.stub)
+            continue
         n = r.code_lines
         first = len(out) + 1
         out.append(f"{r.indent}{prefix} TODO: your code here (about {n} line{'s' if n != 1 else ''}).")
@@ -173,9 +287,21 @@ def rendered(text: str, source_name: str, suffix: str) -> tuple[str, list[tuple[
         elif suffix == ".py":
             out.append(f"{r.indent}pass")
         blocks.append((first, len(out)))
-        pos = r.end
     out.extend(lines[pos:])
+    if debug and not fix:
+        _no_giveaway(out, buggy, len(_debug_header(source_name, suffix, found)), source_name, found)
     return "\n".join(out) + "\n", blocks
+
+
+def _no_giveaway(out: list[str], buggy: list[int], header_lines: int, source_name: str, found: list[Region]) -> None:
+    """Refuse a debugging exercise whose text points at its bug: a word such as BUG, TODO or fix within a few lines
+    of a buggy line (the header aside), a line the generator left behind."""
+    for at in buggy:
+        for n in range(max(header_lines + 1, at - _NEAR), min(len(out), at + _NEAR) + 1):
+            if m := _GIVEAWAY.search(out[n - 1]):
+                region = next((r for r in found if r.bug), found[0])
+                raise RegionError(f"{source_name}:{region.begin}: the exercise's line {n} says {m.group(0)!r} "
+                                  f"near the bug (line {at}): it would point at it; reword it")
 
 
 def _sha(data: bytes) -> str:

@@ -62,11 +62,15 @@ def hints_file(spec: specs.Exercise) -> Path:
 
 
 def answer(spec: specs.Exercise) -> str:
-    """Level 3: the solution's marked regions, each headed by where it goes."""
-    from .exercises import regions, render, source_name
+    """Level 3: the solution's marked regions, each headed by where it goes; a debugging exercise's fix, as a
+    diff of its file."""
+    from .exercises import fix_diff, is_debug, regions, render, source_name
 
     path = REPO / spec.solution
     text = path.read_text()
+    if is_debug(spec.id):
+        return f"the fix of exercises/{spec.exercise_file}, as a diff:\n" + fix_diff(
+            text, source_name(spec), path.suffix, f"exercises/{spec.exercise_file}").rstrip("\n")
     todos = [n for n, line in enumerate(render(text, source_name(spec), path.suffix).splitlines(), start=1)
              if "TODO: your code here" in line]
     parts = []

@@ -1,6 +1,6 @@
 """The workbook's index, and ``python -m tklab exercises``.
 
-``--list`` prints every exercise and drill (chapter, concept, size, whether it runs without a GPU), read from the
+``--list`` prints every exercise and drill (chapter, kind, concept, size, whether it runs without a GPU), read from the
 registry (``tklab.grading.specs``); ``--index`` writes the same table into ``notebooks/README.md``, with the table
 of chapters above it (every notebook: the number and title of its first heading, what it teaches from ``TOPICS``);
 a test holds the README equal to what the generator writes. Without either, it regenerates ``exercises/`` from
@@ -26,9 +26,11 @@ from .exercises import (
     SOLUTIONS,
     RegionError,
     SolutionsError,
+    code_lines,
     differences,
     plan,
     regions,
+    stub,
     sync,
 )
 
@@ -47,7 +49,7 @@ class IndexRow:
     id: str
     kind: str
     concept: str
-    lines: int  # lines of code the learner writes (the solution's marked regions)
+    lines: int  # lines of code the learner writes (the solution's marked regions); debug: the program's code lines
     without_gpu: str
     file: str  # relative to exercises/
 
@@ -60,18 +62,28 @@ def index_rows() -> list[IndexRow]:
     for i in specs.all_ids():
         spec = specs.get(i)
         path = ROOT / spec.solution
-        lines = sum(r.code_lines for r in regions(path.read_text(), path.suffix, spec.solution))
+        found = regions(path.read_text(), path.suffix, spec.solution)
+        lines = sum(r.code_lines for r in found)
+        if spec.kind == "debug":  # the size of a debugging exercise is the program to search
+            lines = code_lines(stub(spec), path.suffix)
         rows.append(IndexRow(spec.chapter, i, spec.kind, hints.ladder(i).concept, lines, cases.without_gpu(spec),
                              spec.exercise_file))
     return rows
+
+
+def size(row: IndexRow) -> str:
+    """What the learner does, in a few words: the lines to write, or the bug to find in a program of N lines."""
+    if row.kind == "debug":
+        return f"find 1 bug in {row.lines} lines"
+    return f"{row.lines} line{'s' if row.lines != 1 else ''}"
 
 
 def index_table(link_prefix: str = "../exercises/") -> str:
     """The index as a Markdown table (links relative to ``notebooks/``)."""
     out = ["| ch | exercise | kind | concept | you write | without a GPU |", "|---|---|---|---|---|---|"]
     for r in index_rows():
-        out.append(f"| {r.chapter} | [`{r.id}`]({link_prefix}{r.file}) | {r.kind} | {r.concept} | "
-                   f"{r.lines} line{'s' if r.lines != 1 else ''} | {r.without_gpu} |")
+        out.append(f"| {r.chapter} | [`{r.id}`]({link_prefix}{r.file}) | {r.kind} | {r.concept} | {size(r)} | "
+                   f"{r.without_gpu} |")
     return "\n".join(out) + "\n"
 
 
@@ -169,11 +181,11 @@ def readme_with_index(text: str) -> str:
 def _print_list() -> None:
     rows = index_rows()
     for r in rows:
-        size = f"{r.lines} line{'s' if r.lines != 1 else ''}"
-        print(f"{r.chapter}  {r.id:<24} {r.kind:<8} {size:>9}  without a GPU: {r.without_gpu:<18} {r.concept}")
-    drills = sum(r.kind == "drill" for r in rows)
-    print(f"{len(rows)} in all: {len(rows) - drills} exercises, {drills} drills; files in exercises/; "
-          "check one with tklab.check(\"ID\") or python -m tklab check ID; hints: python -m tklab hint ID")
+        print(f"{r.chapter}  {r.id:<24} {r.kind:<8} {size(r):>22}  without a GPU: {r.without_gpu:<18} {r.concept}")
+    drills, debug = sum(r.kind == "drill" for r in rows), sum(r.kind == "debug" for r in rows)
+    print(f"{len(rows)} in all: {len(rows) - drills - debug} exercises, {debug} debugging exercises, {drills} "
+          "drills; files in exercises/; check one with tklab.check(\"ID\") or python -m tklab check ID; hints: "
+          "python -m tklab hint ID")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -457,8 +457,11 @@ class Exercise:
 
     @property
     def kind(self) -> str:
-        """``drill`` (a few minutes, a Python function checked against a hardware model) or ``exercise``."""
-        return "drill" if self.language == "python" else "exercise"
+        """``drill`` (a few minutes, a Python function checked against a hardware model), ``debug`` (a program with
+        one bug to find and repair: its id holds ``_debug_``, ``exercises.is_debug``) or ``exercise``."""
+        from .exercises import is_debug
+
+        return "drill" if self.language == "python" else "debug" if is_debug(self.id) else "exercise"
 
     @property
     def hopper_only(self) -> bool:

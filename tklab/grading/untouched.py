@@ -15,8 +15,13 @@ first hint, not the findings, and no hint level is unlocked (nothing was attempt
 mostly gone (another file, an exercise from an older course) is judged as it is. A started file gets a row
 naming the places where its given code was changed, and is checked as it is.
 
+A debugging exercise (``exercises.is_debug``) has no TODO: its file is a whole program with one bug, and every line
+of it is the learner's to change. Its untouched file is judged as the program it is, with a note that says so
+("the file as given: ...", ``AS_GIVEN``), never "not started" and never a line; a changed one is judged as it is,
+with no row about given code.
+
 Public API: ``Standing``, ``standing(spec, text)``, ``judge(res, spec, text)`` (``check``'s hook; ``check`` also
-records no failed attempt for the hints when the file is not started).
+records no failed attempt for the hints when the file is not started), ``AS_GIVEN``.
 """
 
 from __future__ import annotations
@@ -25,10 +30,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .exercises import COMMENT, ROOT, rendered, source_name
+from .exercises import COMMENT, ROOT, is_debug, rendered, source_name
 
 #: How many places of changed given code a report names (the rest are counted).
 SHOWN = 3
+#: The note on a debugging exercise's untouched file: what the report below it is.
+AS_GIVEN = ("the file as given: one bug, and this verdict is what it does; read it, find the bug, repair it "
+            "and check again")
 
 
 @dataclass(frozen=True)
@@ -36,18 +44,25 @@ class Standing:
     """A learner's file against its stub."""
 
     todo_lines: tuple[int, ...]  # where each TODO block is in the learner's file (1-based)
-    started: bool  # code written into a TODO block (or a STUB line replaced)
+    started: bool  # code written into a TODO block (or a STUB line replaced); a debugging exercise: any code changed
     changed: tuple[tuple[int, str], ...]  # (line in the learner's file, its code) where given code was changed
+    debug: bool = False  # a debugging exercise: no TODO, every line the learner's
 
     @property
     def not_started(self) -> str:
-        """"fill in the TODO at line N" for a file with nothing written yet; "" once started."""
-        if self.started:
+        """"fill in the TODO at line N" for a file with nothing written yet; "" once started, and always for a
+        debugging exercise (its untouched file is a program to judge: ``as_given``)."""
+        if self.started or self.debug:
             return ""
         lines = [str(n) for n in self.todo_lines]
         if len(lines) == 1:
             return f"fill in the TODO at line {lines[0]}"
         return f"fill in the TODOs at lines {', '.join(lines[:-1])} and {lines[-1]}"
+
+    @property
+    def as_given(self) -> str:
+        """``AS_GIVEN`` for a debugging exercise's untouched file; "" otherwise."""
+        return AS_GIVEN if self.debug and not self.started else ""
 
     @property
     def changed_text(self) -> str:
@@ -148,6 +163,9 @@ def standing(spec: Any, text: str) -> Standing | None:
     if suffix not in COMMENT or not solution.is_file():
         return None
     stub_text, blocks = rendered(solution.read_text(), source_name(spec), suffix)
+    if is_debug(spec.id):  # no TODO: untouched or not, on code only (comments and spacing do not count)
+        same = [c for c in _code(stub_text, suffix) if c] == [c for c in _code(text, suffix) if c]
+        return Standing((), not same, (), debug=True)
     block_of = {line: k for k, (first, last) in enumerate(blocks) for line in range(first, last + 1)}
     stub, owned, stub_at = [], [], []  # the stub's code lines, whether a TODO block holds each, their line
     for number, code in enumerate(_code(stub_text, suffix), start=1):
@@ -194,7 +212,10 @@ def standing(spec: Any, text: str) -> Standing | None:
 
 def judge(res: Any, spec: Any, text: str) -> None:
     """``check``'s first hook, once the file is read: where it stands against its stub, on ``res``
-    (``not_started``: where to write; ``given_changed``: what of the given code was changed)."""
+    (``not_started``: where to write; ``given_changed``: what of the given code was changed; a debugging exercise's
+    untouched file: the note ``AS_GIVEN``)."""
     where = standing(spec, text)
     if where is not None:
         res.not_started, res.given_changed = where.not_started, where.changed_text
+        if where.as_given:
+            res.notes.insert(0, where.as_given)

@@ -123,8 +123,8 @@ def all_ids() -> list[str]:
     """Ids of every exercise and drill, in chapter order (a chapter's exercises before its drills)."""
     drills = _drills()
 
-    def design(i: str) -> bool:  # a chapter's design exercise after its own exercise
-        return i not in drills and get(i).design
+    def design(i: str) -> bool:  # a chapter's design and debugging exercises after its own exercise
+        return i not in drills and (get(i).design or get(i).kind == "debug")
 
     return sorted([*_folder_ids(), *drills], key=lambda i: (i[:4], i in drills, design(i), i))
 
@@ -156,8 +156,8 @@ RENAMED = {"flash_fwd_tiles": "ch09_flash", "flash_fwd_hopper": "ch10_flash"}
 
 
 def find(name: str) -> Exercise:
-    """The spec for an id, a unique id prefix (``"ch02"``: the chapter's exercise, not its drills nor its design
-    exercise), or a file name/path named after it (``.../ch02_smem_tiling.cu``)."""
+    """The spec for an id, a unique id prefix (``"ch02"``: the chapter's exercise, not its drills, its design
+    exercise nor its debugging exercise), or a file name/path named after it (``.../ch02_smem_tiling.cu``)."""
     stem = Path(name).name.split(".", 1)[0] if ("/" in name or "." in name) else name
     stem = RENAMED.get(stem, stem)
     ids = all_ids()
@@ -165,7 +165,7 @@ def find(name: str) -> Exercise:
         return get(stem)
     matches = [i for i in ids if i.startswith(stem)] or [i for i in ids if stem.startswith(i)]
     drills = _drills()
-    main = [i for i in matches if i not in drills and not get(i).design]
+    main = [i for i in matches if i not in drills and not get(i).design and get(i).kind != "debug"]
     if len(matches) == 1 or len(main) == 1:
         return get(matches[0] if len(matches) == 1 else main[0])
     could = main if len(main) > 1 else matches
