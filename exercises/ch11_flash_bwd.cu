@@ -267,9 +267,8 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         if (DQ_MODE >= 1 && issuer) tma::store_wait_read<0>();  // the copy engine has read the last share
 
         // TODO: your code here (about 18 lines).
-        // Goal: goal: from S and dP (already waited), form P and dS for this block, make them readable by
-        //       the tensor cores, and add this block's share to dV, dK and dQ (about 20 lines;
-        //       `tklab.hint("ch11_flash_bwd")` for more)
+        // Goal: from S and dP (already waited), form P and dS for this block, make them readable by the
+        //       tensor cores, and add this block's share to dV, dK and dQ
         // Stuck? tklab.hint("ch11_flash_bwd") in a notebook, or python -m tklab hint ch11_flash_bwd.
         warpgroup::mma_async_wait<0>(dv, dk, dq);
         sm.q_pipe.release(at.stage);

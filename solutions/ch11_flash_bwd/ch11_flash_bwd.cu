@@ -265,7 +265,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         rt_fl<16, DQ_COLS> dq;  // this consumer's dQ share
         if (DQ_MODE >= 1 && issuer) tma::store_wait_read<0>();  // the copy engine has read the last share
 
-        // BEGIN SOLUTION hint: goal: from S and dP (already waited), form P and dS for this block, make them readable by the tensor cores, and add this block's share to dV, dK and dQ (about 20 lines; `tklab.hint("ch11_flash_bwd")` for more)
+        // BEGIN SOLUTION hint: from S and dP (already waited), form P and dS for this block, make them readable by the tensor cores, and add this block's share to dV, dK and dQ
         // P = exp2(c S - L log2 e), 0 for keys past the end or (causal) after the query; dS = P (dP - D).
         map_row(s, s, l2, [c](float x, float l) { return fast::exp2(c * x - l); });
         if (key0 + 63 >= seq || (causal && key0 + 63 > row0))
