@@ -47,4 +47,4 @@ def _hints(res: CheckResult, spec: Exercise, file: Path) -> None:
     if res.passed is False and res.compiled:
         res.hint = hints.failed_line(spec.id)
         if learner_copy and not res.not_started:  # a file not started yet is no attempt: no level unlocked
-            hints.record_failure(spec.id)
+            hints.record_failure(spec.id, verdict=hints.verdict_keys(res))
