@@ -1,4 +1,5 @@
-"""``python -m tklab <verb>``: doctor, exercises, check, hint, grade, grade-merge, nbgrade, report."""
+"""``python -m tklab <verb>``: doctor, exercises, check, hint, grade, grade-merge, leaderboard, nbgrade,
+report."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ VERBS = {
     "grade": ("tklab.grading.grade", "grade a class: python -m tklab grade --class DIR [--shard I/N --out F]"),
     "grade-merge": ("tklab.grading.grade_shards",
                     "join the sheets of grade --shard: python -m tklab grade-merge --out F S..."),
+    "leaderboard": ("tklab.grading.leaderboard",
+                    "the challenges' leaderboard from grade sheets: python -m tklab leaderboard F... [--md M]"),
     "nbgrade": ("tklab.grading.nbgrade", "nbgrader assignments from the exercises, autograded outside the notebook"),
     "report": ("tklab.course.report", "GPU check and benchmarks, report to bench/results/ (make gpu-check)"),
 }

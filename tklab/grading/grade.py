@@ -12,7 +12,9 @@ message, established, isolation`` with ``compiled`` yes/no, ``correct`` yes / no
 static checks pass but nothing could run the kernel here: no GPU) / missing / refused, ``speed_ratio`` =
 library time / student's time when it was measured, ``established`` how the output was judged
 (``gpu``, ``simulator``; ``not-established`` when it was not), ``isolation`` the sandbox level of the
-run and ``hint_level`` (``unknown``: see below).
+run, ``hint_level`` (``unknown``: see below), ``device`` (the GPU a speed was measured on) and ``submitted`` (the
+file's modification time in the class folder, UTC; the challenges' leaderboard, ``python -m tklab leaderboard``,
+breaks equal ratios by it).
 
 What grade refuses, and says so in the row: a student folder that is a link (of any kind: to a classmate's
 folder or out of the class), and an exercise file that is a link (a link to ``solutions/`` is not the student's
@@ -52,6 +54,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -195,14 +198,20 @@ def _stop(box: object) -> None:
 HINT_LEVEL_UNKNOWN = "unknown"
 
 
-def _row(student: str, exercise: str, d: dict) -> Row:
+def _row(student: str, exercise: str, d: dict, submitted: str = "") -> Row:
     compiled = {True: "yes", False: "no", None: "?"}[d.get("compiled")]
     correct = {True: "yes", False: "no", None: "not verified"}[d.get("passed")]
     ratio = d.get("speed_ratio")
     level = str(d.get("isolation", "")).split(" (", 1)[0].split(",", 1)[0]
+    device = (d.get("speed") or {}).get("device") or (d.get("run_where", "") if d.get("established") == "gpu" else "")
     return Row(student, exercise, compiled, correct, f"{ratio:.3f}" if isinstance(ratio, (int, float)) else "",
                " ".join(str(d.get("summary", "")).split()), str(d.get("established", "")), level,
-               HINT_LEVEL_UNKNOWN)
+               HINT_LEVEL_UNKNOWN, " ".join(str(device).split()), submitted)
+
+
+def _submitted(copy: Path) -> str:
+    """When a file was submitted: the modification time ``intake.fetch`` kept on the grader's own copy (UTC)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(copy.stat().st_mtime))
 
 
 # ---- grading -------------------------------------------------------------------------------------------
@@ -282,7 +291,7 @@ def grade(class_dir: str | Path, *, exercises: Sequence[str] | None = None, time
                     print(f"  {name!r}: {ex} …", file=sys.stderr, flush=True)
                 d = _check_in_subprocess(ex, path, timeout=timeout, run=run, bench=bench, hide=[class_dir, staged],
                                          compile_allowance=compile_allowance, seed=seed, cwd=staged)
-                emit(_row(name, ex, d))
+                emit(_row(name, ex, d, _submitted(path)))
     return rows
 
 

@@ -269,6 +269,7 @@ def _child_fetch(job: dict) -> None:
         os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)
         with open(target, "wb") as out:
             out.write(data)
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # the submission's time travels with the copy
         _emit({"file": filename, "copied": rel})
 
 

@@ -58,6 +58,11 @@ class Row:
     #: the hint level the student had reached for this exercise: ``unknown`` in a graded row, since the only
     #: record of it is the hint state in the student's own folder, which the student writes (``grade._row``)
     hint_level: str = ""
+    #: the GPU the speed was measured on (empty where nothing was timed): ratios are compared on one device only
+    device: str = ""
+    #: when the file was submitted: its modification time in the class folder (UTC, ISO 8601), as the grader's intake
+    #: copied it; the leaderboard breaks equal ratios by it (``tklab.grading.leaderboard``)
+    submitted: str = ""
 
 
 FIELDS = tuple(f.name for f in fields(Row))

@@ -126,7 +126,8 @@ def all_ids() -> list[str]:
     def design(i: str) -> bool:  # a chapter's design and debugging exercises after its own exercise
         return i not in drills and (get(i).design or get(i).kind == "debug")
 
-    return sorted([*_folder_ids(), *drills], key=lambda i: (i[:4], i in drills, design(i), i))
+    return sorted([*_folder_ids(), *drills],
+                  key=lambda i: (i[:4], i in drills, design(i) or "_challenge_" in i, i))  # a challenge last
 
 
 def get(exercise_id: str) -> Exercise:
@@ -166,6 +167,7 @@ def find(name: str) -> Exercise:
     matches = [i for i in ids if i.startswith(stem)] or [i for i in ids if stem.startswith(i)]
     drills = _drills()
     main = [i for i in matches if i not in drills and not get(i).design and get(i).kind != "debug"]
+    main = [i for i in main if "_challenge_" not in i]  # a speed challenge is not the chapter's exercise
     if len(matches) == 1 or len(main) == 1:
         return get(matches[0] if len(matches) == 1 else main[0])
     could = main if len(main) > 1 else matches
