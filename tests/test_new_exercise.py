@@ -64,6 +64,7 @@ SPEC = Exercise(
 HINTS = '''\
 concept = "one thread per element, and a bound for the last block"
 level1 = "Each thread owns one element of c; the last block has threads past the end of the vector."
+question = "Which threads of the last block have no element of c, and what must they not touch?"
 level2 = "Compare the thread's index with n before it reads a and b and writes c."
 '''
 

@@ -12,7 +12,7 @@
     specs/      the registry: one module per exercise (inputs, reference, launch, static checks, baseline,
                 target), the drills in specs/drills.py
     drills      drills: a Python function per hardware rule, run in the child (mode cpu), judged by the models
-    hints       hint ladders (tklab.hint): concept, API, answer; the learner's state in exercises/.hints.json
+    hints       hint ladders (tklab.hint): concept, question, recipe, code; the learner's state in exercises/.hints.json
     spoilers    an exercise's answer lines, and where they show before the exercise
     exercises   solutions/ -> exercises/, never overwriting a learner's edits; the index (--list, --index)
     grade       instructor mode: a class folder -> CSV; grade_shards: a class in parallel shards, merged
