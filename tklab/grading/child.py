@@ -134,71 +134,116 @@ def _probe_flush() -> Callable[[], None]:
     return flush if flush is not None else (lambda: None)
 
 
+class _Sets:
+    """The benchmark's ``ROTATE`` input sets (fresh random numbers, separate buffers, outputs poisoned) and how to
+    poison and verify one: every timed result is checked, so a kernel that skips work shows as wrong."""
+
+    def __init__(self, spec: Any, seed: int) -> None:
+        import cupy as cp
+
+        self.cp, self.spec, self.bench, self.dims = cp, spec, spec.bench, spec.bench.dims
+        self.outs = spec.outputs(self.dims)
+        self.arrays = [self._fresh(seed, 99 + r, None) for r in range(ROTATE)]
+
+    def _fresh(self, seed: int, stream: int, into: dict[str, Any] | None) -> dict[str, Any]:
+        """New inputs (in ``into``'s buffers, same pointers, where given) and a poisoned output."""
+        cp = self.cp
+        values = self.spec.inputs(case_rng(seed, stream), self.dims)
+        if into is None:
+            into = {k: cp.asarray(v) for k, v in values.items()}
+        else:
+            for k, v in values.items():
+                into[k][...] = cp.asarray(v)
+        self.poison(into)
+        return into
+
+    def refill(self, seed: int, r: int) -> None:
+        """Set ``r``'s inputs overwritten in place with new numbers, its output poisoned."""
+        self._fresh(seed, 199 + r, self.arrays[r])
+
+    def poison(self, arrays: dict[str, Any]) -> None:
+        for name, (shape, dtype) in self.outs.items():
+            if name in arrays:
+                arrays[name][...] = poisoned(self.cp, shape, dtype)
+            else:
+                arrays[name] = poisoned(self.cp, shape, dtype)
+
+    def right(self, arrays: dict[str, Any]) -> bool:
+        b, cp = self.bench, self.cp
+        expect = b.expect(arrays, self.dims) if b.expect is not None else b.baseline(arrays, self.dims)()
+        ok = bool(isclose(as_values(arrays[b.output]), cp.asarray(expect), b.rtol, b.atol).all())
+        del expect
+        return ok
+
+
+def _probe(sets: _Sets, runs: list[Callable[[], Any]], seed: int) -> tuple[float, bool]:
+    """(median ms, all right) of one launch per set on inputs it has never seen, in the same buffers, each timed as
+    a call of the timed loop is (between CUDA events, after the same L2 flush)."""
+    cp = sets.cp
+    probe, flush = [], _probe_flush()
+    try:
+        for r in range(len(runs)):
+            sets.refill(seed, r)
+            flush()  # as before each call of the timed loop: the same cold L2
+            gpu.synchronize()
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            runs[r]()
+            end.record()
+            end.synchronize()
+            probe.append(cp.cuda.get_elapsed_time(start, end))
+            if not sets.right(sets.arrays[r]):
+                return 0.0, False
+    finally:
+        if hasattr(flush, "ptr"):  # the flush's buffer (twice the L2), as bench frees its own
+            with contextlib.suppress(Exception):
+                from cuda.bindings import driver
+
+                driver.cuMemFree(flush.ptr)  # type: ignore[attr-defined]
+    return sorted(probe)[len(probe) // 2], True
+
+
 def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int]], None],
            prepare: Callable[[dict[str, Any], dict[str, int]], Callable[[], Any]] | None = None) -> dict[str, Any]:
     """A kernel vs the library at the benchmark size, same process, same GPU, back to back; speed that
     cannot be faked by remembering results. (The reference solution, where a concept floor compares with
     it, is timed by this same function in a child of its own: mode ``reference``.)
 
-    The timed calls rotate through ``ROTATE`` input sets of their own (fresh random numbers, separate
-    buffers), with outputs poisoned before timing and every set's output verified after it: a kernel that
-    returns early on a call it has seen leaves a wrong or poisoned output. Then each set's inputs are
-    overwritten in place with new numbers (same pointers), its output poisoned, and one launch timed and
-    verified: a kernel that caches results by address fails that check; one that runs far faster in the
-    loop than on inputs it sees for the first time (``PROBE_FACTOR``, each probe call timed as the loop's calls
-    are) skips work on repeated inputs, and its speed is not reported.
+    The timed calls rotate through ``ROTATE`` input sets of their own (``_Sets``), with outputs poisoned before
+    timing and every set's output verified after it: a kernel that returns early on a call it has seen leaves a
+    wrong or poisoned output. Then each set's inputs are overwritten in place with new numbers (same pointers),
+    its output poisoned, and one launch timed and verified (``_probe``): a kernel that caches results by address
+    fails that check; one that runs far faster in the loop than on inputs it sees for the first time
+    (``PROBE_FACTOR``) skips work on repeated inputs, and its speed is not reported.
 
     ``prepare(arrays, dims)``, where given, packs the launch once (arguments, tensor maps) and returns what
-    runs it: then the time is the kernel's, not the time Python takes to pack its arguments on every call.
-    (Packing per call, chapter 10's reference measured 0.805x cuDNN here on the H200 at 1f41bc0, against
-    1.00-1.05x in bench/flash_fwd.py, which prepares once: its four tensor maps are encoded per call, and the
-    GPU drains between timed calls.)"""
-    import cupy as cp
-
+    runs it: then the time is the kernel's, not the time Python takes to pack its arguments on every call
+    (packing per call, chapter 10's four tensor maps are encoded on every call and the GPU drains between timed
+    calls: the reference measured about 0.8x the library that way, against parity when prepared once)."""
     if _TIMER is None:
         _bind_timer()
     assert _TIMER is not None
-    timer = _TIMER
-    b = spec.bench
+    timer, b = _TIMER, spec.bench
     dims = b.dims
-    outs = spec.outputs(dims)
     in_child.stage("benchmark: preparing inputs")
-    sets = []
-    for r in range(ROTATE):
-        arrays = {k: cp.asarray(v) for k, v in spec.inputs(case_rng(seed, 99 + r), dims).items()}
-        for name, (shape, dtype) in outs.items():
-            arrays[name] = poisoned(cp, shape, dtype)
-        sets.append(arrays)
-
-    def poison(arrays: dict[str, Any]) -> None:
-        for name, (shape, dtype) in outs.items():
-            arrays[name][...] = poisoned(cp, shape, dtype)
-
-    def right(arrays: dict[str, Any]) -> bool:
-        expect = b.expect(arrays, dims) if b.expect is not None else b.baseline(arrays, dims)()
-        ok = bool(isclose(as_values(arrays[b.output]), cp.asarray(expect), b.rtol, b.atol).all())
-        del expect
-        return ok
-
+    sets = _Sets(spec, seed)
     in_child.stage("benchmark: checking the result at this size")
-    for arrays in sets:
+    for arrays in sets.arrays:
         launch(arrays, dims)
     gpu.synchronize()
-    if not all(right(a) for a in sets):
+    if not all(sets.right(a) for a in sets.arrays):
         return {"error": "the output is wrong at the benchmark size, so its speed is not reported"}
-    for arrays in sets:
-        poison(arrays)
-    runs = [prepare(a, dims) if prepare is not None else (lambda a=a: launch(a, dims)) for a in sets]
-    calls = itertools.count()
-
-    timed: set[int] = set()
+    for arrays in sets.arrays:
+        sets.poison(arrays)
+    runs = [prepare(a, dims) if prepare is not None else (lambda a=a: launch(a, dims)) for a in sets.arrays]
+    calls, timed = itertools.count(), set()
 
     def rotating() -> None:
         r = next(calls) % len(runs)
         timed.add(r)
         runs[r]()
 
-    base = b.baseline(sets[0], dims)
+    base = b.baseline(sets.arrays[0], dims)
     in_child.stage("benchmark: timing")
     mine = timer(rotating, flops=b.flops(dims) if b.flops else None,
                  bytes=b.bytes(dims) if b.bytes else None, name=spec.id, ceilings=False, progress=False,
@@ -207,33 +252,14 @@ def _bench(spec: Any, seed: int, launch: Callable[[dict[str, Any], dict[str, int
                 progress=False, target_ms=150.0)
     gpu.synchronize()
     in_child.stage("benchmark: checking the timed calls' results")
-    if not timed or not all(right(sets[r]) for r in sorted(timed)):
+    if not timed or not all(sets.right(sets.arrays[r]) for r in sorted(timed)):
         return {"error": "the timed calls left a wrong output (a kernel must compute its result on every call), "
                          "so its speed is not reported"}
     in_child.stage("benchmark: fresh inputs in the same buffers")
-    probe = []
-    flush = _probe_flush()
-    for r, arrays in enumerate(sets):
-        for k, v in spec.inputs(case_rng(seed, 199 + r), dims).items():
-            arrays[k][...] = cp.asarray(v)
-        poison(arrays)
-        flush()  # as before each call of the timed loop: the same cold L2
-        gpu.synchronize()
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        runs[r]()
-        end.record()
-        end.synchronize()
-        probe.append(cp.cuda.get_elapsed_time(start, end))
-        if not right(arrays):
-            return {"error": "new inputs in the same buffers gave a wrong output: the kernel returned a result it "
-                             "had computed before (results cached across calls), so its speed is not reported"}
-    if hasattr(flush, "ptr"):  # the flush's buffer (twice the L2), as bench frees its own
-        with contextlib.suppress(Exception):
-            from cuda.bindings import driver
-
-            driver.cuMemFree(flush.ptr)  # type: ignore[attr-defined]
-    probe_ms = sorted(probe)[len(probe) // 2]
+    probe_ms, right = _probe(sets, runs, seed)
+    if not right:
+        return {"error": "new inputs in the same buffers gave a wrong output: the kernel returned a result it "
+                         "had computed before (results cached across calls), so its speed is not reported"}
     if probe_ms > PROBE_FACTOR * mine.ms + _PROBE_SLACK_MS:
         return {"error": f"the kernel took {probe_ms:.3f} ms on fresh inputs but {mine.ms:.3f} ms in the timed "
                          "loop: it skips work on inputs it has seen, so its speed is not reported"}

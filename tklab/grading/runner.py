@@ -44,6 +44,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -146,31 +147,8 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
     workdir = runfolder.make("tklab-run-", RUN_DISK)  # a tmpfs of RUN_DISK bytes where the grader may mount one
     mounted = runfolder.bounded(workdir)
     try:
-        name = path.name if path.name.isprintable() and "/" not in path.name else spec.filename
-        if name in (SPEC_FILE, PTX_FILE, "cases.json"):  # the run's own files keep their names
-            name = spec.filename
-        if source is not None:
-            (workdir / name).write_text(source, encoding="utf-8")
-        else:
-            shutil.copyfile(path, workdir / name)
-        (workdir / "cases.json").write_text(json.dumps(cases))
-        spec_source = specs.spec_file(spec.id)  # an exercise's spec, which the child cannot read in solutions/
-        if spec_source is not None:
-            shutil.copyfile(spec_source, workdir / SPEC_FILE)
-        for i, arrays in enumerate(inputs):
-            for k, v in arrays.items():
-                np.save(workdir / f"case-{i}-{k}.npy", v, allow_pickle=False)
-        for sub in ("tmp", "cache"):
-            (workdir / sub).mkdir()
-        _warm_cache(cache_keys, workdir / "cache")
-        if ptx is not None and m.name in ("emu", "trace", "hazards"):  # the program the interpreter runs
-            (workdir / PTX_FILE).write_text(ptx)
-        if m.name in ("emu", "trace", "hazards", "practice"):  # every emulated mode: else its child rebuilds them
-            if emulator_parts is None:
-                from .program import prepare
-
-                emulator_parts = prepare(spec)
-            _hand_over_emulator(emulator_parts, workdir / "cache")
+        name, spec_source = _fill_run_folder(workdir, spec, m, path, source, cases, inputs, cache_keys, ptx,
+                                             emulator_parts)
         cpus = os.cpu_count() or 1
         limits = limits_for(Limits(wall_seconds=timeout, memory=None if m.needs_gpu else 4 << 30, disk=RUN_DISK,
                                    cpu_seconds=int(timeout * cpus) + 30))
@@ -181,60 +159,115 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
         box = Sandbox(workdir, gpu=m.needs_gpu, hide=[_SOLUTIONS, *_elsewhere(specs.root()), cache.cache_dir(), *hide],
                       limits=limits)
         box.hand_over()
-        read_fd, write_fd = os.pipe()
-        key = secrets.token_hex(16)
-        key_read, key_write = os.pipe()
         argv = [sys.executable, "-m", "tklab.grading.child", "--exercise", spec.id, "--file", name, "--mode", m.name,
-                "--channel", str(write_fd), "--key-fd", str(key_read), "--limits", limits.to_json()]
+                "--limits", limits.to_json()]
         if spec_source is not None:
             argv += ["--spec", SPEC_FILE]
         if bench and m.can_bench:
             argv += ["--bench", "--bench-seed", str(seed)]
-        channel = bytearray()
-        printed = bytearray()
-        stage = ["starting"]
-        overflow = [False]
-        pending = [b""]
-
-        def on_channel(data: bytes) -> None:
-            if len(channel) + len(data) > budget:
-                overflow[0] = True
-                return
-            channel.extend(data)
-
-        def on_output(data: bytes) -> None:
-            lines = (pending[0] + data).split(b"\n")
-            pending[0] = lines.pop()[-4096:]
-            for ln in lines:
-                text = ln.decode("utf-8", "replace")
-                if text.startswith(STAGE):
-                    stage[0] = text[len(STAGE):][:200]
-                else:
-                    printed.extend(ln[:1000] + b"\n")
-            del printed[:-200_000]
-
-        try:
-            box.start(argv, _child_env(workdir, m, env), pass_fds=[write_fd, key_read])
-            # the key only now: the child waits for it before any learner code, so the whole run is in its cgroup
-            os.write(key_write, key.encode())  # 32 bytes: fits the pipe's buffer
-        finally:
-            os.close(write_fd)
-            os.close(key_read)
-            os.close(key_write)
-        try:
-            assert box.proc is not None and box.proc.stdout is not None
-            fin = box.supervise({box.proc.stdout.fileno(): on_output, read_fd: on_channel})
-        except BaseException:  # Ctrl-C (or any error) here: the run's whole tree goes with it
-            box.kill()
-            raise
-        finally:
-            os.close(read_fd)
-        on_output(b"\n")
+        heard = _Heard(budget)
+        key, fin = _supervise(box, argv, _child_env(workdir, m, env), heard)
     finally:
         runfolder.remove(workdir)
-    out = judge(spec, m, cases, inputs, bytes(channel), timed_out=fin.timed_out, returncode=fin.returncode,
-                stage=stage[0], printed=printed.decode("utf-8", "replace"), timeout=timeout, seconds=fin.seconds,
-                overflow=overflow[0], key=key)
+    out = judge(spec, m, cases, inputs, bytes(heard.channel), timed_out=fin.timed_out, returncode=fin.returncode,
+                stage=heard.stage, printed=heard.printed.decode("utf-8", "replace"), timeout=timeout,
+                seconds=fin.seconds, overflow=heard.overflow, key=key)
+    _say_how_it_ran(out, box, limits, fin, mounted)
+    return out
+
+
+def _fill_run_folder(workdir: Path, spec: Any, m: Mode, path: Path, source: str | None, cases: list[dict[str, int]],
+                     inputs: list[dict[str, np.ndarray]], cache_keys: Sequence[str], ptx: str | None,
+                     emulator_parts: Sequence[Path] | None) -> tuple[str, Path | None]:
+    """Everything the child reads, written into its folder: the learner's file (its name, unless it would shadow
+    one of the run's own files), the cases and their inputs, the exercise's spec (the child cannot read
+    solutions/), the compiled modules it may reuse, the PTX its interpreter runs and the emulator's trusted
+    parts. Returns (the file's name in the folder, the spec file copied, if any)."""
+    from . import specs
+
+    name = path.name if path.name.isprintable() and "/" not in path.name else spec.filename
+    if name in (SPEC_FILE, PTX_FILE, "cases.json"):  # the run's own files keep their names
+        name = spec.filename
+    if source is not None:
+        (workdir / name).write_text(source, encoding="utf-8")
+    else:
+        shutil.copyfile(path, workdir / name)
+    (workdir / "cases.json").write_text(json.dumps(cases))
+    spec_source = specs.spec_file(spec.id)  # an exercise's spec, which the child cannot read in solutions/
+    if spec_source is not None:
+        shutil.copyfile(spec_source, workdir / SPEC_FILE)
+    for i, arrays in enumerate(inputs):
+        for k, v in arrays.items():
+            np.save(workdir / f"case-{i}-{k}.npy", v, allow_pickle=False)
+    for sub in ("tmp", "cache"):
+        (workdir / sub).mkdir()
+    _warm_cache(cache_keys, workdir / "cache")
+    if ptx is not None and m.name in ("emu", "trace", "hazards"):  # the program the interpreter runs
+        (workdir / PTX_FILE).write_text(ptx)
+    if m.name in ("emu", "trace", "hazards", "practice"):  # every emulated mode: else its child rebuilds them
+        if emulator_parts is None:
+            from .program import prepare
+
+            emulator_parts = prepare(spec)
+        _hand_over_emulator(emulator_parts, workdir / "cache")
+    return name, spec_source
+
+
+class _Heard:
+    """What a running child said: its frames on the channel (up to ``budget`` bytes, then ``overflow``), its
+    printed lines (the last 200 kB, each cut at 1000 bytes), and the last stage it announced."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget, self.channel, self.printed = budget, bytearray(), bytearray()
+        self.stage, self.overflow, self._pending = "starting", False, b""
+
+    def on_channel(self, data: bytes) -> None:
+        if len(self.channel) + len(data) > self.budget:
+            self.overflow = True
+            return
+        self.channel.extend(data)
+
+    def on_output(self, data: bytes) -> None:
+        lines = (self._pending + data).split(b"\n")
+        self._pending = lines.pop()[-4096:]
+        for ln in lines:
+            text = ln.decode("utf-8", "replace")
+            if text.startswith(STAGE):
+                self.stage = text[len(STAGE):][:200]
+            else:
+                self.printed.extend(ln[:1000] + b"\n")
+        del self.printed[:-200_000]
+
+
+def _supervise(box: Any, argv: list[str], env: dict[str, str], heard: _Heard) -> tuple[str, Any]:
+    """Start the child in the sandbox with its channel and the run's key, and watch it to the end (the run's whole
+    tree killed on Ctrl-C or any error here). Returns (the key its frames must carry, how it finished)."""
+    read_fd, write_fd = os.pipe()
+    key = secrets.token_hex(16)
+    key_read, key_write = os.pipe()
+    argv = [*argv, "--channel", str(write_fd), "--key-fd", str(key_read)]
+    try:
+        box.start(argv, env, pass_fds=[write_fd, key_read])
+        # the key only now: the child waits for it before any learner code, so the whole run is in its cgroup
+        os.write(key_write, key.encode())  # 32 bytes: fits the pipe's buffer
+    finally:
+        os.close(write_fd)
+        os.close(key_read)
+        os.close(key_write)
+    try:
+        assert box.proc is not None and box.proc.stdout is not None
+        fin = box.supervise({box.proc.stdout.fileno(): heard.on_output, read_fd: heard.on_channel})
+    except BaseException:  # Ctrl-C (or any error) here: the run's whole tree goes with it
+        box.kill()
+        raise
+    finally:
+        os.close(read_fd)
+    heard.on_output(b"\n")
+    return key, fin
+
+
+def _say_how_it_ran(out: RunOutcome, box: Any, limits: Any, fin: Any, mounted: bool) -> None:
+    """The outcome's isolation line (the sandbox, its limits, its cgroup) and notes on what the system stopped."""
     disk = "" if mounted or not limits.disk else " (its folder: per file only, not mounted here)"
     group = box.describe_group() or "no cgroup of its own here (per-process limits only)"
     out.isolation = f"{box.isolation.describe()}; limits: {limits.describe()}{disk}; {group}"
@@ -246,6 +279,5 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
     if fin.killed:
         out.notes.append(f"{fin.killed} process{'es' if fin.killed != 1 else ''} the run left behind "
                          f"{'were' if fin.killed != 1 else 'was'} stopped")
-    return out
 
 
