@@ -287,6 +287,22 @@ def _reference_kernel(spec: Any, arch: str) -> Any:
     return mod[spec.kernel]
 
 
+def _launchers(spec: Any, kernel: Any) -> tuple[Callable[[dict[str, Any], dict[str, int]], None],
+                                               Callable[[dict[str, Any], dict[str, int]], Callable[[], Any]]]:
+    """(launch, prepare) of a compiled kernel with the spec's launch shape and arguments: ``launch`` runs it once,
+    ``prepare`` packs the launch once and returns what runs it (what ``_bench`` times)."""
+
+    def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
+        shape = spec.launch(dims)
+        kernel(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
+
+    def prepare(arrays: dict[str, Any], dims: dict[str, int]) -> Callable[[], Any]:
+        shape = spec.launch(dims)
+        return kernel.prepare(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
+
+    return launch, prepare
+
+
 def _run_cuda(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
     import cupy as cp
 
@@ -299,13 +315,7 @@ def _run_cuda(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> None:
     kernel = mod[spec.kernel]
     chan.send("device", name=gpu.name())
 
-    def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
-        shape = spec.launch(dims)
-        kernel(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
-
-    def prepare(arrays: dict[str, Any], dims: dict[str, int]) -> Callable[[], Any]:
-        shape = spec.launch(dims)
-        return kernel.prepare(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
+    launch, prepare = _launchers(spec, kernel)
 
     def launch_sync(arrays: dict[str, Any], dims: dict[str, int]) -> None:
         launch(arrays, dims)
@@ -329,14 +339,7 @@ def _child_reference(spec: Any, path: Path, chan: ChildIO, do_bench: bool) -> No
     kernel = _reference_kernel(spec, gpu.arch())
     chan.send("device", name=gpu.name())
 
-    def launch(arrays: dict[str, Any], dims: dict[str, int]) -> None:
-        shape = spec.launch(dims)
-        kernel(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
-
-    def prepare(arrays: dict[str, Any], dims: dict[str, int]) -> Callable[[], Any]:
-        shape = spec.launch(dims)
-        return kernel.prepare(shape.grid, shape.block, spec.args(arrays, dims), shared_mem=shape.shared_mem)
-
+    launch, prepare = _launchers(spec, kernel)
     chan.send("speed", **_bench(spec, chan.bench_seed, launch, prepare))
 
 

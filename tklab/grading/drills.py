@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .spec_kit import Dims, Exercise, Launch, StaticResult
+from .spec_kit import Dims, Exercise, Launch, StaticResult, python_function
 
 
 @dataclass(frozen=True)
@@ -126,15 +126,9 @@ class ReturnsValue:
     name: str = "returns a value"
 
     def run(self, ctx: Any) -> StaticResult:
-        try:
-            tree = ast.parse(ctx.source, ctx.program)
-        except SyntaxError as e:
-            return StaticResult(self.name, False, f"syntax error at line {e.lineno}: {e.msg}")
-        fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == ctx.spec.kernel),
-                  None)
-        if fn is None:
-            return StaticResult(self.name, False, f"no function named {ctx.spec.kernel} in the file; keep the "
-                                "name the drill gives")
+        fn = python_function(ctx, self.name, "; keep the name the drill gives")
+        if isinstance(fn, StaticResult):
+            return fn
         returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
         if not returns:
             return StaticResult(self.name, False, f"{ctx.spec.kernel} never returns a value: fill in the TODO")

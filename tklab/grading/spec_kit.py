@@ -12,12 +12,13 @@ Static checks read what the compiler made of the learner's file (``tklab.compile
 and run without a GPU: they are what a learner without a GPU gets, and what makes an untouched
 exercise fail on CPU (its stub writes nothing, touches no shared memory, issues no ``HMMA`` …).
 
-Public API: ``Exercise``, ``Bench``, ``Launch``, ``StaticResult``, the checks (``WritesGlobal``,
-``UsesSharedMemory``, ``NoSpills``, ``SassHas``, ``Probe``, ``AssignsTo``, ``NoSerializedWgmma``), the concept
-floors (``WgmmaOverlap``, ``TakesTurns``, ``TensorCoreWork``), the problems (``FP32_MATMUL``, ``BF16_MATMUL``,
-``COPY``) and their benches (``fp32_matmul_bench``, ``bf16_matmul_bench``), TMA arguments (``tma_matmul_args``,
-``tma_copy_args``, ``tensor_map``), ``sm_count``, ``dims_text``, ``TMA_ORDERS``, and input/reference helpers
-(``matmul_inputs``, ``uniform`` …); bf16 inputs use ``tklab.run.arrays`` (``to_bf16_bits``, ``bf16_to_float32``).
+Public API: ``Exercise``, ``Bench``, ``Launch``, ``StaticResult``, the checks (``WritesGlobal``, ``UsesSharedMemory``,
+``NoSpills``, ``SassHas``, ``Probe``, ``AssignsTo``, ``NoSerializedWgmma``; ``python_function`` finds the function a
+Python check reads), the concept floors (``WgmmaOverlap``, ``TakesTurns``, ``TensorCoreWork``), the problems
+(``FP32_MATMUL``, ``BF16_MATMUL``, ``COPY``) and their benches (``fp32_matmul_bench``, ``bf16_matmul_bench``), TMA
+arguments (``tma_matmul_args``, ``tma_copy_args``, ``tensor_map``), ``sm_count``, ``dims_text``, ``TMA_ORDERS``, and
+input/reference helpers (``matmul_inputs``, ``uniform`` …); bf16 inputs use ``tklab.run.arrays`` (``to_bf16_bits``,
+``bf16_to_float32``).
 """
 from __future__ import annotations
 
@@ -228,6 +229,19 @@ class Probe:
         return StaticResult(self.name, True, "; ".join(n[4:] for n in notes) or "ok")
 
 
+def python_function(ctx: Any, check: str, missing: str = "") -> ast.FunctionDef | StaticResult:
+    """The learner's Python function the exercise names (``ctx.spec.kernel``), or the failed ``check`` that says
+    why there is none: a syntax error (with its line), or no function of that name (``missing`` adds advice)."""
+    try:
+        tree = ast.parse(ctx.source, ctx.program)
+    except SyntaxError as e:
+        return StaticResult(check, False, f"syntax error at line {e.lineno}: {e.msg}")
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == ctx.spec.kernel), None)
+    if fn is None:
+        return StaticResult(check, False, f"no function named {ctx.spec.kernel} in the file{missing}")
+    return fn
+
+
 @dataclass(frozen=True)
 class AssignsTo:
     """A numba kernel assigns to elements of its output parameter (a stub that only passes does not)."""
@@ -236,14 +250,9 @@ class AssignsTo:
     name: str = "writes its output"
 
     def run(self, ctx: StaticContext) -> StaticResult:
-        try:
-            tree = ast.parse(ctx.source, ctx.program)
-        except SyntaxError as e:
-            return StaticResult(self.name, False, f"syntax error at line {e.lineno}: {e.msg}")
-        fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == ctx.spec.kernel),
-                  None)
-        if fn is None:
-            return StaticResult(self.name, False, f"no function named {ctx.spec.kernel} in the file")
+        fn = python_function(ctx, self.name)
+        if isinstance(fn, StaticResult):
+            return fn
         for node in ast.walk(fn):
             targets = (node.targets if isinstance(node, ast.Assign)
                        else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
