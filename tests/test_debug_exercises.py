@@ -91,6 +91,18 @@ def test_the_answer_rung_is_the_fix_as_a_diff(exercise: str):
     assert "TODO" not in answer and re.search(r"^-", diff, re.M)
 
 
+def test_the_answer_rung_says_it_is_the_fix(tmp_path: Path):
+    """Asked for, the last rung's note calls it the fix of the file as given (a debugging exercise has no TODOs);
+    a fill-in exercise's says it is the reference solution's code for the TODOs."""
+    state = tmp_path / ".hints.json"
+    for _ in range(hints.LEVELS):
+        shown = hints.hint(DEBUG[0], more=True, state=state)
+    assert shown.level == hints.LEVELS and "the fix, as a diff of your file as it was given" in shown.note
+    for _ in range(hints.LEVELS):
+        shown = hints.hint("ch02_smem_tiling", more=True, state=state)
+    assert "the reference solution's code for the TODOs" in shown.note
+
+
 def _patched(text: str, diff: str) -> str:
     """``text`` with a unified diff applied: each hunk's old lines, found at the line its header names, replaced by
     its new lines (a test's own reading of the diff, so a wrong line number or a wrong line fails)."""

@@ -460,7 +460,9 @@ def hint(exercise: str, *, more: bool = False, level: int | str | None = None, s
     note = _how_next(spec.id, show, e, terminal) if show == e["seen"] else ""
     if show == LEVELS:
         check = f"python -m tklab check {spec.id}" if terminal else "tklab.check"
-        note = f"This is the reference solution's code for the TODOs; {check} tells you if yours works."
+        what = "the fix, as a diff of your file as it was given" if spec.kind == "debug" else \
+            "the reference solution's code for the TODOs"
+        note = f"This is {what}; {check} tells you if yours works."
     return Hint(spec.id, show, text, note, said)
 
 
