@@ -136,6 +136,13 @@ def measure(spec: Any, rounds: int, seed: int = 42) -> dict[str, Any]:
     return entry
 
 
+def device() -> tuple[str, str]:
+    """(this GPU's name, torch's version)."""
+    import torch
+
+    return torch.cuda.get_device_name(), torch.__version__
+
+
 def report(data: dict[str, Any]) -> str:
     """The markdown report of one run (or dry run)."""
     lines = [f"# Speed challenges: the references against their libraries, {data['date']}", "",
@@ -188,10 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {cid}: {data['challenges'][cid]['dims']} against {data['challenges'][cid]['library']}: planned",
                   flush=True)
     else:
-        import torch
-
-        data["device"] = torch.cuda.get_device_name()
-        data["torch"] = torch.__version__
+        data["device"], data["torch"] = device()
         for cid in ids:
             e = measure(specs.get(cid), args.rounds)
             data["challenges"][cid] = e

@@ -141,3 +141,68 @@ def test_the_work_log_template_is_linked_and_says_what_a_log_records() -> None:
     for words in ("roofline", "baseline", "one change", "SM clock", "commit", "tensor", "stall", "did not work"):
         assert words in template, words
     assert "docs/WORKLOG_TEMPLATE.md" in (ROOT / "README.md").read_text()
+
+
+def test_the_bench_measures_and_records_what_the_report_reads(tmp_path, monkeypatch) -> None:
+    """``bench/challenges.py``'s GPU path, with the GPU's parts faked (NumPy for CuPy, a kernel computing the right C,
+    timings made up here): the output is held to the spec's expectation before anything is timed, the rounds
+    alternate and log the SM clock, and the record it writes is the one a CPU check's report reads back. A kernel
+    whose output is wrong is not timed."""
+    import dataclasses
+    import types
+
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import challenges
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    fake_cp = types.ModuleType("cupy")
+    fake_cp.asarray = np.asarray  # type: ignore[attr-defined]
+    fake_cp.full = np.full  # type: ignore[attr-defined]
+    fake_cp.matmul = np.matmul  # type: ignore[attr-defined]
+    fake_cp.get_array_module = lambda x: np  # type: ignore[attr-defined]
+    fake_cp.cuda = types.SimpleNamespace(Device=lambda: types.SimpleNamespace(synchronize=lambda: None))  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupy", fake_cp)
+    small = {"M": 64, "N": 128, "K": 256}
+    base = specs.get("ch08_challenge_gemm_skinny")
+    library = object()
+    spec = dataclasses.replace(base, bench=dataclasses.replace(base.bench, dims=small,
+                                                                baseline=lambda a, d: library))
+    right = {"ok": True}
+
+    class Kernel:
+        registers, spill_bytes = 58, 0
+
+        def prepare(self, grid, block, args, shared_mem=0):  # noqa: ANN001 - the launch's own signature
+            a, b, c = args[2], args[3], args[4]
+
+            def run() -> None:
+                from tklab.run.arrays import bf16_to_float32
+
+                c[...] = bf16_to_float32(a) @ bf16_to_float32(b) + (0.0 if right["ok"] else 1.0)
+            return run
+
+    timings = {"reference": 0.050, "library": 0.040}
+    monkeypatch.setattr(challenges, "compiled", lambda s: Kernel())
+    monkeypatch.setattr(challenges, "sm_clock_mhz", lambda: 1980)
+    monkeypatch.setattr("tklab.run.bench.bench", lambda fn, **k: types.SimpleNamespace(
+        ms=timings["library" if fn is library else "reference"]))
+    measure = challenges.measure
+    entry = measure(spec, rounds=3)
+    assert entry["output_right"] and entry["ratio"] == pytest.approx(0.8)
+    assert [x["who"] for x in entry["rows"]] == ["reference", "library", "library", "reference", "reference",
+                                                 "library"]  # the order alternates
+    assert all(x["sm_clock_mhz"] == x["sm_clock_after_mhz"] == 1980 for x in entry["rows"])
+    monkeypatch.setattr(challenges, "measure", lambda s, rounds: entry)
+    monkeypatch.setattr(challenges, "device", lambda: ("NVIDIA H200", "2.11"))
+    monkeypatch.setenv("GIT_COMMIT", "abc1234")
+    assert challenges.main(["--only", "ch08_challenge_gemm_skinny", "--out-dir", str(tmp_path)]) == 0
+    (record,) = tmp_path.glob("challenges_*_abc1234.json")
+    assert "| 0.050 | 0.040 (cuBLAS" in record.with_suffix(".md").read_text()
+    text = leaderboard.recorded_text("ch08_challenge_gemm_skinny", tmp_path)
+    assert "NVIDIA H200" in text and "commit abc1234" in text and "0.80x" in text
+    right["ok"] = False
+    wrong = measure(spec, rounds=1)
+    assert not wrong["output_right"] and "not timed" in wrong["error"] and "rows" not in wrong
