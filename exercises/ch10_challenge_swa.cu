@@ -10,6 +10,8 @@
 // rewrite any part of it. The check holds your O and L to the reference on fresh random inputs and, on a GPU,
 // times your kernel against PyTorch's SDPA given the window as a mask, in the same run: that ratio is your entry
 // on the class leaderboard. Keep a work log (docs/WORKLOG_TEMPLATE.md).
+// Every check also runs your kernel on the CPU emulator (on a GPU: one small case, for races and hazards), so use
+// what it models: no cluster barriers, TMA multicast or fp8 (docs/ARCHITECTURE.md, "What it refuses").
 //
 // Given, and fixed by the check: Q, K, V, O as [batch, heads, seq, 128] bf16, contiguous; L as [batch, heads,
 // seq] fp32; the launch -- grid (ceil(seq / 64), heads, batch): one block per 64 query rows, 128 threads, 100 KiB

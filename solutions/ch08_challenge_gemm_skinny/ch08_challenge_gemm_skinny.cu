@@ -8,6 +8,8 @@
 // The file you start from is correct and deliberately plain; rewrite any part of it. The check holds your
 // output to A B on fresh random inputs, and on a GPU times it against cuBLAS in the same run: the ratio
 // cuBLAS time / yours is your entry on the class leaderboard. Keep a work log (docs/WORKLOG_TEMPLATE.md).
+// Every check also runs your kernel on the CPU emulator (on a GPU: one small case, for races and hazards), so use
+// what it models: no cluster barriers, TMA multicast or fp8 (docs/ARCHITECTURE.md, "What it refuses").
 //
 // Given, and fixed by the check: the launch -- grid (N / 64, M / 64): one block per 64 x 64 tile of C,
 // 128 threads (one warpgroup), 226 KiB of dynamic shared memory (sm_90's opt-in less 1 KiB for __shared__ variables) --

@@ -9,6 +9,8 @@
 // correct and deliberately plain; rewrite any part of it. The check holds dQ, dK and dV to the reference on fresh
 // random inputs and, on a GPU, times your kernel against PyTorch's SDPA backward (cuDNN) in the same run: that
 // ratio is your entry on the class leaderboard. Keep a work log (docs/WORKLOG_TEMPLATE.md).
+// Every check also runs your kernel on the CPU emulator (on a GPU: one small case, for races and hazards), so use
+// what it models: no cluster barriers, TMA multicast or fp8 (docs/ARCHITECTURE.md, "What it refuses").
 //
 // Given, and fixed by the check: Q, K, V, dO, dK, dV as [batch, heads, seq, 128] bf16, contiguous; L, D as [batch,
 // heads, seq] fp32; dQ as [batch, heads, seq, 128] fp32, zeroed by the check before each launch (add into it);
