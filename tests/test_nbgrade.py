@@ -51,8 +51,8 @@ TOKEN = f"4099{uuid.uuid4().int % 10**6}"
 #: cell that prints classmates' submissions into her notebook, which feedback hands back to her.
 DAEMON = """\
 import os, sqlite3, sys, time
-course, ex, token = sys.argv[1], sys.argv[2], sys.argv[3]
-done = os.path.join(course, "autograded", "trudy", ex, ex + ".ipynb")
+course, ex, token, who = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+done = os.path.join(course, "autograded", who, ex, ex + ".ipynb")
 end = time.time() + 120
 while time.time() < end and not os.path.exists(done):
     time.sleep(0.2)
@@ -64,8 +64,9 @@ open(os.path.join(course, "pwned-by-trudy"), "w").write("rewrote the gradebook")
 """
 
 
-def _trudy_cells(course: Path, exchange: Path) -> list[str]:
-    spawn = (f"import os, sys\nargs = [sys.executable, '-c', {DAEMON!r}, {str(course)!r}, {EX!r}, {TOKEN!r}]\n"
+def _trudy_cells(course: Path, exchange: Path, token: str = TOKEN, who: str = "trudy") -> list[str]:
+    spawn = (f"import os, sys\nargs = [sys.executable, '-c', {DAEMON!r}, {str(course)!r}, {EX!r}, {token!r}, "
+             f"{who!r}]\n"
              "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execv(sys.executable, args)\n"
              "    os._exit(0)\nos.wait()\nprint('a daemon is waiting for autograde to finish')\n")
     peek = (f"import glob, os\nfor pattern in ({str(course / 'submitted' / '*' / EX / FILE)!r}, "
@@ -127,7 +128,8 @@ def course(tmp_path_factory) -> Iterator[dict]:
         yield _course(root, course, exchange)
 
 
-def _course(root: Path, course: Path, exchange: Path) -> dict:
+def _released(root: Path, course: Path, exchange: Path) -> NbGraderAPI:
+    """A course folder with ch01 written, generated and released through the exchange; returns nbgrader's API."""
     (course / "nbgrader_config.py").write_text(
         f"c = get_config()\nc.CourseDirectory.course_id = 'tklab'\nc.Exchange.root = {str(exchange)!r}\n"
         f"c.Exchange.cache = {str(root / 'cache')!r}\n")
@@ -136,6 +138,11 @@ def _course(root: Path, course: Path, exchange: Path) -> dict:
     for step in (api.generate_assignment, api.release_assignment):
         result = step(EX)
         assert result["success"], result.get("log", "") + result.get("error", "")
+    return api
+
+
+def _course(root: Path, course: Path, exchange: Path) -> dict:
+    api = _released(root, course, exchange)
     homes = {}
     for who in ("alice", "bob", "mallory", "trudy"):
         home = root / "home" / who

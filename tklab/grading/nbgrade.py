@@ -12,13 +12,18 @@ submit, ``collect``, the formgrader, ``generate_feedback``); tklab adds two comm
   student, the check runs on the submitted exercise file in a separate process, the learner's kernel in
   ``tklab.grading.sandbox`` (exactly as ``tklab grade`` does), and the points of every check are computed from
   its result and kept in ``DIR/tklab_verdicts/``, outside every submission (the submitted file is read by
-  ``intake``, a child with limits). Then ``nbgrader autograde`` runs (told not to overwrite the learner's file
-  with the released copy), every notebook executed by a kernel started in the sandbox a check's run gets
+  ``intake``, a child with limits; ``--jobs`` checks at once). Then ``nbgrader autograde`` runs on copies
+  ``intake`` made of each submission's notebook, exercise file and nbgrader's two files (``stage_submissions``:
+  nbgrader never opens what a student left in ``submitted/``; a notebook refused or not JSON is replaced by the
+  released one), told not to overwrite the learner's file with the released copy and to keep at most 64 KiB of a
+  cell's output (``nbkernel.BoundedExecute``), every notebook executed by a kernel started in the sandbox a check's
+  run gets
   (``nbkernel``: it sees a copy of that student's file and the verdict kept for it, nothing of the course, the
   exchange or the grader's, and every process it started dies with it); its test cells show the verdicts kept
   for the submitted file. Last, the score of every tklab cell in the gradebook is set to the points computed
   outside the notebook, and any cell whose score in the executed notebook differed is named (a notebook cell
-  that tampered with the result shows up here).
+  that tampered with the result shows up here). A notebook nbgrader could not run (its kernel died) costs only
+  that student's autograded notebook: everyone's points are written, and the student is named (exit 1).
 
 Why outside: ``nbgrader autograde`` runs the submitted notebook in one kernel, cells the student added
 included, so anything computed in that kernel can be changed by the student's code (an exception hook
@@ -38,7 +43,7 @@ runs ``python -m tklab check`` on the file in a separate process, once per versi
 
 Public API: ``Points``, ``Item``, ``items(spec, points)``, ``judge(result, item)``, ``score(result, ...)``,
 ``source_notebook(spec, points)``, ``write_assignments(course, ids, points)``, ``verdict(exercise, check)``,
-``report(exercise)``, ``compute_verdicts``, ``apply_scores``, ``autograde``, ``main(argv)``.
+``report(exercise)``, ``compute_verdicts``, ``stage_submissions``, ``apply_scores``, ``autograde``, ``main(argv)``.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -366,11 +372,16 @@ def _submissions(course: Path, assignment: str, filename: str, students: Sequenc
 
 
 def compute_verdicts(course: Path, assignment: str, *, students: Sequence[str] | None = None,
-                     timeout: float = 60.0, bench: bool = False, progress: bool = True) -> dict[str, dict[str, Any]]:
+                     timeout: float = 60.0, bench: bool = False, progress: bool = True, jobs: int = 1
+                     ) -> dict[str, dict[str, Any]]:
     """Check each student's submitted exercise file outside any notebook; keep each verdict in
     ``course/tklab_verdicts/<exercise>/<sha256>.json``. Returns {student: {sha256, scores, summary}}.
 
-    The file checked is a copy ``intake`` made (a regular file, no link followed) in a folder the grader owns."""
+    The file checked is a copy ``intake`` made (a regular file, no link followed) in a folder the grader owns.
+    ``jobs`` checks run at once (each in its own process tree, sandbox and user, as one check alone); one at a time
+    whenever the speed is measured, so no check's timing shares the machine with another's."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from .grade import _check_in_subprocess, _copied
 
     ex, cells = graded_cells(course / "source" / assignment / f"{assignment}.ipynb")
@@ -378,9 +389,9 @@ def compute_verdicts(course: Path, assignment: str, *, students: Sequence[str] |
     bench = bench or any(item.kind == "speed" for _, item, _ in cells)  # a speed cell needs the timing
     store = course / VERDICTS_DIR / ex
     store.mkdir(parents=True, exist_ok=True)
-    out: dict[str, dict[str, Any]] = {}
     submitted = course / "submitted"
-    for student, (rel, why) in _submissions(course, assignment, spec.filename, students).items():
+
+    def one(student: str, rel: str, why: str) -> dict[str, Any]:
         result: dict[str, Any] = {"compiled": False, "passed": False, "summary": why}
         sha = ""
         with _copied(submitted, student, {ex: rel} if rel else {}) as (staged, copies, problems):
@@ -393,11 +404,17 @@ def compute_verdicts(course: Path, assignment: str, *, students: Sequence[str] |
                 sha = _sha256(path)
                 result = _check_in_subprocess(ex, path, timeout=timeout, run=True, bench=bench,
                                               hide=[course, staged], cwd=staged)
-                (store / f"{sha}.json").write_text(json.dumps({"exercise": ex, "sha256": sha, "student": student,
-                                                               "result": result}, default=str) + "\n")
-        out[student] = {"sha256": sha, "scores": score(result, spec, cells),
-                        "summary": " ".join(str(result.get("summary", "")).split())}
-    return out
+                record = store / f".{sha}.{threading.get_ident()}.tmp"  # two students may hand in the same file
+                record.write_text(json.dumps({"exercise": ex, "sha256": sha, "student": student, "result": result},
+                                             default=str) + "\n")
+                os.replace(record, store / f"{sha}.json")
+        return {"sha256": sha, "scores": score(result, spec, cells),
+                "summary": " ".join(str(result.get("summary", "")).split())}
+
+    todo = _submissions(course, assignment, spec.filename, students)
+    with ThreadPoolExecutor(max_workers=1 if bench else max(1, jobs)) as pool:
+        done = {student: pool.submit(one, student, rel, why) for student, (rel, why) in todo.items()}
+        return {student: f.result() for student, f in done.items()}
 
 
 def _exchange_folders(course: Path) -> list[Path]:
@@ -417,12 +434,63 @@ def _exchange_folders(course: Path) -> list[Path]:
     return [p for p in found if p.is_dir()]
 
 
+#: nbgrader's files in a submission besides the notebook and the exercise file (its submit writes both; its
+#: autograde reads the time, its release_feedback the secret).
+_NBGRADER_FILES = ("timestamp.txt", "submission_secret.txt")
+
+
+def stage_submissions(course: Path, assignment: str, filename: str, dest: Path, students: Sequence[str] | None = None
+                      ) -> dict[str, str]:
+    """What nbgrader autogrades: ``dest/<student>/<assignment>/`` with copies of the notebook, the exercise file and
+    nbgrader's own files of each submission, made by ``intake`` (regular files of at most 512 KB, no link followed),
+    so nbgrader never opens what a student put in ``submitted/``: a FIFO there failed their notebook, which failed the
+    whole run, and a link handed nbgrader a classmate's notebook to autograde (and feed back) as theirs. A notebook
+    that is refused, missing or not JSON is replaced by the released one: its cells are the assignment's, read-only,
+    and the student's work is the exercise file. Returns {student: why their notebook was replaced}."""
+    import nbformat
+
+    from . import intake
+
+    notebook = f"{assignment}.ipynb"
+    wanted = [notebook, filename, *_NBGRADER_FILES]
+    try:
+        seen = intake.survey(course / "submitted", wanted, students)
+    except intake.IntakeError as e:
+        raise NbgradeError(str(e)) from None
+    released = course / "release" / assignment / notebook  # nbgrader's release folder (its default name)
+    if not released.is_file():
+        released = course / "source" / assignment / notebook
+    replaced: dict[str, str] = {}
+    for student, folder in sorted(seen.folders.items()):
+        if assignment not in folder.dirs:
+            continue
+        where = {n: rel for n, rel in folder.found.items() if rel == f"{assignment}/{n}"}
+        copies, refused = intake.fetch(course / "submitted", student, where, dest / student)
+        (dest / student / assignment).mkdir(parents=True, exist_ok=True)
+        why = refused.get(notebook) or folder.refused.get(notebook) or ("" if notebook in copies else
+                                                                          f"no {notebook} in the submission")
+        if notebook in copies:
+            try:
+                nbformat.reads(copies[notebook].read_text(encoding="utf-8"), as_version=4)
+            except Exception as e:  # noqa: BLE001 - whatever nbformat cannot read, nbgrader cannot either
+                why = f"{notebook} is not a notebook ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
+        if why:
+            shutil.copyfile(released, dest / student / assignment / notebook)
+            replaced[student] = f"{why}; autograded with the released notebook (the cells they added are not run)"
+    return replaced
+
+
 def run_nbgrader_autograde(course: Path, assignment: str, student: str | None = None, extra: Sequence[str] = ()
-                           ) -> subprocess.CompletedProcess[str]:
-    """``nbgrader autograde`` in the course folder (so its nbgrader_config.py applies), the learner's file not
-    overwritten by the released copy, every notebook executed by a kernel in the sandbox (``nbkernel``): it sees
-    a copy of the student's own file and the verdict kept for it, nothing of the course, the exchange or the
-    grader's, and its processes are killed when it ends."""
+                           ) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+    """``nbgrader autograde`` in the course folder (so its nbgrader_config.py applies) on copies of the submissions
+    (``stage_submissions``), the learner's file not overwritten by the released copy, every notebook executed by a
+    kernel in the sandbox (``nbkernel``): it sees a copy of the student's own file and the verdict kept for it,
+    nothing of the course, the exchange or the grader's, and its processes are killed when it ends; nbgrader keeps
+    at most 64 KiB of a cell's output (``nbkernel.BoundedExecute``). Returns (nbgrader's process, {student: why
+    their notebook was replaced})."""
+    from nbgrader.converters.autograde import Autograde
+    from nbgrader.preprocessors import Execute
+
     from . import nbkernel
 
     ex = graded_cells(course / "source" / assignment / f"{assignment}.ipynb")[0]
@@ -430,6 +498,9 @@ def run_nbgrader_autograde(course: Path, assignment: str, student: str | None = 
     scratch = Path(tempfile.mkdtemp(prefix="tklab-nbgrade-"))
     try:
         os.chmod(scratch, 0o711)  # the kernel's user passes through to its sockets' folder (none can list it)
+        staged = scratch / "submitted"
+        staged.mkdir(mode=0o700)
+        replaced = stage_submissions(course, assignment, spec.filename, staged, [student] if student else None)
         name = nbkernel.kernelspec(scratch)
         (scratch / "sockets").mkdir(mode=0o700)  # the kernels' ZeroMQ sockets (one kernel at a time)
         env = dict(os.environ)
@@ -438,13 +509,17 @@ def run_nbgrader_autograde(course: Path, assignment: str, student: str | None = 
         env.update(nbkernel.job_env(exercise=ex, filename=spec.filename, verdicts=(course / VERDICTS_DIR).resolve(),
                                     hide=[course.resolve(), *_exchange_folders(course)]))
         keep = json.dumps({assignment: [spec.filename]})
+        steps = Autograde.class_traits()["autograde_preprocessors"].default()
+        steps = [f"{nbkernel.__name__}.BoundedExecute" if p is Execute else f"{p.__module__}.{p.__name__}"
+                 for p in steps]
         cmd = [sys.executable, "-m", "nbgrader", "autograde", assignment, "--force",
-               f"--CourseDirectory.root={course.resolve()}", f"--Autograde.exclude_overwriting={keep}",
+               f"--CourseDirectory.root={course.resolve()}", f"--CourseDirectory.submitted_directory={staged}",
+               f"--Autograde.exclude_overwriting={keep}", *(f"--Autograde.autograde_preprocessors={p}" for p in steps),
                f"--Execute.kernel_name={name}", "--KernelManager.transport=ipc",
                f"--KernelManager.ip={scratch / 'sockets' / 'kernel'}"]
         if student is not None:
             cmd.append(f"--student={student}")
-        return subprocess.run([*cmd, *extra], cwd=course, env=env, capture_output=True, text=True)
+        return subprocess.run([*cmd, *extra], cwd=course, env=env, capture_output=True, text=True), replaced
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -476,17 +551,26 @@ def apply_scores(course: Path, assignment: str, verdicts: dict[str, dict[str, An
 
 
 def autograde(course: Path, assignment: str, *, students: Sequence[str] | None = None, timeout: float = 60.0,
-              bench: bool = False, extra: Sequence[str] = (), db_url: str | None = None) -> int:
+              bench: bool = False, extra: Sequence[str] = (), db_url: str | None = None, jobs: int = 1) -> int:
     """The three steps (see the module docstring); prints a summary. Exit status: 0 done, 1 nbgrader
     failed, 3 done but some correctness could not be established here (no GPU, no emulator)."""
-    verdicts = compute_verdicts(course, assignment, students=students, timeout=timeout, bench=bench)
+    verdicts = compute_verdicts(course, assignment, students=students, timeout=timeout, bench=bench, jobs=jobs)
+    replaced: dict[str, str] = {}
+    failed: list[str] = []
     for who in (list(verdicts) if students else [None]):  # nbgrader's --student takes one name (or a glob)
-        proc = run_nbgrader_autograde(course, assignment, who, extra)
+        proc, notes = run_nbgrader_autograde(course, assignment, who, extra)
+        replaced.update(notes)
         if proc.returncode != 0:
-            print(proc.stdout + proc.stderr, file=sys.stderr)
-            print(f"error: nbgrader autograde failed (exit {proc.returncode}); the verdicts are kept in "
-                  f"{course / VERDICTS_DIR}", file=sys.stderr)
-            return 1
+            log = proc.stdout + proc.stderr
+            print(log, file=sys.stderr)
+            # One notebook nbgrader could not run (its kernel died) made it exit 1, and no score of the class was
+            # written: the failed students are named, the others' (and their check's) points are recorded.
+            names = re.findall(r"There was an error processing assignment '[^']*' for student '([^']*)'", log)
+            if not names:
+                print(f"error: nbgrader autograde failed (exit {proc.returncode}); the verdicts are kept in "
+                      f"{course / VERDICTS_DIR}", file=sys.stderr)
+                return 1
+            failed += names
     differed = apply_scores(course, assignment, verdicts, db_url=db_url)
     unverified = 0
     for student, v in verdicts.items():
@@ -494,8 +578,15 @@ def autograde(course: Path, assignment: str, *, students: Sequence[str] | None =
         most = sum(s["max"] for s in v["scores"].values())
         unverified += sum(s["passed"] is None for s in v["scores"].values())
         print(f"{student}: {got:g} / {most:g}  {v['summary']}")
+    for student, why in replaced.items():
+        print(f"note: {student}: {why}")
     for line in differed:
         print(f"note: {line}")
+    if failed:
+        print(f"error: nbgrader could not autograde the notebook of {', '.join(failed)} (its log is on stderr): the "
+              "points of the check on their file are in the gradebook, but they have no autograded notebook, so no "
+              "feedback", file=sys.stderr)
+        return 1
     if unverified:
         print(f"{unverified} check(s) could not be established on this machine (NOT VERIFIED, 0 points): grade on a "
               "machine with a GPU, or with a C++ compiler for the CPU emulation")
@@ -523,6 +614,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--timeout", type=float, default=60.0, help="seconds for each run of a learner's kernel")
     g.add_argument("--db", default=None, help="the gradebook's database URL, when nbgrader_config.py sets "
                    "CourseDirectory.db_url (default: sqlite:///<course>/gradebook.db, nbgrader's own default)")
+    g.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="checks run at once (default: the "
+                   "CPUs, at most 4; one at a time where the speed is measured)")
     g.add_argument("--bench", action="store_true", help="time against the library even without a speed cell "
                    "(an assignment with a speed cell is always timed; timing needs a GPU)")
     g.add_argument("--allow-unsandboxed", action="store_true",
@@ -542,6 +635,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"next: cd {args.course} && nbgrader generate_assignment <exercise id>; grade with "
                   "`python -m tklab nbgrade autograde <exercise id>`")
             return 0
+        if args.jobs < 1:
+            raise NbgradeError(f"--jobs {args.jobs}: at least one check must run at a time")
         from .sandbox import refusal
 
         refused = refusal(args.allow_unsandboxed)
@@ -553,7 +648,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if practice:
             raise NbgradeError(practice)
         return autograde(args.course, args.assignment, students=args.student, timeout=args.timeout,
-                         bench=args.bench, extra=extra, db_url=args.db)
+                         bench=args.bench, extra=extra, db_url=args.db, jobs=args.jobs)
     except (NbgradeError, KeyError) as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2

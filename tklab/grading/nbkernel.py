@@ -19,7 +19,10 @@ started by jupyter_client in the autograded notebook's folder, told the job by `
 the sandbox: ``python -m tklab.grading.nbkernel --inside -f CONNECTION ...`` drops to its user, limits itself and
 runs ipykernel.
 
-Public API: ``KERNEL_NAME``, ``kernelspec(folder)``, ``job_env(...)``, ``main(argv)``.
+``BoundedExecute`` is the preprocessor nbgrader executes the notebooks with (in place of its ``Execute``): it keeps
+at most 64 KiB of a cell's outputs and 1 MiB of a notebook's, as they arrive.
+
+Public API: ``KERNEL_NAME``, ``kernelspec(folder)``, ``job_env(...)``, ``BoundedExecute``, ``main(argv)``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ..paths import REPO
 
@@ -116,7 +120,10 @@ def _sockets_to(folder: Path, ids: tuple[int, int] | None, *, back: bool) -> Non
 
 
 def _kernel_pids(box: object) -> list[int]:
-    """The sandboxed kernel's own processes (its interrupt goes to them, not to bubblewrap's)."""
+    """The sandboxed kernel's own processes (its interrupt goes to them, not to bubblewrap's). Matched on the
+    arguments, not on a word in the command line: bubblewrap's command line holds the kernel's whole command too, and
+    a SIGINT to bubblewrap ended the sandbox, so nbgrader's interrupt of a cell past its time limit killed the kernel
+    and failed the notebook (tests/test_class_load.py, the sleeper)."""
     from .sandbox import _run_processes
 
     proc = getattr(box, "proc", None)
@@ -125,9 +132,13 @@ def _kernel_pids(box: object) -> list[int]:
     found = []
     for pid in _run_processes(proc.pid, box.token.encode()):  # type: ignore[attr-defined]
         with contextlib.suppress(OSError):
-            if b"--inside" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:4] == _INSIDE:
                 found.append(pid)
     return found
+
+
+#: The kernel's arguments after the interpreter, as ``launch`` starts it.
+_INSIDE = [b"-m", b"tklab.grading.nbkernel", b"--inside"]
 
 
 def launch(args: Sequence[str]) -> int:
@@ -173,8 +184,7 @@ def launch(args: Sequence[str]) -> int:
 
         signal.signal(signal.SIGINT, interrupt)
         signal.signal(signal.SIGTERM, stop)
-        box.start([sys.executable, "-m", "tklab.grading.nbkernel", "--inside", "-f", str(work / "connection.json"),
-                   *rest], env)
+        box.start([sys.executable, *(a.decode() for a in _INSIDE), "-f", str(work / "connection.json"), *rest], env)
         assert box.proc is not None and box.proc.stdout is not None
         fin = box.supervise({box.proc.stdout.fileno(): lambda b: sys.stderr.buffer.write(b)})
         return 0 if fin.returncode in (0, None) else 1
@@ -185,6 +195,53 @@ def launch(args: Sequence[str]) -> int:
             box.kill()  # every process of the kernel, before nbgrader goes on to the grades
             _sockets_to(sockets, box.run_ids(), back=True)
         shutil.rmtree(work, ignore_errors=True)
+
+
+#: What nbgrader keeps of one cell's outputs, and of one notebook's, as they arrive (``BoundedExecute``).
+CELL_OUTPUT_BYTES = 64 << 10
+NOTEBOOK_OUTPUT_BYTES = 1 << 20
+
+
+def _bounded_execute() -> type:
+    """nbgrader's ``Execute`` preprocessor, keeping at most ``CELL_OUTPUT_BYTES`` of each cell's outputs and
+    ``NOTEBOOK_OUTPUT_BYTES`` of the notebook's as the messages arrive: past either, the rest of the cell's output is
+    dropped and one line on stderr says so. nbgrader's own ``LimitOutput`` runs after the whole notebook was held in
+    the grader's memory and counts lines: one line of 8 MiB went into the autograded notebook and the feedback."""
+    from nbformat.v4 import new_output
+    from nbgrader.preprocessors import Execute
+
+    class BoundedExecute(Execute):  # type: ignore[misc, valid-type]
+        def preprocess(self, nb: Any, resources: Any = None, km: Any = None) -> Any:
+            self._kept: dict[int, int] = {}
+            self._cut: set[int] = set()
+            return super().preprocess(nb, resources, km)
+
+        def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> Any:
+            content = msg.get("content", {})
+            text = content.get("text") if msg.get("msg_type") == "stream" else None
+            size = len(text) if isinstance(text, str) else len(json.dumps(content, default=str))
+            if cell_index in self._cut or (self._kept.get(cell_index, 0) + size > CELL_OUTPUT_BYTES
+                                           or sum(self._kept.values()) + size > NOTEBOOK_OUTPUT_BYTES):
+                if cell_index not in self._cut:
+                    self._cut.add(cell_index)
+                    outs.append(new_output("stream", name="stderr", text=(
+                        f"[output cut by the grader: a cell keeps at most {CELL_OUTPUT_BYTES >> 10} KiB of output, a "
+                        f"notebook {NOTEBOOK_OUTPUT_BYTES >> 10} KiB]\n")))
+                return None
+            self._kept[cell_index] = self._kept.get(cell_index, 0) + size
+            return super().output(outs, msg, display_id, cell_index)
+
+    BoundedExecute.__module__, BoundedExecute.__qualname__ = __name__, "BoundedExecute"
+    return BoundedExecute
+
+
+def __getattr__(name: str) -> Any:
+    """``BoundedExecute``, made on first use (nbgrader imports it by name; the kernel's side never needs nbgrader)."""
+    if name == "BoundedExecute":
+        cls = _bounded_execute()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def inside(args: Sequence[str]) -> None:
