@@ -40,7 +40,7 @@ SPEC = Exercise(
     emu_cases=CASES[:3],
     shapes="M a multiple of 128, N of 256, K of 64",
     options=("-DC_TYPE=float",),
-    floors=(TakesTurns(),),
+    floors=(TakesTurns(products="the step's products"),),
     static=(
         WritesGlobal(),
         SassHas(r"HGMMA(\..*)?", "wgmma instructions (HGMMA)", "keep the consumers' warpgroup::mma_AB",

@@ -343,6 +343,7 @@ class TakesTurns:
     the interpreter counts wgmma instructions a thread issued while it did not hold a turn (the named barriers the
     kernel exports as ``turn_barriers`` .. ``epilogue_barriers``)."""
 
+    products: str = "S_j and P V_{j-1}"  # what a turn issues, in the exercise's words
     name: str = "products inside the turns"
     needs_reference: bool = False
 
@@ -355,7 +356,7 @@ class TakesTurns:
         if outside == 0:
             return StaticResult(self.name, True, f"all {issued:,} wgmma issued inside the warpgroup's turn")
         return StaticResult(self.name, False, f"{outside:,} of {issued:,} wgmma were issued outside the warpgroup's "
-                            "turn: take the turn (wait on your turn barrier) before issuing S_j and P V_{j-1}, and "
+                            f"turn: take the turn (wait on your turn barrier) before issuing {self.products}, and "
                             "pass it on after, so the two consumers' products alternate on the tensor cores")
 
     def judge_gpu(self, speed: dict[str, Any]) -> StaticResult | None:
