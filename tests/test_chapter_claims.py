@@ -573,3 +573,111 @@ def test_ch04_says_what_chapter_07_measured_of_tma_layouts() -> None:
     assert not any("dense" in t or "TMA box" in t for t in texts.values())
     assert "rows back to back, or one swizzle span apart" in texts["c10"]
     assert "Wider loads move 16 bytes per lane (`LDS.128`, chapter 03's `float4`)" in texts["c10b"]
+
+
+# ---- issue 41, item 4: a fresh expert read of chapters 07-11, each corrected statement held to its source ---------
+def test_ch08_b_is_read_through_the_transpose_flag() -> None:
+    """08 · section 2: mma_AB reads B MN-major, i.e. with wgmma's transpose flag for B set (PTX's imm-trans-b)."""
+    mma = (ROOT / "cuda" / "tk" / "ops" / "warpgroup" / "mma.cuh").read_text()
+    instr = (ROOT / "cuda" / "tk" / "hopper" / "wgmma_instr.cuh").read_text()
+    assert "mma_AB(rt<float, 16, N>& d, const A& a, const SB& b, bool accumulate = true) { mma<major::k, major::mn>" \
+        in mma
+    assert 'MN-major ("transposed")' in instr
+    prose = _text("08", "c06")
+    assert "B MN-major: row-major B is read as stored, with wgmma's transpose flag for B (`imm-trans-b`) set" in prose
+    assert "needs no transpose" not in prose
+
+
+def test_ch08_k_loop_length_per_step() -> None:
+    """08 · what the compiler made of every step: the K loop's length, step 1 apart (it waits and refills itself)."""
+    from tklab import course, gemm
+
+    lengths = {name: len(course.main_loop(gemm.compiled(s).sass)) for name, s in gemm.STEPS.items()}
+    first = lengths.pop("1_one_warpgroup")
+    later = {round(n, -1) for n in lengths.values()}
+    assert len(later) == 1, lengths
+    prose = _text("08", "c21")
+    assert f"about {later.pop()} instructions around the four HGMMA from step 2 on " \
+           f"(about {round(first, -1)} in step 1" in prose
+
+
+def test_ch08_cublas_kernel_is_named_as_recorded() -> None:
+    """08 · reading the table: cuBLAS's kernel named as the notes record it, its name read field by field; no
+    launch shape the records do not hold."""
+    notes = (ROOT / "bench" / "notes" / "gemm_wgmma.md").read_text()
+    name = re.search(r"`\.\.\._(\d+x\d+_\d+x\d+_\dx\d\w*)`", notes).group(1)
+    tm, tn, bk, stages, cx, cy = map(int, re.match(r"(\d+)x(\d+)_(\d+)x(\d+)_(\d)x(\d)", name).groups())
+    prose = _text("08", "c27")
+    assert f"`…_{name}` (`bench/notes/gemm_wgmma.md`)" in prose
+    assert f"{tm} × {tn} tiles, {bk}-deep K-slices in {stages} stages, {cx * cy}-block clusters" in prose
+    assert "coop" in name and "cooperate on one tile" in prose
+    assert "132 blocks" not in prose and "persistent" not in prose.split("###")[0]
+
+
+def test_ch09_scores_per_head_and_the_register_moves() -> None:
+    """09 · the intro's N² at N = 8192, and the register moves the notes counted (for the block width they name)."""
+    assert f"{round(8192 ** 2 / 1e6)} million numbers (8192²) *per head*" in _text("09", "5de33d6b")
+    notes = (ROOT / "bench" / "notes" / "flash_fwd.md").read_text()
+    hmma, keys, moves = re.search(r"SASS of the key loop, (\d+) HMMA per trip, (\d+)-key blocks\): (\d+) register "
+                                  r"moves", notes).groups()
+    prose = _text("09", "42dde214")
+    assert f"they cost {moves} register moves per {hmma} `HMMA`, counted when the key blocks were {keys} wide" in prose
+
+
+def test_ch10_two_rings_and_the_defaults_fa3_goes_beyond() -> None:
+    """10 · the producer fills two rings (K and V) of STAGES stages; FlashAttention-3's persistent grid is beyond the
+    kernel's defaults (PERSISTENT is an option, off by default); the d = 64 profile is named as the variant it is."""
+    from tklab.kernels.attention import DEFAULTS
+
+    src = (ROOT / "solutions" / "ch10_flash" / "ch10_flash.cu").read_text()
+    assert "pipeline<STAGES> k_pipe, v_pipe;" in src
+    stages = DEFAULTS["hopper"][128]["STAGES"]
+    assert f"into two rings of {stages} stages (one for K, one for V)" in _text("10", "a0bdd3e7")
+    fa = _text("10", "1025f936")
+    assert all(DEFAULTS["hopper"][d]["PERSISTENT"] == 0 for d in (64, 128))
+    assert "adds beyond this kernel's defaults" in fa
+    profile = (RESULTS / "ncu" / "flash_fwd_ch10_pingpong3_d64_n8192_e9e13a5.txt").read_text()
+    assert "ch10 ping-pong 3 stages ran" in profile
+    assert DEFAULTS["hopper"][64]["SCHEDULE"] != 2 or DEFAULTS["hopper"][64]["STAGES"] != 3  # not the default
+    assert "a profile of its 3-stage ping-pong variant" in fa
+
+
+def test_ch10_progression_cudnn_rates_are_the_records() -> None:
+    """10 · the progression: cuDNN's rate beside chapter 09's row and beside the others, and overlap = ping-pong."""
+    cudnn09 = _recorded("ch09.flash_tiles_d128")["library_tflops"]
+    others = [_recorded(k)["library_tflops"] for k in ("ch10.plain", "ch10.overlap", "ch10.pingpong",
+                                                         "ch10.pingpong_bc176")]
+    overlap, pingpong = (_recorded(k)["tflops"] for k in ("ch10.overlap", "ch10.pingpong"))
+    prose = _text("10", "6b51a3a7")
+    assert f"cuDNN measured {cudnn09:.0f} TFLOP/s beside chapter 09's row and {min(others):.0f}–{max(others):.0f} " \
+           f"beside the others" in prose
+    assert f"{overlap:.0f}" == f"{pingpong:.0f}" and f"({overlap:.0f} TFLOP/s both" in prose
+
+
+def test_ch11_slots_share_of_the_reduce_adds_speed() -> None:
+    """11 · what determinism costs: the slots' TFLOP/s over the TMA reduce-add's, configuration by configuration
+    (the middle of each range in the report named), as a share kept, not a share lost."""
+    rows = re.findall(r"^\| (\d+) \| (\d+) \| (no|yes) \| (ch11 dQ TMA reduce|ch11 dQ slots \(deterministic\)) \| "
+                      r"(\d+)–(\d+) \|", (RESULTS / "flash_bwd_2026-12-02_d9c69ef.md").read_text(), re.M)
+    rate: dict[tuple, dict[str, float]] = {}
+    for d, n, causal, who, lo, hi in rows:
+        rate.setdefault((d, n, causal), {})[who] = (float(lo) + float(hi)) / 2
+    kept = [r["ch11 dQ slots (deterministic)"] / r["ch11 dQ TMA reduce"] for r in rate.values()]
+    assert len(kept) == 8
+    prose = _text("11", "1bc5d5f7")
+    assert f"the slots kept {min(kept) * 100:.0f}–{max(kept) * 100:.0f} % of the reduce-add's speed" in prose
+    assert "23–43 % of the speed" not in prose
+
+
+def test_ch11_exercise_emulated_lengths_are_the_specs() -> None:
+    """11 · the exercise: the lengths the CPU emulator runs, for the main build and the d = 64 build, from the spec."""
+    from tklab.grading import cases
+    from tklab.grading.specs import from_file, spec_file
+
+    spec = from_file(spec_file("ch11_flash_bwd"), "ch11_flash_bwd")
+    main = sorted({d["N"] for d in cases.cases(spec)})
+    (d64,) = spec.builds
+    small = sorted({d["N"] for d in cases.cases(d64)})
+    said = lambda ns: ", ".join(map(str, ns[:-1])) + f" and {ns[-1]}"  # noqa: E731
+    prose = _text("11", "f0c38eb4")
+    assert f"(lengths {said(main)} at d = 128; {said(small)} at d = 64)" in prose
