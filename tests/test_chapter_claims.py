@@ -681,3 +681,51 @@ def test_ch11_exercise_emulated_lengths_are_the_specs() -> None:
     said = lambda ns: ", ".join(map(str, ns[:-1])) + f" and {ns[-1]}"  # noqa: E731
     prose = _text("11", "f0c38eb4")
     assert f"(lengths {said(main)} at d = 128; {said(small)} at d = 64)" in prose
+
+
+def test_ch07_chapter_10s_tile_is_copied_in_the_pieces_said() -> None:
+    """07 · TMA's swizzle modes: chapter 10's K/V tile (its default key block × d = 128) takes the boxes said."""
+    import numpy as np
+
+    from tklab import tma
+    from tklab.kernels.attention import DEFAULTS
+
+    bc, d = DEFAULTS["hopper"][128]["BC"], 128
+    strides = tuple(int(s) * 2 for s in np.cumprod((1, d, 1000, 16))[::-1])
+    p = tma.plan(0x10000, (2, 16, 1000, d), strides, "bfloat16", (bc, d))
+    assert f"chapter 10 copies each {bc} × {d} tile in {p.copies_per_tile} pieces" in _text("07", "c16b")
+
+
+def test_ch07_and_ch08_exercise_cells_name_their_checks_shapes() -> None:
+    """07 · the ring exercise and 08 · the wgmma exercise: the shapes their cells name are the specs' cases."""
+    from tklab.grading.specs import from_file, spec_file
+
+    ring = from_file(spec_file("ch07_tma_ring"), "ch07_tma_ring")
+    shapes = [f"{c['M']}²" if c["M"] == c["N"] else f"{c['M']}×{c['N']}" for c in ring.cases]
+    prose = _text("07", "c22b")
+    assert all(s in prose for s in shapes), shapes
+    assert any(c.get("tma_order") == 1 for c in ring.emu_cases) and "(once in reverse order)" in prose
+    wg = from_file(spec_file("ch08_wgmma"), "ch08_wgmma")
+    big, one, wraps = wg.cases
+    assert big["M"] == big["N"] == big["K"] and (one["M"], one["N"], one["K"]) == (64, 256, 64)  # one tile, one slice
+    assert wraps["K"] // 64 > 4  # more K-slices than the ring's 4 stages: it wraps
+    prose = _text("08", "c08b")
+    assert f"runs {big['M']}³, one tile with one K-slice, and {wraps['M']}×{wraps['N']}×{wraps['K']} (the ring wraps)" \
+        in prose
+
+
+def test_ch08_step1_shared_memory_and_the_last_wave() -> None:
+    """08 · step 1's shared memory (one block per SM; the 2-stage variant fits two) and the last wave at 4096³."""
+    from tklab import course, gemm
+
+    def smem(name: str) -> int:
+        return gemm.launch_facts(gemm.compiled({**gemm.STEPS, **gemm.VARIANTS}[name]).module)["shared_bytes"]
+
+    per_sm = course.HOPPER.smem_bytes
+    one, two = smem("1_one_warpgroup"), smem("1_one_warpgroup_2stages")
+    block = course.HOPPER.smem_reserved_per_block
+    assert 2 * (one + block) > per_sm >= 2 * (two + block)
+    assert f"With {round(one / 1024, -1):.0f} KB of shared memory one block fits per SM" in _text("08", "c12")
+    tiles, sms = (4096 // 128) * (4096 // 256), 132
+    left = _text("08", "c27")
+    assert f"{tiles} tiles on {sms} SMs are {tiles / sms:.2f} waves, so {sms - tiles % sms} SMs idle" in left
