@@ -1,0 +1,340 @@
+"""A class of 40 through nbgrader, one hostile student per attack (issue 39, item 6): the whole round trip of
+tests/test_nbgrade.py (release, fetch, submit, collect, ``tklab nbgrade autograde``, feedback, the exported sheet)
+with most students handing in an ordinary attempt at chapter 01 -- the solution, the untouched exercise, each
+planted mistake of ``solutions/ch01_naive_matmul/planted.toml`` and each benign variant applied to the solution --
+and one student per attack that reaches the nbgrader path:
+
+* mallory: a cell that makes every check cell print a pass (test_nbgrade's ``TAMPER``);
+* trudy: a daemon that rewrites the gradebook after autograde, and a cell printing classmates' submissions;
+* eve: a cell printing the solutions, the git history, the exchange, classmates' autograded notebooks and feedback;
+* forker: a cell that forks until it is refused (1500 at most); hog: a cell that allocates until refused (6 GiB
+  at most); flood: a cell printing 17 MB (one line of 8 MiB, then 100 000 lines); sleeper: a cell that starts a
+  process and sleeps past nbgrader's cell time limit;
+* fifo: the exercise file in the submission folder is a FIFO; linker: the notebook and the exercise file there
+  are links to a classmate's; badjson: the notebook handed in is not JSON.
+
+Every student's exercise file and notebook holds a secret of their own. Expected scores come from what each attempt
+is (the solution and the benign variants every point, the untouched exercise only its compile, a planted mistake
+everything but its output), never from a table. The whole run's wall time is printed (``-s`` shows it), a note,
+not an assertion.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("nbgrader", reason="nbgrader is in the dev extra (pip install -e '.[dev]')")
+
+import planted  # noqa: E402
+from nbgrader.api import Gradebook  # noqa: E402
+from test_nbgrade import EX, FILE, TAMPER, _alive, _released, _student, _trudy_cells  # noqa: E402
+
+from tklab import nbgrade, specs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+NB = f"{EX}.ipynb"
+#: nbgrader's time limit per cell in this class (its option, passed through by ``tklab nbgrade autograde``).
+CELL_SECONDS = 10
+SOLUTION = planted.solution(EX).read_text()
+STUB = (ROOT / "exercises" / FILE).read_text()
+
+# -- the class --------------------------------------------------------------------------------------------------------
+
+_SUITE = planted.load(EX)
+#: {student: (kind, text of the exercise file)}: what each ordinary student hands in.
+ORDINARY: dict[str, tuple[str, str]] = {
+    **{f"sol{i:02d}": ("solution", SOLUTION) for i in range(1, 14)},
+    **{f"stub{i:02d}": ("untouched", STUB) for i in range(1, 9)},
+    **{f"m_{m.name}": ("benign" if m.benign else "mistake", planted.apply(SOLUTION, m)) for m in _SUITE},
+}
+#: {student: what their exercise file is}: the hostile students (what their notebook does is below).
+HOSTILE = {"mallory": STUB, "trudy": STUB, "eve": SOLUTION, "forker": SOLUTION, "hog": SOLUTION, "flood": SOLUTION,
+           "sleeper": SOLUTION, "fifo": SOLUTION, "linker": SOLUTION, "badjson": SOLUTION}
+STUDENTS = [*ORDINARY, *HOSTILE]
+#: A secret of each student's, in their exercise file and their notebook: it must show up nowhere else.
+SECRET = {s: f"secret-{s}-{uuid.uuid4().hex}" for s in STUDENTS}
+#: Numbers in the command lines of what the hostile cells start (``sleep N``), to find them afterwards.
+DAEMON_TOKEN, FORK_TOKEN, SLEEP_TOKEN = (f"40{n}{uuid.uuid4().int % 10**6}.5" for n in (97, 96, 95))
+FORK_MOST, HOG_MOST_MIB = 1500, 6144
+
+
+def _cells(course: Path, exchange: Path) -> dict[str, list[str]]:
+    """The code cells each hostile student adds to their notebook."""
+    peek = (f"import glob, os, subprocess\nfor pattern in ({str(course / '*' / '*' / EX / '*')!r}, "
+            f"{str(exchange / '*' / '*' / '*' / '*')!r}, '/tmp/*/*', '/tmp/*'):\n"
+            "    for f in glob.glob(pattern):\n        try:\n            print(f, open(f, errors='replace').read())\n"
+            "        except OSError as e:\n            print(f, e)\n"
+            f"for f in ({str(ROOT / 'solutions' / EX / FILE)!r}, {str(ROOT / '.git' / 'HEAD')!r}, "
+            f"{str(course / 'gradebook.db')!r}):\n    try:\n"
+            "        print('READ', f, open(f, errors='replace').read())\n"
+            "    except OSError as e:\n        print('DENIED', f, e)\n"
+            f"r = subprocess.run(['git', '-C', {str(ROOT)!r}, 'show', 'HEAD:solutions/{EX}/{FILE}'], "
+            "capture_output=True, text=True)\nprint('git:', r.returncode, r.stdout[-2000:], r.stderr[-300:])\n"
+            "print('eve looked')\n")
+    forks = (f"import os\nkids = 0\ntry:\n    for _ in range({FORK_MOST}):\n        pid = os.fork()\n"
+             f"        if pid == 0:\n            os.execv('/bin/sleep', ['sleep', {FORK_TOKEN!r}])\n        kids += 1\n"
+             "except OSError as e:\n    print('FORKS REFUSED after', kids, e.strerror)\nelse:\n"
+             "    print('FORKED', kids)\n")
+    hog = (f"blocks = []\ntry:\n    for _ in range({HOG_MOST_MIB // 64}):\n        blocks.append(b'x' * (64 << 20))\n"
+           "    print('HOG HELD', len(blocks) * 64, 'MiB')\nexcept MemoryError:\n"
+           "    print('HOG REFUSED at', len(blocks) * 64, 'MiB')\ndel blocks\n")
+    flood = ("import sys\nsys.stdout.write('y' * (8 << 20) + '\\n')\nfor i in range(100_000):\n"
+             "    print('flood', i, 'x' * 80)\nprint('FLOOD DONE')\n")
+    sleep = (f"import subprocess, time\nsubprocess.Popen(['sleep', {SLEEP_TOKEN!r}])\nprint('SLEEPING', flush=True)\n"
+             "time.sleep(3600)\n")
+    return {"mallory": [TAMPER], "trudy": _trudy_cells(course, exchange, DAEMON_TOKEN, "trudy"), "eve": [peek],
+            "forker": [forks], "hog": [hog], "flood": [flood], "sleeper": [sleep]}
+
+
+def _edit_notebook(path: Path, who: str, code: list[str]) -> None:
+    """The student's notebook with a markdown cell holding their secret, then their code cells, after the intro."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    added = [nbformat.v4.new_markdown_cell(f"my notes ({SECRET[who]})")]
+    added += [nbformat.v4.new_code_cell(c) for c in code]
+    for i, cell in enumerate(added):
+        cell["id"] = f"student-{i}"
+    nb.cells[1:1] = added
+    nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module")
+def klass(tmp_path_factory) -> Iterator[dict]:
+    root = tmp_path_factory.mktemp("class40")
+    course, exchange = root / "course", root / "exchange"
+    course.mkdir()
+    exchange.mkdir()
+    runtime = root / "runtime"  # the kernels' connection files: every launcher's command line names this folder
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+        mp.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+        t0 = time.monotonic()
+        api = _released(root, course, exchange)
+        cells = _cells(course, exchange)
+        homes = {}
+        for who in STUDENTS:
+            home = root / "home" / who
+            home.mkdir(parents=True)
+            _student(home, exchange, who, "fetch")
+            homes[who] = home / EX
+            text = ORDINARY[who][1] if who in ORDINARY else HOSTILE[who]
+            (homes[who] / FILE).write_text(f"{text}\n# {SECRET[who]}\n")
+            _edit_notebook(homes[who] / NB, who, cells.get(who, []))
+        (homes["badjson"] / NB).write_text('{"cells": [{"cell_type": "markdown", "source": "' + SECRET["badjson"])
+        for who in STUDENTS:
+            _student(homes[who].parent, exchange, who, "submit")
+        result = api.collect(EX)
+        assert result["success"], result.get("log", "")
+        sub = course / "submitted"
+        (sub / "fifo" / EX / FILE).unlink()
+        os.mkfifo(sub / "fifo" / EX / FILE)
+        for name in (FILE, NB):
+            (sub / "linker" / EX / name).unlink()
+            (sub / "linker" / EX / name).symlink_to(sub / "sol01" / EX / name)
+        yield {"root": root, "course": course, "exchange": exchange, "api": api, "homes": homes,
+               "runtime": runtime, "setup_seconds": time.monotonic() - t0}
+
+
+def _launchers(runtime: Path) -> list[int]:
+    return _alive(str(runtime))
+
+
+def _gradebook(course: Path) -> dict[str, dict[str, float | None]]:
+    """{student: {grade id: autograde score}} as nbgrader's gradebook holds it."""
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {s: {g.name: g.auto_score for g in gb.find_submission_notebook(EX, EX, s).grades}
+                for s in STUDENTS}
+
+
+def _sheet(course: Path) -> dict[str, tuple[float, float]]:
+    """{student: (score, max score)} from ``nbgrader export`` (the sheet an instructor hands on)."""
+    out = course / "grades.csv"
+    out.unlink(missing_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", "export", f"--CourseDirectory.root={course}",
+                           f"--CsvExportPlugin.to={out}"], cwd=course, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(out, newline="") as f:
+        return {r["student_id"]: (float(r["score"]), float(r["max_score"])) for r in csv.DictReader(f)
+                if r["assignment"] == EX}
+
+
+@pytest.fixture(scope="module")
+def graded(klass: dict) -> dict:
+    from tklab.grading.sandbox import grading_problem
+
+    course = klass["course"]
+    out = io.StringIO()
+    unsandboxed = ["--allow-unsandboxed"] if grading_problem() else []
+    phases: dict[str, float] = {}
+
+    def timed(name: str, step):  # the benchmark note's phases: the checks, nbgrader's run of the notebooks
+        def run(*args, **kwargs):
+            t = time.monotonic()
+            try:
+                return step(*args, **kwargs)
+            finally:
+                phases[name] = phases.get(name, 0.0) + time.monotonic() - t
+        return run
+
+    t0 = time.monotonic()
+    with pytest.MonkeyPatch.context() as mp, redirect_stdout(out):
+        mp.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+        mp.setenv("JUPYTER_RUNTIME_DIR", str(klass["runtime"]))
+        mp.setattr(nbgrade, "compute_verdicts", timed("checks", nbgrade.compute_verdicts))
+        mp.setattr(nbgrade, "run_nbgrader_autograde", timed("nbgrader", nbgrade.run_nbgrader_autograde))
+        status = nbgrade.main(["autograde", EX, "--course", str(course), "--timeout", "30", *unsandboxed,
+                               f"--Execute.timeout={CELL_SECONDS}"])
+    seconds = time.monotonic() - t0
+    ended = time.monotonic()
+    book, sheet = _gradebook(course), _sheet(course)
+    t1 = time.monotonic()
+    result = klass["api"].generate_feedback(EX)
+    feedback_seconds = time.monotonic() - t1
+    load = os.getloadavg()
+    print(f"\n[class load] {len(STUDENTS)} students on {os.cpu_count()} cores (load average {load[0]:.1f}, "
+          f"{load[1]:.1f}, {load[2]:.1f}): setup (release, fetch, edit, submit, collect) "
+          f"{klass['setup_seconds']:.1f} s, tklab nbgrade autograde {seconds:.1f} s (the checks "
+          f"{phases.get('checks', 0):.1f} s, nbgrader running the notebooks {phases.get('nbgrader', 0):.1f} s), "
+          f"generate_feedback {feedback_seconds:.1f} s\n{out.getvalue()}", file=sys.stderr)
+    return {"status": status, "out": out.getvalue(), "seconds": seconds, "ended": ended, "book": book,
+            "sheet": sheet, "feedback": result}
+
+
+# -- what each attempt deserves ---------------------------------------------------------------------------------------
+
+def _deserves(kind: str, cells: list[tuple[str, nbgrade.Item, float]]) -> dict[str, float]:
+    """{grade id: points} an attempt of this kind must get, from what the attempt is: the solution and a benign variant
+    pass every check; the untouched exercise compiles and fails the static check its spec names (``untouched``) and
+    its output; a planted mistake compiles, still writes C (asserted of each below), and its run must catch it; a
+    refused file earns nothing."""
+    untouched_fails = specs.get(EX).untouched[0]
+    out = {}
+    for grade_id, item, points in cells:
+        ok = {"solution": True, "benign": True, "refused": False,
+              "untouched": item.kind == "compiles" or (item.kind == "static" and item.static_name != untouched_fails),
+              "mistake": item.kind in ("compiles", "static")}[kind]
+        out[grade_id] = points if ok else 0.0
+    return out
+
+
+def _kind(student: str) -> str:
+    if student in ORDINARY:
+        return ORDINARY[student][0]
+    if student in ("fifo", "linker"):
+        return "refused"
+    return "untouched" if HOSTILE[student] == STUB else "solution"
+
+
+@pytest.fixture(scope="module")
+def cells(klass: dict) -> list[tuple[str, nbgrade.Item, float]]:
+    return nbgrade.graded_cells(klass["course"] / "source" / EX / NB)[1]
+
+
+def test_the_class_is_a_spread_of_attempts():
+    kinds = [k for k, _ in ORDINARY.values()]
+    assert len(STUDENTS) == 40 and len(set(STUDENTS)) == 40
+    assert {"solution", "untouched", "mistake", "benign"} <= set(kinds) and kinds.count("mistake") >= 4
+    for who, (kind, text) in ORDINARY.items():  # a planted mistake keeps writing C: the static check passes
+        if kind == "mistake":
+            assert text != SOLUTION and re.search(r"\bC\[[^\]]+\]\s*\+?=", text), who
+
+
+def test_every_ordinary_student_is_graded_with_the_score_their_attempt_deserves(graded, cells):
+    assert graded["status"] == 0, graded["out"][-4000:]
+    book = graded["book"]
+    wrong = {s: (book[s], _deserves(_kind(s), cells)) for s in STUDENTS if book[s] != _deserves(_kind(s), cells)}
+    assert not wrong, json.dumps(wrong, indent=1) + "\n" + graded["out"][-4000:]
+    most = sum(p for _, _, p in cells)
+    assert graded["sheet"] == {s: (sum(_deserves(_kind(s), cells).values()), most) for s in STUDENTS}
+
+
+def _ran(course: Path, who: str, *, graded_only: bool = False) -> str:
+    """The outputs of a student's notebook as nbgrader ran it (its autograded copy); of its graded cells only, one
+    line each, with ``graded_only``."""
+    import nbformat
+    from nbgrader import utils as nbutils
+
+    nb = nbformat.read(course / "autograded" / who / EX / NB, as_version=4)
+    if graded_only:
+        return "\n".join(json.dumps(c.outputs, ensure_ascii=False) for c in nb.cells if nbutils.is_grade(c))
+    return json.dumps([c.get("outputs") for c in nb.cells if c.cell_type == "code"], ensure_ascii=False)
+
+
+def test_the_tampering_cell_changes_no_score_and_is_named(klass, graded):
+    assert "trust me" in _ran(klass["course"], "mallory")
+    assert f"mallory: {EX}-correct: the executed notebook scored 5, the check outside it 0" in graded["out"]
+
+
+def test_a_daemon_and_the_cells_hostile_processes_are_gone_and_bounded(klass, graded, cells):
+    course = klass["course"]
+    time.sleep(max(0.0, graded["ended"] + 5 - time.monotonic()))  # the daemon acts 2 s after her notebook
+    left = {t: _alive(t) for t in (DAEMON_TOKEN, FORK_TOKEN, SLEEP_TOKEN, str(klass["runtime"]))}
+    for pids in left.values():
+        for pid in pids:
+            os.kill(pid, 9)
+    assert not any(left.values()), left
+    assert not (course / "pwned-by-trudy").exists()
+    forks = _ran(course, "forker")
+    assert "FORKS REFUSED after" in forks, forks[-2000:]
+    assert int(forks.split("FORKS REFUSED after")[1].split()[0]) < FORK_MOST
+    hog = _ran(course, "hog")
+    assert "HOG REFUSED at" in hog, hog[-2000:]
+    assert int(hog.split("HOG REFUSED at")[1].split()[0]) < HOG_MOST_MIB
+    sleeper = _ran(course, "sleeper")
+    assert "SLEEPING" in sleeper and "KeyboardInterrupt" in sleeper, sleeper[-2000:]  # interrupted at the limit
+    graded_cells = _ran(course, "sleeper", graded_only=True).splitlines()  # ... and the cells after it ran
+    assert len(graded_cells) == len(cells) and all("✔" in c for c in graded_cells), graded_cells
+
+
+def test_an_output_flood_is_cut_short(klass, graded):
+    ran = klass["course"] / "autograded" / "flood" / EX / NB
+    html = klass["course"] / "feedback" / "flood" / EX / f"{EX}.html"
+    assert ran.stat().st_size < 2 << 20 and html.stat().st_size < 3 << 20, (ran.stat().st_size, html.stat().st_size)
+    assert "output cut by the grader" in _ran(klass["course"], "flood")
+
+
+def test_a_fifo_a_link_and_a_broken_notebook_are_refused_by_name(klass, graded):
+    out = graded["out"]
+    assert re.search(r"^fifo: 0 / \S+ .*is a FIFO", out, re.M), out[-3000:]
+    assert re.search(r"^linker: 0 / \S+ .*is a link", out, re.M), out[-3000:]
+    assert re.search(r"badjson: .*not a notebook", out), out[-3000:]
+
+
+def test_nothing_of_one_student_appears_in_anothers_output(klass, graded):
+    assert graded["feedback"]["success"], graded["feedback"].get("log", "")[-3000:]
+    course = klass["course"]
+    own_seen = 0
+    for who in STUDENTS:
+        texts = []
+        for f in (course / "autograded" / who / EX / NB, course / "feedback" / who / EX / f"{EX}.html"):
+            if f.exists():
+                texts.append(f.read_text(errors="replace"))
+        text = "\n".join(texts)
+        others = [s for s in STUDENTS if s != who and SECRET[s] in text]
+        assert not others, f"{who}'s notebook or feedback holds the secret of {others}"
+        own_seen += SECRET[who] in text
+    assert own_seen >= len(STUDENTS) - 3  # (each notebook holds its own: the search finds what is there)
+    printed = "".join(o.get("text", "") for o in json.loads(_ran(course, "eve"))[0])  # her cell's output
+    eve = [line for line in printed.splitlines() if line.startswith(("READ", "DENIED", "git:", "eve looked"))]
+    assert eve[-1] == "eve looked" and [w.split()[0] for w in eve[:3]] == ["DENIED"] * 3, eve
+    assert eve[3].startswith("git:") and not eve[3].startswith("git: 0"), eve
+
+
+def test_the_gradebook_and_the_sheet_are_unchanged_afterwards(klass, graded):
+    time.sleep(max(0.0, graded["ended"] + 5 - time.monotonic()))
+    assert _gradebook(klass["course"]) == graded["book"]
+    assert _sheet(klass["course"]) == graded["sheet"]
