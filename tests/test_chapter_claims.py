@@ -729,3 +729,14 @@ def test_ch08_step1_shared_memory_and_the_last_wave() -> None:
     tiles, sms = (4096 // 128) * (4096 // 256), 132
     left = _text("08", "c27")
     assert f"{tiles} tiles on {sms} SMs are {tiles / sms:.2f} waves, so {sms - tiles % sms} SMs idle" in left
+
+
+def test_ch10_chapter_09s_output_path_as_the_kernel_writes_it() -> None:
+    """10 · the engines table: chapter 09 writes O through each warp's shared Q tile and 16-byte stores per lane."""
+    src = (ROOT / "solutions" / "ch09_flash" / "ch09_flash.cu").read_text()
+    lib = (ROOT / "cuda" / "tk" / "ops" / "warp" / "global_shared.cuh").read_text()
+    assert "store(sm.q[w], out);" in src and "store_bounded(O, sm.q[w]" in src
+    assert "*reinterpret_cast<uint4*>(base + size_t(r) * dst.stride + c)" in lib  # 16 bytes a lane, per chunk
+    prose = _text("10", "5ccf21b3")
+    assert "| output | each warp: through its shared Q tile, 16-byte stores per lane |" in prose
+    assert "16 bytes per row" not in prose
