@@ -77,9 +77,16 @@ constexpr int BR = 64;                 // query rows per step (one wgmma M)
 constexpr int KV_BLOCK = 64 * CONSUMERS;  // keys per block
 constexpr int SLOTS_PER_KV = DQ_SPLIT ? 1 : CONSUMERS;  // DQ_MODE 2: dQ slots per key block
 constexpr float LOG2E = 1.4426950408889634f;
-// Named barriers (0 is __syncthreads): both consumers together; each consumer alone (ids 2, 3) around P
-// and dS when they do not share them; each consumer alone (ids 5, 6) before its TMA stores.
+// Named barriers (0 is __syncthreads), one range of ids per purpose: both consumers together (1); each
+// consumer alone around P and dS when they do not share them (2, 3); each consumer alone before its TMA
+// stores (5, 6). Checked disjoint here, so an option that shifts one stops the build. (The ranges are the
+// ids the consumers reach: sync_group's switch also names ids for warpgroups 2 and 3, never taken here.)
 constexpr int CONSUMERS_BARRIER = 1, GUARD_BARRIERS = 2, STORE_BARRIERS = 5;
+constexpr warpgroup::barrier_ids consumers_ids{CONSUMERS_BARRIER, 1}, guard_ids{GUARD_BARRIERS, CONSUMERS},
+    store_ids{STORE_BARRIERS, CONSUMERS};
+TK_BARRIERS_DISJOINT(consumers_ids, guard_ids);
+TK_BARRIERS_DISJOINT(consumers_ids, store_ids);
+TK_BARRIERS_DISJOINT(guard_ids, store_ids);
 // Two consumers need more than the 168 registers a 384-thread block gets evenly (d = 128: dK and dV are 64
 // fp32 registers each, S and dP 32 each, the dQ share 32): the producer gives its registers to them.
 using split = warpgroup::register_split<24, 240, 2>;

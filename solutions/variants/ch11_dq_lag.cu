@@ -30,7 +30,10 @@ static_assert(CONSUMERS == 2 && DQ_MODE == 1, "these variants take two consumers
 static_assert(DQ_LAG == DQ_SPLIT && (DQ_SPLIT || PINGPONG),
               "DQ_LAG=1 is how d = 128 (DQ_SPLIT) runs here; d = 64 comes for PINGPONG=1");
 
-using lag_turn = warpgroup::turns<8, 2>;  // named barriers 8, 9 (1-7 are the chapter's)
+using lag_turn = warpgroup::turns<8, 2>;  // named barriers 8, 9 (the chapter's ranges: 1, 2-3, 5-6)
+TK_BARRIERS_DISJOINT(lag_turn::ids, consumers_ids);
+TK_BARRIERS_DISJOINT(lag_turn::ids, guard_ids);
+TK_BARRIERS_DISJOINT(lag_turn::ids, store_ids);
 /// Issue one batch of products: in turn under ping-pong (`last`: this consumer's final batch).
 template <typename Issue>
 __device__ inline void in_turn(int me, Issue issue, bool last = false) {

@@ -87,17 +87,32 @@ struct named_barrier {
     __device__ static void arrive() { asm volatile("bar.arrive %0, %1;\n" ::"n"(Id), "n"(Count) : "memory"); }
 };
 
-/// Barrier for the 128 threads of one warpgroup only: warpgroup g uses named barrier FirstId + g.
-template <int FirstId = 1>
+/// A purpose's range of named-barrier ids, first .. first + count - 1. A kernel names one per purpose
+/// (turns, a warpgroup's own sync, ...) and checks them with TK_BARRIERS_DISJOINT, so that an option that
+/// shifts or widens one range stops the build instead of letting two purposes meet on a barrier (a
+/// barrier used with two thread counts, or two groups' arrivals counted together, hangs or passes early).
+struct barrier_ids {
+    int first, count;
+    __host__ __device__ constexpr int last() const { return first + count - 1; }
+    __host__ __device__ constexpr bool valid() const { return count >= 1 && first >= 1 && last() <= 15; }
+};
+__host__ __device__ constexpr bool disjoint(barrier_ids a, barrier_ids b) { return a.last() < b.first || b.last() < a.first; }
+
+/// Barrier for the 128 threads of one warpgroup only: warpgroup g (0 .. Groups - 1) uses named barrier
+/// FirstId + g. Its ids: sync_group_ids<FirstId, Groups>.
+template <int FirstId = 1, int Groups = 4>
 __device__ inline void sync_group(int g) {
-    static_assert(FirstId >= 1 && FirstId + 3 < 16, "four warpgroups need four barrier ids");
-    switch (g) {  // a constant id per branch: the assembler reserves only these four barriers
+    static_assert(Groups >= 1 && Groups <= 4 && FirstId >= 1 && FirstId + Groups - 1 < 16,
+                  "sync_group: 1-4 warpgroups, barrier ids FirstId .. FirstId + Groups - 1 in 1..15");
+    switch (g) {  // a constant id per branch: the assembler reserves only these barriers
         case 0: named_barrier<FirstId + 0, THREADS>::sync(); break;
-        case 1: named_barrier<FirstId + 1, THREADS>::sync(); break;
-        case 2: named_barrier<FirstId + 2, THREADS>::sync(); break;
-        default: named_barrier<FirstId + 3, THREADS>::sync(); break;
+        case 1: if constexpr (Groups > 1) { named_barrier<FirstId + 1, THREADS>::sync(); break; } [[fallthrough]];
+        case 2: if constexpr (Groups > 2) { named_barrier<FirstId + 2, THREADS>::sync(); break; } [[fallthrough]];
+        default: named_barrier<FirstId + Groups - 1, THREADS>::sync(); break;  // (g past the groups: the last)
     }
 }
+template <int FirstId, int Groups = 4>
+inline constexpr barrier_ids sync_group_ids{FirstId, Groups};
 
 /// G warpgroups taking turns on the tensor cores ("ping-pong" for G = 2): while one issues its matrix
 /// products, the others run their softmax. Group g waits on named barrier Id + g; the group before it
@@ -133,6 +148,14 @@ struct turns {
         if (!(final && me == G - 1)) arrive_at((me + 1) % G);
     }
     __device__ static void pass_last(int me) { pass(me, true); }
+    static constexpr barrier_ids ids{Id, G};
 };
 
 }  // namespace tk::warpgroup
+
+/// static_assert that two named-barrier ranges (tk::warpgroup::barrier_ids) lie in 1..15 and share no id;
+/// the message names both, as written at the call.
+#define TK_BARRIERS_DISJOINT(A, B)                                                                        \
+    static_assert((A).valid() && (B).valid(), "named barrier ids are 1..15: " #A " or " #B " is outside"); \
+    static_assert(::tk::warpgroup::disjoint((A), (B)), "named barriers overlap: " #A " and " #B         \
+                                                       " share an id (ranges first .. first + count - 1)")
