@@ -4,6 +4,7 @@ mbarrier waits, equal turn counts between consumers, and DQ_MODE 2's memory chec
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import tklab
@@ -32,3 +33,52 @@ def test_overlapping_barrier_ranges_stop_the_build(head_dim: int, old: str, new:
     with pytest.raises(CompileError) as err:
         _compile_bwd(text.replace(old, new), b)
     assert names in str(err.value), str(err.value)[:2000]
+
+
+# ---- DQ_MODE 2's memory --------------------------------------------------------------------------------
+def test_dq_slot_bytes_follow_the_layout() -> None:
+    """B x H x (key blocks x slots per key block) x (query blocks x 64) x d x 4: the issue's 16 GiB at N = 16k,
+    H = 16, d = 128; d = 64 keeps a slot per consumer (no column split); DQ_MODE 1 one accumulator."""
+    gib = 1 << 30
+    assert ab.dq_scratch_bytes(1, 16, 16384, ab.build(128, DQ_MODE=2)) == 16 * gib
+    n = 1000  # awkward: 8 key blocks of 128, 16 query blocks (1024 rows)
+    assert ab.dq_scratch_bytes(2, 3, n, ab.build(64, DQ_MODE=2)) == 2 * 3 * (8 * 2) * 1024 * 64 * 4
+    assert ab.dq_scratch_bytes(2, 3, n, ab.build(128, DQ_MODE=1)) == 2 * 3 * n * 128 * 4
+
+
+class _DeviceArray:
+    """Shape, strides and dtype of a C-contiguous device array, without a device (neither NumPy nor torch, so
+    the launcher takes the GPU path)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: type) -> None:
+        self.shape, self.dtype = shape, np.dtype(dtype)
+        self.strides = tuple(int(np.prod(shape[i + 1:])) * self.dtype.itemsize for i in range(len(shape)))
+
+
+def _prepare(monkeypatch: pytest.MonkeyPatch, free: int, allocated: list[tuple[int, ...]], n: int = 16384,
+             h: int = 16, d: int = 128) -> None:
+    """prepare() of a DQ_MODE 2 backward at B = 1 with ``free`` device bytes faked; allocations are recorded
+    and fail."""
+
+    def no_alloc(like: object, shape: tuple[int, ...], dtype: str, strides: object = None) -> object:
+        allocated.append(shape)
+        raise RuntimeError(f"allocated {shape}")
+
+    monkeypatch.setattr(ab, "free_device_bytes", lambda like: free)
+    monkeypatch.setattr(ab, "_empty", no_alloc)
+    x = _DeviceArray((1, h, n, d), np.uint16)
+    lse = _DeviceArray((1, h, n), np.float32)
+    ab.prepare(x, x, x, x, lse, x, x, x, x, DQ_MODE=2)
+
+
+def test_dq_mode_2_refused_before_allocating(monkeypatch: pytest.MonkeyPatch) -> None:
+    gib, allocated = 1 << 30, []
+    with pytest.raises(MemoryError) as err:
+        _prepare(monkeypatch, 8 * gib, allocated)
+    msg = str(err.value)
+    assert f"{16 * gib:,} B" in msg and f"{8 * gib:,} B" in msg and "DQ_MODE=1" in msg, msg
+    assert allocated == []
+    # with room for it the launcher goes on to allocate (here: the fake allocator's error)
+    with pytest.raises(RuntimeError, match="allocated"):
+        _prepare(monkeypatch, 17 * gib, allocated)
+    assert allocated

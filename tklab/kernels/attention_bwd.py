@@ -254,6 +254,44 @@ def source(b: BwdBuild) -> str:
 
 
 # ---- launching -----------------------------------------------------------------------------------------
+def dq_scratch_shape(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int, int]:
+    """The fp32 dQ scratch one backward allocates: the accumulator (B, H, N, d), or with DQ_MODE 2 every key
+    block's slot of shares, (B, H, key blocks x slots per key block x query blocks x 64, d): O(N^2)."""
+    return (b, h, cfg.dq_slots(n) * cfg.q_rows(n) if cfg.dq_mode == 2 else n, cfg.head_dim)
+
+
+def dq_scratch_bytes(b: int, h: int, n: int, cfg: BwdBuild) -> int:
+    """Bytes of dq_scratch_shape in fp32."""
+    return int(np.prod(dq_scratch_shape(b, h, n, cfg))) * 4
+
+
+def free_device_bytes(like: Any) -> int:
+    """Device memory a new allocation can take on ``like``'s GPU: the driver's free bytes (cudaMemGetInfo)
+    plus what the array library's pool holds unused (torch's cache, CuPy's memory pool)."""
+    if _is_torch(like):
+        import torch
+
+        free, _ = torch.cuda.mem_get_info(like.device)
+        return int(free + torch.cuda.memory_reserved(like.device) - torch.cuda.memory_allocated(like.device))
+    import cupy as cp
+
+    free, _ = cp.cuda.runtime.memGetInfo()
+    return int(free + cp.get_default_memory_pool().free_bytes())
+
+
+def check_scratch_fits(b: int, h: int, n: int, cfg: BwdBuild, free: int) -> None:
+    """Refuse a backward whose dQ scratch (dq_scratch_bytes) exceeds the ``free`` device bytes, naming both,
+    before anything is allocated."""
+    need = dq_scratch_bytes(b, h, n, cfg)
+    if need > free:
+        gib, one = 1 << 30, b * h * n * cfg.head_dim * 4
+        raise MemoryError(
+            f"the attention backward with DQ_MODE={cfg.dq_mode} at B={b}, H={h}, N={n}, d={cfg.head_dim} needs "
+            f"{need:,} B ({need / gib:.2f} GiB) of fp32 dQ scratch, but the GPU has {free:,} B ({free / gib:.2f} GiB) "
+            f"free. DQ_MODE 2 keeps a copy of dQ per key block ({cfg.dq_slots(n)} slots: memory grows with N^2); "
+            f"DQ_MODE=1 needs {one:,} B ({one / gib:.2f} GiB), or split the batch or heads over calls")
+
+
 def main_grid(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int]:
     """flash_bwd's grid: (key blocks, heads, batch)."""
     return (-(-n // cfg.kv_block), h, b)
@@ -286,7 +324,7 @@ class _Launches:
         cfg = build(d, **options)
         sc = np.float32(_scale(d, scale))
         # the fp32 dQ accumulator, or with DQ_MODE 2 every key block's slot of shares (summed by the last pass)
-        acc_shape = (b, h, cfg.dq_slots(n) * cfg.q_rows(n), d) if cfg.dq_mode == 2 else (b, h, n, d)
+        acc_shape = dq_scratch_shape(b, h, n, cfg)
         if cpu:
             from .. import emulate as emu
 
@@ -299,6 +337,8 @@ class _Launches:
             from ..run import tma
 
             dt = None if _is_torch(q) else "bfloat16"
+            if cfg.dq_mode == 2:  # O(N^2) slots: refuse before allocating, not with the allocator's error
+                check_scratch_fits(b, h, n, cfg, free_device_bytes(q))
 
             def tmap(x: Any, rows: int, cols: int = d, dtype: str | None = dt) -> Any:
                 return tma.tensor_map(x, (rows, cols), dtype=dtype)
