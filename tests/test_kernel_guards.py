@@ -4,6 +4,8 @@ mbarrier waits, equal turn counts between consumers, and DQ_MODE 2's memory chec
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -82,3 +84,44 @@ def test_dq_mode_2_refused_before_allocating(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(RuntimeError, match="allocated"):
         _prepare(monkeypatch, 17 * gib, allocated)
     assert allocated
+
+
+# ---- a debug-build bound on mbarrier waits ---------------------------------------------------------------
+_STUCK = r'''
+#include "tk.cuh"
+using namespace tk;
+extern "C" __global__ void stuck(int* out) {
+    __shared__ mbarrier ready;
+    if (threadIdx.x == 0) {
+        init_mbarrier(ready, 2);
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) arrive(ready);  // one of the two arrivals the phase needs: it never completes
+    wait(ready, 0 NAME);
+    out[threadIdx.x] = 1;
+}'''
+
+
+@pytest.mark.parametrize("name", ['"ready"', None])
+def test_debug_waits_trap_naming_the_barrier(name: str | None, capfd: pytest.CaptureFixture[str]) -> None:
+    from tklab import emulate
+    from tklab.emulate.errors import Deadlock, EmulationError
+
+    src = _STUCK.replace("NAME", f", {name}" if name else "")
+    out = np.zeros(64, np.int32)
+    # the default build: the wait spins on; the emulator calls it a deadlock (a GPU would hang)
+    with pytest.raises(Deadlock):
+        emulate.compile(src, arch="sm_90a", name="stuck.cu")["stuck"]((1,), (64,), (out,))
+    capfd.readouterr()
+    with pytest.raises(EmulationError) as err:
+        emulate.compile(src, arch="sm_90a", name="stuck.cu", options=["-DTK_DEBUG_WAITS=100"])["stuck"](
+            (2,), (64,), (out,))
+    assert err.value.report.get("kind") == "trap", err.value.report
+    printed = capfd.readouterr().out
+    line = 1 + _STUCK.split("\n").index("    wait(ready, 0 NAME);")
+    shown = re.escape("ready" if name else "(unnamed)")
+    expected = (f"tk::wait gave up after 100 polls: mbarrier {shown} at shared offset "
+                r"\d+, phase parity 0, waited for at stuck.cu:" f"{line}, " r"block \(\d, 0, 0\) thread \d+")
+    assert re.search(expected, printed), printed
+    assert out.sum() == 0

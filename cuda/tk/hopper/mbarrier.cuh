@@ -61,10 +61,35 @@ __device__ inline bool test_wait(mbarrier& bar, uint32_t parity) {
 }
 
 /// Block until the phase with this parity has completed. Afterwards the data that phase announced
-/// (TMA bytes, or stores made before other threads arrived) is visible to this thread.
-__device__ inline void wait(mbarrier& bar, uint32_t parity) {
+/// (TMA bytes, or stores made before other threads arrived) is visible to this thread. `name` is for the
+/// debug build only (below): the default build ignores it, and its code does not change.
+///
+/// Debug build, -DTK_DEBUG_WAITS=n (n > 0): a wait that polls n times without the phase completing prints
+/// the barrier (its name if the caller gave one, else "(unnamed)"; always its shared-memory offset, so that
+/// the kernel's layout tells which it is, and the parity waited for), the call site (file and line of the
+/// wait() call, from __builtin_FILE/__builtin_LINE as default arguments: no caller has to change), the
+/// block and the thread, then traps: a protocol slip (an arrival missing, a phase off by one) stops with
+/// a message instead of hanging silently. Each poll is one mbarrier.try_wait, which itself may suspend
+/// the thread for a hardware-chosen time, so n = 1,000,000 is seconds on a GPU.
+#if defined(TK_DEBUG_WAITS) && TK_DEBUG_WAITS > 0
+__device__ inline void wait(mbarrier& bar, uint32_t parity, const char* name = nullptr,
+                            const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    for (long long polls = 1; !test_wait(bar, parity); ++polls) {
+        if (polls >= (long long)(TK_DEBUG_WAITS)) {
+            printf("tk::wait gave up after %lld polls: mbarrier %s at shared offset %u, phase parity %u, "
+                   "waited for at %s:%d, block (%d, %d, %d) thread %d\n",
+                   polls, name ? name : "(unnamed)", smem_u32(&bar), parity, file, line, int(blockIdx.x),
+                   int(blockIdx.y), int(blockIdx.z), int(threadIdx.x));
+            __trap();
+        }
+    }
+}
+#else
+__device__ inline void wait(mbarrier& bar, uint32_t parity, const char* name = nullptr) {
+    (void)name;
     while (!test_wait(bar, parity)) {
     }
 }
+#endif
 
 }  // namespace tk
