@@ -278,9 +278,12 @@ LAG_MISTAKES = [
      "if constexpr (DQ_LAG) wait(sm.ds_free[x][me], lap ^ uint32_t(x ^ 1));", "", "hazard"),
     ("dS announced before it is stored",
      "        warpgroup::store(sm.p[me], s);\n        warpgroup::store(sm.ds[x][me], dp);\n"
-     "        fence_proxy_async();\n        if constexpr (DQ_LAG) arrive(sm.ds_full[x][me]);\n",
-     "        arrive(sm.ds_full[x][me]);\n        warpgroup::store(sm.p[me], s);\n"
+     "        fence_proxy_async();\n        if constexpr (DQ_LAG) arrive_warp(sm.ds_full[x][me]);",
+     "        arrive_warp(sm.ds_full[x][me]);\n        warpgroup::store(sm.p[me], s);\n"
      "        warpgroup::store(sm.ds[x][me], dp);\n        fence_proxy_async();\n", "race"),
+    ("dS announced per thread on a barrier counting warps (a phase completes after 4 of 128 stores)",
+     "if constexpr (DQ_LAG) arrive_warp(sm.ds_full[x][me]);", "if constexpr (DQ_LAG) arrive(sm.ds_full[x][me]);",
+     "race|hazard|deadlock|hang"),
     ("dQ from this step's buffer (the other's dS may not be there yet)", "dq_from(x ^ 1);  // DQ_LAG",
      "dq_from(x);  // DQ_LAG", "race"),
     ("the other's dS waited on the wrong lap",

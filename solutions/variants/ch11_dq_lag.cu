@@ -9,9 +9,10 @@
 // the warpgroups in lockstep. They form P and dS at the same moments, and the tensor cores idle then (ncu at
 // 0534402: each consumer stalled on its own wgmma 0.81 warps per issue, cuDNN's 0.10).
 // Here query block i's dQ is formed in step i + 1. dS alternates between two buffers; per buffer and
-// consumer, an mbarrier ds_full (its writer's 128 threads arrive once it is stored) and ds_free (the other
-// consumer's 4 warps arrive once their dQ read it). Each consumer waits only on the other's PREVIOUS step,
-// so the two may drift apart by up to a step: one's exponentials can run under the other's products.
+// consumer, an mbarrier ds_full (each of its writer's 4 warps arrives once its rows are stored) and ds_free
+// (the other consumer's 4 warps arrive once their dQ read it). Each consumer waits only on the other's
+// PREVIOUS step, so the two may drift apart by up to a step: one's exponentials can run under the other's
+// products.
 // PINGPONG=1 makes the consumers take turns at the tensor cores (chapter 10's ping-pong): each step's two
 // batches of products, (S, dP) then (dV, dK, dQ), are issued A, B, A, B, so while B issues, A forms P and
 // dS, and the other way round: the drift is no longer left to chance. At d = 64 (no DQ_SPLIT: each consumer
@@ -71,7 +72,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         init_mbarrier(sm.kv_full, 1);
         for (int x = 0; x < 1 + DQ_LAG; ++x)
             for (int g = 0; g < CONSUMERS; ++g) {
-                init_mbarrier(sm.ds_full[x][g], warpgroup::THREADS);
+                init_mbarrier(sm.ds_full[x][g], warpgroup::WARPS);
                 init_mbarrier(sm.ds_free[x][g], warpgroup::WARPS);
             }
         fence_mbarrier_init();
@@ -158,7 +159,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         warpgroup::store(sm.p[me], s);
         warpgroup::store(sm.ds[x][me], dp);
         fence_proxy_async();
-        if constexpr (DQ_LAG) arrive(sm.ds_full[x][me]);
+        if constexpr (DQ_LAG) arrive_warp(sm.ds_full[x][me]);  // each warp, once its lanes stored
         warpgroup::sync_group<GUARD_BARRIERS>(me);
 
         in_turn(me, [&] {

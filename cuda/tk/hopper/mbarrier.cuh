@@ -34,6 +34,14 @@ __device__ inline void arrive(mbarrier& bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(&bar)) : "memory");
 }
 
+/// Count one arrival for the calling warp: call from all its lanes once their stores are made. __syncwarp
+/// orders every lane's earlier accesses before lane 0's arrival, so a barrier whose writers are warps
+/// counts one arrival per warp (4 for a warpgroup) instead of one per thread.
+__device__ inline void arrive_warp(mbarrier& bar) {
+    __syncwarp();
+    if (laneid() == 0) arrive(bar);
+}
+
 /// Announce `bytes` more bytes for the current phase AND count one arrival (the usual producer call,
 /// made right before issuing the TMA loads that deliver those bytes).
 __device__ inline void arrive_expect_bytes(mbarrier& bar, uint32_t bytes) {
