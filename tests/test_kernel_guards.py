@@ -125,3 +125,59 @@ def test_debug_waits_trap_naming_the_barrier(name: str | None, capfd: pytest.Cap
                 r"\d+, phase parity 0, waited for at stuck.cu:" f"{line}, " r"block \(\d, 0, 0\) thread \d+")
     assert re.search(expected, printed), printed
     assert out.sum() == 0
+
+
+# ---- consumers walk equal block counts -----------------------------------------------------------------
+_CONSUMER_ME = ("const int me = __shfl_sync(0xffffffffu, warpgroup::groupid() - 1, 0), other = 1 - me, "
+                "w = warpgroup::warp();")
+UNEQUAL = {
+    # the variant's consumers take turns (PINGPONG=1, d = 64): consumer 1 starts a block later
+    "turns": (64, {"PINGPONG": 1}, "lag_turn",
+              "const int q_first = causal ? kv * KV_BLOCK / BR : 0;\n    " + _CONSUMER_ME,
+              _CONSUMER_ME + "\n    const int q_first = (causal ? kv * KV_BLOCK / BR : 0) + me;  // PLANTED",
+              r"turns<8, 2>: consumer group 1 walks 3 steps, group 0 walks 4"),
+    # the chapter's kernel at d = 128: the consumers meet every step on CONSUMERS_BARRIER (DQ_SPLIT)
+    "meetings": (128, {"PINGPONG": 0}, "chapter",
+                 "const int q_first = causal ? kv * KV_BLOCK / BR : 0;\n#if UNIFORM",
+                 "const int q_first = (causal ? kv * KV_BLOCK / BR : 0) + warpgroup::groupid() - 1;  // PLANTED\n"
+                 "#if UNIFORM",
+                 r"equal_steps<1, 2>: group 1 walks 3 steps, group 0 walks 4: unequal counts hang named barrier 1"),
+}
+
+
+def _launch_main(src: str, cfg: ab.BwdBuild, options: tuple[str, ...], n: int = 256) -> None:
+    """flash_bwd alone on the emulator (B = H = 1, not causal: 4 query blocks for each consumer to walk)."""
+    from tklab import emulate
+
+    d = cfg.head_dim
+    mod = emulate.compile(src, arch="sm_90a", name=ab.KERNEL.name, options=cfg.options + options)
+    x = [np.zeros((1, 1, n, d), np.uint16) for _ in range(6)]
+    acc = np.zeros((1, 1, n, d), np.float32)
+    maps = [emulate.tensor_map(a, (64, d), dtype="bfloat16") for a in x]
+    maps.append(emulate.tensor_map(acc, (64, cfg.dq_cols), dtype="float32"))
+    lse, delta = np.zeros((1, 1, n), np.float32), np.zeros((1, 1, n), np.float32)
+    mod["flash_bwd"](ab.main_grid(1, 1, n, cfg), (cfg.threads,),
+                     (*maps, lse, delta, acc, 1, n, np.float32(0.125), 0), shared_mem=cfg.shared_bytes)
+
+
+@pytest.mark.parametrize("case", list(UNEQUAL))
+def test_unequal_consumer_steps_are_named_in_debug_builds(case: str, capfd: pytest.CaptureFixture[str]) -> None:
+    from tklab.emulate.errors import EmulationError
+
+    d, options, kernel, old, new, message = UNEQUAL[case]
+    cfg = ab.build(d, **options)
+    src = ab.source(cfg)
+    if kernel == "chapter":  # the chapter's own flash_bwd (d = 128 builds the variant by default)
+        assert not cfg.variant
+    assert src.count(old) == 1, f"the planted split no longer applies: {old!r}"
+    _launch_main(src, cfg, ("-DTK_DEBUG_TURNS",))  # as shipped, with the check: runs through
+    capfd.readouterr()
+    with pytest.raises(EmulationError) as err:
+        _launch_main(src.replace(old, new), cfg, ("-DTK_DEBUG_TURNS",))
+    assert err.value.report.get("kind") == "trap", err.value
+    printed = capfd.readouterr().out
+    assert re.search(message, printed), printed
+    # without the check the same mistake is a hang (the emulator's deadlock, or a wait past its time)
+    with pytest.raises(EmulationError) as err:
+        _launch_main(src.replace(old, new), cfg, ())
+    assert err.value.report.get("kind") != "trap", err.value

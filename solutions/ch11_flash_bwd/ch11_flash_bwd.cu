@@ -260,6 +260,8 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     zero(dv);
     ring_cursor<STAGES> at;
     wait(sm.kv_full, 0);
+    // Both consumers meet every step with DQ_SPLIT: equal step counts, checked under -DTK_DEBUG_TURNS.
+    if constexpr (DQ_SPLIT) warpgroup::equal_steps<CONSUMERS_BARRIER, CONSUMERS>(me, q_blocks - q_first);
     rt_fl<16, 64> s, dp;
     for (int i = q_first; i < q_blocks; ++i, at.advance()) {
         const int row0 = i * BR + 16 * w;  // this warp's first query row

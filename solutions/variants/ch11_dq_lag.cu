@@ -133,6 +133,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     ring_cursor<STAGES> at;
     wait(sm.kv_full, 0);
     if constexpr (PINGPONG) lag_turn::start(me);
+    if constexpr (PINGPONG) lag_turn::equal_steps(me, q_blocks - q_first);  // -DTK_DEBUG_TURNS: checked
     int j = 0;  // steps taken: buffer j % 2, its lap (j / 2) % 2
     for (int i = q_first; i < q_blocks; ++i, ++j, at.advance()) {
         const int x = DQ_LAG ? j & 1 : 0, row0 = i * BR + 16 * w;

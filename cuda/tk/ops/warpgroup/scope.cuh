@@ -149,7 +149,58 @@ struct turns {
     }
     __device__ static void pass_last(int me) { pass(me, true); }
     static constexpr barrier_ids ids{Id, G};
+
+    /// Every group must take as many turns as the others: a group with one more waits for a hand-over
+    /// nobody makes, and the block hangs on a named barrier (no timeout there). equal_steps(me, steps),
+    /// called by every group right after start() with the steps it is about to walk, checks it in debug
+    /// builds (-DTK_DEBUG_TURNS): the token goes round once, group 0 leaves its count in shared memory,
+    /// each later group compares its own and, if they differ, prints both and traps; the token is then
+    /// back with group 0, as after start(). Without the flag it is empty (the SASS does not change).
+#if defined(TK_DEBUG_TURNS)
+    __device__ static void equal_steps(int me, int steps) {
+        __shared__ int group0_steps, reported;
+        wait(me);
+        if (me == 0) {
+            if (threadid() == 0) group0_steps = steps, reported = 0;
+        } else if (steps != group0_steps) {
+            if (atomicExch(&reported, 1) == 0)  // the first thread to see it (the others may trap first)
+                printf("tk::warpgroup::turns<%d, %d>: consumer group %d walks %d steps, group 0 walks %d: unequal "
+                       "counts hang the turn barriers; block (%d, %d, %d)\n",
+                       Id, G, me, steps, group0_steps, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z));
+            __trap();
+        }
+        pass(me);
+    }
+#else
+    __device__ static void equal_steps(int, int) {}
+#endif
 };
+
+/// The same check for Groups warpgroups that meet every step on named barrier Id (Groups x 128 threads,
+/// e.g. two consumers sharing tiles): one that walks fewer steps leaves the others waiting there for
+/// good. Debug builds (-DTK_DEBUG_TURNS): every group's thread 0 leaves its count in shared memory, all
+/// meet on Id, and a group whose count differs from group 0's prints both and traps. Empty otherwise.
+template <int Id, int Groups>
+__device__ inline void equal_steps(int me, int steps) {
+#if defined(TK_DEBUG_TURNS)
+    __shared__ int counts[Groups], reported;
+    if (threadid() == 0) counts[me] = steps;
+    if (me == 0 && threadid() == 0) reported = 0;
+    named_barrier<Id, Groups * THREADS>::sync();
+    const int group0 = counts[0];
+    named_barrier<Id, Groups * THREADS>::sync();  // everyone has read: the counts may be written again
+    if (steps != group0) {
+        if (atomicExch(&reported, 1) == 0)  // the first thread to see it (the others may trap first)
+            printf("tk::warpgroup::equal_steps<%d, %d>: group %d walks %d steps, group 0 walks %d: unequal counts "
+                   "hang named barrier %d; block (%d, %d, %d)\n",
+                   Id, Groups, me, steps, group0, Id, int(blockIdx.x), int(blockIdx.y), int(blockIdx.z));
+        __trap();
+    }
+#else
+    (void)me;
+    (void)steps;
+#endif
+}
 
 }  // namespace tk::warpgroup
 
