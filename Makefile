@@ -100,13 +100,15 @@ test-no-nvrtc: install
 # by exercise; a notebook's cells stay on one worker (nbval's kernel).
 TEST_WORKERS ?= 8
 # A browser driving JupyterLab and a JupyterHub with four students: run after the rest, one at a time (beside the
-# planted suites' emulator builds on a 2-core machine the lab's terminal once took longer than the test waits).
-SERIAL_TESTS := tests/test_browser.py tests/test_hub.py
+# planted suites' emulator builds on a 2-core machine the lab's terminal once took longer than the test waits). So
+# does the class of 40 through nbgrader (tests/test_class_load.py: about 110 s of CPU, its checks on every core; 5.7
+# minutes on our 2-core machine at load 6), which beside another worker's tests would not keep within CI's budget.
+SERIAL_TESTS := tests/test_browser.py tests/test_hub.py tests/test_class_load.py
 XDIST := -n auto --maxprocesses $(TEST_WORKERS) --dist loadscope
 test: install chromium sandbox-tool
 	$(PY) -m ruff check tklab tests bench solutions/*/spec.py
 	$(PY) -m pytest -q --durations=20 -m "not planted_slow" $(XDIST) $(addprefix --ignore=,$(SERIAL_TESTS)) tests
-	@echo "A real browser and a real JupyterHub, on their own (their waits are for a machine not loaded by the rest):"
+	@echo "A real browser, a real JupyterHub and a class of 40 through nbgrader, on their own (not loaded by the rest):"
 	TKLAB_BROWSER_TEST=required TKLAB_HUB_TEST=required $(PY) -m pytest -q --durations=5 $(SERIAL_TESTS)
 	$(MAKE) --no-print-directory planted-slow
 	@echo "The same machine as a Mac sees it (no NVRTC, the emulator's Mac code path):"

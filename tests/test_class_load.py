@@ -173,7 +173,7 @@ def _sheet(course: Path) -> dict[str, tuple[float, float]]:
 
 
 @pytest.fixture(scope="module")
-def graded(klass: dict) -> dict:
+def graded(klass: dict, request: pytest.FixtureRequest) -> dict:
     from tklab.grading.sandbox import grading_problem
 
     course = klass["course"]
@@ -205,11 +205,14 @@ def graded(klass: dict) -> dict:
     result = klass["api"].generate_feedback(EX)
     feedback_seconds = time.monotonic() - t1
     load = os.getloadavg()
-    print(f"\n[class load] {len(STUDENTS)} students on {os.cpu_count()} cores (load average {load[0]:.1f}, "
-          f"{load[1]:.1f}, {load[2]:.1f}): setup (release, fetch, edit, submit, collect) "
-          f"{klass['setup_seconds']:.1f} s, tklab nbgrade autograde {seconds:.1f} s (the checks "
-          f"{phases.get('checks', 0):.1f} s, nbgrader running the notebooks {phases.get('nbgrader', 0):.1f} s), "
-          f"generate_feedback {feedback_seconds:.1f} s\n{out.getvalue()}", file=sys.stderr)
+    note = (f"\n[class load] {len(STUDENTS)} students on {os.cpu_count()} cores (load average {load[0]:.1f}, "
+            f"{load[1]:.1f}, {load[2]:.1f}): setup (release, fetch, edit, submit, collect) "
+            f"{klass['setup_seconds']:.1f} s, tklab nbgrade autograde {seconds:.1f} s (the checks "
+            f"{phases.get('checks', 0):.1f} s, nbgrader running the notebooks {phases.get('nbgrader', 0):.1f} s), "
+            f"generate_feedback {feedback_seconds:.1f} s")
+    print(f"{note}\n{out.getvalue()}", file=sys.stderr)  # (shown with the test's output when it fails)
+    with request.config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+        print(note, file=sys.stderr)  # the benchmark note, shown when it passes too
     return {"status": status, "out": out.getvalue(), "seconds": seconds, "ended": ended, "book": book,
             "sheet": sheet, "feedback": result}
 
@@ -288,9 +291,12 @@ def test_a_daemon_and_the_cells_hostile_processes_are_gone_and_bounded(klass, gr
             os.kill(pid, 9)
     assert not any(left.values()), left
     assert not (course / "pwned-by-trudy").exists()
+    from tklab.grading.sandbox import Limits, limits_for
+
     forks = _ran(course, "forker")
-    assert "FORKS REFUSED after" in forks, forks[-2000:]
-    assert int(forks.split("FORKS REFUSED after")[1].split()[0]) < FORK_MOST
+    if limits_for(Limits()).processes:  # the kernel is a user of its own here, so its processes are counted
+        assert "FORKS REFUSED after" in forks, forks[-2000:]
+        assert int(forks.split("FORKS REFUSED after")[1].split()[0]) < FORK_MOST
     hog = _ran(course, "hog")
     assert "HOG REFUSED at" in hog, hog[-2000:]
     assert int(hog.split("HOG REFUSED at")[1].split()[0]) < HOG_MOST_MIB
