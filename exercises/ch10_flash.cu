@@ -44,9 +44,11 @@ static_assert(SCHEDULE == 0 || CONSUMERS >= 2, "SCHEDULE 1 and 2 take turns betw
 constexpr int BR = 64 * CONSUMERS;
 using split = warpgroup::register_split<24, CONSUMERS == 2 ? 240 : 160, CONSUMERS>;
 // Named barriers (0 is __syncthreads): the ping-pong turns use ids 1 .. CONSUMERS, the epilogue one id per
-// warpgroup from 8 (sync_group: 8 .. 11), so the two sets never share a barrier.
+// warpgroup from 8 (sync_group: 8 .. 11), so the two sets never share a barrier (checked here).
 constexpr int turn_barriers = 1, epilogue_barriers = 8;
-static_assert(turn_barriers + CONSUMERS <= epilogue_barriers, "turn and epilogue barriers overlap");
+constexpr warpgroup::barrier_ids turn_ids{turn_barriers, CONSUMERS},
+    epilogue_ids = warpgroup::sync_group_ids<epilogue_barriers>;
+TK_BARRIERS_DISJOINT(turn_ids, epilogue_ids);
 using turn = warpgroup::turns<turn_barriers, CONSUMERS>;
 using q_tile = st_bf<64, HEAD_DIM>;
 using kv_tile = st_bf<BC, HEAD_DIM>;
@@ -249,6 +251,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 #else
     constexpr bool pingpong = SCHEDULE == 2;
     if (pingpong) turn::start(me);
+    if (pingpong) turn::equal_steps(me, kv_blocks);  // -DTK_DEBUG_TURNS: every consumer walks as many
     // Block 0: S_0 alone.
     wait(sm.k_pipe.full[at_k.stage], at_k.phase);
     in_turn<pingpong>(me, [&] {

@@ -181,3 +181,50 @@ def test_unequal_consumer_steps_are_named_in_debug_builds(case: str, capfd: pyte
     with pytest.raises(EmulationError) as err:
         _launch_main(src.replace(old, new), cfg, ())
     assert err.value.report.get("kind") != "trap", err.value
+
+
+# ---- chapter 10's forward: its barrier ranges and its ping-pong turns ------------------------------------
+def test_ch10_overlapping_barrier_ranges_stop_the_build() -> None:
+    from tklab.kernels import attention
+
+    b = attention.build("hopper", 128)  # ping-pong, 2 consumers: turns on 1, 2
+    old = "epilogue_barriers = 8;"
+    assert b.text().count(old) == 1
+    planted = b.text().replace(old, "epilogue_barriers = 2;")
+    with pytest.raises(CompileError, match="turn_ids and epilogue_ids"):
+        tklab.compile(planted, arch="sm_90a", name=b.source.name, options=b.options)
+
+
+def _launch_fwd(text: str, options: tuple[str, ...], n: int = 352) -> None:
+    """chapter 10's forward alone on the emulator at d = 128 (ping-pong; B = H = 1, n = 352: 2 key blocks)."""
+    from tklab import emulate
+    from tklab.kernels import attention
+
+    b = attention.build("hopper", 128)
+    mod = emulate.compile(text, arch="sm_90a", name=b.source.name, options=b.options + options)
+    bc = b.option("BC")
+    x = [np.zeros((1, 1, n, 128), np.uint16) for _ in range(4)]
+    maps = [emulate.tensor_map(a, (rows, 128), dtype="bfloat16") for a, rows in zip(x, (64, bc, bc, 64), strict=True)]
+    lse = np.zeros((1, 1, n), np.float32)
+    mod["flash_fwd"](attention.launch_grid(b, 1, 1, n), (b.threads,), (*maps, lse, 1, n, np.float32(0.125), 0),
+                     shared_mem=b.shared_bytes)
+
+
+def test_ch10_unequal_turns_are_named_in_debug_builds(capfd: pytest.CaptureFixture[str]) -> None:
+    from tklab.emulate.errors import EmulationError
+    from tklab.kernels import attention
+
+    text = attention.build("hopper", 128).text()
+    old = "(seq + BC - 1) / BC;\n#else"  # the block's key blocks: consumer 1 (threads 256..383) walks one fewer
+    assert text.count(old) == 1
+    planted = text.replace(old, "(seq + BC - 1) / BC - (threadIdx.x >= 256);  // PLANTED\n#else")
+    _launch_fwd(text, ("-DTK_DEBUG_TURNS",))  # as shipped: runs through
+    capfd.readouterr()
+    with pytest.raises(EmulationError) as err:
+        _launch_fwd(planted, ("-DTK_DEBUG_TURNS",))
+    assert err.value.report.get("kind") == "trap", err.value
+    printed = capfd.readouterr().out
+    assert "turns<1, 2>: consumer group 1 walks 1 steps, group 0 walks 2" in printed, printed
+    with pytest.raises(EmulationError) as err:  # without the check: a hang on the turn barriers
+        _launch_fwd(planted, ())
+    assert err.value.report.get("kind") != "trap", err.value
