@@ -13,7 +13,12 @@
 //     the registers out (skipping elements past the end of the matrix).
 // The tensor map is built for ROWS x 64 tiles (tklab.tma.tensor_map(src, (ROWS, 64), swizzle=0)); cols
 // must be a multiple of 4. Launch: 32 * (1 + CONSUMER_WARPS) threads, ring_shared_bytes dynamic shared.
-#include "tk.cuh"
+// Only the pieces the protocol is built from -- tiles, the shared allocator, mbarriers, TMA -- not the tk.cuh
+// umbrella, which also brings the library's own packaging of a ring (tests/test_answers_nowhere.py says why).
+#include "tk/common/common.cuh"
+#include "tk/types/types.cuh"
+#include "tk/hopper/mbarrier.cuh"
+#include "tk/hopper/tma.cuh"
 
 using namespace tk;
 

@@ -15,37 +15,30 @@ import pytest
 
 from tklab.grading import drills, specs
 from tklab.grading.check import check
+from tklab.grading.exercises import regions
 from tklab.grading.judge import compare
 
 ROOT = Path(__file__).resolve().parent.parent
 DRILLS = [i for i in specs.all_ids() if specs.get(i).kind == "drill"]
 
-# Typical wrong answers: (what the mistake is, the function's body). Each must fail on the drill's domain.
-PLANTED: dict[str, list[tuple[str, str]]] = {
+# Typical wrong answers: (what the mistake is, the function's body -- or, where the mistake is a small change of the
+# right answer, the edits (old, new) that make it from the solution's body, read from solutions/drills/ at run time, so
+# no answer line is written here: tests/test_answers_nowhere.py). Each must fail on the drill's domain.
+Edits = list[tuple[str, str]]
+PLANTED: dict[str, list[tuple[str, str | Edits]]] = {
     "ch02_sectors": [
         ("counts 128-byte lines, not 32-byte sectors",
          "return len({(l * stride * itemsize) // 128 for l in range(32)})"),
         ("forgets the element size", "return len({(l * stride) // 32 for l in range(32)})"),
     ],
     "ch03_blocks_per_sm": [
-        ("one pool of registers, no quadrants", """
-warps = -(-threads // 32)
-by_regs = 65536 // (-(-registers * 32 // 256) * 256 * warps)
-by_smem = 228 * 1024 // (-(-smem_bytes // 128) * 128 + 1024) if smem_bytes else 32
-return min(64 // warps, 32, by_regs, by_smem)"""),
-        ("forgets the 1 KB reserved per block", """
-warps = -(-threads // 32)
-per_warp = -(-registers * 32 // 256) * 256
-by_regs = 16384 // per_warp * 4 // warps if per_warp * (-(-warps // 4) * 4) <= 65536 else 0
-by_smem = 228 * 1024 // (-(-smem_bytes // 128) * 128) if smem_bytes else 32
-return min(64 // warps, 32, by_regs, by_smem)"""),
+        ("one pool of registers, no quadrants",
+         [("warps_per_quadrant * 4 // warps if launchable else 0", "65536 // (per_warp * warps)")]),
+        ("forgets the 1 KB reserved per block", [("* 128 + 1024)", "* 128)")]),
     ],
     "ch04_bank_passes": [
-        ("counts lanes, not distinct words (no broadcast)", """
-per_bank = [0] * 32
-for lane in range(32):
-    per_bank[(lane * stride) % 32] += 1
-return max(per_bank)"""),
+        ("counts lanes, not distinct words (no broadcast)", [("{lane * stride for lane in range(32)}",
+                                                              "[lane * stride for lane in range(32)]")]),
         ("the gcd rule without the broadcast of stride 0", "import math\nreturn math.gcd(stride, 32)"),
     ],
     "ch04_padding": [
@@ -65,14 +58,9 @@ return 4 * t + g, 2 * (row // 8 + 2 * (col // 8)) + col % 2"""),
         ("matrix from the element, not the register", "return i % 4, lane // 4, 2 * (lane % 4) + i // 4"),
     ],
     "ch06_rt_layout": [
-        ("registers 1 and 2 swapped", """
-g, t = lane // 4, lane % 4
-r, half = i // 2, i % 2
-return g + 8 * (r // 2), 2 * t + half + 8 * (r % 2)"""),
-        ("one element per column pair", """
-g, t = lane // 4, lane % 4
-r = i // 2
-return g + 8 * (r % 2), t + 8 * (r // 2)"""),
+        ("registers 1 and 2 swapped", [("8 * (register % 2), 2 * t + half + 8 * (register // 2)",
+                                        "8 * (register // 2), 2 * t + half + 8 * (register % 2)")]),
+        ("one element per column pair", [("2 * t + half + 8", "t + 8")]),
     ],
     "ch07_mbarrier_parity": [
         ("inverted: returns while the phase of that parity runs", "return int((arrivals // count) % 2 == parity)"),
@@ -92,41 +80,17 @@ pitch = swizzle or row
 return (rows * pitch, rows * pitch)"""),
     ],
     "ch08_descriptor": [
-        ("swizzle codes reversed", """
-def f(x):
-    return (x & 0x3FFFF) >> 4
-return f(address) | f(lbo) << 16 | f(sbo) << 32 | {0: 0, 128: 3, 64: 2, 32: 1}[swizzle] << 62"""),
-        ("fields in bytes, not 16-byte units", """
-code = {0: 0, 128: 1, 64: 2, 32: 3}[swizzle]
-return (address & 0x3FFF) | (lbo & 0x3FFF) << 16 | (sbo & 0x3FFF) << 32 | code << 62"""),
+        ("swizzle codes reversed", [("128: 1, 64: 2, 32: 3", "128: 3, 64: 2, 32: 1")]),
+        ("fields in bytes, not 16-byte units", [("& 0x3FFFF) >> 4", "& 0x3FFF)")]),
     ],
     "ch08_register_split": [
-        ("counts a warp's 32 threads, not a warpgroup's 128", """
-left = 65536 // 32 - producers * producer_regs
-c = min(256, left // consumers // 8 * 8)
-return c if c >= 24 else 0"""),
-        ("not a multiple of 8", """
-left = 65536 // 128 - producers * producer_regs
-c = min(256, left // consumers)
-return c if c >= 24 else 0"""),
+        ("counts a warp's 32 threads, not a warpgroup's 128", [("65536 // 128", "65536 // 32")]),
+        ("not a multiple of 8", [("left // consumers // 8 * 8", "left // consumers")]),
     ],
     "ch09_block_kind": [
-        ("masks against the last row instead of the first", """
-last_row = min((i + 1) * block_rows, seq) - 1
-first_key, last_key = j * block_keys, (j + 1) * block_keys - 1
-if causal and first_key > last_row:
-    return 0
-if last_key >= seq or (causal and last_key > last_row):
-    return 2
-return 1"""),
-        ("forgets keys past the end of the sequence", """
-last_row = min((i + 1) * block_rows, seq) - 1
-first_key, last_key = j * block_keys, (j + 1) * block_keys - 1
-if causal and first_key > last_row:
-    return 0
-if causal and last_key > i * block_rows:
-    return 2
-return 1"""),
+        ("masks against the last row instead of the first", [("last_key > i * block_rows", "last_key > last_row")]),
+        ("forgets keys past the end of the sequence", [("last_key >= seq or (causal and last_key > i * block_rows)",
+                                                        "causal and last_key > i * block_rows")]),
     ],
     "ch11_dq_shares": [
         ("counts per row, not per query block (a diagonal block's share reaches every row of it)", """
@@ -141,9 +105,7 @@ return min((row // 64 + 1) * 64, seq) // block_keys + 1"""),
         ("forgets the warp's 32-thread offset", """
 r = row % 16
 return 4 * (r % 8) + (col % 8) // 2, 4 * (col // 8) + 2 * (r // 8) + col % 2"""),
-        ("lower 8 rows in the next 8-column register block", """
-warp, r = row // 16, row % 16
-return 32 * warp + 4 * (r % 8) + (col % 8) // 2, 4 * (col // 8) + (r // 8) + col % 2"""),
+        ("lower 8 rows in the next 8-column register block", [("2 * (r // 8)", "(r // 8)")]),
     ],
 }
 
@@ -165,9 +127,20 @@ def _judge(exercise: str, fn) -> dict:
     return compare("answer", got, spec.reference(x, dims)["answer"], spec.rtol, spec.atol)
 
 
-def _planted(exercise: str, body: str):
+def _planted(exercise: str, mistake: str | Edits):
+    """The learner's function with the mistake: its body as written, or the solution's body with the edits made
+    (each edit's old text must be in it once, so a solution that changes cannot leave a planted mistake unmade)."""
     spec = specs.get(exercise)
     args = ", ".join(drills.params(spec))
+    if isinstance(mistake, str):
+        body = mistake
+    else:
+        solution = (ROOT / spec.solution).read_text()
+        (region,) = regions(solution, ".py", spec.solution)
+        body = "\n".join(region.body)
+        for old, new in mistake:
+            assert body.count(old) == 1, f"{exercise}: the edit's {old!r} is not once in the solution's body"
+            body = body.replace(old, new)
     src = f"def {spec.kernel}({args}):\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n"
     scope: dict = {}
     exec(compile(src, f"<planted {exercise}>", "exec"), scope)  # noqa: S102 - the test's own planted code

@@ -4,7 +4,11 @@ An answer line is a code line of a solution's marked regions (``tklab.grading.ex
 compared whitespace-normalised: comments dropped, all whitespace removed, a leading ``return`` and a
 trailing ``;`` ignored. Lines that tell nothing are not answers: those shorter than ``MIN_CHARS``
 normalised characters, bare calls without arguments (``__syncthreads();``, ``cp_async_commit();``),
-``#pragma`` lines, and lines the solution also has outside its regions (code the exercise gives).
+``#pragma`` lines, lines that say nothing beyond syntax (``_SYNTAX_ONLY``: the opening of a call or of inline
+assembly with nothing in it yet, ``asm volatile(``; a bare counting loop header over a plain bound, ``for (int w = 0;
+w < CONSUMERS; ++w)``; a condition on one name alone, ``if not causal:``; the ceil-div idiom on two plain operands,
+``-(-n // d)``, alone or assigned to one name), and lines the solution also has outside its regions (code the
+exercise gives).
 
 ``scan(text)`` finds the answer lines inside any text (a notebook cell, a stored output, an exercise
 file, a hint); ``exercise_cell(cells, spec)`` is where a chapter's exercise starts (its heading, its link,
@@ -29,6 +33,13 @@ from .exercises import COMMENT, regions
 #: Fewer normalised characters than this say too little to give an answer away (``acc=0.0f``).
 MIN_CHARS = 12
 _BARE_CALL = re.compile(r"^[\w:.<>,\[\]]+\(\)$")  # a call with no arguments: it names a step, not an answer
+#: Normalised lines whose every character is syntax any such program has; none names what to compute.
+_SYNTAX_ONLY = (
+    re.compile(r"^\w+\($"),  # an opening with nothing in it yet: `asm volatile(` (whitespace gone: `asmvolatile(`)
+    re.compile(r"^for\(int(\w+)=0;\1<\w+;\+\+\1\)\{?$"),  # a bare counting loop header: 0 .. a bound of one name
+    re.compile(r"^(if|elif|while)(not)?\w+:$|^(if|while)\(!?\w+\)\{?$"),  # a condition on one name alone
+    re.compile(r"^(\w+=)?-\(-\w+//\w+\)$"),  # the ceil-div idiom on two plain operands: -(-n // d)
+)
 
 
 def _strip_comment(line: str, prefix: str) -> str:
@@ -45,7 +56,8 @@ def normalise(line: str, prefix: str = "//") -> str:
 
 
 def _meaningful(code: str) -> bool:
-    return len(code) >= MIN_CHARS and not _BARE_CALL.match(code) and not code.startswith("#pragma")
+    return (len(code) >= MIN_CHARS and not _BARE_CALL.match(code) and not code.startswith("#pragma")
+            and not any(p.match(code) for p in _SYNTAX_ONLY))
 
 
 def _split(spec: Any) -> tuple[dict[str, str], set[str]]:

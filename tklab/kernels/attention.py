@@ -122,17 +122,13 @@ def block_map(seq: int, block_rows: int, block_keys: int, causal: bool = False) 
     causal mask, keys past the end of the sequence), SKIPPED when it is never computed (entirely above
     the diagonal). This is the loop bound and the mask test of both kernels, written in NumPy.
     """
-    nq, nk = -(-seq // block_rows), -(-seq // block_keys)
-    out = np.full((nq, nk), FULL, np.int8)
-    for i in range(nq):
-        last_row = min((i + 1) * block_rows, seq) - 1
-        for j in range(nk):
-            first_key, last_key = j * block_keys, (j + 1) * block_keys - 1
-            if causal and first_key > last_row:
-                out[i, j] = SKIPPED
-            elif last_key >= seq or (causal and last_key > i * block_rows):
-                out[i, j] = MASKED
-    return out
+    rows = np.arange(0, seq, block_rows)[:, None]  # each query block's first row, down the map
+    keys = np.arange(0, seq, block_keys)[None, :]  # each key block's first key, across it
+    rows_end = np.minimum(rows + block_rows, seq)  # one past each query block's last row
+    keys_end = keys + block_keys  # one past each key block's last key (the tile may overhang seq)
+    above = causal & (keys >= rows_end)  # every key after every row: nothing to compute
+    cut = (keys_end > seq) | (causal & (keys_end > rows + 1))  # a key past seq, or after the block's first row
+    return np.where(above, SKIPPED, np.where(cut, MASKED, FULL)).astype(np.int8)
 
 
 def traffic(batch: int, heads: int, seq: int, d: int, *, block_rows: int, block_keys: int,

@@ -55,14 +55,16 @@ def _mbarrier_passes(arrivals: int, count: int, parity: int) -> int:
     return int(((arrivals // count) & 1) != parity)
 
 
-_SWIZZLE_CODE = {0: 0, 128: 1, 64: 2, 32: 3}  # cuda/tk/hopper/descriptor.cuh: bits 62-63
+#: The descriptor's fields as the PTX ISA's table gives them: (first bit, width in bits). The three addresses are
+#: in 16-byte units (their low 4 bits dropped); cuda/tk/hopper/descriptor.cuh encodes the same (the GPU tests of
+#: wgmma hold it correct). Written as a table, not as the drill's answer, so the rule does not print it.
+_FIELDS = {"address": (0, 14), "lbo": (16, 14), "sbo": (32, 14), "swizzle": (62, 2)}
+_SWIZZLE_MODES = (0, 128, 64, 32)  # the 2-bit code of each mode is its index
 
 
 def _descriptor(address: int, lbo: int, sbo: int, swizzle: int) -> int:
-    """cuda/tk/hopper/descriptor.cuh's encoding (the one the GPU tests of wgmma hold correct)."""
-    def enc(x: int) -> int:
-        return (x & 0x3FFFF) >> 4
-    return enc(address) | enc(lbo) << 16 | enc(sbo) << 32 | _SWIZZLE_CODE[swizzle] << 62
+    values = {"address": address // 16, "lbo": lbo // 16, "sbo": sbo // 16, "swizzle": _SWIZZLE_MODES.index(swizzle)}
+    return sum((values[name] % (1 << width)) << first for name, (first, width) in _FIELDS.items())
 
 
 def _register_split(producers: int, consumers: int, producer_regs: int) -> int:

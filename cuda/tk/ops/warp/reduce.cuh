@@ -7,7 +7,7 @@
 // A column reduction folds the two row halves instead, then shuffles across the 8 groups (xor 4, 8, 16)
 // and yields a lane_t vector. A col tile swaps the two cases.
 //
-// The 3-argument forms accumulate: row_max(m, s, m) is m[r] = max(m[r], max of row r of s).
+// The 3-argument forms accumulate: row_max(v, a, prev) is v[r] = max(prev[r], max of row r of a).
 #pragma once
 
 #include "maps.cuh"
