@@ -149,10 +149,6 @@ def klass(tmp_path_factory) -> Iterator[dict]:
                "runtime": runtime, "setup_seconds": time.monotonic() - t0}
 
 
-def _launchers(runtime: Path) -> list[int]:
-    return _alive(str(runtime))
-
-
 def _gradebook(course: Path) -> dict[str, dict[str, float | None]]:
     """{student: {grade id: autograde score}} as nbgrader's gradebook holds it."""
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
