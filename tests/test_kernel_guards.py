@@ -1,6 +1,8 @@
 """Issue 40, item 4 -- guards in the attention kernels and the tile library, each shown to catch its mistake:
 named-barrier ranges checked disjoint at compile time, per-warp ``ds_full`` arrivals, a debug-build bound on
-mbarrier waits, equal turn counts between consumers, and DQ_MODE 2's memory checked before it is allocated."""
+mbarrier waits, equal turn counts between consumers, and DQ_MODE 2's memory checked before it is allocated.
+(The per-warp ds_full arrival is held by tests/test_attention_bwd.py: the emulated DQ_LAG/PINGPONG cases and
+LAG_MISTAKES, among them per-thread arrivals on the per-warp count.)"""
 
 from __future__ import annotations
 
