@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import stubs
+from answers import answer
 
 import tklab
 from tklab import gpu, specs
@@ -179,7 +180,8 @@ def test_renamed_kernel_is_a_static_failure(tmp_path):
 @pytest.mark.nvrtc  # a compile-time probe: NVRTC runs it
 def test_swizzle_probe_counts_conflicts_at_compile_time(tmp_path, layout, ok, words):
     f = tmp_path / "ch04_swizzle.cu"
-    f.write_text((ROOT / specs.get("ch04_swizzle").solution).read_text().replace("r * TILE + (c ^ r)", layout))
+    f.write_text((ROOT / specs.get("ch04_swizzle").solution).read_text().replace(
+        answer("ch04_swizzle", "^").removeprefix("return ").removesuffix(";"), layout))
     res = check(f, run=False)
     probe = next(s for s in res.static if s.name == "conflict-free tile layout")
     assert probe.ok is ok and words in probe.detail, probe

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from answers import answer
 
 from tklab import sandbox
 from tklab.grading.check import EXIT_FAILED, check, main
@@ -20,7 +21,7 @@ from tklab.grading.runner import run_isolated
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = (ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text()
-WRONG = SOLUTION.replace("C[row, col] = acc", "C[row, col] = acc + 1.0")
+WRONG = SOLUTION.replace(answer("ch01_naive_matmul", "C["), answer("ch01_naive_matmul", "C[") + " + 1.0")
 LEVELS = ["process", "bubblewrap"]
 
 

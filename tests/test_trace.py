@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from answers import answer
 
 import tklab
 from tklab import tma_copy
@@ -18,7 +19,7 @@ from tklab.trace.model import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 CH04 = (ROOT / "solutions" / "ch04_swizzle" / "ch04_swizzle.cu").read_text()
-ANSWER = "return r * TILE + (c ^ r);"
+ANSWER = answer("ch04_swizzle", "^")  # the layout line, read from the solution
 
 
 def _compiler() -> bool:
@@ -147,7 +148,7 @@ def _in_flight(tr: Trace) -> int:
 
 
 def _consumer_waits(tr: Trace) -> dict[int, list[int]]:
-    full = _line("\n".join(tr.source_lines), "wait(pipe.full[at.stage], at.phase);")
+    full = _line("\n".join(tr.source_lines), answer("ch07_tma_ring", "wait("))
     out: dict[int, list[int]] = {}
     for e in tr.events:
         if e.kind == "mbarrier_wait" and e.line == full:

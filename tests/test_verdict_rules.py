@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from answers import answer
 
 from tklab.grading import cases as emu_cases
 from tklab.grading import judge, running, specs
@@ -192,7 +193,7 @@ def test_an_uncoalesced_ch01_order_passes_with_a_remark_where_only_the_simulator
     uncoalesced_order = specs.module("ch01_naive_matmul").uncoalesced_order
 
     right = (planted.ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text()
-    swapped = right.replace("col, row = cuda.grid(2)", "row, col = cuda.grid(2)")
+    swapped = right.replace(answer("ch01_naive_matmul", "cuda.grid"), "row, col = cuda.grid(2)")
     assert swapped != right
     assert uncoalesced_order(right) is None
     remark = uncoalesced_order(swapped)
