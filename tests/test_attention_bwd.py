@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from answers import answer
 
 from tklab.kernels import attention, attention_bwd
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
@@ -272,14 +273,16 @@ def test_dq_lag_and_ping_pong_are_refused_where_they_do_not_apply() -> None:
         attention_bwd.build(128, DQ_LAG=2)
 
 
+P_STORE = answer("ch11_flash_bwd", "store(sm.p[me]")  # P into shared memory: the exercise's line, read from it
+
 # The hand-over's typical mistakes: each is a race or hazard the emulator names (n = 200, causal).
 LAG_MISTAKES = [
     ("dS overwritten before the other consumer's dQ read it",
      "if constexpr (DQ_LAG) wait(sm.ds_free[x][me], lap ^ uint32_t(x ^ 1));", "", "hazard"),
     ("dS announced before it is stored",
-     "        warpgroup::store(sm.p[me], s);\n        warpgroup::store(sm.ds[x][me], dp);\n"
+     f"        {P_STORE}\n        warpgroup::store(sm.ds[x][me], dp);\n"
      "        fence_proxy_async();\n        if constexpr (DQ_LAG) arrive_warp(sm.ds_full[x][me]);",
-     "        arrive_warp(sm.ds_full[x][me]);\n        warpgroup::store(sm.p[me], s);\n"
+     f"        arrive_warp(sm.ds_full[x][me]);\n        {P_STORE}\n"
      "        warpgroup::store(sm.ds[x][me], dp);\n        fence_proxy_async();\n", "race"),
     ("dS announced per thread on a barrier counting warps (a phase completes after 4 of 128 stores)",
      "if constexpr (DQ_LAG) arrive_warp(sm.ds_full[x][me]);", "if constexpr (DQ_LAG) arrive(sm.ds_full[x][me]);",

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from answers import answer
 
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "tests" / "results" / "browser"
@@ -441,9 +442,9 @@ def test_reports_and_explorers_fit_the_column(page: Any, lab: tuple[str, Path]) 
     assert used and all(f"{name}(" in "".join(FIT_CELLS) for name in used), f"an explorer not measured: {used}"
     _, root = lab
     solution = (ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text()
-    assert "C[row, col] = acc\n" in solution
-    (root / "exercises" / "ch01_off_by_one.py").write_text(solution.replace("C[row, col] = acc\n",
-                                                                            "C[row, col] = acc + 1\n"))
+    store = answer("ch01_naive_matmul", "C[") + "\n"
+    assert store in solution
+    (root / "exercises" / "ch01_off_by_one.py").write_text(solution.replace(store, store.replace("\n", " + 1\n")))
     cells = [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None}
              for c in FIT_CELLS]
     (root / "notebooks" / "fits.ipynb").write_text(json.dumps(

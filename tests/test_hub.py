@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from answers import answer
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("TKLAB_HUB_TEST_CACHE", ROOT / ".cache" / "hub-test"))
@@ -377,7 +378,8 @@ def test_two_students_on_one_hub(hub):
 CH01 = "tklab/exercises/ch01_naive_matmul.py"
 SOLUTION = (ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text()
 #: A typical slip: the dot product stops one term short.
-SHORT = SOLUTION.replace("for k in range(A.shape[1]):", "for k in range(A.shape[1] - 1):")
+SHORT = SOLUTION.replace(answer("ch01_naive_matmul", "for k"),
+                         answer("ch01_naive_matmul", "for k").replace("A.shape[1]", "A.shape[1] - 1"))
 #: The red-team suite's pipe forgery (test_redteam_isolation.PIPE_FORGERY) with a classmate's file: read alice's
 #: answer, write the right outputs into the result pipe at import, then leave.
 HOSTILE = '''import os
@@ -479,7 +481,7 @@ def test_a_class_checks_at_once(hub):
     for s in CLASS:  # each report is about the student's own file, which is as they left it
         assert (homes[s] / "notebooks" / r[s]["path"]).resolve() == mine[s].resolve(), (s, r[s]["path"])
         assert hashlib.sha256(mine[s].read_bytes()).hexdigest() == before[s], f"{s}'s file changed during the checks"
-    assert "col, row = cuda.grid(2)" not in checks[hostile]["out"] + checks[hostile]["err"]  # nothing of alice's
+    assert answer("ch01_naive_matmul", "cuda.grid") not in checks[hostile]["out"] + checks[hostile]["err"]  # alice's
     # hint state: a failed check of one's own copy unlocks a hint there, and only there; the untouched stub's
     # check is "not started", no attempt
     assert r[stub]["not_started"].startswith("fill in the TODO at line"), r[stub]
