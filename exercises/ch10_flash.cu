@@ -27,6 +27,7 @@
 // Q, K, V, O: bf16 [batch, heads, seq, HEAD_DIM], any strides (rank-4 TMA maps: tiles past the end of a
 // head read zeros and are not written back); L: fp32 [batch, heads, seq].
 #include "tk.cuh"
+#include "tk/ops/warp/online_softmax.cuh"  // chapter 09's update, packaged (not in tk.cuh)
 
 using namespace tk;
 
@@ -78,14 +79,13 @@ struct softmax_state {
         const int col0 = j * BC;
         if (causal && col0 + BC - 1 > row0) causal_mask(s, row0, col0);
         if (col0 + BC > seq) mask_keys_from(s, col0, seq);
-        copy(a, m);
-        row_max(m, s, m);
-        // m = -inf: every key so far masked; 2^(-inf + inf) would be NaN, so a = 1 and P = 2^(c S) = 0.
-        map(a, a, m, [c](float mo, float mn) { return mn == neg_inf ? 1.0f : fast::exp2(c * (mo - mn)); });
-        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - (mx == neg_inf ? 0.0f : c * mx)); });
-        col_vec<rt_fl<16, BC>> rs;
-        row_sum(rs, s);
-        map(l, l, a, rs, [](float l, float a, float r) { return a * l + r; });
+        // Chapter 09's online-softmax update, as the library packages it (tk/ops/warp/online_softmax.cuh):
+        // the new running max m, the factor a = 2^(c (m_old - m)) that rescales l now and O later,
+        // P = 2^(c S - c m) in s, and l = a l + the row sums of P. Guarded: a row whose keys so far were
+        // all masked (m = -inf) gets a = 1 and P = 0, where 2^(-inf + inf) would be NaN.
+        // O's rescale waits for rescale_and_round: no product may still read O when it runs, and the
+        // warp skips it where no row's max changed.
+        online_softmax<true>(s, m, l, a, c);
     }
     /// O = a O, and P rounded to bf16 for the next product (only once no product reads O or P). Once
     /// the row maxima settle, a = 1 in most blocks: then the warp skips the multiplies.

@@ -14,6 +14,7 @@
 // softmax, P V_j, wait): the overlapped loop is the answer of exercise ch10_flash. The grid is one block
 // per (query block, query head, batch), as before: blockIdx.y is the QUERY head.
 #include "tk.cuh"
+#include "tk/ops/warp/online_softmax.cuh"  // chapter 09's update, packaged (not in tk.cuh)
 
 using namespace tk;
 
@@ -55,13 +56,12 @@ struct softmax_state {
         const int col0 = j * BC;
         if (causal && col0 + BC - 1 > row0) causal_mask(s, row0, col0);
         if (col0 + BC > seq) mask_keys_from(s, col0, seq);
-        copy(a, m);
-        row_max(m, s, m);
-        map(a, a, m, [c](float mo, float mn) { return fast::exp2(c * (mo - mn)); });
-        map_row(s, s, m, [c](float x, float mx) { return fast::exp2(c * x - c * mx); });
-        col_vec<rt_fl<16, BC>> rs;
-        row_sum(rs, s);
-        map(l, l, a, rs, [](float l, float a, float r) { return a * l + r; });
+        // Chapter 09's online-softmax update, as the library packages it (tk/ops/warp/online_softmax.cuh):
+        // the new running max m, the factor a = 2^(c (m_old - m)) that rescales l now and O later,
+        // P = 2^(c S - c m) in s, and l = a l + the row sums of P. Unguarded, as chapter 09's kernel:
+        // every row of a query block meets at least one key in its first key block.
+        // O's rescale waits for rescale_and_round.
+        online_softmax<false>(s, m, l, a, c);
     }
     /// O = a O, and P rounded to bf16 for the next product (only once no product reads O or P). Once
     /// the row maxima settle, a = 1 in most blocks: then the warp skips the multiplies.
