@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from answers import answer
 
 from tklab import attention, gemm, tma_copy
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
@@ -293,6 +294,13 @@ CH08 = (ROOT / "solutions" / "ch08_wgmma" / "ch08_wgmma.cu").read_text()
 FLASH = (ROOT / "solutions" / "ch10_flash" / "ch10_flash.cu").read_text()
 
 
+def _whole(src: str, code: str) -> str:
+    """The one line of ``src`` holding ``code``, whole: its indentation, comment and newline (an answer line that
+    tests/answers.py read from the solution, as the file writes it)."""
+    (line,) = [ln + "\n" for ln in src.splitlines() if code in ln]
+    return line
+
+
 def _planted(src: str, old: str, new: str) -> str:
     out = src.replace(old, new)
     assert out != src, f"the planted mistake no longer applies: {old!r}"
@@ -318,7 +326,8 @@ def _ch07(src: str, order: str) -> bool:
 @pytest.mark.parametrize("order", ORDERS)
 def test_ch07_solution_passes_and_the_wrong_parity_fails_under_every_tma_order(order: str) -> None:
     assert _ch07(CH07, order)
-    wrong = _planted(CH07, "wait(pipe.full[at.stage], at.phase);", "wait(pipe.full[at.stage], at.phase ^ 1);")
+    right = answer("ch07_tma_ring", "wait(")  # the consumer's wait, read from the solution
+    wrong = _planted(CH07, right, right.replace("at.phase)", "at.phase ^ 1)"))
     with pytest.raises(emu.EmulationError, match=r"ch07_tma_ring\.cu:\d+.*ch07_tma_ring\.cu:\d+"):
         _ch07(wrong, order)
 
@@ -346,7 +355,7 @@ def test_ch08_solution_passes_under_every_tma_order(order: str) -> None:
 
 
 def test_ch08_waiting_once_after_the_loop_is_reported_when_the_stage_is_refilled() -> None:
-    wait, after = "        warpgroup::mma_async_wait<0>(acc);\n", "    // BEGIN SOLUTION hint: the warpgroup"
+    wait, after = _whole(CH08, answer("ch08_wgmma", "mma_async_wait")), "    // BEGIN SOLUTION hint: the warpgroup"
     src = _planted(CH08, wait + "        // END SOLUTION\n", "        // END SOLUTION\n")
     src = _planted(src, after, wait.lstrip(" ").rjust(len(wait) - 4) + after)  # once, after the loop
     with pytest.raises(emu.AsyncHazard) as e:
@@ -368,7 +377,8 @@ def test_ch08_refilling_without_the_barrier_after_the_wait_is_reported() -> None
 
 
 def test_ch08_always_accumulating_adds_the_uninitialised_accumulator() -> None:
-    src = _planted(CH08, "warpgroup::mma_AB(acc, s.a, s.b, k > 0);", "warpgroup::mma_AB(acc, s.a, s.b, true);")
+    right = answer("ch08_wgmma", "mma_AB(acc")
+    src = _planted(CH08, right, right.replace("k > 0", "true"))
     err, _ = _ch08(src)
     assert err > 1.0
 
@@ -401,9 +411,9 @@ def test_ch10_plain_schedule_has_one_group_in_flight() -> None:
     assert err < 2e-2 and res.wgmma_max_in_flight == 1
 
 
-LOOP_K_WAIT = "        warpgroup::mma_async_wait<1>(rows.s);  // S_j is done; P V may still run\n"
+LOOP_K_WAIT = _whole(FLASH, answer("ch10_flash", "mma_async_wait<1>", "rows.s"))
 LOOP_K_RELEASE = "        sm.k_pipe.release(at_k.stage);\n"
-LOOP_K_RELEASE_AFTER_SOFTMAX = "        if (rows.exponentiated()) sm.k_pipe.release(at_k.stage);\n"
+LOOP_K_RELEASE_AFTER_SOFTMAX = _whole(FLASH, answer("ch10_flash", "exponentiated()) sm.k_pipe"))
 LOOP_V_WAIT = "        warpgroup::mma_async_wait<0>(rows.o, rows.p);\n"
 LOOP_V_RELEASE = "        sm.v_pipe.release(at_v.stage);\n        rows.rescale_and_round();\n"
 
