@@ -47,11 +47,7 @@ KNOWN: dict[tuple[str, str], str] = {
     # given code of a later exercise holding an earlier one's answer (issue 42, item 3: to be removed from there)
     ("exercises/ch08_wgmma.cu", "ch07_ring_protocol"): "chapter 08's GEMM initialises its full barriers in its given "
     "code, as chapter 07's design exercise must",
-    # recorded data: a trace holds the traced file's source; a sample class's files are the solution with a mistake
-    **{(f"tests/data/traces/{f}.json", e): "a trace recorded on a solution holds its source lines"
-       for f, e in (("ch02_smem_tiling", "ch02_smem_tiling"), ("ch04_solution", "ch04_swizzle"),
-                    ("ch07_tma_ring", "ch07_tma_ring"), ("ch07_tma_ring", "ch08_warp_specialized"),
-                    ("ch10_flash", "ch09_flash"), ("ch10_flash", "ch09_local_mask"))},
+    # recorded data: a sample class's files are the solution with one mistake
     **{(f"tests/data/class_sample/{who}/{f}", e): "a sample submission: the solution with one mistake"
        for who in ("carol", "dave") for f, e in (("ch01_naive_matmul.py", "ch01_naive_matmul"),
                                                  ("ch02_smem_tiling.cu", "ch02_smem_tiling"))},
