@@ -47,10 +47,9 @@ KNOWN: dict[tuple[str, str], str] = {
     # given code of a later exercise holding an earlier one's answer (issue 42, item 3: to be removed from there)
     ("exercises/ch08_wgmma.cu", "ch07_ring_protocol"): "chapter 08's GEMM initialises its full barriers in its given "
     "code, as chapter 07's design exercise must",
-    # recorded data: a sample class's files are the solution with one mistake
-    **{(f"tests/data/class_sample/{who}/{f}", e): "a sample submission: the solution with one mistake"
-       for who in ("carol", "dave") for f, e in (("ch01_naive_matmul.py", "ch01_naive_matmul"),
-                                                 ("ch02_smem_tiling.cu", "ch02_smem_tiling"))},
+    # recorded data: a sample submission that must fault where the right kernel writes (its right lines around it)
+    ("tests/data/class_sample/carol/ch02_smem_tiling.cu", "ch02_smem_tiling"): "a sample submission: the solution "
+    "with one mistake (an illegal address)",
     # tests that name an answer line to find it or to plant a mistake in it (tests/answers.py reads one from the
     # solution instead; test_hints and test_spoilers are being edited by others)
     **{(f"tests/{f}", e): "the test names the answer line it edits or looks for"

@@ -8,5 +8,4 @@ os.abort()
 
 @cuda.jit
 def matmul(A, B, C):
-    col, row = cuda.grid(2)
-    C[row, col] = 0.0
+    C[0, 0] = 0.0  # never reached: the import aborts

@@ -4,7 +4,6 @@ from numba import cuda
 
 @cuda.jit
 def matmul(A, B, C):
-    col, row = cuda.grid(2)
     k = 0
     while k < A.shape[1]:
         C[0, 0] = k  # forgot k += 1
