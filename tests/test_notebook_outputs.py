@@ -140,7 +140,8 @@ SOLUTION_NAMED = re.compile(r"solutions/[\w./-]+|\"solutions\"(?:\s*/\s*\"[\w./-
 def solutions_named_before_their_exercise(cells: list[dict], chapter: str) -> list[str]:
     """Cells that name a file of ``solutions/`` answering one of the chapter's exercises above that exercise's
     check: a file named with the exercise's id (its solution, its planted mistakes), or one of the chapter's
-    (``chNN_``) that names no exercise (a variant of the chapter's kernel: it holds the same answer lines)."""
+    (``chNN_``) that names no exercise (a variant of the chapter's kernel: it holds the same answer lines as the
+    chapter's exercises, not a challenge's)."""
     from tklab.grading import specs
 
     exercises = [i for i in specs.all_ids() if specs.get(i).kind == "exercise" and specs.get(i).chapter == chapter]
@@ -153,7 +154,7 @@ def solutions_named_before_their_exercise(cells: list[dict], chapter: str) -> li
             name = re.sub(r"[\"\s]", "", named)
             answers = [i for i in exercises if i in name]
             if not answers and not any(i in name for i in everyone) and re.search(rf"\bch{chapter}_", name):
-                answers = exercises
+                answers = [i for i in exercises if "_challenge_" not in i]  # a variant answers the chapter's own
             found += [f"cell {n} ({cell.get('id')}) names {name} above the check of {i} (cell {checks[i]})"
                       for i in answers if n < checks[i]]
     return found
