@@ -295,8 +295,10 @@ def test_ctrl_c_mid_grade_stops_the_check_in_flight_keeps_the_sheet_and_resume_g
     tree: dict[int, str] = {}
     while time.monotonic() < deadline:  # until the learner's file runs: the checker and its child started
         tree = _children(grader.pid)
-        if len(tree) >= 2 and any(b"tklab.grading.child" in Path(f"/proc/{p}/cmdline").read_bytes()
-                                  for p in tree if _alive(p, tree[p])):
+        # the sheet is open (its header written) and a check's child runs: grading is under way (a fresh clone
+        # first builds the emulator's runtime in a child of its own, before the sheet is opened)
+        if out.exists() and len(tree) >= 2 and any(b"tklab.grading.child" in Path(f"/proc/{p}/cmdline").read_bytes()
+                                                   for p in tree if _alive(p, tree[p])):
             break
         time.sleep(0.2)
     else:
