@@ -576,6 +576,29 @@ def test_ch04_says_what_chapter_07_measured_of_tma_layouts() -> None:
 
 
 # ---- issue 41, item 4: a fresh expert read of chapters 07-11, each corrected statement held to its source ---------
+def test_ch07_mbarrier_answers_read_as_the_prose_says() -> None:
+    """07 · the hardware's test_wait answers, in the order the prose walks them (fresh, 0/1/2 arrivals, phase 1)."""
+    answers = _recorded("ch07.mbarrier_phases")["answers"]
+    said = {0: "not yet", 1: "done"}
+    prose = _text("07", "c15")
+    assert answers[0] == 1 and "parity 1 on a fresh barrier (done" in prose
+    assert f"parity 0 after 0, 1 and 2 arrivals ({', '.join(said[a] for a in answers[1:4])}), parity 1 just after " \
+           f"that ({said[answers[4]]})" in prose
+    assert f"`{answers}`" in prose
+
+
+def test_ch07_a_tile_128_bytes_late_takes_the_next_lines_key() -> None:
+    """07 · where a swizzled tile may start: 128 bytes past the pattern's start, the tile's row 0 is XORed with the
+    key of the hardware's line 1 (not: the hardware's line 0 holds row 1, which is a tile starting 128 bytes early)."""
+    from tklab import layouts
+
+    base = 1024 + 128  # 128 bytes past a 1024-byte boundary
+    assert [layouts.swizzle(base + 16 * j, "128B") - base for j in range(8)] == [16 * (j ^ 1) for j in range(8)]
+    prose = _text("07", "c16e")
+    assert "128 bytes later and your row 0 sits on the hardware's line 1" in prose
+    assert "line 0 is your row 1" not in prose
+
+
 def test_ch08_b_is_read_through_the_transpose_flag() -> None:
     """08 · section 2: mma_AB reads B MN-major, i.e. with wgmma's transpose flag for B set (PTX's imm-trans-b)."""
     mma = (ROOT / "cuda" / "tk" / "ops" / "warpgroup" / "mma.cuh").read_text()
