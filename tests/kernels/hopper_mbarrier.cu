@@ -26,28 +26,28 @@ extern "C" __global__ void phases(int* out) {
 /// out[w] = sum seen by consumer warp w, out[3 + w] = number of values seen out of order.
 extern "C" __global__ void ring(int* out, int laps) {
     constexpr int STAGES = 2, CONSUMER_WARPS = 3;
-    __shared__ pipeline<STAGES> pipe;
+    __shared__ pipeline<STAGES> bars;
     __shared__ int slot[STAGES];
-    if (threadIdx.x == 0) pipe.init(CONSUMER_WARPS);
+    if (threadIdx.x == 0) bars.init(CONSUMER_WARPS);
     __syncthreads();
-    ring_cursor<STAGES> at;
+    ring_cursor<STAGES> lap;
     if (warpid() == 0) {
         if (laneid() == 0) {
-            for (int i = 0; i < laps; ++i, at.advance()) {
-                wait(pipe.empty[at.stage], at.phase ^ 1);
-                slot[at.stage] = i;
-                arrive(pipe.full[at.stage]);
+            for (int i = 0; i < laps; ++i, lap.advance()) {
+                wait(bars.empty[lap.stage], lap.phase ^ 1);
+                slot[lap.stage] = i;
+                arrive(bars.full[lap.stage]);
             }
         }
     } else {
         int sum = 0, disorder = 0;
-        for (int i = 0; i < laps; ++i, at.advance()) {
-            wait(pipe.full[at.stage], at.phase);
-            const int v = slot[at.stage];
+        for (int i = 0; i < laps; ++i, lap.advance()) {
+            wait(bars.full[lap.stage], lap.phase);
+            const int v = slot[lap.stage];
             sum += v;
             disorder += v != i;
             __syncwarp();
-            pipe.release(at.stage);
+            bars.release(lap.stage);
         }
         if (laneid() == 0) {
             out[warpid() - 1] = sum;
