@@ -55,7 +55,6 @@ KNOWN: dict[tuple[str, str], str] = {
     **{(f"tests/{f}", e): "the test names the answer line it edits or looks for"
        for f, es in (("test_ch07_ch08_compile.py", ("ch08_wgmma",)),
                      ("test_emulate_async.py", ("ch07_ring_protocol", "ch08_wgmma")),  # in its own test kernels
-                     ("test_hints.py", ("ch04_swizzle", "ch07_tma_ring", "ch08_warp_specialized")),
                      ("test_spoilers.py", ("ch07_tma_ring", "ch08_warp_specialized")))
        for e in es},
 }

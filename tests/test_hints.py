@@ -17,6 +17,7 @@ import planted
 import pytest
 import stubs
 import tomllib
+from answers import answer
 
 import tklab
 from tklab.grading import cases as emu_cases
@@ -93,7 +94,7 @@ def test_the_rungs_open_in_order_and_the_code_only_when_asked(state: Path):
     locked = tklab.hint("ch07_tma_ring", level=4)
     assert locked.rung == "recipe" and "not unlocked" in locked.note
     code = tklab.hint("ch07_tma_ring", more=True)  # an explicit ask
-    assert code.rung == "code" and "wait(pipe.full[at.stage], at.phase);" in code.text
+    assert code.rung == "code" and answer("ch07_tma_ring", "wait(", ".full[") in code.text  # the consumer's wait
     assert tklab.hint("ch07_tma_ring", level="concept").level == 1  # seen rungs can be shown again, by name too
     data = json.loads(state.read_text())["ch07_tma_ring"]
     assert data["seen"] == 4 and data["failed"] == 13 and data["asked"] == 1
@@ -283,7 +284,11 @@ def test_a_typical_mistake_gets_the_concept_not_the_line(state: Path, tmp_path: 
     """ch04 with the plain row-major layout (every column in one bank): FAILED, with rung 1 of the ladder,
     which names banks and columns but holds no answer line."""
     f = tmp_path / "ch04_swizzle.cu"
-    f.write_text((ROOT / specs.get("ch04_swizzle").solution).read_text().replace("r * TILE + (c ^ r)", "r * TILE + c"))
+    src = (ROOT / specs.get("ch04_swizzle").solution).read_text()
+    line = answer("ch04_swizzle", "^")  # the swizzled index; the mistake drops the XOR
+    plain = re.sub(r"\((\w+) \^ \w+\)", r"\1", line)
+    assert plain != line and line in src
+    f.write_text(src.replace(line, plain))
     res = check("ch04_swizzle", f, run=False)
     assert res.passed is False and "bank" in res.hint
     assert not spoilers.scan(res.hint, spoilers.answer_lines(specs.get("ch04_swizzle")))
