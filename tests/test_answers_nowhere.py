@@ -51,11 +51,10 @@ KNOWN: dict[tuple[str, str], str] = {
     ("tests/data/class_sample/carol/ch02_smem_tiling.cu", "ch02_smem_tiling"): "a sample submission: the solution "
     "with one mistake (an illegal address)",
     # tests that name an answer line to find it or to plant a mistake in it (tests/answers.py reads one from the
-    # solution instead; test_hints and test_spoilers are being edited by others)
+    # solution instead)
     **{(f"tests/{f}", e): "the test names the answer line it edits or looks for"
        for f, es in (("test_ch07_ch08_compile.py", ("ch08_wgmma",)),
-                     ("test_emulate_async.py", ("ch07_ring_protocol", "ch08_wgmma")),  # in its own test kernels
-                     ("test_spoilers.py", ("ch07_tma_ring", "ch08_warp_specialized")))
+                     ("test_emulate_async.py", ("ch07_ring_protocol", "ch08_wgmma")))  # in its own test kernels
        for e in es},
 }
 

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
+from answers import answer
 
 from tklab.grading import specs, spoilers
 
@@ -55,9 +56,12 @@ def _notebook_hits(exercise: str) -> list[str]:
 def test_the_scanner_finds_an_answer_however_it_is_spaced():
     spec = specs.get("ch07_tma_ring")
     answers = spoilers.answer_lines(spec)
-    assert "wait(pipe.full[at.stage],at.phase)" in answers  # the consumer's wait: the answer of a TODO
+    wait = answer("ch07_tma_ring", "wait(", ".full[").rstrip(";")  # the consumer's wait: the answer of a TODO
+    assert "".join(wait.split()) in answers
     assert not any("__syncthreads" in a or a.startswith("#pragma") for a in answers)  # trivial lines are not
-    text = "prose first\nthen `wait( pipe.full[at.stage],\tat.phase )` in a sentence\n"
+    spaced = wait.replace("(", "( ", 1).replace(", ", ",\t")[:-1] + " )"
+    assert spaced != wait
+    text = f"prose first\nthen `{spaced}` in a sentence\n"
     assert [h.line for h in spoilers.scan(text, answers)] == [2]
     assert spoilers.scan("wait(pipe.empty[at.stage], at.phase ^ 1);", answers) == []  # given code, not the answer
 
