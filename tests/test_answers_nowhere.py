@@ -53,8 +53,7 @@ KNOWN: dict[tuple[str, str], str] = {
     # tests that name an answer line to find it or to plant a mistake in it (tests/answers.py reads one from the
     # solution instead)
     **{(f"tests/{f}", e): "the test names the answer line it edits or looks for"
-       for f, es in (("test_ch07_ch08_compile.py", ("ch08_wgmma",)),
-                     ("test_emulate_async.py", ("ch07_ring_protocol", "ch08_wgmma")))  # in its own test kernels
+       for f, es in (("test_emulate_async.py", ("ch07_ring_protocol", "ch08_wgmma")),)  # in its own test kernels
        for e in es},
 }
 

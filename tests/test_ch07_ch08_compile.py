@@ -81,14 +81,14 @@ SERIALIZING = r"""
 using namespace tk;
 extern "C" __global__ void __launch_bounds__(128) k(float* out, int n) {
     __shared__ st_bf<64, 64> a, b;
-    rt_fl<16, 64> acc;
+    rt_fl<16, 64> d;
     for (int i = 0; i < n; ++i) {
-        zero(acc);                           // moves into the accumulator ...
-        warpgroup::mma_AB(acc, a, b);
+        zero(d);                             // moves into the accumulator d ...
+        warpgroup::mma_AB(d, a, b);
         warpgroup::mma_async_wait<1>();      // ... while the previous group may still write it
     }
-    warpgroup::mma_async_wait<0>(acc);
-    out[threadIdx.x] = acc.tiles[0][0].data[0].x;
+    warpgroup::mma_async_wait<0>(d);
+    out[threadIdx.x] = d.tiles[0][0].data[0].x;
 }
 """
 
