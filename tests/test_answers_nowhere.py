@@ -50,11 +50,6 @@ KNOWN: dict[tuple[str, str], str] = {
     # recorded data: a sample submission that must fault where the right kernel writes (its right lines around it)
     ("tests/data/class_sample/carol/ch02_smem_tiling.cu", "ch02_smem_tiling"): "a sample submission: the solution "
     "with one mistake (an illegal address)",
-    # tests that name an answer line to find it or to plant a mistake in it (tests/answers.py reads one from the
-    # solution instead)
-    **{(f"tests/{f}", e): "the test names the answer line it edits or looks for"
-       for f, es in (("test_emulate_async.py", ("ch07_ring_protocol", "ch08_wgmma")),)  # in its own test kernels
-       for e in es},
 }
 
 

@@ -34,7 +34,7 @@ using tile = st<float, 64, 64, swizzle_none>;
 extern "C" __global__ void two_stages(const __grid_constant__ CUtensorMap map, float* out, int mode) {
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
-    tile(&stage)[2] = alloc.take<tile[2]>();
+    tile(&buf)[2] = alloc.take<tile[2]>();
     __shared__ mbarrier full[2];
     if (threadIdx.x == 0) {
         init_mbarrier(full[0], 1);
@@ -44,15 +44,15 @@ extern "C" __global__ void two_stages(const __grid_constant__ CUtensorMap map, f
     __syncthreads();
     if (threadIdx.x == 0)
         for (int s = 0; s < 2; ++s) {
-            tma::expect(full[s], stage[s]);
-            tma::load_async(stage[s], map, full[s], {s, 0});
+            tma::expect(full[s], buf[s]);
+            tma::load_async(buf[s], map, full[s], {s, 0});
         }
     __syncthreads();  // the loads are issued (not landed) before anyone reads
     if (mode == 0) { wait(full[0], 0); wait(full[1], 0); }
     if (mode == 1) wait(full[1], 0);
     if (mode == 2) { wait(full[0], 1); wait(full[1], 1); }
     for (int i = threadIdx.x; i < 2 * 64 * 64; i += blockDim.x)
-        out[i] = stage[i / 4096].data[i % 4096];  // COPY OUT
+        out[i] = buf[i / 4096].data[i % 4096];  // COPY OUT
 }
 
 // Threads fill a tile, one thread stores it with TMA as tile 1 of a 70-row tensor (rows 64..69: the rest clips).
@@ -86,16 +86,16 @@ extern "C" __global__ void wgmma_probe(const bf16* a, const bf16* b, float* c, i
     load<4>(sb, gl<const bf16>(b, 64, 64), {0, 0});
     if (mode != 1) fence_proxy_async();
     __syncthreads();
-    rt_fl<16, 64> acc, acc2;
-    warpgroup::mma_AB(acc, sa, sb, mode == 3);  // ISSUE
-    if (mode == 4) warpgroup::mma_AB(acc2, sa, sb, false);
+    rt_fl<16, 64> d, d2;
+    warpgroup::mma_AB(d, sa, sb, mode == 3);  // ISSUE
+    if (mode == 4) warpgroup::mma_AB(d2, sa, sb, false);
     if (mode == 5 && threadIdx.x == 7) sa.data[0] = bf16(0.0f);  // OVERWRITE A
-    if (mode == 4) warpgroup::mma_async_wait<1>(acc);
-    else if (mode != 2) warpgroup::mma_async_wait<0>(acc);
+    if (mode == 4) warpgroup::mma_async_wait<1>(d);
+    else if (mode != 2) warpgroup::mma_async_wait<0>(d);
     if (mode == 7) __syncthreads();
     if (mode >= 6 && threadIdx.x == 0) sa.data[0] = bf16(0.0f);  // OVERWRITE AFTER THE WAIT
-    warpgroup::store(gl<float>(c, 64, 64), acc, {0, 0});
-    if (mode == 4) warpgroup::mma_async_wait<0>(acc2);
+    warpgroup::store(gl<float>(c, 64, 64), d, {0, 0});
+    if (mode == 4) warpgroup::mma_async_wait<0>(d2);
 }
 
 // Warp 1's 32 lanes each write one float, then arrive on an mbarrier that counts `count` arrivals; thread 0
