@@ -93,7 +93,8 @@ def test_tma_and_mbarrier_probes_compile():
     for name in mod.kernels:
         op = "UTMALDG" if name.startswith("load_") else ("UTMAREDG" if name.startswith("add_") else "UTMASTG")
         assert mod[name].histogram.get(op, 0) > 0, (name, op)
-    ring = _compile("hopper_mbarrier.cu")["ring"]
+    assert _compile("hopper_mbarrier.cu")["phases"].histogram.get("SYNCS", 0) > 0
+    ring = _compile("hopper_ring.cu")["ring"]
     assert ring.histogram.get("SYNCS", 0) > 0  # mbarrier operations
 
 

@@ -79,6 +79,11 @@ def mbarrier_module():
     return tklab.compile((KERNELS / "hopper_mbarrier.cu").read_text(), arch="sm_90a", name="hopper_mbarrier.cu")
 
 
+@pytest.fixture(scope="module")
+def ring_module():
+    return tklab.compile((KERNELS / "hopper_ring.cu").read_text(), arch="sm_90a", name="hopper_ring.cu")
+
+
 def test_mbarrier_phase_parity(mbarrier_module):
     import cupy as cp
 
@@ -89,11 +94,11 @@ def test_mbarrier_phase_parity(mbarrier_module):
 
 
 @pytest.mark.parametrize("laps", [1, 2, 3, 1001])
-def test_pipeline_ring_hands_every_value_to_every_consumer_in_order(mbarrier_module, laps):
+def test_pipeline_ring_hands_every_value_to_every_consumer_in_order(ring_module, laps):
     import cupy as cp
 
     out = cp.full(6, -1, dtype=cp.int32)
-    mbarrier_module["ring"]((1,), (128,), (out, laps))
+    ring_module["ring"]((1,), (128,), (out, laps))
     sums, disorder = out.get()[:3].tolist(), out.get()[3:].tolist()
     assert sums == [laps * (laps - 1) // 2] * 3
     assert disorder == [0, 0, 0]
