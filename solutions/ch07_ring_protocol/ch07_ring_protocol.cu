@@ -8,8 +8,8 @@
 //     has read it), initialised once by one thread before the block's first __syncthreads();
 //   * the PRODUCER warp has one lane issue the TMA loads: for its i-th tile it waits until stage
 //     i % STAGES is free, announces the bytes on the stage's `full` barrier and starts the copy;
-//   * the CONSUMER warps wait until the stage is full, read it into registers, hand it back, then write
-//     the registers out (skipping elements past the end of the matrix).
+//   * the CONSUMER warps wait until the stage is full (the parity of their lap), read it into registers,
+//     hand it back, then write the registers out (skipping elements past the end of the matrix).
 // The tensor map is built for ROWS x 64 tiles (tklab.tma.tensor_map(src, (ROWS, 64), swizzle=0)); cols
 // must be a multiple of 4. Launch: 32 * (1 + CONSUMER_WARPS) threads, ring_shared_bytes dynamic shared.
 // Only the pieces the protocol is built from -- tiles, the shared allocator, mbarriers, TMA -- not the tk.cuh
@@ -72,7 +72,9 @@ ring_protocol(const __grid_constant__ CUtensorMap map_src, float* dst, int rows,
     int i = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x, ++i) {
         const int s = i % STAGES;
+        // BEGIN SOLUTION hint: wait until this step's tile has landed in its stage (the parity of which phase, on this lap?)
         wait(full[s], (i / STAGES) & 1);
+        // END SOLUTION
         float4 v[PER_LANE];
 #pragma unroll
         for (int k = 0; k < PER_LANE; ++k) v[k] = reinterpret_cast<const float4*>(stage[s].data)[lane + k * 128];

@@ -16,7 +16,8 @@ CASES = ({"M": 300, "N": 200, "blocks": 2}, {"M": 100, "N": 68, "blocks": 1}, {"
 
 SPEC = Exercise(
     id="ch07_ring_protocol",
-    title="The TMA ring from bare mbarriers: counts, the producer's empty wait, bytes, load, hand-back",
+    title="The TMA ring from bare mbarriers: counts, the producer's empty wait, bytes, load, the consumers' wait, "
+          "hand-back",
     chapter="07",
     design=True,
     untouched=("TMA load", "no TMA loads (UTMALDG)"),
