@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -143,7 +144,7 @@ def board(entries: Iterable[Entry]) -> list[Entry]:
     ranked: list[Entry] = []
     for exercise, device in sorted({(k[0], k[1]) for k in best}):
         group = sorted((e for k, e in best.items() if k[:2] == (exercise, device)), key=_order)
-        ranked += [_with_rank(e, i) for i, e in enumerate(group, start=1)]
+        ranked += [dataclasses.replace(e, rank=i) for i, e in enumerate(group, start=1)]
     on_board = {(e.exercise, e.student) for e in ranked}
     rest: dict[tuple[str, str], Entry] = {}
     for e in entries:
@@ -162,10 +163,6 @@ def _order(e: Entry) -> tuple[float, int, str, str]:
 
 def _standing(e: Entry) -> int:
     return {"correct, no ratio": 0, "not verified": 1, "failed": 2}.get(e.status, 3)
-
-
-def _with_rank(e: Entry, rank: int) -> Entry:
-    return Entry(e.exercise, e.student, e.status, e.ratio, e.device, e.submitted, e.message, rank, e.sheet, e.line)
 
 
 COLUMNS = ("exercise", "rank", "student", "speed_ratio", "device", "submitted", "status", "message")
