@@ -127,8 +127,10 @@ SPEC = Exercise(
     reference=reference,
     launch=launch,
     args=args,
-    # the benchmark first; several key and query blocks causal with a ragged tail; not causal; one token
-    cases=(BENCH_DIMS, {"B": 1, "H": 2, "N": 1000, "causal": 1}, {"B": 2, "H": 1, "N": 77, "causal": 0},
+    # several key and query blocks causal with a ragged tail; not causal; one token; a longer causal sequence. Not
+    # the benchmark's 32k tokens: their float64 reference on the CPU holds 32768 x 32768 matrices (tens of GB); the
+    # timed run compares that shape's dV with cuDNN's on the GPU (Bench.expect).
+    cases=({"B": 1, "H": 2, "N": 1000, "causal": 1}, {"B": 2, "H": 1, "N": 77, "causal": 0},
            {"B": 1, "H": 1, "N": 1, "causal": 1}, {"B": 1, "H": 1, "N": 4097, "causal": 1}),
     # Emulated: 3 key and query blocks causal with a tail of 8 (the diagonal blocks, keys and queries past the end);
     # the same not causal; two heads of a short ragged sequence.
