@@ -49,8 +49,7 @@ gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensor
         tma::load_async(stages[slot].b, map_b, full[slot], {k, tile.c});
     };
     if (leader) {
-        for (int s = 0; s < STAGES; ++s) init_mbarrier(full[s], 1);
-        fence_mbarrier_init();
+        init_full_barriers(full, 1);  // one arrival (the expect) per phase; no empty barriers: see __syncthreads below
         for (int s = 0; s < STAGES && s < k_tiles; ++s) fetch(s, s);
     }
     __syncthreads();

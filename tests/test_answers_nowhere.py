@@ -44,11 +44,6 @@ CHAPTERS = {p.name[:2]: p for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_
 
 #: (file, exercise) -> why its answer is still there. Only shrinks (test_known_leaks_are_still_there).
 KNOWN: dict[tuple[str, str], str] = {
-    # given code of a later exercise holding an earlier one's answer (issue 42, item 3: to be removed from there)
-    # (the library's pipeline<STAGES>::init would hide them, but it also initialises the empty barriers this
-    # kernel has no use for: the solution's SASS changes, 308 -> 316 lines)
-    ("exercises/ch08_wgmma.cu", "ch07_ring_protocol"): "chapter 08's GEMM initialises its full barriers in its given "
-    "code, as chapter 07's design exercise must",
     # recorded data: a sample submission that must fault where the right kernel writes (its right lines around it)
     ("tests/data/class_sample/carol/ch02_smem_tiling.cu", "ch02_smem_tiling"): "a sample submission: the solution "
     "with one mistake (an illegal address)",

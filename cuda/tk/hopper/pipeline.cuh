@@ -9,6 +9,10 @@
 //              arrive_expect_bytes(p.full[c.stage], bytes);  tma::load_async(..., p.full[c.stage], ...);
 //   consumer:  wait(p.full[c.stage], c.phase);  ...mma, mma_async_wait...;  p.release(c.stage);
 //   both:      c.advance();
+//
+// A ring with no hand-back barrier (init_full_barriers below): when the same warpgroup copies and computes,
+// a __syncthreads() after its products already tells the copying lane that a stage is free, so only full[s]
+// is needed.
 #pragma once
 
 #include "mbarrier.cuh"
@@ -35,6 +39,17 @@ struct pipeline {
         if (laneid() == 0) arrive(empty[stage]);
     }
 };
+
+/// Only a ring's full barriers, for a block that hands stages back with __syncthreads() instead of empty
+/// barriers. Each phase of full[s] completes on `arrivals` arrivals (1: the producer's arrive_expect_bytes)
+/// plus the bytes it announced. One thread, before the block's first __syncthreads(); the fence makes the
+/// initialised barriers visible to TMA, whose completions would otherwise race with the init.
+template <int Stages>
+__device__ void init_full_barriers(mbarrier (&full)[Stages], uint32_t arrivals) {
+#pragma unroll
+    for (int s = 0; s < Stages; ++s) init_mbarrier(full[s], arrivals);
+    fence_mbarrier_init();
+}
 
 /// Position in the ring: which stage, and the parity of the lap we are on.
 template <int Stages>
