@@ -4,7 +4,9 @@
 registry (``tklab.grading.specs``); ``--index`` writes the same table into ``notebooks/README.md``, with the table
 of chapters above it (every notebook: the number and title of its first heading, what it teaches from ``TOPICS``);
 a test holds the README equal to what the generator writes. Without either, it regenerates ``exercises/`` from
-``solutions/`` (``tklab.grading.exercises.sync``: never over a learner's edits), or verifies it (``--check``).
+``solutions/`` (``tklab.grading.exercises.sync``: never over a learner's edits), or verifies it (``--check``: also
+that each solution derived from a chapter's kernel is what its patch makes, ``tklab.grading.derived``). ``--derive``
+writes those solutions from their kernels and patches; ``--repatch`` writes the patches from the solutions.
 
 Public API: ``index_rows()``, ``index_table()``, ``chapter_rows()``, ``chapter_table()``, ``readme_with_index(text)``,
 ``main(argv)``.
@@ -19,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cases
+from . import cases, derived
 from .exercises import (
     EXERCISES,
     ROOT,
@@ -189,8 +191,8 @@ def _print_list() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tklab exercises [--check] [--backup] [--list] [--index]``: regenerate exercises/, verify
-    it, or show / write the index."""
+    """``python -m tklab exercises [--check] [--backup] [--list] [--index] [--derive] [--repatch]``: regenerate
+    exercises/, verify it, show / write the index, or write the derived solutions / their patches."""
     ap = argparse.ArgumentParser(prog="python -m tklab exercises", description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="fail if exercises/ differs from what solutions/ "
                     "generate (for CI); writes nothing")
@@ -200,6 +202,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "size, whether it runs without a GPU) and write nothing")
     ap.add_argument("--index", action="store_true", help="write that index, and the chapters', into "
                     "notebooks/README.md")
+    ap.add_argument("--derive", action="store_true", help="write each solution derived from a chapter's kernel "
+                    "(solutions/<id>/<id>.patch) from the kernel and its patch")
+    ap.add_argument("--repatch", action="store_true", help="write each such patch from its solution as it is now "
+                    "(after editing the solution by hand)")
     ap.add_argument("--solutions", type=Path, default=SOLUTIONS, help="folder of complete solutions")
     ap.add_argument("--exercises", type=Path, default=EXERCISES, help="folder of generated exercises")
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -212,17 +218,29 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"into {README}")
         return 0
     try:
+        if args.derive or args.repatch:
+            done = derived.write(args.solutions) if args.derive else derived.repatch(args.solutions)
+            for rel in done:
+                print(f"wrote {args.solutions / rel}")
+            print(f"{len(done)} written.")
+            return 0
         if args.check:
             problems = differences(args.solutions, args.exercises)
             for p in problems:
                 print(f"  {args.exercises.name}/{p}")
+            stale = derived.problems(args.solutions)
+            for p in stale:
+                print(f"  {args.solutions.name}/{p}")
+            if stale:
+                print(f"{len(stale)} derived solution(s) out of date: see above.")
+                return 1
             if problems:
                 print(f"{len(problems)} problem(s): run `python -m tklab exercises` to regenerate.")
                 return 1
             print(f"{args.exercises} is up to date with {args.solutions} ({len(plan(args.solutions))} files).")
             return 0
         report = sync(args.solutions, args.exercises, backup=args.backup)
-    except (RegionError, SolutionsError) as e:
+    except (RegionError, SolutionsError, derived.PatchError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for old, new in report.migrated.items():
