@@ -163,11 +163,11 @@ def covers_the_anchors(rows: list[dict[str, Any]]) -> bool:
 
 def latest_report(folder: Path | None = None) -> Path:
     """The newest bench report, by the date recorded inside it, that covers every anchor configuration."""
-    reports = [p for p in (folder or ROOT / "bench" / "results").glob("flash_fwd_bench_*.json")
-               if covers_the_anchors(json.loads(p.read_text()))]
-    if not reports:
+    found = recorded.newest((folder or ROOT / "bench" / "results").glob("flash_fwd_bench_*.json"),
+                            lambda p: recorded_date(p) if covers_the_anchors(json.loads(p.read_text())) else None)
+    if found is None:
         raise FileNotFoundError("no flash_fwd bench report covers every anchor configuration yet")
-    return max(reports, key=recorded_date)
+    return found
 
 
 def _inputs(b: int, h: int, n: int, d: int, *, layout: str = "bhnd", logit_scale: float = 1.0) -> tuple[Any, ...]:

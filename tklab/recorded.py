@@ -8,7 +8,8 @@ shows the stored numbers, clearly labelled as recorded elsewhere, or says that n
 
 Public API: ``measure(key, fn) -> Recorded``, ``load(key)``, ``all_records() -> dict[str, Recorded]``,
 ``Recorded``, ``commit()`` (the commit a measurement belongs to: every report and bench script uses it),
-``nvrtc()`` (the NVRTC that compiled what was measured: its ptxas decides a kernel's instruction schedule).
+``nvrtc()`` (the NVRTC that compiled what was measured: its ptxas decides a kernel's instruction schedule),
+``newest(paths, date)`` (the newest of several result files by the date written inside each, never by name).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import html
 import json
 import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,16 @@ def commit() -> str:
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+
+def newest(paths: Iterable[Path], date: Callable[[Path], str | None]) -> Path | None:
+    """The newest of ``paths`` by the date written inside each: ``date(path)`` reads it (an ISO date and time, as
+    every bench report and record writes it; ``None``: the file is not a candidate, e.g. it lacks what the caller
+    needs), ties go to the later file name; ``None`` when no file is a candidate. Never by file name alone: a
+    result's name ends in its commit's hash, which sorts in no order of time."""
+    dated = [(d, path.name, path) for path in paths if (d := date(path)) is not None]
+    return max(dated, key=lambda x: (x[0], x[1]))[2] if dated else None
 
 
 def nvrtc() -> str:

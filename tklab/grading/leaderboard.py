@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import REPO
+from ..recorded import newest
 
 #: What every challenge's id holds (issue 42): ``ch08_challenge_gemm_skinny``.
 MARK = "_challenge_"
@@ -217,18 +218,25 @@ def recorded(exercise: str, results: Path | None = None) -> dict[str, Any] | Non
     name): {"device", "commit", "date", "file", and the challenge's entry: reference_ms, library_ms, ...}; None when
     none holds it (or the folder is not there: the sandboxed run sees no bench/)."""
     folder = RESULTS if results is None else results
-    found: list[tuple[str, str, dict[str, Any]]] = []
-    for path in sorted(folder.glob(RECORD_GLOB)) if folder.is_dir() else []:
+
+    def holding(path: Path) -> dict[str, Any] | None:
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
-            continue
+            return None
         entry = (data.get("challenges") or {}).get(exercise) if isinstance(data, dict) else None
-        if isinstance(entry, dict) and not data.get("dry_run"):
-            found.append((str(data.get("date", "")), path.name, {
-                "device": data.get("device", ""), "commit": data.get("commit", ""), "date": data.get("date", ""),
-                "file": f"bench/results/{path.name}", **entry}))
-    return max(found, key=lambda f: (f[0], f[1]))[2] if found else None
+        return data if isinstance(entry, dict) and not data.get("dry_run") else None
+
+    def date(path: Path) -> str | None:
+        data = holding(path)
+        return None if data is None else str(data.get("date", ""))
+
+    path = newest(folder.glob(RECORD_GLOB) if folder.is_dir() else [], date)
+    data = holding(path) if path is not None else None
+    if path is None or data is None:
+        return None
+    return {"device": data.get("device", ""), "commit": data.get("commit", ""), "date": data.get("date", ""),
+            "file": f"bench/results/{path.name}", **data["challenges"][exercise]}
 
 
 def recorded_text(exercise: str, results: Path | None = None) -> str:
