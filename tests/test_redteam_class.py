@@ -282,7 +282,7 @@ sys.path.insert(0, {repo!r})
 from tklab.grading.sandbox import drop_privileges
 print("MISSED", drop_privileges())  # the child's first step, as ``python -m tklab.grading.child`` takes it
 repo = {repo!r}
-for what in (".git/HEAD", "solutions/ch10_flash/ch10_flash.cu", "tests/data/class_sample/carol/ch02_smem_tiling.cu",
+for what in (".git/HEAD", "solutions/ch10_flash/ch10_flash.cu", "tests/data/class_sample/dave/ch02_smem_tiling.cu",
              "tklab/grading/sandbox.py"):
     try:
         with open(os.path.join(repo, what)) as f:
@@ -339,7 +339,7 @@ def test_a_run_cannot_read_the_solutions_through_git_or_any_other_copy(tmp_path,
     text = _peek(tmp_path)
     assert "MISSED []" in text, text
     for what in (".git/HEAD", "solutions/ch10_flash/ch10_flash.cu",
-                 "tests/data/class_sample/carol/ch02_smem_tiling.cu"):
+                 "tests/data/class_sample/dave/ch02_smem_tiling.cu"):
         assert f"DENIED {what}" in text, text
     assert "READ tklab/grading/sandbox.py" in text, text
     if shutil.which("git"):
@@ -466,12 +466,13 @@ except OSError as e:
 
 def test_a_run_cannot_write_more_than_its_budget_in_all(tmp_path, level, monkeypatch):
     """``RLIMIT_FSIZE`` bounds each file: 600 MiB went into three files under a 256 MiB limit. A root grader's run
-    folder is now a tmpfs of ``runner.RUN_DISK`` bytes (its /tmp in bubblewrap too): 128 MiB in eight files of
+    folder is now a tmpfs of ``runner.RUN_DISK`` bytes (its /tmp in bubblewrap too); a grader that is not root gets
+    the same from bubblewrap (the folder a tmpfs inside the sandbox, filled by the child): 128 MiB in eight files of
     16 MiB stop at the 64 MiB budget."""
     from tklab.grading import runner
 
-    if os.getuid() != 0:
-        pytest.skip("only a root grader can mount the run's folder with a size")
+    if os.getuid() != 0 and level == "process":
+        pytest.skip("a grader that is not root bounds the run's folder through bubblewrap only (it cannot mount)")
     monkeypatch.setattr(runner, "RUN_DISK", 64 << 20, raising=False)
     places = ["."] + (["/tmp"] if level == "bubblewrap" else [])  # (the process level has the host's /tmp)
     for where in places:
@@ -486,12 +487,14 @@ def test_a_run_cannot_write_more_than_its_budget_in_all(tmp_path, level, monkeyp
 
 def test_concurrent_runs_do_not_share_a_user_or_a_process_limit(tmp_path, level):
     """Every run of a root grader was ``nobody``: one run holding its process limit left a concurrent one unable to
-    start a process (RLIMIT_NPROC counts a user's processes). Now each run has a uid of its own."""
-    from tklab.grading.sandbox import Limits, limits_for
+    start a process (RLIMIT_NPROC counts a user's processes). Now each run of a root grader has a uid of its own; the
+    runs of a grader that is not root are its uid, each in a user namespace of its own, where the kernel counts the
+    run's processes apart (Linux 5.14 and later), so they get a process limit too (it had none)."""
+    from tklab.grading.sandbox import Limits, limits_for, process_limit_problem
 
     limits = limits_for(Limits(wall_seconds=60, processes=24))
     if not limits.processes:
-        pytest.skip("the runs are the grader's own user here: no process limit can apply")
+        pytest.skip(f"no process limit can apply here: {process_limit_problem()}")
     hog = ("import os, time\nkids = 0\ntry:\n    for _ in range(64):\n        if os.fork() == 0:\n"
            "            time.sleep(30)\n            os._exit(0)\n        kids += 1\nexcept OSError:\n    pass\n"
            "print('HOG', os.getuid(), kids, flush=True)\ntime.sleep(6)\n")
@@ -504,7 +507,11 @@ def test_concurrent_runs_do_not_share_a_user_or_a_process_limit(tmp_path, level)
     out_b, _ = _finish(b)
     out_a, _ = _finish(a)
     uid_a, uid_b = int(out_a.split("HOG")[1].split()[0]), int(out_b.split("OTHER")[1].split()[0])
-    assert uid_a != uid_b and 0 not in (uid_a, uid_b), (out_a, out_b)
+    if os.getuid() == 0:
+        assert uid_a != uid_b and 0 not in (uid_a, uid_b), (out_a, out_b)
+    else:  # the grader's uid, in two user namespaces
+        assert uid_a == uid_b == os.getuid(), (out_a, out_b)
+    assert 0 < int(out_a.split("HOG")[1].split()[1]) < 24, out_a  # the hog was bounded by its own limit
     assert "OTHER" in out_b and out_b.split("OTHER")[1].split()[1] == "4", out_b
 
 
@@ -536,6 +543,31 @@ def test_a_runs_processes_share_one_memory_bound(tmp_path, level):
     out, fin = _finish(box)
     assert fin.oom_kills > 0 or fin.returncode not in (0,), out
     assert "CHILDREN [0, 0, 0, 0]" not in out, out
+
+
+def test_without_a_cgroup_a_runs_processes_share_one_memory_bound_sampled(tmp_path, level, monkeypatch):
+    """A grader with no cgroup of its own (one that is not root, with none delegated to it; here forced with
+    ``TKLAB_NO_CGROUP``): the address-space limit is per process, so four processes of 200 MiB each held 800 MiB under
+    512 MiB apiece. The supervisor measures what the run's processes hold together and stops the run past its bound,
+    and the report says why there is no cgroup and how memory is bounded instead. (A burst shorter than the sampling
+    interval escapes the measure: the per-process limit still caps each process.)"""
+    from tklab.grading.sandbox import SAMPLE_SECONDS, Limits, limits_for
+
+    monkeypatch.setenv("TKLAB_NO_CGROUP", "1")
+    hogs = ("import os, time\npids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
+            "        block = bytearray(200 << 20)\n        for i in range(0, len(block), 4096):\n"
+            "            block[i] = 1\n        time.sleep(20)\n        os._exit(0)\n    pids.append(pid)\n"
+            "codes = [os.waitpid(p, 0)[1] for p in pids]\nprint('CHILDREN', codes)\n")
+    box = _run_program(tmp_path, hogs, limits_for(Limits(wall_seconds=60, memory=512 << 20)))
+    assert "TKLAB_NO_CGROUP is set" in box.describe_group() and f"every {SAMPLE_SECONDS:g} s" in box.describe_group()
+    t = time.monotonic()
+    out, fin = _finish(box)
+    assert "CHILDREN" not in out and not fin.timed_out and time.monotonic() - t < 15, (out, fin)
+    assert 512 << 20 < fin.memory_held < 1 << 30 and fin.oom_kills >= 4, fin
+    held = ("import os, time\nblock = bytearray(300 << 20)\nfor i in range(0, len(block), 4096):\n    block[i] = 1\n"
+            "print('HELD', flush=True)\n")  # one process under the bound: untouched
+    out, fin = _finish(_run_program(tmp_path, held, limits_for(Limits(wall_seconds=60, memory=512 << 20)), "one"))
+    assert "HELD" in out and fin.returncode == 0 and not fin.memory_held, (out, fin)
 
 
 @cgroups
@@ -583,3 +615,97 @@ def test_a_graders_home_is_blanked_for_a_grader_that_is_not_root(tmp_path, monke
     assert ["--ro-bind", str(venv), str(venv)] == args[-3:], args
     monkeypatch.setattr(sandbox.os, "getuid", lambda: 0)
     assert str(home) not in sandbox._bwrap_overlays()  # a root grader's home is closed to its runs' users already
+
+
+def test_a_run_cannot_read_the_graders_home(tmp_path, level):
+    """The real run, not only bubblewrap's arguments: a file in the grader's home (where ``~/.git-credentials`` would
+    be) cannot be read from a run. A root grader's home is closed to its runs' users; a grader that is not root has it
+    blanked by bubblewrap. A setup grading refuses (the code would run as the grader itself) is not held here."""
+    from tklab.grading.sandbox import grading_problem
+
+    problem = grading_problem()
+    if problem:
+        pytest.skip(f"grading refuses this setup ({problem})")
+    home = Path.home()
+    if os.getuid() != 0 and Path("/tmp") in home.resolve().parents:
+        pytest.skip("the grader's home is under /tmp, which the sandbox replaces anyway")
+    secret = home / f".tklab-redteam-{uuid.uuid4().hex}"
+    secret.write_text("TOKEN-" + uuid.uuid4().hex)
+    try:
+        from tklab.grading.sandbox import Limits, limits_for
+
+        code = (f"try:\n    print('READ', open({str(secret)!r}).read())\nexcept OSError as e:\n"
+                f"    print('REFUSED', e.strerror)\n")
+        out, fin = _finish(_run_program(tmp_path, code, limits_for(Limits(wall_seconds=60))))
+    finally:
+        secret.unlink()
+    assert fin.returncode == 0 and "REFUSED" in out and "TOKEN-" not in out, out
+
+
+#: The per-run tests a root grader runs again as a user that is not root (``test_..._for_a_grader_that_is_not_root``).
+_NOT_ROOT_TESTS = ("test_a_run_cannot_write_more_than_its_budget_in_all",
+                   "test_concurrent_runs_do_not_share_a_user_or_a_process_limit",
+                   "test_without_a_cgroup_a_runs_processes_share_one_memory_bound_sampled",
+                   "test_a_run_cannot_read_the_graders_home",
+                   "test_a_run_cannot_read_the_solutions_through_git_or_any_other_copy")
+_NOT_ROOT_USER = "tkgrader"
+
+
+def _as_user_script(user: str, argv: list[str]) -> list[str]:
+    """A command that runs ``argv`` as ``user`` (root only), in a mount namespace where the folders that keep other
+    users out of this Python and the workbook (``/root``, say) are blanked and what is needed is bound back: the grader
+    that is not root must be able to run the same installation."""
+    import shlex
+
+    from tklab.grading import sandbox
+
+    needed = {*sandbox._installation(), ROOT}
+    closed = sandbox._closed_folders(needed)
+    lines = ["set -e", "stage=$(mktemp -d /tmp/.tklab-as-user-XXXXXX)"]
+    back = []
+    for c in closed:
+        inside = sorted(p for p in needed if c in p.parents)
+        inside = [p for p in inside if not any(q in p.parents for q in inside)]
+        for p in inside:
+            lines.append(f"mkdir $stage/{len(back)}; mount --bind {shlex.quote(str(p))} $stage/{len(back)}")
+            back.append((c, p, len(back)))
+    for c in closed:
+        lines.append(f"mount -t tmpfs -o mode=755 tmpfs {shlex.quote(str(c))}")
+    for _c, p, i in back:
+        lines.append(f"mkdir -p {shlex.quote(str(p))}; mount --bind $stage/{i} {shlex.quote(str(p))}; "
+                     f"umount $stage/{i}")
+    import shutil
+
+    lines.append(f"exec {shutil.which('runuser')} -u {user} -- {shlex.join(argv)}")
+    return [str(shutil.which("unshare")), "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines)]
+
+
+def test_the_per_run_limits_hold_for_a_grader_that_is_not_root():
+    """Issue 39, item 4 for a grader that is not root: a root test run (this machine's) proved the per-run limits only
+    for root. Here it runs the per-run tests again as a throwaway user (``useradd``), through ``runuser``: the run's
+    writes bounded in all, a process limit of its own (its user namespace), its memory bounded in all without a
+    cgroup, the grader's home unreadable; each must pass at the bubblewrap level (such a grader grades at no other: at
+    the process level the code would run as the grader itself, and grading refuses)."""
+    import pwd
+    import shutil
+
+    if os.getuid() != 0:
+        pytest.skip("this grader is not root: the per-run tests above ran as one")
+    missing = [t for t in ("useradd", "runuser", "unshare", "bwrap") if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"no {', '.join(missing)} here: cannot run the tests as a user that is not root")
+    try:
+        pwd.getpwnam(_NOT_ROOT_USER)
+    except KeyError:
+        subprocess.run(["useradd", "-m", _NOT_ROOT_USER], check=True, capture_output=True)
+    pw = pwd.getpwnam(_NOT_ROOT_USER)
+    pytest_argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-q", "-rA",
+                   str(Path(__file__).resolve()), "-k", f"({' or '.join(_NOT_ROOT_TESTS)}) and bubblewrap"]
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": pw.pw_dir, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run(_as_user_script(_NOT_ROOT_USER, ["env", *(f"{k}={v}" for k, v in env.items()),
+                                                           *pytest_argv]),
+                          cwd=ROOT, capture_output=True, text=True, timeout=400, env=env)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    for name in _NOT_ROOT_TESTS:
+        assert f"PASSED tests/test_redteam_class.py::{name}[bubblewrap]" in log, (name, log[-4000:])

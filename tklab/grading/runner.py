@@ -159,6 +159,7 @@ def run_isolated(exercise_id: str, path: str | Path, *, mode: str = "gpu", timeo
         box = Sandbox(workdir, gpu=m.needs_gpu, hide=[_SOLUTIONS, *_elsewhere(specs.root()), cache.cache_dir(), *hide],
                       limits=limits)
         box.hand_over()
+        mounted = mounted or box.bounds_folder()  # a grader that is not root: bubblewrap bounds the folder
         argv = [sys.executable, "-m", "tklab.grading.child", "--exercise", spec.id, "--file", name, "--mode", m.name,
                 "--limits", limits.to_json()]
         if spec_source is not None:
@@ -271,7 +272,10 @@ def _say_how_it_ran(out: RunOutcome, box: Any, limits: Any, fin: Any, mounted: b
     disk = "" if mounted or not limits.disk else " (its folder: per file only, not mounted here)"
     group = box.describe_group() or "no cgroup of its own here (per-process limits only)"
     out.isolation = f"{box.isolation.describe()}; limits: {limits.describe()}{disk}; {group}"
-    if fin.oom_kills:
+    if fin.memory_held:
+        out.notes.append(f"the grader stopped the run: its processes held {fin.memory_held >> 20} MiB together, more "
+                         f"than the run's {(limits.memory or 0) >> 20} MiB")
+    elif fin.oom_kills:
         out.notes.append(f"the system stopped {fin.oom_kills} process{'es' if fin.oom_kills != 1 else ''} of the run: "
                          f"together they used more than the run's {(limits.memory or 0) >> 20} MiB of memory")
     if out.result and out.result.get("limits_not_applied"):

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import functools
 import json
 import os
@@ -66,6 +67,8 @@ from ..paths import REPO
 from . import rungroup, uids, unseen
 
 TOKEN_VAR = "TKLAB_SANDBOX_TOKEN"
+#: How often the supervisor of a run without a cgroup measures what the run's processes hold (``Sandbox._held``).
+SAMPLE_SECONDS = 0.1
 _PACKAGE_PARENT = REPO
 _UNPRIVILEGED = "nobody"
 
@@ -120,6 +123,8 @@ class Finished:
     seconds: float
     killed: int = 0  # processes of the run still alive at the end, killed
     oom_kills: int = 0  # processes the kernel killed because the run's cgroup ran out of memory
+    #: bytes the run's processes held together when the supervisor stopped it for memory (no cgroup: ``_held``)
+    memory_held: int = 0
 
 
 # ---- in the child ----------------------------------------------------------------------------------
@@ -296,9 +301,29 @@ def _bwrap_user_args(ids: tuple[int, int] | None = None) -> list[str]:
 HIDE_VAR = "TKLAB_SANDBOX_HIDE"
 
 
+#: Environment variable naming the read-only copy of the run's inputs that the child copies into its bounded folder
+#: first thing (``Sandbox.bounds_folder``).
+SEED_VAR = "TKLAB_SANDBOX_SEED"
+#: Where that copy is, inside the sandbox.
+_SEED = "/tmp/.tklab-run-inputs"
+
+
+def _fill_from_seed() -> None:
+    """Copy the run's inputs (``SEED_VAR``) into the working folder, a tmpfs of the run's disk budget."""
+    seed = os.environ.pop(SEED_VAR, "")
+    if not seed:
+        return
+    try:
+        shutil.copytree(seed, ".", symlinks=True, dirs_exist_ok=True)
+    except (OSError, shutil.Error) as e:
+        raise SystemExit(f"the run's inputs do not fit in its folder ({e})") from None
+
+
 def drop_privileges() -> list[str]:
-    """In the child, first thing: hide what ``HIDE_VAR`` names (a root child at the process level), then become
-    the user ``DROP_VAR`` names. Returns what could not be hidden."""
+    """In the child, first thing: fill the working folder from the run's inputs (``SEED_VAR``: a grader that is not
+    root), hide what ``HIDE_VAR`` names (a root child at the process level), then become the user ``DROP_VAR`` names.
+    Returns what could not be hidden."""
+    _fill_from_seed()
     hide = os.environ.pop(HIDE_VAR, "")
     missed = unseen.hide_here(json.loads(hide)) if hide and os.getuid() == 0 else []
     want = os.environ.pop(DROP_VAR, "")
@@ -395,12 +420,80 @@ def grading_problem(gpu: bool = False) -> str | None:
     return None
 
 
+@functools.cache
+def _nproc_per_namespace() -> bool:
+    """Whether ``RLIMIT_NPROC`` counts a user namespace's processes apart from its creator's (Linux 5.14 and later:
+    the count is kept per user namespace and uid, ``ucounts``). Then a run in a user namespace of its own, as a grader
+    that is not root starts it in bubblewrap, has a process limit of its own though it is the grader's uid outside:
+    neither the grader's processes nor a concurrent run's count against it."""
+    release = os.uname().release.split(".")
+    try:
+        return (int(release[0]), int("".join(c for c in release[1] if c.isdigit()) or 0)) >= (5, 14)
+    except (IndexError, ValueError):
+        return False
+
+
+def process_limit_problem() -> str | None:
+    """Why a run started now gets no process limit of its own (None: it gets one)."""
+    if _run_user()[0] is not None or (_drop_inside() is not None and isolation().level == "bubblewrap"):
+        return None
+    if os.getuid() == 0:
+        return "the run is root (no unprivileged user to run as): root is exempt from the process limit"
+    if isolation().level != "bubblewrap":
+        return ("the run is the grader's own user without a user namespace (no bubblewrap): the limit would count the "
+                "grader's processes too")
+    if not _nproc_per_namespace():
+        return (f"this kernel ({os.uname().release}) counts processes per user, not per user namespace (Linux 5.14 and "
+                "later do): the limit would count the grader's processes too")
+    return None
+
+
 def limits_for(limits: Limits) -> Limits:
-    """``limits`` as this machine can apply them: a process count only for a user of the run's own (the
-    limit counts every process of the user, so for the grader's user it would count the grader's too)."""
-    if _run_user()[0] is None and not (_drop_inside() is not None and isolation().level == "bubblewrap"):
-        return Limits(limits.wall_seconds, limits.memory, 0, limits.file_size, limits.cpu_seconds)
+    """``limits`` as this machine can apply them: a process count only where it counts the run's processes alone
+    (``process_limit_problem``): a user of the run's own (root grader), or a user namespace of the run's own on a
+    kernel that counts processes per namespace (a grader that is not root, in bubblewrap)."""
+    if process_limit_problem() is not None:
+        return dataclasses.replace(limits, processes=0)
     return limits
+
+
+def cgroup_problem() -> str:
+    """Why a run started now gets no cgroup of its own (``rungroup.RunGroup.create`` returned None), in words: what
+    each cgroup version here lacks."""
+    if os.environ.get("TKLAB_NO_CGROUP", "") in ("1", "true", "yes"):
+        return "TKLAB_NO_CGROUP is set"
+    mounts = rungroup._mounts()
+    own = rungroup._own_paths()
+    v1 = {c: rungroup._join(m, root, own.get(c, "/")) for root, m, kind, opts in mounts if kind == "cgroup"
+          for c in ("memory", "pids") if c in opts}
+    unified = next((rungroup._join(m, root, own.get("", "/")) for root, m, kind, _ in mounts if kind == "cgroup2"),
+                   None)
+    why = []
+    if "memory" in v1 and "pids" in v1:
+        closed = [str(d) for d in v1.values() if not os.access(d, os.W_OK)]
+        why.append(f"cgroup v1: uid {os.getuid()} may not write {', '.join(closed)}" if closed else
+                   "cgroup v1: a group could not be made")
+    if unified is None:
+        why.append("no cgroup v2 hierarchy is mounted")
+        return "; ".join(why)
+    wanted = {"memory", "pids"}
+    try:
+        available = set((unified / "cgroup.controllers").read_text().split())
+        handed = set((unified / "cgroup.subtree_control").read_text().split())
+    except OSError as e:
+        why.append(f"cgroup v2: {unified} cannot be read ({e.strerror})")
+        return "; ".join(why)
+    if not wanted <= available:
+        why.append(f"cgroup v2: this process's cgroup {unified} has no {' or '.join(sorted(wanted - available))} "
+                   "controller (none was delegated to this user: systemd's Delegate=)")
+    elif not wanted <= handed:
+        why.append(f"cgroup v2: {unified} does not hand memory and pids to its children (cgroup.subtree_control: "
+                   f"{' '.join(sorted(handed)) or 'empty'})")
+    elif not os.access(unified, os.W_OK):
+        why.append(f"cgroup v2: uid {os.getuid()} may not write {unified}")
+    else:
+        why.append("cgroup v2: a group could not be made")
+    return "; ".join(why)
 
 
 # ---- the process tree ---------------------------------------------------------------------------------
@@ -592,9 +685,26 @@ class Sandbox:
                     made.add(d)
                     out += ["--perms", "0755", "--dir", str(d)]
             out += ["--bind", str(b), str(b)]
-        out += ["--bind", work, work, "--chdir", work, *_bwrap_user_args(self.ids), "--die-with-parent",
+        if self.bounds_folder():
+            # the folder a tmpfs inside the sandbox (in the bounded /tmp when it is under /tmp, so that the folder and
+            # /tmp share one budget), filled by the child from a read-only view of what the grader wrote
+            if tmp in Path(work).parents:
+                out += ["--perms", "0700", "--dir", work]
+            else:
+                out += ["--size", str(self.limits.disk), "--perms", "0700", "--tmpfs", work]
+            out += ["--ro-bind", work, _SEED, "--setenv", SEED_VAR, _SEED]
+        else:
+            out += ["--bind", work, work]
+        out += ["--chdir", work, *_bwrap_user_args(self.ids), "--die-with-parent",
                 "--new-session", "--setenv", TOKEN_VAR, self.token]
         return out + list(argv)
+
+    def bounds_folder(self) -> bool:
+        """Whether the run's folder is bounded by bubblewrap: a grader that is not root (which cannot mount the folder
+        itself, ``runfolder``) and a folder that is not a mount already. What the run writes there and in ``/tmp`` then
+        counts against ``Limits.disk`` in all (one tmpfs, or two when the folder is not under ``/tmp``)."""
+        return (self.confine and self.isolation.level == "bubblewrap" and bool(self.limits.disk)
+                and os.getuid() != 0 and not os.path.ismount(self.workdir))
 
     def _hidden_here(self) -> list[Path]:
         """The folders to hide at the process level: those of ``hide`` that hold nothing the run needs."""
@@ -629,9 +739,13 @@ class Sandbox:
             if self.group is not None:
                 self.group.add_tree(self.proc.pid)
                 self._group_text = self.group.describe()
+            elif self.samples_memory():
+                self._group_text = (f"no cgroup of its own ({cgroup_problem()}): the grader measures what its "
+                                    f"processes hold together every {SAMPLE_SECONDS:g} s and stops the run past "
+                                    f"{(self.limits.memory or 0) >> 20} MiB")
 
     def describe_group(self) -> str:
-        """The run's cgroup, for the report ("" without one)."""
+        """The run's cgroup, or how its memory is bounded in all without one, for the report ("" neither)."""
         return self._group_text
 
     # -- supervision ---------------------------------------------------------------------------------
@@ -652,7 +766,9 @@ class Sandbox:
         timed_out = False
         exited_at: float | None = None
         token = self.token.encode()
-        last_scan = 0.0
+        last_scan = last_sample = 0.0
+        sample = self.samples_memory()
+        held = 0
         while open_fds:
             now = time.monotonic()
             if self.proc.poll() is not None and exited_at is None:
@@ -662,6 +778,12 @@ class Sandbox:
             if exited_at is None and now >= deadline:
                 timed_out = True
                 break
+            if sample and exited_at is None and now - last_sample >= SAMPLE_SECONDS:
+                last_sample = now
+                held = self._held()
+                if held > (self.limits.memory or 0):
+                    break
+                held = 0
             if now - last_scan > 0.25 and self.isolation.level == "process" and exited_at is None:
                 self._seen.update(_run_processes(self.proc.pid, token, known_children=self._known))
                 last_scan = now
@@ -680,16 +802,54 @@ class Sandbox:
                     continue
                 readers[fd](data)
         sel.close()
-        if not timed_out and exited_at is None:  # every pipe closed: wait for the exit, within the limit
-            try:
-                self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+        while not timed_out and not held and exited_at is None and self.proc.poll() is None:
+            # every pipe closed: wait for the exit, within the limit (and, without a cgroup, the memory bound)
+            if time.monotonic() >= deadline:
                 timed_out = True
+                break
+            try:
+                self.proc.wait(timeout=max(0.0, min(SAMPLE_SECONDS, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                if sample and (held := self._held()) <= (self.limits.memory or 0):
+                    held = 0
+        alive = len(self._run_tree()) if held else 0
         killed = self.kill()
         code = None if timed_out else self.proc.returncode
         if code is not None and code > 128 and self.isolation.level == "bubblewrap":
             code = -(code - 128)  # bwrap reports a child killed by signal N as exit 128 + N
-        return Finished(code, timed_out, time.monotonic() - self.started, killed, self.oom_kills)
+        if held:
+            self.oom_kills = max(self.oom_kills, alive)
+        return Finished(code, timed_out, time.monotonic() - self.started, killed, self.oom_kills, held)
+
+    def samples_memory(self) -> bool:
+        """Whether the supervisor bounds the run's memory in all by sampling it (``_held``): a confined run with a
+        memory bound and no cgroup of its own (a grader that is not root, where none was delegated to it)."""
+        return self.confine and self.group is None and bool(self.limits.memory)
+
+    def _run_tree(self) -> set[int]:
+        """The run's live processes: the started process's descendants (at the bubblewrap level every process of the
+        run, its daemons too: they are the PID namespace's, whose first process descends from it) and those seen at
+        the process level."""
+        assert self.proc is not None
+        tree = rungroup._descendants(self.proc.pid) | set(self._seen)
+        if self.proc.poll() is None:
+            tree.add(self.proc.pid)
+        return {p for p in tree if _stat(p) is not None}
+
+    def _held(self) -> int:
+        """Bytes the run's processes hold now: their proportional set sizes summed (a page shared by several counts
+        once in all), or their resident sizes where the proportional one cannot be read."""
+        total = 0
+        for pid in self._run_tree():
+            try:
+                for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) << 10
+                        break
+            except (OSError, ValueError, IndexError):
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        return total
 
     def kill(self) -> int:
         """Kill every process of the run; returns how many were still alive."""
