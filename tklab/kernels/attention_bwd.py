@@ -47,10 +47,17 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: mbarriers, so the two consumers no longer meet twice a step. PINGPONG: 1 makes the two consumers take turns
 #: issuing their products, so one forms P and dS while the other's run (at d = 128 it brings DQ_LAG=1 with it:
 #: the split dQ would tie them together every step). Both live in a file of their own, LAG_FILE.
+#: SWAPAB: 1 (d = 64, two consumers, DQ_MODE 1) is FlashAttention-3's Hopper layout, SWAPAB_FILE: S^T = K Q^T and
+#: dP^T = V dO^T, so P^T and dS^T are the register A operand of dV and dK; 128-query steps; L and D by TMA from a
+#: per-step layout its own first pass writes (so that build's prep and main kernels take other arguments).
 OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1},
-                                     "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}}
+                                     "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}, "SWAPAB": {64: 0, 128: 0}}
 #: The variants' flash_bwd, built as the chapter's file (its flash_bwd renamed) followed by this one.
 LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
+#: SWAPAB=1's flash_bwd and flash_bwd_prep, appended the same way (both of the chapter's renamed).
+SWAPAB_FILE = SOLUTIONS / "variants" / "ch11_bwd_swapab.cu"
+#: SWAPAB=1: queries per step, and the per-step statistics box (L log2 e then D, fp32 8 x 32 per step).
+SWAPAB_QSTEP, STATS_ROWS, STATS_COLS = 128, 8, 32
 _PREP_ROWS = 4  # query rows per block of flash_bwd_prep (one warp each)
 _DQ_THREADS = 256
 
@@ -147,6 +154,7 @@ class BwdBuild:
     stages: int
     dq_mode: int
     variant: bool = False  # LAG_FILE's flash_bwd replaces the chapter's (DQ_LAG or PINGPONG)
+    swapab: bool = False  # SWAPAB_FILE's flash_bwd and flash_bwd_prep replace the chapter's
 
     @property
     def threads(self) -> int:
@@ -174,6 +182,11 @@ class BwdBuild:
         (Q, dO) ring, P and dS per consumer, the fp32 dQ share per consumer (DQ_MODE 1 and 2), the
         barriers, and 1024 bytes of alignment slack."""
         tile, p_tile = 64 * self.head_dim * 2, 64 * 64 * 2
+        if self.swapab:  # K, V; the (Q, dO) ring of 128-query steps; dS^T twice per consumer; dQ; L and D
+            body = 2 * self.consumers * tile + 2 * self.stages * 2 * tile + 2 * self.consumers * 2 * p_tile
+            body += self.consumers * 64 * self.dq_cols * 4 + self.stages * STATS_ROWS * STATS_COLS * 4
+            body += 2 * self.stages * 8 + 8
+            return 1024 + -(-body // 1024) * 1024
         body = 2 * self.consumers * tile + 2 * self.stages * tile + 2 * self.consumers * p_tile
         body += self.consumers * 64 * self.dq_cols * 4 if self.dq_mode >= 1 else 0
         body += 2 * self.stages * 8 + 8
@@ -211,12 +224,17 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
         opt_in["DQ_LAG"] = opts["DQ_LAG"] = 1
     if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1, 2):
         raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0, 1 or 2; got {opts}")
+    swapab = bool(opts.get("SWAPAB"))
+    if swapab and (head_dim != 64 or opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts.get("DQ_LAG")
+                   or opts.get("PINGPONG")):
+        raise ValueError(f"SWAPAB=1 is written for head dimension 64, CONSUMERS=2 and DQ_MODE=1, without DQ_LAG or "
+                         f"PINGPONG; got head dimension {head_dim}, {opts}")
     variant = bool(opts.get("DQ_LAG") or opts.get("PINGPONG"))
     if variant and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or (opts.get("DQ_LAG") and head_dim != 128)):
         raise ValueError(f"DQ_LAG=1 (head dimension 128: dQ one step late) and PINGPONG=1 (turns) need DQ_MODE=1 and "
                          f"CONSUMERS=2; got head dimension {head_dim}, {opts}")
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
-    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"], variant)
+    b = BwdBuild(head_dim, flags, opts["CONSUMERS"], opts["STAGES"], opts["DQ_MODE"], variant, swapab)
     if b.shared_bytes > SHARED_OPTIN[90]:  # an sm_90a kernel
         raise ValueError(f"{opts} needs {b.shared_bytes} B of shared memory, more than a block can have "
                          f"({SHARED_OPTIN[90]} B)")
@@ -245,12 +263,12 @@ def compiled(b: BwdBuild, target: str = "gpu") -> Any:
 def source(b: BwdBuild) -> str:
     """The CUDA source of a build: the chapter's file, or, for a variant, the chapter's file with its main
     kernel renamed (flash_bwd_chapter) followed by the variant's own flash_bwd."""
-    if not b.variant:
+    if not (b.variant or b.swapab):
         return KERNEL.read_text()
-    renamed = ("flash_bwd", "flash_bwd_shared_bytes")
+    renamed = ("flash_bwd", "flash_bwd_shared_bytes") + (("flash_bwd_prep",) if b.swapab else ())
     head = "".join(f"#define {n} {n.replace('flash_bwd', 'flash_bwd_chapter')}\n" for n in renamed)
     tail = "".join(f"#undef {n}\n" for n in renamed)
-    return head + KERNEL.read_text() + "\n" + tail + LAG_FILE.read_text()
+    return head + KERNEL.read_text() + "\n" + tail + (SWAPAB_FILE if b.swapab else LAG_FILE).read_text()
 
 
 # ---- launching -----------------------------------------------------------------------------------------
@@ -297,9 +315,24 @@ def main_grid(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int]:
     return (-(-n // cfg.kv_block), h, b)
 
 
+def swapab_steps(n: int) -> int:
+    """SWAPAB=1: the 128-query steps that cover n queries (its first pass fills the last one's padding)."""
+    return -(-n // SWAPAB_QSTEP)
+
+
+def stats_shape(b: int, h: int, n: int) -> tuple[int, int, int, int]:
+    """SWAPAB=1's per-step statistics, fp32: per (batch, head) one 8 x 32 box per step (L log2 e, then D)."""
+    return (b, h, swapab_steps(n) * STATS_ROWS, STATS_COLS)
+
+
+def prep_rows(n: int, cfg: BwdBuild) -> int:
+    """The query rows flash_bwd_prep walks: n, or with SWAPAB=1 whole steps (the padding gets L = +inf, D = 0)."""
+    return swapab_steps(n) * SWAPAB_QSTEP if cfg.swapab else n
+
+
 def _grids(b: int, h: int, n: int, cfg: BwdBuild) -> dict[str, tuple[int, int, int]]:
     pairs = n * cfg.head_dim // 2
-    return {"prep": (-(-n // _PREP_ROWS), h, b), "main": main_grid(b, h, n, cfg),
+    return {"prep": (-(-prep_rows(n, cfg) // _PREP_ROWS), h, b), "main": main_grid(b, h, n, cfg),
             "dq": (-(-pairs // _DQ_THREADS), h, b)}
 
 
@@ -328,10 +361,10 @@ class _Launches:
         if cpu:
             from .. import emulate as emu
 
-            def tmap(x: Any, rows: int, cols: int = d, dtype: str = "bfloat16") -> Any:
-                return emu.tensor_map(x, (rows, cols), dtype=dtype)
+            def tmap(x: Any, rows: int, cols: int = d, dtype: str = "bfloat16", swizzle: int | None = None) -> Any:
+                return emu.tensor_map(x, (rows, cols), dtype=dtype, swizzle=swizzle)
 
-            self.delta = np.zeros((b, h, n), np.float32)
+            self.delta = np.zeros(stats_shape(b, h, n) if cfg.swapab else (b, h, n), np.float32)
             self.dq_acc = np.zeros(acc_shape, np.float32)
         else:
             from ..run import tma
@@ -340,20 +373,25 @@ class _Launches:
             if cfg.dq_mode == 2:  # O(N^2) slots: refuse before allocating, not with the allocator's error
                 check_scratch_fits(b, h, n, cfg, free_device_bytes(q))
 
-            def tmap(x: Any, rows: int, cols: int = d, dtype: str | None = dt) -> Any:
-                return tma.tensor_map(x, (rows, cols), dtype=dtype)
+            def tmap(x: Any, rows: int, cols: int = d, dtype: str | None = dt, swizzle: int | None = None) -> Any:
+                return tma.tensor_map(x, (rows, cols), dtype=dtype, swizzle=swizzle)
 
-            self.delta = _empty(q, (b, h, n), "float32")
+            self.delta = _empty(q, stats_shape(b, h, n) if cfg.swapab else (b, h, n), "float32")
             self.dq_acc = _empty(q, acc_shape, "float32")
         mod = compiled(cfg, "cpu" if cpu else "gpu")
         smem = cfg.shared_bytes if cpu else mod.constants["flash_bwd_shared_bytes"]
         grids = _grids(b, h, n, cfg)
         maps = [tmap(x, 64) for x in (q, k, v, do, dk, dv)] + [tmap(self.dq_acc, 64, cfg.dq_cols, "float32")]
+        if cfg.swapab:  # self.delta holds the per-step L and D; one unswizzled 8 x 32 box per step
+            stats_map = tmap(self.delta, STATS_ROWS, STATS_COLS, "float32", swizzle=0)
+            prep_args = (o, do, lse, self.delta, self.dq_acc, h, n, *_strides(o), *_strides(do))
+            main_args = (*maps, stats_map, h, n, sc, int(causal))
+        else:
+            prep_args = (o, do, self.delta, self.dq_acc, h, n, *_strides(o), *_strides(do))
+            main_args = (*maps, lse, self.delta, self.dq_acc, h, n, sc, int(causal))
         self.steps = [
-            (mod["flash_bwd_prep"], grids["prep"], (32 * _PREP_ROWS,),
-             (o, do, self.delta, self.dq_acc, h, n, *_strides(o), *_strides(do)), 0),
-            (mod["flash_bwd"], grids["main"], (cfg.threads,),
-             (*maps, lse, self.delta, self.dq_acc, h, n, sc, int(causal)), smem),
+            (mod["flash_bwd_prep"], grids["prep"], (32 * _PREP_ROWS,), prep_args, 0),
+            (mod["flash_bwd"], grids["main"], (cfg.threads,), main_args, smem),
             (mod["flash_bwd_dq"], grids["dq"], (_DQ_THREADS,),
              (self.dq_acc, dq, h, n, *_strides(dq), sc, int(causal)), 0),
         ]
