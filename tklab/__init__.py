@@ -18,7 +18,6 @@ grouped in subpackages by what they do (``toolchain/``, ``run/``, ``models/``, `
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from .grading.check import check  # eager, like bench: tklab.check stays the fun
 from .grading.hints import hint  # tklab.hint("ch10_flash"): the exercise's next hint
 from .profile import profile  # eager, like bench: tklab.profile stays the function (package: tklab/profile/)
 from .run.bench import BenchResult, bench  # eager: binds tklab.bench to the function, not the submodule
-from .toolchain.compiler import CompileError, Kernel, Module
+from .toolchain.compiler import CompileError, Kernel, Module, takes_compile_options
 from .trace import trace as _trace_source  # eager: the package tklab/trace/ is imported before the function below
 
 __version__ = "0.1.0"
@@ -63,32 +62,21 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'tklab' has no attribute {name!r}")
 
 
-def compile(  # noqa: A001 - the name learners expect
-    source: str,
-    *,
-    arch: str | None = None,
-    name: str | None = None,
-    options: Sequence[str] = (),
-    include_dirs: Iterable[str | Path] = (),
-    name_expressions: Sequence[str] = (),
-    line_offset: int = 0,
-    target: str = "gpu",
-) -> Module:
+@takes_compile_options
+def compile(source: str, *, target: str = "gpu", **given: Any) -> Module:  # noqa: A001 - the name learners expect
     """CUDA C++ source -> a module of kernels. ``target="gpu"``: NVRTC (``tklab.toolchain.compiler.compile``:
     cached, inspectable, launchable on a GPU). ``target="cpu"``: the CPU emulator's build (``tklab.emulate``):
-    kernels run on NumPy arrays without a GPU, for correctness only."""
+    kernels run on NumPy arrays without a GPU, for correctness only. The other keyword parameters (``arch``,
+    ``name``, ``options``, ``include_dirs``, ``name_expressions``, ``line_offset``) are the compiler's, for both."""
     if target == "cpu":
         from . import emulate
-        from .toolchain.compiler import COURSE_ARCH
 
-        return emulate.compile(source, arch=arch or COURSE_ARCH, name=name, options=options,  # type: ignore[return-value]
-                               include_dirs=include_dirs, name_expressions=name_expressions)
+        return emulate.compile(source, **given)  # type: ignore[return-value]
     if target != "gpu":
         raise ValueError(f"target must be 'gpu' or 'cpu' (the emulator), not {target!r}")
     from .toolchain import compiler
 
-    return compiler.compile(source, arch=arch, name=name, options=options, include_dirs=include_dirs,
-                            name_expressions=name_expressions, line_offset=line_offset)
+    return compiler.compile(source, **given)
 
 
 def trace(exercise_or_source: str | Path, *, path: str | Path | None = None, blocks: int = 0,

@@ -30,10 +30,9 @@ C++ compiler was found), ``describe()`` (for the doctor), ``TMA_ORDERS`` (a laun
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from typing import Any
 
-from ..toolchain.compiler import COURSE_ARCH
+from ..toolchain.compiler import COURSE_ARCH, takes_compile_options
 from . import build as _build
 from .arguments import TMA_ORDERS, LaunchResult
 from .build import EmulationCompileError
@@ -107,38 +106,33 @@ def engine() -> str:
     return "ptx" if locate.nvrtc_available() else "native"
 
 
-def compile(  # noqa: A001 - mirrors tklab.compile
-    source: str,
-    *,
-    arch: str | None = COURSE_ARCH,
-    name: str | None = None,
-    options: Sequence[str] = (),
-    include_dirs: Iterable[str | Path] = (),
-    name_expressions: Sequence[str] = (),
-    line_offset: int = 0,
-    engine: str | None = None,
-) -> EmuModule | PtxModule:
+@takes_compile_options
+def compile(source: str, *, arch: str | None = COURSE_ARCH, engine: str | None = None,  # noqa: A001 - as tklab's
+            **given: Any) -> EmuModule | PtxModule:
     """Compile CUDA C++ for the CPU emulator; ``arch`` picks what the source sees as ``__CUDA_ARCH__``
     (``sm_90a``: Hopper paths such as wgmma and TMA; ``sm_80``: the others). ``engine``: ``"ptx"`` (NVRTC's PTX,
-    interpreted: the default where NVRTC is installed) or ``"native"`` (see ``engine()``)."""
+    interpreted: the default where NVRTC is installed) or ``"native"`` (see ``engine()``). The other keyword
+    parameters are NVRTC's compile's (``tklab.toolchain.compiler.compile``); the native build reads ``name``,
+    ``options``, ``include_dirs`` and ``name_expressions``."""
     if not isinstance(source, str):
         raise TypeError(f"source must be a str of CUDA C++, not {type(source).__name__}")
     arch = (arch or COURSE_ARCH).strip().lower()
     how = engine or globals()["engine"]()
     if how not in ENGINES:
         raise ValueError(f"engine={how!r}: choose one of {', '.join(ENGINES)}")
+    program = given.pop("name", None) or "kernel.cu"
     if how == "ptx":
         from ..toolchain.compiler import CompileError
         from ..toolchain.compiler import compile as nvrtc_compile
 
-        program = name or "kernel.cu"
         try:
-            mod = nvrtc_compile(source, arch=arch, name=program, options=options, include_dirs=include_dirs,
-                                name_expressions=name_expressions, line_offset=line_offset)
+            mod = nvrtc_compile(source, arch=arch, name=program, **given)
         except CompileError as e:
             raise EmulationCompileError(str(e), program) from None
         return PtxModule(mod.ptx, program=program, source=source, arch=arch, options=mod.options,
                          lowered=mod.lowered, key=mod.key)
-    built = _build.build(source, arch=arch, name=name or "kernel.cu", options=options, include_dirs=tuple(include_dirs),
-                  name_expressions=tuple(name_expressions))
+    options = given.get("options", ())
+    built = _build.build(source, arch=arch, name=program, options=options,
+                         include_dirs=tuple(given.get("include_dirs", ())),
+                         name_expressions=tuple(given.get("name_expressions", ())))
     return EmuModule(built, source=source, arch=arch, options=options)

@@ -23,11 +23,20 @@ from typing import Any
 
 import numpy as np
 
+_KINDS: dict[str, type[EmulationError]] = {}
+
 
 class EmulationError(RuntimeError):
     """A kernel failed under CPU emulation. ``kind``, ``thread``, ``block`` and the raw report are kept."""
 
     kind = "error"
+
+    def __init_subclass__(cls, kind: str, **kw: Any) -> None:
+        # Each kind of error is a class of its own (the name a verdict quotes, what ``except`` catches) and the
+        # kind the runtime reports it by (``error_class``): only these, and what it means, differ between kinds.
+        super().__init_subclass__(**kw)
+        cls.kind = kind
+        _KINDS[kind] = cls
 
     def __init__(self, message: str, report: dict[str, Any] | None = None):
         super().__init__(message)
@@ -39,52 +48,47 @@ class EmulationError(RuntimeError):
         return [f"{type(self).__name__}: {self}"]
 
 
-class OutOfBounds(EmulationError):
-    kind = "out_of_bounds"
+class OutOfBounds(EmulationError, kind="out_of_bounds"):
+    """An access outside the memory it is meant for: past the ends of an array argument or of the block's shared
+    memory, or not in shared memory where the instruction needs it."""
 
 
-class SharedRace(EmulationError):
-    kind = "race"
+class SharedRace(EmulationError, kind="race"):
+    """Two threads touch the same shared bytes, at least one of them writing, with nothing ordering the two."""
 
 
-class Deadlock(EmulationError):
-    kind = "deadlock"
+class Deadlock(EmulationError, kind="deadlock"):
+    """No thread can make progress: each waits for something no thread left will do."""
 
 
-class TimeLimit(EmulationError):
-    kind = "timeout"
+class TimeLimit(EmulationError, kind="timeout"):
+    """The kernel ran past its time limit."""
 
 
-class NotEmulated(EmulationError):
-    kind = "not_emulated"
+class NotEmulated(EmulationError, kind="not_emulated"):
+    """An instruction (or an atomic operation on a width) the emulator does not model."""
 
 
-class InvalidOperation(EmulationError):
-    kind = "invalid"
+class InvalidOperation(EmulationError, kind="invalid"):
+    """An operation the hardware refuses or leaves undefined: a misused barrier or mbarrier, a misaligned or
+    ill-sized asynchronous copy, warp-wide code that diverges, a wgmma without its whole warpgroup, shared memory
+    that does not fit."""
 
 
-class AssertionFailed(EmulationError):
-    kind = "assert"
+class AssertionFailed(EmulationError, kind="assert"):
+    """An assert() in the kernel failed."""
 
 
-class InvalidAddress(EmulationError):
+class InvalidAddress(EmulationError, kind="invalid_address"):
     """An access at an address that is in none of the kernel's regions (its arrays, shared memory, its own local
     memory, its parameters), or misaligned: on a GPU, an illegal or misaligned address."""
 
-    kind = "invalid_address"
 
-
-class AsyncHazard(EmulationError):
+class AsyncHazard(EmulationError, kind="async"):
     """An asynchronous unit (TMA, wgmma, a TMA store) and a thread touch the same shared bytes with nothing
     ordering them as the PTX ISA requires: a read of a box still in flight, a write to operands a pending
     wgmma group or TMA store may still read, a stage handed back before its wgmma group was waited for,
     or ordinary stores read by the async proxy without ``fence.proxy.async``."""
-
-    kind = "async"
-
-
-_KINDS = {c.kind: c for c in (OutOfBounds, SharedRace, Deadlock, TimeLimit, NotEmulated, InvalidOperation,
-                              AssertionFailed, AsyncHazard, InvalidAddress)}
 
 
 def error_class(kind: str) -> type[EmulationError]:

@@ -190,22 +190,25 @@ def _print_list() -> None:
           "python -m tklab hint ID")
 
 
+#: ``python -m tklab exercises``'s switches and what each does.
+FLAGS = {
+    "--check": "fail if exercises/ differs from what solutions/ generate (for CI); writes nothing",
+    "--backup": "copy edited exercise files to <name>.bak-<time> and regenerate them",
+    "--list": "print every exercise and drill (chapter, concept, size, whether it runs without a GPU) and write "
+              "nothing",
+    "--index": "write that index, and the chapters', into notebooks/README.md",
+    "--derive": "write each solution derived from a chapter's kernel (solutions/<id>/<id>.patch) from the kernel and "
+                "its patch",
+    "--repatch": "write each such patch from its solution as it is now (after editing the solution by hand)",
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m tklab exercises [--check] [--backup] [--list] [--index] [--derive] [--repatch]``: regenerate
     exercises/, verify it, show / write the index, or write the derived solutions / their patches."""
     ap = argparse.ArgumentParser(prog="python -m tklab exercises", description=__doc__.split("\n")[0])
-    ap.add_argument("--check", action="store_true", help="fail if exercises/ differs from what solutions/ "
-                    "generate (for CI); writes nothing")
-    ap.add_argument("--backup", action="store_true", help="copy edited exercise files to <name>.bak-<time> "
-                    "and regenerate them")
-    ap.add_argument("--list", action="store_true", help="print every exercise and drill (chapter, concept, "
-                    "size, whether it runs without a GPU) and write nothing")
-    ap.add_argument("--index", action="store_true", help="write that index, and the chapters', into "
-                    "notebooks/README.md")
-    ap.add_argument("--derive", action="store_true", help="write each solution derived from a chapter's kernel "
-                    "(solutions/<id>/<id>.patch) from the kernel and its patch")
-    ap.add_argument("--repatch", action="store_true", help="write each such patch from its solution as it is now "
-                    "(after editing the solution by hand)")
+    for flag, what in FLAGS.items():
+        ap.add_argument(flag, action="store_true", help=what)
     ap.add_argument("--solutions", type=Path, default=SOLUTIONS, help="folder of complete solutions")
     ap.add_argument("--exercises", type=Path, default=EXERCISES, help="folder of generated exercises")
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))

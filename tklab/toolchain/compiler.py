@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import html
+import inspect
 import os
 import re
 import shlex
@@ -31,10 +32,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..run import gpu, signature
 from . import cache, locate, nvrtc_call, sass
+
+_T = TypeVar("_T")
 
 _ARCH = re.compile(r"^sm_(\d{2,3})(a|f)?$")
 
@@ -250,6 +253,27 @@ def compile(  # noqa: A001 - the name learners expect
 _nvrtc_runner: Callable[[str, str, list[str], Sequence[str]], dict[str, Any]] | None = None
 
 
+
+def takes_compile_options(front: Callable[..., Any]) -> Callable[..., Any]:
+    """``front(source, *, <its own keyword parameters>, **options)``, a front of ``compile`` that hands ``options``
+    on to it (``tklab.compile``, ``tklab.emulate.compile``), with ``compile``'s keyword parameters and defaults in
+    its signature after its own, as a learner's editor shows it (Jupyter's Shift-Tab, ``help()``): the names and
+    defaults have one home, ``compile``, and every front still shows each. An option ``compile`` does not take is
+    refused with ``TypeError`` naming it, as by a written-out signature."""
+    own = inspect.signature(front)
+    kept = [q for q in own.parameters.values() if q.kind is not inspect.Parameter.VAR_KEYWORD]
+    mine = {q.name for q in kept}
+    home = [q for n, q in inspect.signature(compile).parameters.items() if n != "source" and n not in mine]
+    shown = own.replace(parameters=[*kept, *home])
+
+    @functools.wraps(front)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        shown.bind(*args, **kwargs)  # TypeError for an option no signature has, or a missing source
+        return front(*args, **kwargs)
+
+    checked.__signature__ = shown  # type: ignore[attr-defined]
+    return checked
+
 @contextlib.contextmanager
 def nvrtc_elsewhere(runner: Callable[[str, str, list[str], Sequence[str]], dict[str, Any]]) -> Iterator[None]:
     """Within the block, every compile that misses the cache runs NVRTC through ``runner(source, program, options,
@@ -303,6 +327,18 @@ class KernelsByName:
             return self[name]
         except KeyError as e:
             raise AttributeError(str(e)) from None
+
+
+class _OfItsKernel(Generic[_T]):
+    """An attribute of a module that is its only kernel's attribute of the same name (``Module.registers``, ...)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, module: Any, owner: type | None = None) -> _T:
+        if module is None:
+            return self  # type: ignore[return-value]
+        return getattr(module._only(), self.name)
 
 
 class Module(KernelsByName):
@@ -378,21 +414,11 @@ class Module(KernelsByName):
         """SASS of every kernel in the module."""
         return "".join(self._sass.values())
 
-    @property
-    def registers(self) -> int:
-        return self._only().registers
-
-    @property
-    def shared_bytes(self) -> int:
-        return self._only().shared_bytes
-
-    @property
-    def spill_bytes(self) -> int:
-        return self._only().spill_bytes
-
-    @property
-    def stack_bytes(self) -> int:
-        return self._only().stack_bytes
+    # A one-kernel module's resource counts are its kernel's (several kernels: ``_only`` names them).
+    registers = _OfItsKernel[int]()
+    shared_bytes = _OfItsKernel[int]()
+    spill_bytes = _OfItsKernel[int]()
+    stack_bytes = _OfItsKernel[int]()
 
     @property
     def histogram(self) -> Counter[str]:

@@ -22,6 +22,7 @@
 #include <cstdarg>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 
 #include "internal.h"
 
@@ -748,6 +749,15 @@ bool global_in_buffer(uintptr_t addr, size_t bytes) {
     return buf.mapped && addr >= buf.base && addr + bytes <= buf.base + buf.bytes && addr + bytes >= addr;
 }
 
+// The array an address far outside every argument most likely ran off: the mapped one nearest below it (-1: none).
+static int nearest_below(uintptr_t addr) {
+    int near = -1;
+    for (int s = 0; s < SLOTS; ++s)
+        if (g_buffers[s].mapped && g_buffers[s].base <= addr && (near < 0 || g_buffers[s].base > g_buffers[near].base))
+            near = s;
+    return near;
+}
+
 void global_check(uintptr_t addr, size_t bytes, bool write, uintptr_t pc, const char* what) {
     // Native kernels also touch their own stack and the runtime's memory, so addresses outside every slot pass
     // here; an interpreted kernel has nothing but its buffers, so there they do not.
@@ -758,10 +768,7 @@ void global_check(uintptr_t addr, size_t bytes, bool write, uintptr_t pc, const 
         Block* b = t_block;
         const std::string who = b && b->cur ? thread_desc(*b, b->cur->id) + " of " + block_desc(*b) : "a thread";
         const std::string note = what && *what ? std::string(" (") + what + ")" : std::string();
-        int near = -1;
-        for (int s = 0; s < SLOTS; ++s)
-            if (g_buffers[s].mapped && g_buffers[s].base <= addr && (near < 0 || g_buffers[s].base > g_buffers[near].base))
-                near = s;
+        const int near = nearest_below(addr);
         char buf[200];
         if (near >= 0) {
             snprintf(buf, sizeof buf, " %s %zu bytes at address %#lx, far outside the kernel's arrays: @@G:%d:%lld:%zu@@",
@@ -826,66 +833,66 @@ static T cas_loop(void* p, const std::function<T(T)>& f) {
     return old;
 }
 
+// The operations 32- and 64-bit words share, on the width's own types (U: the word, F: its float for A_FADD /
+// A_DADD); atomicSub/Inc/Dec exist for 32-bit words only, as in CUDA. False: not an operation of this width.
+template <typename U, typename F>
+static bool atomic_word(void* p, int op, U x, U cmp, uint64_t& old) {
+    using S = std::make_signed_t<U>;
+    static_assert(sizeof(U) == sizeof(F));
+    U* q = static_cast<U*>(p);
+    auto fl = [](U u) { F f; std::memcpy(&f, &u, sizeof f); return f; };
+    auto bits = [](F f) { U u; std::memcpy(&u, &f, sizeof u); return u; };
+    switch (op) {
+        case A_ADD: old = __atomic_fetch_add(q, x, __ATOMIC_SEQ_CST); return true;
+        case A_EXCH: old = __atomic_exchange_n(q, x, __ATOMIC_SEQ_CST); return true;
+        case A_AND: old = __atomic_fetch_and(q, x, __ATOMIC_SEQ_CST); return true;
+        case A_OR: old = __atomic_fetch_or(q, x, __ATOMIC_SEQ_CST); return true;
+        case A_XOR: old = __atomic_fetch_xor(q, x, __ATOMIC_SEQ_CST); return true;
+        case A_MIN_S: old = cas_loop<U>(p, [&](U o) { return S(o) < S(x) ? o : x; }); return true;
+        case A_MAX_S: old = cas_loop<U>(p, [&](U o) { return S(o) > S(x) ? o : x; }); return true;
+        case A_MIN_U: old = cas_loop<U>(p, [&](U o) { return o < x ? o : x; }); return true;
+        case A_MAX_U: old = cas_loop<U>(p, [&](U o) { return o > x ? o : x; }); return true;
+        case A_CAS: {
+            U expected = cmp;
+            __atomic_compare_exchange_n(q, &expected, x, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+            old = expected;
+            return true;
+        }
+        default: break;
+    }
+    if (op == (sizeof(U) == 4 ? A_FADD : A_DADD)) {
+        old = cas_loop<U>(p, [&](U o) { return bits(fl(o) + fl(x)); });
+        return true;
+    }
+    if constexpr (sizeof(U) == 4) {
+        switch (op) {
+            case A_SUB: old = __atomic_fetch_sub(q, x, __ATOMIC_SEQ_CST); return true;
+            case A_INC: old = cas_loop<U>(p, [&](U o) { return o >= x ? 0u : o + 1; }); return true;
+            case A_DEC: old = cas_loop<U>(p, [&](U o) { return (o == 0 || o > x) ? x : o - 1; }); return true;
+            default: break;
+        }
+    }
+    return false;
+}
+
 uint64_t atomic_rmw(void* p, int bytes, int op, uint64_t v, uint64_t cmp) {
     on_access(p, size_t(bytes), true, uintptr_t(__builtin_return_address(0)), true);
+    uint64_t old = 0;
     if (bytes == 4) {
-        auto f32 = [](uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; };
-        auto u32 = [](float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; };
         const uint32_t x = uint32_t(v);
-        switch (op) {
-            case A_ADD: return __atomic_fetch_add(static_cast<uint32_t*>(p), x, __ATOMIC_SEQ_CST);
-            case A_SUB: return __atomic_fetch_sub(static_cast<uint32_t*>(p), x, __ATOMIC_SEQ_CST);
-            case A_EXCH: return __atomic_exchange_n(static_cast<uint32_t*>(p), x, __ATOMIC_SEQ_CST);
-            case A_AND: return __atomic_fetch_and(static_cast<uint32_t*>(p), x, __ATOMIC_SEQ_CST);
-            case A_OR: return __atomic_fetch_or(static_cast<uint32_t*>(p), x, __ATOMIC_SEQ_CST);
-            case A_XOR: return __atomic_fetch_xor(static_cast<uint32_t*>(p), x, __ATOMIC_SEQ_CST);
-            case A_FADD: return cas_loop<uint32_t>(p, [&](uint32_t o) { return u32(f32(o) + f32(x)); });
-            case A_MIN_S: return cas_loop<uint32_t>(p, [&](uint32_t o) { return int32_t(o) < int32_t(x) ? o : x; });
-            case A_MAX_S: return cas_loop<uint32_t>(p, [&](uint32_t o) { return int32_t(o) > int32_t(x) ? o : x; });
-            case A_MIN_U: return cas_loop<uint32_t>(p, [&](uint32_t o) { return o < x ? o : x; });
-            case A_MAX_U: return cas_loop<uint32_t>(p, [&](uint32_t o) { return o > x ? o : x; });
-            case A_INC: return cas_loop<uint32_t>(p, [&](uint32_t o) { return o >= x ? 0u : o + 1; });
-            case A_DEC: return cas_loop<uint32_t>(p, [&](uint32_t o) { return (o == 0 || o > x) ? x : o - 1; });
-            case A_CAS: {
-                uint32_t expected = uint32_t(cmp);
-                __atomic_compare_exchange_n(static_cast<uint32_t*>(p), &expected, x, false, __ATOMIC_SEQ_CST,
-                                            __ATOMIC_SEQ_CST);
-                return expected;
+        if (atomic_word<uint32_t, float>(p, op, x, uint32_t(cmp), old)) return old;
+        if (op == A_HADD2 || op == A_BADD2) return cas_loop<uint32_t>(p, [&](uint32_t o) {
+            uint32_t r = 0;
+            for (int h = 0; h < 2; ++h) {
+                const uint16_t a = uint16_t(o >> (16 * h)), c = uint16_t(x >> (16 * h));
+                const uint16_t s = op == A_HADD2 ? f32_to_f16(f16_to_f32(a) + f16_to_f32(c))
+                                                 : f32_to_bf16(bf16_to_f32(a) + bf16_to_f32(c));
+                r |= uint32_t(s) << (16 * h);
             }
-            case A_HADD2: case A_BADD2: return cas_loop<uint32_t>(p, [&](uint32_t o) {
-                uint32_t r = 0;
-                for (int h = 0; h < 2; ++h) {
-                    const uint16_t a = uint16_t(o >> (16 * h)), c = uint16_t(x >> (16 * h));
-                    const uint16_t s = op == A_HADD2 ? f32_to_f16(f16_to_f32(a) + f16_to_f32(c))
-                                                     : f32_to_bf16(bf16_to_f32(a) + bf16_to_f32(c));
-                    r |= uint32_t(s) << (16 * h);
-                }
-                return r;
-            });
-            default: break;
-        }
+            return r;
+        });
     } else if (bytes == 8) {
-        auto f64 = [](uint64_t u) { double f; std::memcpy(&f, &u, 8); return f; };
-        auto u64 = [](double f) { uint64_t u; std::memcpy(&u, &f, 8); return u; };
-        switch (op) {
-            case A_ADD: return __atomic_fetch_add(static_cast<uint64_t*>(p), v, __ATOMIC_SEQ_CST);
-            case A_EXCH: return __atomic_exchange_n(static_cast<uint64_t*>(p), v, __ATOMIC_SEQ_CST);
-            case A_AND: return __atomic_fetch_and(static_cast<uint64_t*>(p), v, __ATOMIC_SEQ_CST);
-            case A_OR: return __atomic_fetch_or(static_cast<uint64_t*>(p), v, __ATOMIC_SEQ_CST);
-            case A_XOR: return __atomic_fetch_xor(static_cast<uint64_t*>(p), v, __ATOMIC_SEQ_CST);
-            case A_DADD: return cas_loop<uint64_t>(p, [&](uint64_t o) { return u64(f64(o) + f64(v)); });
-            case A_MIN_S: return cas_loop<uint64_t>(p, [&](uint64_t o) { return int64_t(o) < int64_t(v) ? o : v; });
-            case A_MAX_S: return cas_loop<uint64_t>(p, [&](uint64_t o) { return int64_t(o) > int64_t(v) ? o : v; });
-            case A_MIN_U: return cas_loop<uint64_t>(p, [&](uint64_t o) { return o < v ? o : v; });
-            case A_MAX_U: return cas_loop<uint64_t>(p, [&](uint64_t o) { return o > v ? o : v; });
-            case A_CAS: {
-                uint64_t expected = cmp;
-                __atomic_compare_exchange_n(static_cast<uint64_t*>(p), &expected, v, false, __ATOMIC_SEQ_CST,
-                                            __ATOMIC_SEQ_CST);
-                return expected;
-            }
-            default: break;
-        }
+        if (atomic_word<uint64_t, double>(p, op, v, cmp, old)) return old;
     } else if (bytes == 2) {
         switch (op) {
             case A_HADD: case A_BADD: return cas_loop<uint16_t>(p, [&](uint16_t o) {
@@ -1024,20 +1031,23 @@ static void run_block(Block& b, uint3 bid) {
         makecontext(&t.ctx, fiber_main, 0);
     }
     int live = b.n;
+    auto run = [&](Thread& t) {  // one thread, on until it yields, waits, exits or fails
+        b.cur = &t;
+        threadIdx = t.tid;
+        t.state = RUNNABLE;
+        swapcontext(&b.sched, &t.ctx);
+        b.cur = nullptr;
+        if (t.state == EXITED) live--;
+        if (L.failed.load()) b.aborted = true;
+    };
     while (live > 0 && !b.aborted) {
         bool ran = false;
         for (int k = 0; k < b.n && !b.aborted; ++k) {
             const int i = L.reverse ? b.n - 1 - k : k;
             Thread& t = b.threads[i];
             if (t.state == RUNNABLE || (t.state == POLLING && t.poll_epoch != b.epoch)) {
-                b.cur = &t;
-                threadIdx = t.tid;
-                t.state = RUNNABLE;
-                swapcontext(&b.sched, &t.ctx);
-                b.cur = nullptr;
+                run(t);
                 ran = true;
-                if (t.state == EXITED) live--;
-                if (L.failed.load()) b.aborted = true;
             }
         }
         if (b.aborted) break;
@@ -1048,14 +1058,8 @@ static void run_block(Block& b, uint3 bid) {
             for (int i = 0; i < b.n && !b.aborted; ++i) {
                 Thread& t = b.threads[i];
                 if (t.state != POLLING || t.idle_polls >= IDLE_POLL_LIMIT) continue;
-                b.cur = &t;
-                threadIdx = t.tid;
-                t.state = RUNNABLE;
-                swapcontext(&b.sched, &t.ctx);
-                b.cur = nullptr;
+                run(t);
                 ran = true;
-                if (t.state == EXITED) live--;
-                if (L.failed.load()) b.aborted = true;
             }
             if (b.aborted) break;
         }
@@ -1170,10 +1174,7 @@ static void on_fault(int sig, siginfo_t* info, void* uc) {
         global_check(a, 1, false, interrupted_pc(uc), "");  // reports and does not return
     } else {
         // Far outside every argument: name the array it most likely ran off (the nearest one below it).
-        int near = -1;
-        for (int s = 0; s < SLOTS; ++s)
-            if (g_buffers[s].mapped && g_buffers[s].base <= a && (near < 0 || g_buffers[s].base > g_buffers[near].base))
-                near = s;
+        const int near = nearest_below(a);
         char buf[200];
         if (near >= 0) {
             snprintf(buf, sizeof buf, " made an access at address %p, far outside the kernel's arrays: @@G:%d:%lld:1@@",

@@ -55,50 +55,38 @@ inline float f16_to_f32(uint16_t h) {
 struct __half_raw { unsigned short x; };
 struct __nv_bfloat16_raw { unsigned short x; };
 
-struct alignas(2) __half {
-    unsigned short __x;
-    __half() = default;
-    constexpr __half(__half_raw r) : __x(r.x) {}
-    __half(float f) : __x(tkemu::f32_to_f16(f)) {}
-    __half(double f) : __x(tkemu::f32_to_f16(float(f))) {}
-    __half(int i) : __x(tkemu::f32_to_f16(float(i))) {}
-    __half(unsigned i) : __x(tkemu::f32_to_f16(float(i))) {}
-    __half(long long i) : __x(tkemu::f32_to_f16(float(i))) {}
-    __half(unsigned long long i) : __x(tkemu::f32_to_f16(float(i))) {}
-    __half(short i) : __x(tkemu::f32_to_f16(float(i))) {}
-    __half(unsigned short i) : __x(tkemu::f32_to_f16(float(i))) {}
-    operator float() const { return tkemu::f16_to_f32(__x); }
-    operator __half_raw() const { return {__x}; }
-    __half& operator=(float f) { __x = tkemu::f32_to_f16(f); return *this; }
-};
+// CUDA's two 16-bit float types are distinct types (kernels overload on them), alike but for their rounding: one
+// definition, instantiated for each, keeps them alike.
+#define TKEMU_H16_TYPE(T, RAW, TO, FROM)                                                                  \
+    struct alignas(2) T {                                                                                 \
+        unsigned short __x;                                                                               \
+        T() = default;                                                                                    \
+        constexpr T(RAW r) : __x(r.x) {}                                                                  \
+        T(float f) : __x(tkemu::TO(f)) {}                                                                 \
+        T(double f) : __x(tkemu::TO(float(f))) {}                                                         \
+        T(int i) : __x(tkemu::TO(float(i))) {}                                                            \
+        T(unsigned i) : __x(tkemu::TO(float(i))) {}                                                       \
+        T(long long i) : __x(tkemu::TO(float(i))) {}                                                      \
+        T(unsigned long long i) : __x(tkemu::TO(float(i))) {}                                             \
+        T(short i) : __x(tkemu::TO(float(i))) {}                                                          \
+        T(unsigned short i) : __x(tkemu::TO(float(i))) {}                                                 \
+        operator float() const { return tkemu::FROM(__x); }                                               \
+        operator RAW() const { return {__x}; }                                                            \
+        T& operator=(float f) { __x = tkemu::TO(f); return *this; }                                       \
+    };
+TKEMU_H16_TYPE(__half, __half_raw, f32_to_f16, f16_to_f32)
+TKEMU_H16_TYPE(__nv_bfloat16, __nv_bfloat16_raw, f32_to_bf16, bf16_to_f32)
+#undef TKEMU_H16_TYPE
 
-struct alignas(2) __nv_bfloat16 {
-    unsigned short __x;
-    __nv_bfloat16() = default;
-    constexpr __nv_bfloat16(__nv_bfloat16_raw r) : __x(r.x) {}
-    __nv_bfloat16(float f) : __x(tkemu::f32_to_bf16(f)) {}
-    __nv_bfloat16(double f) : __x(tkemu::f32_to_bf16(float(f))) {}
-    __nv_bfloat16(int i) : __x(tkemu::f32_to_bf16(float(i))) {}
-    __nv_bfloat16(unsigned i) : __x(tkemu::f32_to_bf16(float(i))) {}
-    __nv_bfloat16(long long i) : __x(tkemu::f32_to_bf16(float(i))) {}
-    __nv_bfloat16(unsigned long long i) : __x(tkemu::f32_to_bf16(float(i))) {}
-    __nv_bfloat16(short i) : __x(tkemu::f32_to_bf16(float(i))) {}
-    __nv_bfloat16(unsigned short i) : __x(tkemu::f32_to_bf16(float(i))) {}
-    operator float() const { return tkemu::bf16_to_f32(__x); }
-    operator __nv_bfloat16_raw() const { return {__x}; }
-    __nv_bfloat16& operator=(float f) { __x = tkemu::f32_to_bf16(f); return *this; }
-};
-
-struct alignas(4) __half2 {
-    __half x, y;
-    __half2() = default;
-    constexpr __half2(__half a, __half b) : x(a), y(b) {}
-};
-struct alignas(4) __nv_bfloat162 {
-    __nv_bfloat16 x, y;
-    __nv_bfloat162() = default;
-    constexpr __nv_bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) : x(a), y(b) {}
-};
+#define TKEMU_H16X2_TYPE(T2, T)                                                                           \
+    struct alignas(4) T2 {                                                                                \
+        T x, y;                                                                                           \
+        T2() = default;                                                                                   \
+        constexpr T2(T a, T b) : x(a), y(b) {}                                                            \
+    };
+TKEMU_H16X2_TYPE(__half2, __half)
+TKEMU_H16X2_TYPE(__nv_bfloat162, __nv_bfloat16)
+#undef TKEMU_H16X2_TYPE
 typedef __half half;
 typedef __half2 half2;
 typedef __nv_bfloat16 nv_bfloat16;
@@ -142,67 +130,50 @@ TKEMU_H16X2_OPS(__nv_bfloat162, __nv_bfloat16)
 #undef TKEMU_H16X2_OPS
 
 // ---- conversions (cuda_bf16.h / cuda_fp16.h names) -------------------------------------------------------
-inline float __bfloat162float(__nv_bfloat16 a) { return float(a); }
-inline __nv_bfloat16 __float2bfloat16(float a) { return __nv_bfloat16(a); }
-inline __nv_bfloat16 __float2bfloat16_rn(float a) { return __nv_bfloat16(a); }
+// One definition for both types; the names differ (cuda_bf16.h's and cuda_fp16.h's), so each is an argument.
+#define TKEMU_H16_CONVERSIONS(T, T2, RAW, TO_FLOAT, FROM_FLOAT, FROM_FLOAT_RN, FROM_FLOAT_X2_RN, FROM_FLOATS_X2_RN, \
+                              FROM_FLOAT2_RN, TO_FLOAT2, HALVES, BROADCAST, LOW, HIGH, FROM_USHORT, TO_USHORT)      \
+    inline float TO_FLOAT(T a) { return float(a); }                                                      \
+    inline T FROM_FLOAT(float a) { return T(a); }                                                         \
+    inline T FROM_FLOAT_RN(float a) { return T(a); }                                                      \
+    inline T2 FROM_FLOAT_X2_RN(float a) { return {T(a), T(a)}; }                                          \
+    inline T2 FROM_FLOATS_X2_RN(float a, float b) { return {T(a), T(b)}; }                                \
+    inline T2 FROM_FLOAT2_RN(float2 a) { return {T(a.x), T(a.y)}; }                                       \
+    inline float2 TO_FLOAT2(T2 a) { return {float(a.x), float(a.y)}; }                                    \
+    inline T2 HALVES(T a, T b) { return {a, b}; }                                                         \
+    inline T2 BROADCAST(T a) { return {a, a}; }                                                           \
+    inline T LOW(T2 a) { return a.x; }                                                                    \
+    inline T HIGH(T2 a) { return a.y; }                                                                   \
+    inline float __low2float(T2 a) { return float(a.x); }                                                 \
+    inline float __high2float(T2 a) { return float(a.y); }                                                \
+    inline T FROM_USHORT(unsigned short u) { return RAW{u}; }                                             \
+    inline unsigned short TO_USHORT(T h) { return h.__x; }
+TKEMU_H16_CONVERSIONS(__nv_bfloat16, __nv_bfloat162, __nv_bfloat16_raw, __bfloat162float, __float2bfloat16,
+                      __float2bfloat16_rn, __float2bfloat162_rn, __floats2bfloat162_rn, __float22bfloat162_rn,
+                      __bfloat1622float2, __halves2bfloat162, __bfloat162bfloat162, __low2bfloat16, __high2bfloat16,
+                      __ushort_as_bfloat16, __bfloat16_as_ushort)
+TKEMU_H16_CONVERSIONS(__half, __half2, __half_raw, __half2float, __float2half, __float2half_rn, __float2half2_rn,
+                      __floats2half2_rn, __float22half2_rn, __half22float2, __halves2half2, __half2half2, __low2half,
+                      __high2half, __ushort_as_half, __half_as_ushort)
+#undef TKEMU_H16_CONVERSIONS
 inline __nv_bfloat16 __float2bfloat16_rz(float a) { return __nv_bfloat16_raw{tkemu::f32_to_bf16_rz(a)}; }
-inline __nv_bfloat162 __float2bfloat162_rn(float a) { return {__nv_bfloat16(a), __nv_bfloat16(a)}; }
-inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return {__nv_bfloat16(a), __nv_bfloat16(b)}; }
-inline __nv_bfloat162 __float22bfloat162_rn(float2 a) { return {__nv_bfloat16(a.x), __nv_bfloat16(a.y)}; }
-inline float2 __bfloat1622float2(__nv_bfloat162 a) { return {float(a.x), float(a.y)}; }
-inline __nv_bfloat162 __halves2bfloat162(__nv_bfloat16 a, __nv_bfloat16 b) { return {a, b}; }
-inline __nv_bfloat162 __bfloat162bfloat162(__nv_bfloat16 a) { return {a, a}; }
-inline __nv_bfloat16 __low2bfloat16(__nv_bfloat162 a) { return a.x; }
-inline __nv_bfloat16 __high2bfloat16(__nv_bfloat162 a) { return a.y; }
-inline float __low2float(__nv_bfloat162 a) { return float(a.x); }
-inline float __high2float(__nv_bfloat162 a) { return float(a.y); }
-inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { return __nv_bfloat16_raw{u}; }
-inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.__x; }
-inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) { return float(a) > float(b) ? a : b; }
-inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) { return float(a) < float(b) ? a : b; }
-inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return a + b; }
-inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) { return a - b; }
-inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return a * b; }
-inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
-    return __nv_bfloat16(std::fma(float(a), float(b), float(c)));
-}
-inline __nv_bfloat162 __hadd2(__nv_bfloat162 a, __nv_bfloat162 b) { return a + b; }
-inline __nv_bfloat162 __hsub2(__nv_bfloat162 a, __nv_bfloat162 b) { return a - b; }
-inline __nv_bfloat162 __hmul2(__nv_bfloat162 a, __nv_bfloat162 b) { return a * b; }
-inline __nv_bfloat162 __hfma2(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) {
-    return {__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)};
-}
-inline __nv_bfloat162 __hmax2(__nv_bfloat162 a, __nv_bfloat162 b) { return {__hmax(a.x, b.x), __hmax(a.y, b.y)}; }
-inline __nv_bfloat162 __hmin2(__nv_bfloat162 a, __nv_bfloat162 b) { return {__hmin(a.x, b.x), __hmin(a.y, b.y)}; }
 
-inline float __half2float(__half a) { return float(a); }
-inline __half __float2half(float a) { return __half(a); }
-inline __half __float2half_rn(float a) { return __half(a); }
-inline __half2 __float2half2_rn(float a) { return {__half(a), __half(a)}; }
-inline __half2 __floats2half2_rn(float a, float b) { return {__half(a), __half(b)}; }
-inline __half2 __float22half2_rn(float2 a) { return {__half(a.x), __half(a.y)}; }
-inline float2 __half22float2(__half2 a) { return {float(a.x), float(a.y)}; }
-inline __half2 __halves2half2(__half a, __half b) { return {a, b}; }
-inline __half2 __half2half2(__half a) { return {a, a}; }
-inline __half __low2half(__half2 a) { return a.x; }
-inline __half __high2half(__half2 a) { return a.y; }
-inline float __low2float(__half2 a) { return float(a.x); }
-inline float __high2float(__half2 a) { return float(a.y); }
-inline __half __ushort_as_half(unsigned short u) { return __half_raw{u}; }
-inline unsigned short __half_as_ushort(__half h) { return h.__x; }
-inline __half __hmax(__half a, __half b) { return float(a) > float(b) ? a : b; }
-inline __half __hmin(__half a, __half b) { return float(a) < float(b) ? a : b; }
-inline __half __hadd(__half a, __half b) { return a + b; }
-inline __half __hsub(__half a, __half b) { return a - b; }
-inline __half __hmul(__half a, __half b) { return a * b; }
-inline __half __hfma(__half a, __half b, __half c) { return __half(std::fma(float(a), float(b), float(c))); }
-inline __half2 __hadd2(__half2 a, __half2 b) { return a + b; }
-inline __half2 __hsub2(__half2 a, __half2 b) { return a - b; }
-inline __half2 __hmul2(__half2 a, __half2 b) { return a * b; }
-inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) { return {__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)}; }
-inline __half2 __hmax2(__half2 a, __half2 b) { return {__hmax(a.x, b.x), __hmax(a.y, b.y)}; }
-inline __half2 __hmin2(__half2 a, __half2 b) { return {__hmin(a.x, b.x), __hmin(a.y, b.y)}; }
-inline __half hexp(__half a) { return __half(std::exp(float(a))); }
-inline __half hexp2(__half a) { return __half(std::exp2(float(a))); }
-inline __nv_bfloat16 hexp(__nv_bfloat16 a) { return __nv_bfloat16(std::exp(float(a))); }
-inline __nv_bfloat16 hexp2(__nv_bfloat16 a) { return __nv_bfloat16(std::exp2(float(a))); }
+// ---- arithmetic (cuda_fp16.h / cuda_bf16.h: the same names for both types) -------------------------------
+#define TKEMU_H16_MATH(T, T2)                                                                             \
+    inline T __hmax(T a, T b) { return float(a) > float(b) ? a : b; }                                     \
+    inline T __hmin(T a, T b) { return float(a) < float(b) ? a : b; }                                     \
+    inline T __hadd(T a, T b) { return a + b; }                                                           \
+    inline T __hsub(T a, T b) { return a - b; }                                                           \
+    inline T __hmul(T a, T b) { return a * b; }                                                           \
+    inline T __hfma(T a, T b, T c) { return T(std::fma(float(a), float(b), float(c))); }                  \
+    inline T2 __hadd2(T2 a, T2 b) { return a + b; }                                                       \
+    inline T2 __hsub2(T2 a, T2 b) { return a - b; }                                                       \
+    inline T2 __hmul2(T2 a, T2 b) { return a * b; }                                                       \
+    inline T2 __hfma2(T2 a, T2 b, T2 c) { return {__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)}; }        \
+    inline T2 __hmax2(T2 a, T2 b) { return {__hmax(a.x, b.x), __hmax(a.y, b.y)}; }                        \
+    inline T2 __hmin2(T2 a, T2 b) { return {__hmin(a.x, b.x), __hmin(a.y, b.y)}; }                        \
+    inline T hexp(T a) { return T(std::exp(float(a))); }                                                  \
+    inline T hexp2(T a) { return T(std::exp2(float(a))); }
+TKEMU_H16_MATH(__nv_bfloat16, __nv_bfloat162)
+TKEMU_H16_MATH(__half, __half2)
+#undef TKEMU_H16_MATH

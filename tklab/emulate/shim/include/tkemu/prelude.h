@@ -239,25 +239,21 @@ TKEMU_ATOMIC(atomicExch, int, A_EXCH)
 TKEMU_ATOMIC(atomicExch, unsigned, A_EXCH)
 TKEMU_ATOMIC(atomicExch, unsigned long long, A_EXCH)
 TKEMU_ATOMIC(atomicExch, float, A_EXCH)
-TKEMU_ATOMIC(atomicMin, int, A_MIN_S)
-TKEMU_ATOMIC(atomicMin, unsigned, A_MIN_U)
-TKEMU_ATOMIC(atomicMin, long long, A_MIN_S)
-TKEMU_ATOMIC(atomicMin, unsigned long long, A_MIN_U)
-TKEMU_ATOMIC(atomicMax, int, A_MAX_S)
-TKEMU_ATOMIC(atomicMax, unsigned, A_MAX_U)
-TKEMU_ATOMIC(atomicMax, long long, A_MAX_S)
-TKEMU_ATOMIC(atomicMax, unsigned long long, A_MAX_U)
+// CUDA's min/max on the four integer types (signed or unsigned comparison by the type), bitwise on three.
+#define TKEMU_ATOMIC_ORDERED(name, signed_op, unsigned_op)                                                \
+    TKEMU_ATOMIC(name, int, signed_op) TKEMU_ATOMIC(name, unsigned, unsigned_op)                          \
+    TKEMU_ATOMIC(name, long long, signed_op) TKEMU_ATOMIC(name, unsigned long long, unsigned_op)
+#define TKEMU_ATOMIC_BITWISE(name, op) \
+    TKEMU_ATOMIC(name, int, op) TKEMU_ATOMIC(name, unsigned, op) TKEMU_ATOMIC(name, unsigned long long, op)
+TKEMU_ATOMIC_ORDERED(atomicMin, A_MIN_S, A_MIN_U)
+TKEMU_ATOMIC_ORDERED(atomicMax, A_MAX_S, A_MAX_U)
 TKEMU_ATOMIC(atomicInc, unsigned, A_INC)
 TKEMU_ATOMIC(atomicDec, unsigned, A_DEC)
-TKEMU_ATOMIC(atomicAnd, int, A_AND)
-TKEMU_ATOMIC(atomicAnd, unsigned, A_AND)
-TKEMU_ATOMIC(atomicAnd, unsigned long long, A_AND)
-TKEMU_ATOMIC(atomicOr, int, A_OR)
-TKEMU_ATOMIC(atomicOr, unsigned, A_OR)
-TKEMU_ATOMIC(atomicOr, unsigned long long, A_OR)
-TKEMU_ATOMIC(atomicXor, int, A_XOR)
-TKEMU_ATOMIC(atomicXor, unsigned, A_XOR)
-TKEMU_ATOMIC(atomicXor, unsigned long long, A_XOR)
+TKEMU_ATOMIC_BITWISE(atomicAnd, A_AND)
+TKEMU_ATOMIC_BITWISE(atomicOr, A_OR)
+TKEMU_ATOMIC_BITWISE(atomicXor, A_XOR)
+#undef TKEMU_ATOMIC_ORDERED
+#undef TKEMU_ATOMIC_BITWISE
 #undef TKEMU_ATOMIC
 inline int atomicCAS(int* p, int cmp, int v) { return tkemu::atomic<int>(p, tkemu::A_CAS, v, cmp); }
 inline unsigned atomicCAS(unsigned* p, unsigned cmp, unsigned v) { return tkemu::atomic<unsigned>(p, tkemu::A_CAS, v, cmp); }
