@@ -83,6 +83,13 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     # below, which is how the kernel once read; ptxas then waits for P V before the exponentials
     "ch10 defaults, K released before the softmax": ("hopper", {}, (64, 128)),
 }
+#: "@base" variants: chapter 10's kernel and the tile library as another commit had them, compiled in this process
+#: beside today's (an A/B with rounds interleaved). `python bench/flash_fwd.py base REV` unpacks REV's cuda/ and
+#: kernel into bench/_base/ (untracked: it travels with the working tree to a GPU machine without git history).
+BASE_DIR = ROOT / "bench" / "_base"
+for _name in ("ch10 defaults", "ch10 uniform", "ch10 ping-pong"):
+    VARIANTS[_name + " @base"] = VARIANTS[_name]
+
 #: Variants whose source is the shipped kernel with one planted mistake of its exercise applied
 #: (solutions/<exercise>/planted.toml, tests/planted.py): a way the kernel could be written, measured beside the
 #: shipped variant it differs from (exercise, mutation, that variant).
@@ -98,8 +105,38 @@ UNTUNED = "64,1024,0,16,16;64,1024,1,16,16;128,2048,1;128,2048,0;128,16384,1;128
           "128,1000,0,8,16;64,4097,1,4,32"
 
 
+def unpack_base(rev: str) -> Path:
+    """REV's cuda/ and chapter 10's kernel into BASE_DIR (what the "@base" variants compile), with the kernel's
+    includes made absolute so that they reach REV's headers, not today's."""
+    import shutil
+
+    if BASE_DIR.exists():
+        shutil.rmtree(BASE_DIR)
+    BASE_DIR.mkdir(parents=True)
+    sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True, check=True)
+    archive = subprocess.run(["git", "archive", rev, "cuda", "solutions/ch10_flash/ch10_flash.cu"], cwd=ROOT,
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(BASE_DIR)], input=archive, check=True)
+    (BASE_DIR / "REV").write_text(sha.stdout.strip() + "\n")
+    return BASE_DIR
+
+
+def base_source() -> str:
+    kernel = BASE_DIR / "solutions" / "ch10_flash" / "ch10_flash.cu"
+    if not kernel.exists():
+        raise FileNotFoundError(f"{kernel} is missing: run `python bench/flash_fwd.py base REV` first (with git)")
+    return re.sub(r'#include "(tk[^"]*)"', lambda m: f'#include "{BASE_DIR / "cuda" / m.group(1)}"',
+                  kernel.read_text())
+
+
+def base_rev() -> str:
+    return (BASE_DIR / "REV").read_text().strip() if (BASE_DIR / "REV").exists() else "none"
+
+
 def source_text(name: str) -> str | None:
-    """The source a variant compiles when it is not the shipped kernel (``PLANTED``), else None."""
+    """The source a variant compiles when it is not the shipped kernel (``PLANTED``, "@base"), else None."""
+    if name.endswith(" @base"):
+        return base_source()
     if name not in PLANTED:
         return None
     sys.path.insert(0, str(ROOT / "tests"))
@@ -421,6 +458,7 @@ def write_report(kind: str, body: list[str], data: Any) -> Path:
             f"cuDNN {torch.backends.cudnn.version()}",
             f"- commit: {recorded.commit()}; date: {datetime.datetime.now().isoformat(timespec='seconds')}",
             f"- NVRTC: {recorded.nvrtc()} (its ptxas schedules the kernels' SASS)",
+            f"- '@base' variants: the kernel and headers of {base_rev()} (bench/_base/)",
             "- written by `python bench/flash_fwd.py " + " ".join(sys.argv[1:]) + "`", ""]
     stem = f"flash_fwd_{kind}_{today}_{recorded.commit()}"
     for folder in _out_dirs():
@@ -432,7 +470,8 @@ def write_report(kind: str, body: list[str], data: Any) -> Path:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", nargs="?", default="all", choices=["all", "check", "check-one", "bench", "run"])
+    p.add_argument("what", nargs="?", default="all", choices=["all", "check", "check-one", "bench", "run", "base"])
+    p.add_argument("rev", nargs="?", help="base: the commit whose kernel and headers the '@base' variants compile")
     p.add_argument("--variants", nargs="*", help=f"default: every variant (check, bench) or {COURSE} (all)")
     p.add_argument("--variant")
     p.add_argument("--d", type=int, default=128)
@@ -455,6 +494,11 @@ def main() -> int:
     if unknown:
         p.error(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
     status = 0
+    if args.what == "base":
+        if not args.rev:
+            p.error("base: name the commit, e.g. `python bench/flash_fwd.py base HEAD~1`")
+        print(f"unpacked {args.rev} into {unpack_base(args.rev)}")
+        return 0
     if args.what == "check-one":
         for row in check_one(args.variant, args.d):
             print(json.dumps(row), flush=True)

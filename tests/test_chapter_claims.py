@@ -613,15 +613,20 @@ def test_ch08_b_is_read_through_the_transpose_flag() -> None:
 
 def test_ch08_k_loop_length_per_step() -> None:
     """08 · what the compiler made of every step: the K loop's length, step 1 apart (it waits and refills itself)."""
+    import statistics
+
     from tklab import course, gemm
 
     lengths = {name: len(course.main_loop(gemm.compiled(s).sass)) for name, s in gemm.STEPS.items()}
     first = lengths.pop("1_one_warpgroup")
-    later = {round(n, -1) for n in lengths.values()}
-    assert len(later) == 1, lengths
+    assert max(lengths.values()) - min(lengths.values()) <= 5, lengths  # "about" one number for steps 2 on
+
+    def about(n: float) -> int:
+        return 5 * round(n / 5)
+
     prose = _text("08", "c21")
-    assert f"about {later.pop()} instructions around the four HGMMA from step 2 on " \
-           f"(about {round(first, -1)} in step 1" in prose
+    assert f"about {about(statistics.median(lengths.values()))} instructions around the four HGMMA from step 2 on " \
+           f"(about {about(first)} in step 1" in prose
 
 
 def test_ch08_cublas_kernel_is_named_as_recorded() -> None:

@@ -70,7 +70,8 @@ def _bench_variants() -> dict[str, tuple[str, dict[str, int], tuple[int, ...]]]:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return {name: v for name, v in module.VARIANTS.items() if name not in module.PLANTED}
+    # "@base" variants compile another commit's kernel (bench/_base/): not a shipped build
+    return {name: v for name, v in module.VARIANTS.items() if name not in module.PLANTED and "@base" not in name}
 
 
 def _shipped() -> list[tuple[int, dict[str, int]]]:
@@ -95,7 +96,8 @@ def _kernel(source: str, b: attention.Build) -> tklab.Kernel:
 
 
 def test_the_shipped_builds_are_the_defaults_and_the_bench_variants():
-    assert (64, {}) in SHIPPED and (128, {}) in SHIPPED and len(SHIPPED) >= 20
+    # 19 distinct option sets when written (UNIFORM=1 the default since, so "ch10 uniform" is the defaults)
+    assert (64, {}) in SHIPPED and (128, {}) in SHIPPED and len(SHIPPED) >= 18
 
 
 @pytest.mark.parametrize("d,opts", SHIPPED,

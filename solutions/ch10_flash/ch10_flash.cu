@@ -84,15 +84,20 @@ struct softmax_state {
         // all masked (m = -inf) gets a = 1 and P = 0, where 2^(-inf + inf) would be NaN.
         // O's rescale waits for rescale_and_round: no product may still read O when it runs, and the
         // warp skips it where no row's max changed.
-        online_softmax<true>(s, m, l, a, c);
+        // The row max as 4 independent chains (a row of BC = 176 is 44 values per lane: one chain of 44
+        // dependent FMNMX would sit on the critical path of every block), and l kept as each lane's share
+        // of the row sums, finished once by finish() instead of shuffled every block.
+        online_softmax<true, /*Ways=*/4, /*SumsInLanes=*/true>(s, m, l, a, c);
     }
+    /// After the last block: l's lane shares added up (the 4 lanes that hold a row each kept their own).
+    __device__ void finish() { finish_row_sum(l); }
     /// O = a O, and P rounded to bf16 for the next product (only once no product reads O or P). Once
     /// the row maxima settle, a = 1 in most blocks: then the warp skips the multiplies.
     __device__ void rescale_and_round() {
         if (warp_any(a, [](float x) { return x != 1.0f; })) mul_row(o, o, a);
         copy(p, s);
     }
-    /// Has exponentiate() run? Always true: l is a sum of exponentials, never below 0, and a NaN fails
+    /// Has exponentiate() run? Always true: l holds sums of exponentials, never below 0, and a NaN fails
     /// `< 0` too. The compiler cannot prove that, so whatever a branch on it guards comes after every
     /// exponential l sums, in the SASS as in the source. The overlapped loop hands K back behind it.
     __device__ bool exponentiated() const {
@@ -292,6 +297,7 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
     // Epilogue: O / l through this consumer's Q tile (stmatrix), out with one TMA store that skips rows
     // past the end of the head; L = ln(sum) + scaled max, one lane per row (-inf for a row no key reached).
+    rows.finish();
     map(rows.a, rows.l, [](float l) { return l == 0.0f ? 0.0f : fast::rcp(l); });  // a row no key reached: O = 0
     mul_row(rows.o, rows.o, rows.a);
     warpgroup::store(sm.q[me], rows.o);

@@ -203,8 +203,8 @@ KERNELS = {"tiles": "ch09_flash.cu", "hopper": "ch10_flash.cu"}
 #: the widgets read them here.
 DEFAULTS: dict[str, dict[int, dict[str, int]]] = {
     "tiles": {64: {"WARP_ROWS": 32, "BC": 64}, 128: {"WARP_ROWS": 32, "BC": 64}},
-    "hopper": {64: {"CONSUMERS": 3, "BC": 128, "STAGES": 2, "SCHEDULE": 1, "PERSISTENT": 0, "UNIFORM": 0},
-               128: {"CONSUMERS": 2, "BC": 176, "STAGES": 2, "SCHEDULE": 2, "PERSISTENT": 0, "UNIFORM": 0}},
+    "hopper": {64: {"CONSUMERS": 3, "BC": 128, "STAGES": 2, "SCHEDULE": 1, "PERSISTENT": 0, "UNIFORM": 1},
+               128: {"CONSUMERS": 2, "BC": 176, "STAGES": 2, "SCHEDULE": 2, "PERSISTENT": 0, "UNIFORM": 1}},
 }
 _KV_ALIGN, _TILE_ALIGN = 1024, 1024  # swizzled tiles start on 1024-byte boundaries
 

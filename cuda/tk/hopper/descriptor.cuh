@@ -49,9 +49,13 @@ __device__ inline uint64_t descriptor(const ST& t, int k) {
         lbo = span == 16 ? 128 : panel;
         sbo = span == 16 ? panel : 8 * span;
     }
-    // The tile's address, then the slice's offset added to the encoded field: slice k of a tile costs
-    // one add, and no carry leaves the 14-bit field (shared memory is smaller than 256 KB).
-    return (encode(smem_u32(t.data)) + (start >> 4)) | encode(lbo) << 16 | encode(sbo) << 32 | swizzle_code<ST> << 62;
+    // Built as two 32-bit words: the high one (SBO, swizzle) is a constant of the tile type; the low one is
+    // the tile's address and LBO, the same for every slice, plus the slice's offset. The offset is added
+    // AFTER the fields are packed: no carry leaves the 14-bit address field (shared memory is smaller than
+    // 256 KB), so slice k costs one add to a word computed once per tile, not a mask, an add and an OR.
+    const uint32_t lo = uint32_t(encode(smem_u32(t.data)) | encode(lbo) << 16) + (start >> 4);
+    const uint32_t hi = uint32_t(encode(sbo) | swizzle_code<ST> << 30);
+    return uint64_t(hi) << 32 | lo;
 }
 
 }  // namespace tk::wgmma
