@@ -8,6 +8,9 @@ submit, ``collect``, the formgrader, ``generate_feedback``); tklab adds two comm
   it) and a notebook whose cells are read-only: what to do, the check's full report, and one autograded
   test cell per check of ``tklab.check`` (it compiles, each static check, the output is right, and, when
   given points, the speed target), each worth its points (``--points-*``).
+* ``python -m tklab nbgrade collect <exercise id> --course DIR`` is ``nbgrader collect`` that does not follow
+  what students left in the exchange's inbound folder: a link (to a classmate's submission, say), a FIFO or a device
+  there is left out and named with its student (``nbcollect``; exit 1), everything else is collected as nbgrader does.
 * ``python -m tklab nbgrade autograde <exercise id> --course DIR`` grades the submissions. First, for each
   student, the check runs on the submitted exercise file in a separate process, the learner's kernel in
   ``tklab.grading.sandbox`` (exactly as ``tklab grade`` does), and the points of every check are computed from
@@ -519,9 +522,20 @@ def run_nbgrader_autograde(course: Path, assignment: str, student: str | None = 
                f"--KernelManager.ip={scratch / 'sockets' / 'kernel'}"]
         if student is not None:
             cmd.append(f"--student={student}")
-        return subprocess.run([*cmd, *extra], cwd=course, env=env, capture_output=True, text=True), replaced
+        return subprocess.run([*cmd, *extra], cwd=course, env=env, capture_output=True, text=True,
+                              preexec_fn=_die_with_parent), replaced
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _die_with_parent() -> None:
+    """In nbgrader's process before it starts: SIGTERM when this process ends, so a killed ``tklab nbgrade`` takes
+    nbgrader with it, and nbgrader's kernels follow (their launchers stop with their parent: ``nbkernel``)."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(AttributeError, OSError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def apply_scores(course: Path, assignment: str, verdicts: dict[str, dict[str, Any]], *, db_url: str | None = None
@@ -606,6 +620,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         why = "; 0: no speed cell, as speed needs the grader to have a GPU" if name == "speed" else ""
         a.add_argument(f"--points-{name}", type=float, default=default, help=f"points for {what} (default "
                        f"{default:g}{why})")
+    c = sub.add_parser("collect", help="nbgrader collect, refusing links (and FIFOs, devices) students left in the "
+                       "exchange's inbound folder; further arguments go to nbgrader collect (--update, --student ...)")
+    c.add_argument("assignment", help="the assignment (an exercise id)")
+    c.add_argument("--course", type=Path, default=Path("."), help="the nbgrader course folder (default: here)")
     g = sub.add_parser("autograde", help="check the submissions outside the notebooks, run nbgrader autograde, "
                        "write the points into the gradebook")
     g.add_argument("assignment", help="the assignment (an exercise id)")
@@ -634,6 +652,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"wrote {p}")
             print(f"next: cd {args.course} && nbgrader generate_assignment <exercise id>; grade with "
                   "`python -m tklab nbgrade autograde <exercise id>`")
+            return 0
+        if args.command == "collect":
+            from . import nbcollect
+
+            status, refused = nbcollect.collect(args.course, args.assignment, extra)
+            for line in refused:
+                print(f"error: {line}", file=sys.stderr)
+            if status != 0:
+                print(f"error: nbgrader collect failed (exit {status})", file=sys.stderr)
+                return 1
+            if refused:
+                many = "entries" if len(refused) != 1 else "entry"
+                print(f"error: {len(refused)} {many} of the exchange's inbound folder refused (named above); "
+                      "everything else was collected", file=sys.stderr)
+                return 1
+            print(f"collected {args.assignment}; nothing refused")
             return 0
         if args.jobs < 1:
             raise NbgradeError(f"--jobs {args.jobs}: at least one check must run at a time")

@@ -35,6 +35,8 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -140,6 +142,189 @@ def _kernel_pids(box: object) -> list[int]:
 #: The kernel's arguments after the interpreter, as ``launch`` starts it.
 _INSIDE = [b"-m", b"tklab.grading.nbkernel", b"--inside"]
 
+#: The largest frame of a message the launcher takes from the kernel (a notebook keeps no more output than this).
+MESSAGE_BYTES = 1 << 20
+_CHANNELS = ("shell", "control", "stdin", "hb")
+
+
+class _Relay:
+    """The kernel's ZeroMQ channels, relayed by the launcher between nbgrader (which connects to the endpoints its
+    connection file names, bound here) and the kernel (which binds endpoints of its own in a folder bound into the
+    sandbox, the only sockets it can reach).
+
+    Why: nbgrader decodes every message its kernel sends before any cap on a cell's output applies, so one ``print`` of
+    200 MB became 200 MB of JSON decoded in the grader. Here each socket towards the kernel refuses a frame larger than
+    ``MESSAGE_BYTES`` before it is read (ZeroMQ's ``MAXMSGSIZE``: the peer is dropped and reconnects), and nbgrader gets
+    a note in the cell's output instead, naming the bound. The kernel cannot bypass the relay: nbgrader's endpoints
+    are in a folder the sandbox does not show."""
+
+    def __init__(self, front: dict, back: dict) -> None:
+        import zmq
+
+        self.zmq = zmq
+        self.ctx = zmq.Context()
+        self.front, self.back, self.key = front, back, str(front.get("key", ""))
+        self.scheme = str(front.get("signature_scheme", "hmac-sha256"))
+        self.pairs: list[tuple[Any, Any]] = []
+        self.endpoints: list[str] = []  # each pair's endpoint towards the kernel
+        self.dropped = 0
+        self._parent: dict | None = None
+        self._lost: str | None = None  # the execute request whose messages a drop may have taken
+        self._idle: set[str] = set()  # the requests whose "idle" status has reached nbgrader
+        self._idle_due = 0.0  # when to tell nbgrader the kernel is idle, if the kernel's own word was lost
+        self._stop = threading.Event()
+        ident = os.urandom(16).hex().encode()  # one identity for shell and stdin: the kernel's input requests
+        for name in _CHANNELS:  # go to the shell's sender on the stdin socket
+            f = self.ctx.socket(zmq.ROUTER)
+            f.bind(self._endpoint(front, name))
+            b = self.ctx.socket(zmq.DEALER)
+            b.setsockopt(zmq.MAXMSGSIZE, MESSAGE_BYTES)
+            b.setsockopt(zmq.LINGER, 0)
+            if name in ("shell", "stdin"):
+                b.setsockopt(zmq.IDENTITY, ident)
+            b.connect(self._endpoint(back, name))
+            self.pairs.append((f, b))
+            self.endpoints.append(self._endpoint(back, name))
+        self.pub = self.ctx.socket(zmq.XPUB)
+        self.pub.bind(self._endpoint(front, "iopub"))
+        self.sub = self.ctx.socket(zmq.XSUB)
+        self.sub.setsockopt(zmq.MAXMSGSIZE, MESSAGE_BYTES)
+        self.sub.connect(self._endpoint(back, "iopub"))
+        self.pairs.append((self.pub, self.sub))
+        self.endpoints.append(self._endpoint(back, "iopub"))
+        self.monitors = [b.get_monitor_socket(zmq.EVENT_DISCONNECTED) for _, b in self.pairs]
+        self.thread = threading.Thread(target=self._run, name="tklab-kernel-relay", daemon=True)
+
+    @staticmethod
+    def _endpoint(info: dict, name: str) -> str:
+        return f"ipc://{info['ip']}-{info[name + '_port']}"
+
+    def start(self) -> None:
+        self.thread.start()
+
+    @staticmethod
+    def _parts(frames: list) -> tuple[dict, dict]:
+        """(header, parent header) of a message ({} where a part is not a small JSON object)."""
+        out = []
+        try:
+            at = next(i for i, f in enumerate(frames) if len(f) == 9 and bytes(f) == b"<IDS|MSG>")
+        except StopIteration:
+            return {}, {}
+        for part in frames[at + 2:at + 4]:
+            value: Any = {}
+            if len(part) < 1 << 16:
+                with contextlib.suppress(ValueError, UnicodeDecodeError):
+                    value = json.loads(bytes(part))
+            out.append(value if isinstance(value, dict) else {})
+        return (out + [{}, {}])[0], (out + [{}, {}])[1]
+
+    def _remember(self, frames: list) -> None:
+        """The header of the last execute request nbgrader sent: the parent of a note in that cell's output."""
+        header, _ = self._parts(frames)
+        if header.get("msg_type") == "execute_request":
+            self._parent = header
+
+    def _heard(self, frames: list, channel: str) -> None:
+        """Watch the kernel's word on a request a drop may have cut short: its reply (then nbgrader waits for "idle",
+        which the drop may have taken) and its "idle" status."""
+        if self._lost is None:
+            return
+        header, parent = self._parts(frames)
+        if parent.get("msg_id") != self._lost:
+            return
+        if channel == "iopub" and header.get("msg_type") == "status":
+            self._idle.add(self._lost)
+        elif channel == "shell" and header.get("msg_type") == "execute_reply":
+            self._idle_due = time.monotonic() + 0.5
+
+    def _idle_if_lost(self) -> None:
+        """Half a second after the reply to a request whose messages were cut, and no "idle" seen for it: say it, as
+        the kernel did (nbgrader fails a notebook whose kernel never said it was idle after a cell)."""
+        if not self._idle_due or time.monotonic() < self._idle_due or self._parent is None:
+            return
+        self._idle_due = 0.0
+        if self._lost not in self._idle:
+            self._send("status", {"execution_state": "idle"}, b"status")
+
+    def _send(self, kind: str, content: dict, topic: bytes) -> None:
+        from jupyter_client.session import Session
+
+        session = Session(key=self.key.encode(), signature_scheme=self.scheme, username="tklab-grader")
+        session.send(self.pub, kind, content, parent={"header": self._parent}, ident=topic)
+
+    def _note(self, alive: bool) -> None:
+        if not alive or self._parent is None:
+            return
+        self.dropped += 1
+        self._lost = self._parent["msg_id"]
+        text = (f"[output cut by the grader: the kernel sent a message of more than {MESSAGE_BYTES >> 20} MiB, which "
+                "the grader does not read]\n")
+        self._send("stream", {"name": "stderr", "text": text}, b"stream.stderr")
+
+    def _run(self) -> None:
+        zmq = self.zmq
+        poller = zmq.Poller()
+        ends = {}
+        for f, b in self.pairs:
+            poller.register(f, zmq.POLLIN)
+            poller.register(b, zmq.POLLIN)
+            ends[f], ends[b] = b, f
+        for m in self.monitors:
+            poller.register(m, zmq.POLLIN)
+        while not self._stop.is_set():
+            try:
+                ready = dict(poller.poll(100))
+            except zmq.ZMQError:
+                return
+            for sock in ready:
+                if sock in ends:
+                    frames = sock.recv_multipart(copy=False)
+                    if sock is self.pairs[0][0]:  # nbgrader's shell requests
+                        self._remember(frames)
+                    elif sock is self.pairs[0][1]:
+                        self._heard(frames, "shell")
+                    elif sock is self.sub:
+                        self._heard(frames, "iopub")
+                    ends[sock].send_multipart(frames, copy=False)
+                else:  # a socket towards the kernel was dropped: an oversized frame (or the kernel's end)
+                    from zmq.utils.monitor import recv_monitor_message
+
+                    recv_monitor_message(sock)
+                    time.sleep(0.05)
+                    alive = self.alive()
+                    if alive:  # ZeroMQ does not reconnect after a refused frame: connect again (subscriptions too)
+                        b, where = self.pairs[self.monitors.index(sock)][1], self.endpoints[self.monitors.index(sock)]
+                        with contextlib.suppress(zmq.ZMQError):
+                            b.disconnect(where)
+                        b.connect(where)
+                    self._note(alive)
+            self._idle_if_lost()
+
+    def alive(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=2)
+        for _, b in self.pairs:
+            with contextlib.suppress(Exception):
+                b.disable_monitor()
+        self.ctx.destroy(linger=0)
+
+
+def _watch_parent(parent: int) -> None:
+    """Stop this launcher (SIGTERM: its kernel's processes are killed on the way out) when its parent, nbgrader, is
+    gone: killed, nbgrader's kernel manager cannot shut the kernel down, and the kernel lived on until its own time
+    limit (``KERNEL_SECONDS``). Polled by a thread, as nbgrader may start its kernels from a thread whose end a
+    ``PR_SET_PDEATHSIG`` would take for nbgrader's."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="tklab-kernel-parent", daemon=True).start()
+
 
 def launch(args: Sequence[str]) -> int:
     """The grader's side: stage the kernel's folder, start it in the sandbox, supervise it, kill what is left."""
@@ -151,13 +336,18 @@ def launch(args: Sequence[str]) -> int:
     if info.get("transport") != "ipc" or not Path(info.get("ip", "")).is_absolute():
         raise SystemExit("tklab.grading.nbkernel: the kernel must use transport ipc with an absolute path (there is "
                          "no network in the sandbox); run `python -m tklab nbgrade autograde`, which sets both")
-    sockets = Path(info["ip"]).parent
+    parent = os.getppid()
     adopt_orphans()
     work = Path(tempfile.mkdtemp(prefix="tklab-kernel-"))
+    sockets = Path(tempfile.mkdtemp(prefix="tklab-kernel-sockets-"))  # the kernel's own endpoints (``_Relay``)
     box = None
+    relay = None
     try:
+        signal.signal(signal.SIGTERM, _stop)
+        _watch_parent(parent)
         _stage(work, job, Path.cwd())
-        shutil.copyfile(conn, work / "connection.json")
+        inner = dict(info, ip=str(sockets / "k"))
+        (work / "connection.json").write_text(json.dumps(inner))
         for sub in ("tmp", "ipython", "runtime"):
             (work / sub).mkdir()
         limits = limits_for(Limits(wall_seconds=float(job["seconds"])))
@@ -179,11 +369,11 @@ def launch(args: Sequence[str]) -> int:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGINT)
 
-        def stop(signum: int, frame: object) -> None:
-            raise KeyboardInterrupt
-
         signal.signal(signal.SIGINT, interrupt)
-        signal.signal(signal.SIGTERM, stop)
+        relay = _Relay(info, inner)
+        started = box
+        relay.alive = lambda: started.proc is not None and started.proc.poll() is None  # type: ignore[method-assign]
+        relay.start()
         box.start([sys.executable, *(a.decode() for a in _INSIDE), "-f", str(work / "connection.json"), *rest], env)
         assert box.proc is not None and box.proc.stdout is not None
         fin = box.supervise({box.proc.stdout.fileno(): lambda b: sys.stderr.buffer.write(b)})
@@ -194,7 +384,14 @@ def launch(args: Sequence[str]) -> int:
         if box is not None:
             box.kill()  # every process of the kernel, before nbgrader goes on to the grades
             _sockets_to(sockets, box.run_ids(), back=True)
+        if relay is not None:
+            relay.close()
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(sockets, ignore_errors=True)
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 #: What nbgrader keeps of one cell's outputs, and of one notebook's, as they arrive (``BoundedExecute``).
