@@ -582,7 +582,7 @@ def test_a_daemon_with_no_session_and_no_environment_dies_with_the_run_at_the_pr
               f"        os.execve('/bin/sleep', ['sleep', '{token}'], {{}})\n    os._exit(0)\nos.wait()\n")
     f = tmp_path / FILE
     f.write_text(daemon + SOLUTION)
-    out = run_isolated(EX, f, mode="sim", timeout=30)
+    out = run_isolated(EX, f, mode="sim", timeout=120)  # a limit far above the run: not what this tests
     left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, token)]
     for p in left:
         os.kill(int(p.name), 9)
@@ -709,3 +709,72 @@ def test_the_per_run_limits_hold_for_a_grader_that_is_not_root():
     assert proc.returncode == 0, log[-4000:]
     for name in _NOT_ROOT_TESTS:
         assert f"PASSED tests/test_redteam_class.py::{name}[bubblewrap]" in log, (name, log[-4000:])
+
+
+def test_the_cgroup_a_run_gets_is_found_on_a_v2_tree_and_its_absence_explained(tmp_path, monkeypatch):
+    """Detection, on a cgroup v2 tree laid out in a folder: a grader's cgroup that does not hand memory and pids to
+    its children gives no group, and the report's reason says so; one that hands them gives a v2 group with the run's
+    bounds written; a cgroup with no such controller (none delegated to the grader) is named as such."""
+    import shutil
+
+    from tklab.grading import rungroup, sandbox
+
+    tree = tmp_path / "cgroup"
+    own = tree / "user.slice" / "grader"
+    own.mkdir(parents=True)
+    monkeypatch.setattr(rungroup, "_mounts", lambda: [("/", tree, "cgroup2", set())])
+    monkeypatch.setattr(rungroup, "_own_paths", lambda: {"": "/user.slice/grader"})
+    monkeypatch.delenv("TKLAB_NO_CGROUP", raising=False)
+    (own / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (own / "cgroup.subtree_control").write_text("cpu\n")
+    assert rungroup.RunGroup.create("run", memory=1 << 30, processes=64) is None
+    assert "does not hand memory and pids to its children (cgroup.subtree_control: cpu)" in sandbox.cgroup_problem()
+    (own / "cgroup.subtree_control").write_text("memory pids\n")
+    group = rungroup.RunGroup.create("run", memory=1 << 30, processes=64)
+    assert group is not None and group.version == 2 and group.dirs == [own / "run"]
+    assert (own / "run" / "memory.max").read_text() == str(1 << 30) and (own / "run" / "pids.max").read_text() == "64"
+    shutil.rmtree(own / "run")
+    (own / "cgroup.controllers").write_text("cpu io\n")
+    (own / "cgroup.subtree_control").write_text("")
+    assert "has no memory or pids controller (none was delegated" in sandbox.cgroup_problem()
+
+
+def _v2_group_problem() -> str | None:
+    """Why no run here gets a cgroup v2 group of its own (None: one does)."""
+    from tklab.grading import rungroup, sandbox
+
+    if not Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        controllers = Path("/sys/fs/cgroup/unified/cgroup.controllers")
+        what = (f"cgroup v2 only as a side hierarchy ({controllers.parent}, controllers: "
+                f"{controllers.read_text().strip() or 'none'})" if controllers.exists() else "no cgroup v2 hierarchy")
+        return f"{what}; memory and pids are on cgroup v1 here, which the other cgroup tests exercise"
+    g = rungroup.RunGroup.create(f"tklab-probe-{os.getpid()}", memory=1 << 30, processes=64)
+    if g is None:
+        return sandbox.cgroup_problem()
+    version = g.version
+    g.remove()
+    return None if version == 2 else f"a cgroup v{version} group is made here, not v2"
+
+
+@pytest.mark.skipif(_v2_group_problem() is not None, reason=f"no cgroup v2 group here: {_v2_group_problem()}")
+def test_under_cgroup_v2_a_runs_processes_share_one_memory_and_process_bound(tmp_path, level):
+    """The per-run accounting under cgroup v2 (the other cgroup tests ran on v1 hierarchies): four processes of
+    200 MiB under 512 MiB apiece are stopped by the run's 512 MiB group, and a fork bomb stops at the run's process
+    bound (the group's pids.max, as the uid's limit)."""
+    from tklab.grading.sandbox import Limits, limits_for
+
+    hogs = ("import os\npids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
+            "        block = bytearray(200 << 20)\n        for i in range(0, len(block), 4096):\n"
+            "            block[i] = 1\n        os._exit(0)\n    pids.append(pid)\n"
+            "codes = [os.waitpid(p, 0)[1] for p in pids]\nprint('CHILDREN', codes)\n")
+    box = _run_program(tmp_path, hogs, limits_for(Limits(wall_seconds=60, memory=512 << 20)))
+    assert "a cgroup of its own (v2" in box.describe_group()
+    out, fin = _finish(box)
+    assert fin.oom_kills > 0 and "CHILDREN [0, 0, 0, 0]" not in out, (out, fin)
+    bomb = ("import os, time\nkids = 0\ntry:\n    for _ in range(200):\n        if os.fork() == 0:\n"
+            "            time.sleep(20)\n            os._exit(0)\n        kids += 1\nexcept OSError:\n    pass\n"
+            "print('KIDS', kids, flush=True)\n")
+    box = _run_program(tmp_path, bomb, limits_for(Limits(wall_seconds=60, processes=32)), "bomb")
+    assert (box.group.dirs[0] / "pids.max").read_text().strip() == "32"
+    out, fin = _finish(box)
+    assert "KIDS" in out and int(out.split("KIDS")[1].split()[0]) < 32, out
