@@ -154,14 +154,16 @@ VARIANTS: dict[str, dict[str, int]] = {
     "ch11 not uniform": {"UNIFORM": 0},  # d=128's default until UNIFORM=1 measured faster there
     "ch11 dQ lagged": {"DQ_LAG": 1},  # d = 128: dQ one step late, the consumers no longer meet twice a step
     "ch11 ping-pong": {"PINGPONG": 1},  # the consumers take turns issuing (d = 128: with the lagged dQ)
-    # d = 64 only (refused at 128): S^T = K Q^T, P^T and dS^T the register A operand of dV and dK, 128-query steps
+    # S^T = K Q^T, P^T and dS^T the register A operand of dV and dK; 128-query steps at d = 64, 64 at d = 128
     "ch11 swapAB": {"SWAPAB": 1},
-    "ch11 swapAB uniform": {"SWAPAB": 1, "UNIFORM": 1},  # the same, its wgmma descriptors in uniform registers
+    "ch11 swapAB uniform": {"SWAPAB": 1, "UNIFORM": 1},  # its wgmma descriptors in uniform registers (d=128's default)
+    "ch11 swapAB not uniform": {"SWAPAB": 1, "UNIFORM": 0},  # d = 64's default
 }
 #: Options checked against float64 autograd besides the two dQ modes, per head dimension.
 CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"PINGPONG": 1}, {"STAGES": 3}, {"SWAPAB": 1},
                                                         {"SWAPAB": 1, "UNIFORM": 1}],
-                                                   128: [{"PINGPONG": 0}, {"UNIFORM": 0}]}
+                                                   128: [{"PINGPONG": 0}, {"UNIFORM": 0}, {"SWAPAB": 1},
+                                                         {"SWAPAB": 1, "UNIFORM": 0}]}
 DEFAULT_VARIANTS = ["ch11 default", "ch11 dQ TMA reduce"]
 
 

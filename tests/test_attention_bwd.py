@@ -116,7 +116,7 @@ def test_build_options_and_shared_memory_model() -> None:
 BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}), (128, {}), (128, {"PINGPONG": 0}),
           (64, {"STAGES": 3}), (64, {"UNIFORM": 1}), (128, {"UNIFORM": 0}), (128, {"DQ_MODE": 2}), (64, {"DQ_MODE": 2}),
           (128, {"DQ_LAG": 1}), (128, {"PINGPONG": 1}), (64, {"PINGPONG": 1}), (64, {"SWAPAB": 1}),
-          (64, {"SWAPAB": 1, "UNIFORM": 1})]
+          (64, {"SWAPAB": 1, "UNIFORM": 1}), (128, {"SWAPAB": 1}), (128, {"SWAPAB": 1, "UNIFORM": 0})]
 
 
 @pytest.mark.parametrize("d,options", BUILDS, ids=[f"d{d}-{o}" for d, o in BUILDS])
@@ -184,14 +184,14 @@ def _run_emulated(src: str, d: int, x: dict[str, np.ndarray], causal: bool, *, l
     # NaN until written: with DQ_MODE 2 a slot the last pass reads but no key block wrote would show
     acc_rows = cfg.dq_slots(n) * cfg.q_rows(n) if cfg.dq_mode == 2 else n
     # SWAPAB: the first pass lays out L and D per 128-query step (padding included), read by one TMA box a step
-    delta = np.full(attention_bwd.stats_shape(b, h, n) if cfg.swapab else (b, h, n), np.nan, np.float32)
+    delta = np.full(attention_bwd.stats_shape(b, h, n, cfg) if cfg.swapab else (b, h, n), np.nan, np.float32)
     acc = np.full((b, h, acc_rows, d), np.nan, np.float32)
     sc = np.float32(1 / math.sqrt(d))
     maps = [emu.tensor_map(a, (64, d), dtype="bfloat16") for a in (x["q"], x["k"], x["v"], x["do"], grads[1], grads[2])]
     maps.append(emu.tensor_map(acc, (64, cfg.dq_cols), dtype="float32"))
     strides = (h * n * d, n * d, d, h * n * d, n * d, d)
     if cfg.swapab:
-        stats_map = emu.tensor_map(delta, (attention_bwd.STATS_ROWS, attention_bwd.STATS_COLS), dtype="float32",
+        stats_map = emu.tensor_map(delta, (attention_bwd.STATS_ROWS, attention_bwd.stats_cols(cfg)), dtype="float32",
                                    swizzle=0)
         mod["flash_bwd_prep"]((-(-attention_bwd.prep_rows(n, cfg) // 4), h, b), (128,),
                               (o, x["do"], lse, delta, acc, h, n, *strides))
@@ -283,16 +283,18 @@ def test_dq_lag_and_ping_pong_are_refused_where_they_do_not_apply() -> None:
         attention_bwd.build(128, DQ_LAG=2)
 
 
-# SWAPAB (d = 64): S^T = K Q^T and dP^T = V dO^T, P^T and dS^T the register A operand of dV and dK, 128-query
-# steps, L and D by TMA. Ragged lengths, one query (a step of 127 padded queries), several heads, causal or not
-# (n = 300: three key blocks, causal diagonals in each), large logits.
+# SWAPAB: S^T = K Q^T and dP^T = V dO^T, P^T and dS^T the register A operand of dV and dK, 128-query steps at
+# d = 64 (64 at d = 128), L and D by TMA. Ragged lengths, one query (a step of padded queries), several heads,
+# causal or not (n = 300: three key blocks, causal diagonals in each), large logits.
 SWAPAB_SRC = attention_bwd.source(attention_bwd.build(64, SWAPAB=1))
-SWAPAB_CASES = [(1, 1, False, 1.0), (77, 2, True, 1.0), (200, 1, True, 8.0), (300, 1, True, 1.0), (260, 2, False, 1.0)]
+SWAPAB_CASES = [(64, 1, 1, False, 1.0), (64, 77, 2, True, 1.0), (64, 200, 1, True, 8.0), (64, 300, 1, True, 1.0),
+                (64, 260, 2, False, 1.0), (128, 1, 1, True, 1.0), (128, 130, 1, True, 1.0), (128, 200, 1, False, 8.0)]
 
 
-@pytest.mark.parametrize("n,heads,causal,mult", SWAPAB_CASES)
-def test_swapab_matches_float64(n: int, heads: int, causal: bool, mult: float) -> None:
-    errs = _run_emulated(SWAPAB_SRC, 64, _inputs(64, n, heads=heads, q_mult=mult), causal, SWAPAB=1)
+@pytest.mark.parametrize("d,n,heads,causal,mult", SWAPAB_CASES)
+def test_swapab_matches_float64(d: int, n: int, heads: int, causal: bool, mult: float) -> None:
+    src = attention_bwd.source(attention_bwd.build(d, SWAPAB=1))
+    errs = _run_emulated(src, d, _inputs(d, n, heads=heads, q_mult=mult), causal, SWAPAB=1)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
 
@@ -313,42 +315,48 @@ def test_swapab_is_refused_where_it_does_not_apply() -> None:
     assert attention_bwd.build(64, SWAPAB=1).swapab and not attention_bwd.build(64).swapab
     assert "-DSWAPAB=1" in attention_bwd.build(64, SWAPAB=1).options
     assert attention_bwd.build(64).options == attention_bwd.build(64, SWAPAB=0).options  # DEFAULTS unchanged
-    for d, opts in [(128, {"SWAPAB": 1}), (64, {"SWAPAB": 1, "DQ_MODE": 0}), (64, {"SWAPAB": 1, "CONSUMERS": 1}),
-                    (64, {"SWAPAB": 1, "PINGPONG": 1})]:
-        with pytest.raises(ValueError, match="SWAPAB=1 is written for head dimension 64"):
+    assert attention_bwd.build(128).options == attention_bwd.build(128, SWAPAB=0).options
+    assert not attention_bwd.build(128, SWAPAB=1).variant  # d = 128's default turns do not come with it
+    assert (attention_bwd.build(64, SWAPAB=1).qstep, attention_bwd.build(128, SWAPAB=1).qstep) == (128, 64)
+    for d, opts in [(128, {"SWAPAB": 1, "PINGPONG": 1}), (64, {"SWAPAB": 1, "DQ_MODE": 0}),
+                    (64, {"SWAPAB": 1, "CONSUMERS": 1}), (64, {"SWAPAB": 1, "PINGPONG": 1})]:
+        with pytest.raises(ValueError, match="SWAPAB=1 is written for CONSUMERS=2"):
             attention_bwd.build(d, **opts)
 
 
-def test_swapab_loop_reads_p_and_ds_from_registers_and_issues_fewer_wgmma() -> None:
-    """In the SASS of the hot loop: dV and dK are wgmma with a register A operand (16 of them per 128-query
-    step: K = 128 queries, 8 slices each), S^T and dP^T are N = 128 products, and a step issues 32 wgmma for
-    128 queries where the chapter's d = 64 kernel issues 20 per 64 (40 per 128). No global load is left in the
-    loop: L and D come from shared memory."""
+@pytest.mark.parametrize("d", [64, 128])
+def test_swapab_loop_reads_p_and_ds_from_registers(d: int) -> None:
+    """In the SASS of the hot loop: dV and dK are wgmma with a register A operand (one per 16 queries of the
+    step, each), and every other wgmma reads shared memory. d = 64: a 128-query step issues 32 wgmma (S^T and
+    dP^T with N = 128) where the chapter's kernel issues 20 per 64 queries (40 per 128); d = 128: 32 per 64
+    queries, as the chapter's kernel. No global load is left in the loop: L and D come from shared memory."""
     import tklab
     from tklab.toolchain.sass import loops, main_loop
 
     def hot(opts: dict[str, int]) -> tuple[list[str], list[str]]:
-        cfg = attention_bwd.build(64, **opts)
+        cfg = attention_bwd.build(d, **opts)
         sass = tklab.compile(attention_bwd.source(cfg), arch="sm_90a", name=attention_bwd.KERNEL.name,
                              options=cfg.options)["flash_bwd"].sass
         ops = main_loop(sass)
         body = next(b for b in loops(sass) if [o for _, o, _ in b] == ops)
         return ops, [f"{o} {a}" for _, o, a in body if o.startswith("HGMMA")]
 
+    qstep = attention_bwd.build(d, SWAPAB=1).qstep
     ops, hgmma = hot({"SWAPAB": 1})
     assert len(hgmma) == 32, hgmma
-    assert len([g for g in hgmma if "gdesc" not in g.split(",")[1]]) == 16, hgmma  # A in registers
-    assert len([g for g in hgmma if "x128x16" in g]) == 8, hgmma
+    assert len([g for g in hgmma if "gdesc" not in g.split(",")[1]]) == 2 * qstep // 16, hgmma  # A in registers
+    if d == 64:
+        assert len([g for g in hgmma if "x128x16" in g]) == 8, hgmma
     assert not [o for o in ops if o.startswith("LDG")]
-    chapter_ops, chapter_hgmma = hot({})
-    assert len(chapter_hgmma) == 20 and all("gdesc" in g.split(",")[1] for g in chapter_hgmma)
+    chapter_ops, chapter_hgmma = hot({"PINGPONG": 0})
+    assert len(chapter_hgmma) == {64: 20, 128: 32}[d] and all("gdesc" in g.split(",")[1] for g in chapter_hgmma)
 
 
 # SWAPAB's typical mistakes on n = 300, causal (three key blocks, so dQ's sum over key blocks, both consumers'
 # dS^T and the diagonal all matter): each is caught, as a race or hazard the emulator names or as wrong numbers.
 SWAPAB_MISTAKES = [
-    ("dQ reads the other consumer's dS^T before the step's barrier", "        both::sync();\n        // dQ rows",
-     "        // dQ rows", "race"),
+    ("dQ reads the other consumer's dS^T before the step's barrier", "        both::sync();\n        // dQ's quarter",
+     "        // dQ's quarter", "race"),
     ("one dS^T buffer: overwritten while the other consumer's dQ may still read it", "x ^= 1", "x ^= 0", "hazard"),
     ("K overwritten by dK before the other consumer's last dQ read it", "    mul(dk, dk, scale);\n    both::sync();",
      "    mul(dk, dk, scale);", "hazard"),
@@ -524,12 +532,14 @@ def test_backward_on_the_gpu_with_lagged_dq_and_ping_pong(n: int, causal: bool, 
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-@pytest.mark.parametrize("options", [{"SWAPAB": 1}, {"SWAPAB": 1, "UNIFORM": 1}], ids=["swapab", "swapab_uniform"])
+@pytest.mark.parametrize("options", [{"SWAPAB": 1, "UNIFORM": 0}, {"SWAPAB": 1, "UNIFORM": 1}],
+                         ids=["swapab", "swapab_uniform"])
+@pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("n,causal,case", [(1, False, ""), (77, True, ""), (128, False, ""), (1000, False, ""),
                                            (4097, True, ""), (333, True, "bnhd"), (1000, False, "large_logits")])
-def test_backward_on_the_gpu_with_swapab(n: int, causal: bool, case: str, options: dict[str, int]) -> None:
-    """SWAPAB (d = 64): partial and single-query steps, strided [b, n, h, d] inputs, large logits."""
-    _check_gpu(*_torch_case(2, 3, n, 64, bnhd=case == "bnhd", mult=8.0 if case == "large_logits" else 1.0),
+def test_backward_on_the_gpu_with_swapab(n: int, causal: bool, case: str, d: int, options: dict[str, int]) -> None:
+    """SWAPAB: partial and single-query steps, strided [b, n, h, d] inputs, large logits."""
+    _check_gpu(*_torch_case(2, 3, n, d, bnhd=case == "bnhd", mult=8.0 if case == "large_logits" else 1.0),
                causal=causal, **options)
 
 

@@ -1,4 +1,4 @@
-// Chapter 11 in FlashAttention-3's Hopper layout (SWAPAB=1; d = 64, two consumers, DQ_MODE 1): the products
+// Chapter 11 in FlashAttention-3's Hopper layout (SWAPAB=1; two consumers, DQ_MODE 1): the products
 // with the keys as rows, so P^T and dS^T are born in registers where the transposed products want them.
 // tklab.kernels.attention_bwd appends this file to solutions/ch11_flash_bwd/ch11_flash_bwd.cu, whose flash_bwd
 // and flash_bwd_prep it renames, so it reuses that file's tiles, constants, last pass and helpers.
@@ -7,37 +7,42 @@
 // and dS with the KEYS as rows, so P and dS make a trip through shared memory to be read transposed, and
 // every product reads both operands from shared memory: the kernel is bound by shared-memory bandwidth
 // (bench/results/ncu_ch11_vs_cudnn_fa4_*.md). Here each consumer computes the transposes directly,
-//     S^T = K Q^T,  dP^T = V dO^T        (A = this consumer's 64 keys, B = the step's 128 queries)
+//     S^T = K Q^T,  dP^T = V dO^T        (A = this consumer's 64 keys, B = the step's queries)
 // and a wgmma accumulator, rounded to bf16, is exactly the register layout of a wgmma A operand (each warp
 // 16 rows, the same fragment). So
 //     dV += P^T dO,  dK += dS^T Q        read A from registers ("RS" wgmma): P never touches shared memory,
-// and dS^T is stored once, for dQ = dS K, which both consumers need: consumer c forms dQ's query rows
-// [64c, 64c + 64) of the step over ALL 128 keys (A = dS read MN-major from both consumers' dS^T tiles,
-// B = K read MN-major), one 64 x 64 TMA reduce-add per consumer and step.
+// and dS^T is stored once, for dQ = dS K, which both consumers need: each consumer forms one 64 x 64 quarter
+// of the step's dQ over ALL 128 keys (A = dS read MN-major from both consumers' dS^T tiles, B = K read
+// MN-major) and adds it with one TMA reduce-add: at d = 64 consumer c takes the query rows [64c, 64c + 64),
+// at d = 128 the columns [64c, 64c + 64).
 // The price: L and D now index the accumulator's COLUMNS (queries are columns). A lane holds 4 of every 16
-// columns (rv.cuh's lane_t), so each thread needs 32 of the step's 128 values; they arrive by TMA with the
-// step's Q and dO (a first pass lays them out in one box per step) and are read from shared memory.
-// 128 queries per step (FlashAttention-3's tile at d = 64): one wgmma of N = 128 reads K once for twice the
-// queries, and the dQ split over queries needs 2 x 64 rows.
+// columns (rv.cuh's lane_t), so each thread needs a quarter of the step's values (32 of 128 at d = 64); they
+// arrive by TMA with the step's Q and dO (a first pass lays them out in one box per step) and are read from
+// shared memory, not from global memory by every thread.
+// Queries per step (QSTEP; FlashAttention-3's tiles): 128 at d = 64, where one wgmma of N = 128 reads K once
+// for twice the queries and the registers allow it; 64 at d = 128, where dK and dV alone take 128 registers.
 #ifndef SWAPAB
 #define SWAPAB 1
 #endif
-static_assert(HEAD_DIM == 64 && CONSUMERS == 2 && DQ_MODE == 1,
-              "the swapAB backward is written for d = 64, two consumers and the TMA reduce-add (DQ_MODE 1)");
-constexpr int QSTEP = 128;  // queries per step: the N of S^T, and 64 dQ rows for each consumer
+static_assert(CONSUMERS == 2 && DQ_MODE == 1, "the swapAB backward takes two consumers and the TMA reduce-add");
+#ifndef QSTEP
+#define QSTEP (HEAD_DIM == 64 ? 128 : 64)  // queries per step: the N of S^T and dP^T
+#endif
 static_assert(KV_BLOCK % QSTEP == 0, "a causal key block starts on a step boundary");
+static_assert(QSTEP * HEAD_DIM == 64 * 128, "each consumer's dQ quarter is 64 x 64: d = 64 with 128 queries a step, "
+              "or d = 128 with 64");
+constexpr bool DQ_BY_ROWS = QSTEP == 128;  // consumer c: dQ rows [64c, +64) (d = 64), else columns (d = 128)
 
-using qstep_tile = st_bf<QSTEP, HEAD_DIM>;  // a step's Q or dO: two 64-row TMA boxes, one 128 B panel
+using qstep_tile = st_bf<QSTEP, HEAD_DIM>;  // a step's Q or dO, in 64-row TMA boxes
 using dst_tile = st_bf<64, QSTEP>;          // one consumer's dS^T: its 64 keys x the step's queries
-using kq_acc = rt_fl<16, QSTEP>;            // a warp's 16 keys x 128 queries (S^T, dP^T)
+using kq_acc = rt_fl<16, QSTEP>;            // a warp's 16 keys x the step's queries (S^T, dP^T)
 using kq_bf = rt_bf<16, QSTEP>;             // the same in bf16: the A operand of dV and dK
-using query_values = row_vec<kq_acc>;       // one value per query column, each lane's 32 of 128
+using query_values = row_vec<kq_acc>;       // one value per query column, each lane's quarter of them
 
 // The per-step statistics, as the first pass lays them out and TMA brings them: L in log2 units (L log2 e)
-// for the step's 128 queries, then D. Per (batch, head) a fp32 matrix of 8 rows x 32 columns per step, so
-// that one TMA box (8 x 32, no swizzle) is one step's 1 KB. Queries past the end hold L = +inf (P = 0) and
-// D = 0.
-constexpr int STATS_ROWS = 8, STATS_COLS = 32;
+// for the step's queries, then D. Per (batch, head) a fp32 matrix of 8 rows x QSTEP / 4 columns per step,
+// so that one TMA box (no swizzle) is one step's. Queries past the end hold L = +inf (P = 0) and D = 0.
+constexpr int STATS_ROWS = 8, STATS_COLS = QSTEP / 4;
 struct alignas(128) step_stats {
     float l2[QSTEP], d[QSTEP];
 };
@@ -86,8 +91,10 @@ extern "C" __global__ void flash_bwd_prep(const bf16* o, const bf16* dout, const
 }
 
 // ---- 2. the main kernel ---------------------------------------------------------------------------------
-/// The two 64-row halves of a step tile: TMA boxes and the tensor maps are 64 rows tall.
-__device__ inline kv_tile& rows_half(qstep_tile& t, int j) { return reinterpret_cast<kv_tile*>(&t)[j]; }
+/// Rows [64j, 64j + 64) of a step tile, as a tile of its own (the tensor maps' boxes are 64 rows tall): with
+/// one panel (d = 64) they are 64 consecutive rows; at d = 128 a step is 64 rows, the whole tile.
+static_assert(QSTEP == 64 || qstep_tile::panels == 1, "64-row blocks of a step tile are tiles");
+__device__ inline kv_tile& rows64(qstep_tile& t, int j) { return reinterpret_cast<kv_tile*>(&t)[j]; }
 
 /// This lane's query columns of a per-query vector in shared memory (lane_t: entries 16b + 2t + 8q, +1).
 __device__ inline query_values column_values(const float* v) {
@@ -98,6 +105,13 @@ __device__ inline query_values column_values(const float* v) {
 #pragma unroll
         for (int q = 0; q < 2; ++q) out.data[b][q] = *reinterpret_cast<const float2*>(v + 16 * b + 2 * t + 8 * q);
     return out;
+}
+
+/// dq (+)= consumer me's quarter of dS K over consumer g's keys, from g's dS^T and K tiles (the header).
+template <typename DsTile, typename KTile>
+__device__ inline void add_dq_quarter(rt_fl<16, 64>& dq, DsTile& ds, KTile& k, int me, bool accumulate) {
+    if constexpr (DQ_BY_ROWS) warpgroup::mma_AtB(dq, panel(ds, me), k, accumulate);  // its queries
+    else warpgroup::mma_AtB(dq, ds, panel(k, me), accumulate);                       // its columns
 }
 
 /// The producer: K and V once, then per step Q, dO (two boxes each) and the step's L and D (one box).
@@ -117,9 +131,9 @@ __device__ inline void produce_steps(swapab_layout& sm, const CUtensorMap& map_q
         mbarrier& full = sm.q_pipe.full[at.stage];
         wait(sm.q_pipe.empty[at.stage], at.phase ^ 1);
         arrive_expect_bytes(full, 2 * tma::bytes<qstep_tile> + sizeof(step_stats));
-        for (int j = 0; j < 2; ++j) {
-            tma::load_async(rows_half(sm.q[at.stage], j), map_q, full, {b, h, 2 * i + j, 0});
-            tma::load_async(rows_half(sm.dout[at.stage], j), map_do, full, {b, h, 2 * i + j, 0});
+        for (int j = 0; j < QSTEP / 64; ++j) {
+            tma::load_async(rows64(sm.q[at.stage], j), map_q, full, {b, h, QSTEP / 64 * i + j, 0});
+            tma::load_async(rows64(sm.dout[at.stage], j), map_do, full, {b, h, QSTEP / 64 * i + j, 0});
         }
         tma::load_box(&sm.stats[at.stage], map_stats, full, b, h, STATS_ROWS * i, 0);
     }
@@ -158,7 +172,8 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     const float c = scale * LOG2E;
     const bool issuer = warpgroup::threadid() == 0;
     using both = warpgroup::named_barrier<CONSUMERS_BARRIER, CONSUMERS * warpgroup::THREADS>;
-    rt_fl<16, HEAD_DIM> dk, dv, dq;
+    rt_fl<16, HEAD_DIM> dk, dv;
+    rt_fl<16, 64> dq;  // this consumer's quarter of the step's dQ
     zero(dk);
     zero(dv);
     kq_acc s, dp;  // S^T, then P^T in place; dP^T, then dS^T in place
@@ -190,16 +205,16 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         fence_proxy_async();
         if (issuer) tma::store_wait_read<0>();  // the last dQ share has left sm.dq[me]
         both::sync();
-        // dQ rows [64 me, 64 me + 64) of the step: dS (those queries x both consumers' keys) times K.
-        warpgroup::mm_AtB(dq, panel(sm.ds[x][0], me), sm.k[0]);
-        warpgroup::mma_AtB(dq, panel(sm.ds[x][1], me), sm.k[1]);
+        // dQ's quarter: dS (the step's queries x both consumers' keys, summed over g) times K.
+#pragma unroll
+        for (int g = 0; g < CONSUMERS; ++g) add_dq_quarter(dq, sm.ds[x][g], sm.k[g], me, g > 0);
         warpgroup::mma_async_wait<0>(dv, dk, dq, p, ds);
         sm.q_pipe.release(stage);
         warpgroup::store(sm.dq[me], dq);
         fence_proxy_async();
         warpgroup::sync_group<STORE_BARRIERS>(me);
         if (issuer) {
-            tma::store_add_async(map_dq, sm.dq[me], {b, h, 2 * i + me, 0});
+            tma::store_add_async(map_dq, sm.dq[me], DQ_BY_ROWS ? coord4{b, h, 2 * i + me, 0} : coord4{b, h, i, me});
             tma::store_commit();
         }
     }

@@ -47,17 +47,19 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: mbarriers, so the two consumers no longer meet twice a step. PINGPONG: 1 makes the two consumers take turns
 #: issuing their products, so one forms P and dS while the other's run (at d = 128 it brings DQ_LAG=1 with it:
 #: the split dQ would tie them together every step). Both live in a file of their own, LAG_FILE.
-#: SWAPAB: 1 (d = 64, two consumers, DQ_MODE 1) is FlashAttention-3's Hopper layout, SWAPAB_FILE: S^T = K Q^T and
-#: dP^T = V dO^T, so P^T and dS^T are the register A operand of dV and dK; 128-query steps; L and D by TMA from a
-#: per-step layout its own first pass writes (so that build's prep and main kernels take other arguments).
+#: SWAPAB: 1 (two consumers, DQ_MODE 1) is FlashAttention-3's Hopper layout, SWAPAB_FILE: S^T = K Q^T and
+#: dP^T = V dO^T, so P^T and dS^T are the register A operand of dV and dK; 128-query steps at d = 64, 64 at d = 128;
+#: L and D by TMA from a per-step layout its own first pass writes (so that build's prep and main kernels take other
+#: arguments).
 OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1},
                                      "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}, "SWAPAB": {64: 0, 128: 0}}
 #: The variants' flash_bwd, built as the chapter's file (its flash_bwd renamed) followed by this one.
 LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
 #: SWAPAB=1's flash_bwd and flash_bwd_prep, appended the same way (both of the chapter's renamed).
 SWAPAB_FILE = SOLUTIONS / "variants" / "ch11_bwd_swapab.cu"
-#: SWAPAB=1: queries per step, and the per-step statistics box (L log2 e then D, fp32 8 x 32 per step).
-SWAPAB_QSTEP, STATS_ROWS, STATS_COLS = 128, 8, 32
+#: SWAPAB=1: queries per step by head dimension; the per-step statistics box is fp32 STATS_ROWS x (queries / 4)
+#: (L log2 e, then D).
+SWAPAB_QSTEP, STATS_ROWS = {64: 128, 128: 64}, 8
 _PREP_ROWS = 4  # query rows per block of flash_bwd_prep (one warp each)
 _DQ_THREADS = 256
 
@@ -157,6 +159,11 @@ class BwdBuild:
     swapab: bool = False  # SWAPAB_FILE's flash_bwd and flash_bwd_prep replace the chapter's
 
     @property
+    def qstep(self) -> int:
+        """Queries per step of flash_bwd: 64, or with SWAPAB=1 SWAPAB_QSTEP[head_dim]."""
+        return SWAPAB_QSTEP[self.head_dim] if self.swapab else 64
+
+    @property
     def threads(self) -> int:
         return (self.consumers + 1) * 128
 
@@ -183,8 +190,9 @@ class BwdBuild:
         barriers, and 1024 bytes of alignment slack."""
         tile, p_tile = 64 * self.head_dim * 2, 64 * 64 * 2
         if self.swapab:  # K, V; the (Q, dO) ring of 128-query steps; dS^T twice per consumer; dQ; L and D
-            body = 2 * self.consumers * tile + 2 * self.stages * 2 * tile + 2 * self.consumers * 2 * p_tile
-            body += self.consumers * 64 * self.dq_cols * 4 + self.stages * STATS_ROWS * STATS_COLS * 4
+            step = self.qstep * self.head_dim * 2  # one step's Q or dO; dS^T is 64 keys x the step's queries
+            body = 2 * self.consumers * tile + 2 * self.stages * step + 2 * self.consumers * 64 * self.qstep * 2
+            body += self.consumers * 64 * 64 * 4 + self.stages * 2 * self.qstep * 4
             body += 2 * self.stages * 8 + 8
             return 1024 + -(-body // 1024) * 1024
         body = 2 * self.consumers * tile + 2 * self.stages * tile + 2 * self.consumers * p_tile
@@ -225,10 +233,9 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if opts["CONSUMERS"] not in (1, 2) or opts["STAGES"] < 1 or opts["DQ_MODE"] not in (0, 1, 2):
         raise ValueError(f"CONSUMERS must be 1 or 2, STAGES >= 1 and DQ_MODE 0, 1 or 2; got {opts}")
     swapab = bool(opts.get("SWAPAB"))
-    if swapab and (head_dim != 64 or opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts.get("DQ_LAG")
-                   or opts.get("PINGPONG")):
-        raise ValueError(f"SWAPAB=1 is written for head dimension 64, CONSUMERS=2 and DQ_MODE=1, without DQ_LAG or "
-                         f"PINGPONG; got head dimension {head_dim}, {opts}")
+    if swapab and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts.get("DQ_LAG") or opts.get("PINGPONG")):
+        raise ValueError(f"SWAPAB=1 is written for CONSUMERS=2 and DQ_MODE=1, without DQ_LAG or PINGPONG; got head "
+                         f"dimension {head_dim}, {opts}")
     variant = bool(opts.get("DQ_LAG") or opts.get("PINGPONG"))
     if variant and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or (opts.get("DQ_LAG") and head_dim != 128)):
         raise ValueError(f"DQ_LAG=1 (head dimension 128: dQ one step late) and PINGPONG=1 (turns) need DQ_MODE=1 and "
@@ -246,7 +253,8 @@ def pingpong_by_default(head_dim: int, opts: dict[str, int]) -> bool:
     chapter's kernel is not otherwise asked for (UNIFORM=0 names it). On the H200 they ran ahead of the chapter's
     kernel in the same rounds at d = 128 (N = 4096 and 8192, causal or not); at d = 64 turns were within the
     noise of it, so not there (the runs: bench/results/flash_bwd_*.md)."""
-    return head_dim == 128 and opts["DQ_MODE"] == 1 and opts["CONSUMERS"] == 2 and opts.get("UNIFORM", 1) == 1
+    return (head_dim == 128 and opts["DQ_MODE"] == 1 and opts["CONSUMERS"] == 2 and opts.get("UNIFORM", 1) == 1
+            and not opts.get("SWAPAB"))  # SWAPAB=1 is a kernel of its own, without turns
 
 
 @functools.cache
@@ -315,19 +323,20 @@ def main_grid(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int]:
     return (-(-n // cfg.kv_block), h, b)
 
 
-def swapab_steps(n: int) -> int:
-    """SWAPAB=1: the 128-query steps that cover n queries (its first pass fills the last one's padding)."""
-    return -(-n // SWAPAB_QSTEP)
+def stats_shape(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int, int]:
+    """SWAPAB=1's per-step statistics, fp32: per (batch, head) one STATS_ROWS x stats_cols box per step (L log2 e,
+    then D, for the step's queries)."""
+    return (b, h, -(-n // cfg.qstep) * STATS_ROWS, stats_cols(cfg))
 
 
-def stats_shape(b: int, h: int, n: int) -> tuple[int, int, int, int]:
-    """SWAPAB=1's per-step statistics, fp32: per (batch, head) one 8 x 32 box per step (L log2 e, then D)."""
-    return (b, h, swapab_steps(n) * STATS_ROWS, STATS_COLS)
+def stats_cols(cfg: BwdBuild) -> int:
+    """Columns of SWAPAB=1's statistics box: 2 x the step's queries in STATS_ROWS rows."""
+    return 2 * cfg.qstep // STATS_ROWS
 
 
 def prep_rows(n: int, cfg: BwdBuild) -> int:
     """The query rows flash_bwd_prep walks: n, or with SWAPAB=1 whole steps (the padding gets L = +inf, D = 0)."""
-    return swapab_steps(n) * SWAPAB_QSTEP if cfg.swapab else n
+    return -(-n // cfg.qstep) * cfg.qstep if cfg.swapab else n
 
 
 def _grids(b: int, h: int, n: int, cfg: BwdBuild) -> dict[str, tuple[int, int, int]]:
@@ -364,7 +373,7 @@ class _Launches:
             def tmap(x: Any, rows: int, cols: int = d, dtype: str = "bfloat16", swizzle: int | None = None) -> Any:
                 return emu.tensor_map(x, (rows, cols), dtype=dtype, swizzle=swizzle)
 
-            self.delta = np.zeros(stats_shape(b, h, n) if cfg.swapab else (b, h, n), np.float32)
+            self.delta = np.zeros(stats_shape(b, h, n, cfg) if cfg.swapab else (b, h, n), np.float32)
             self.dq_acc = np.zeros(acc_shape, np.float32)
         else:
             from ..run import tma
@@ -376,14 +385,14 @@ class _Launches:
             def tmap(x: Any, rows: int, cols: int = d, dtype: str | None = dt, swizzle: int | None = None) -> Any:
                 return tma.tensor_map(x, (rows, cols), dtype=dtype, swizzle=swizzle)
 
-            self.delta = _empty(q, stats_shape(b, h, n) if cfg.swapab else (b, h, n), "float32")
+            self.delta = _empty(q, stats_shape(b, h, n, cfg) if cfg.swapab else (b, h, n), "float32")
             self.dq_acc = _empty(q, acc_shape, "float32")
         mod = compiled(cfg, "cpu" if cpu else "gpu")
         smem = cfg.shared_bytes if cpu else mod.constants["flash_bwd_shared_bytes"]
         grids = _grids(b, h, n, cfg)
         maps = [tmap(x, 64) for x in (q, k, v, do, dk, dv)] + [tmap(self.dq_acc, 64, cfg.dq_cols, "float32")]
         if cfg.swapab:  # self.delta holds the per-step L and D; one unswizzled 8 x 32 box per step
-            stats_map = tmap(self.delta, STATS_ROWS, STATS_COLS, "float32", swizzle=0)
+            stats_map = tmap(self.delta, STATS_ROWS, stats_cols(cfg), "float32", swizzle=0)
             prep_args = (o, do, lse, self.delta, self.dq_acc, h, n, *_strides(o), *_strides(do))
             main_args = (*maps, stats_map, h, n, sc, int(causal))
         else:
