@@ -29,6 +29,7 @@ import functools
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -43,11 +44,7 @@ IDS = specs.all_ids()
 CHAPTERS = {p.name[:2]: p for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
 
 #: (file, exercise) -> why its answer is still there. Only shrinks (test_known_leaks_are_still_there).
-KNOWN: dict[tuple[str, str], str] = {
-    # recorded data: a sample submission that must fault where the right kernel writes (its right lines around it)
-    ("tests/data/class_sample/carol/ch02_smem_tiling.cu", "ch02_smem_tiling"): "a sample submission: the solution "
-    "with one mistake (an illegal address)",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _text(path: Path) -> str | None:
@@ -61,11 +58,31 @@ def _text(path: Path) -> str | None:
         return None
 
 
+@functools.cache
+def _ignored(root: Path) -> tuple[str, ...]:
+    """The scanned paths git ignores under ``root`` (root-relative; a folder ends in ``/``): a checkout's scratch,
+    such as a benchmark's copy of the tree in ``bench/_base/``, which no clone holds. None outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "--others", "--ignored", "--exclude-standard",
+                              "--directory", "--", *SCANNED_DIRS, *SCANNED_FILES],
+                             capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    if out.returncode != 0 or not (root / ".git").exists():
+        return ()
+    return tuple(line for line in out.stdout.splitlines() if line)
+
+
+def _is_ignored(rel: str, ignored: tuple[str, ...]) -> bool:
+    return any(rel == e or (e.endswith("/") and (rel + "/").startswith(e)) for e in ignored)
+
+
 def _files(root: Path) -> list[Path]:
+    ignored = _ignored(root)
     out = [root / f for f in SCANNED_FILES if (root / f).is_file()]
     for d in SCANNED_DIRS:
         out += [p for p in sorted((root / d).rglob("*")) if p.is_file() and not SKIPPED_PARTS & set(p.parts)]
-    return out
+    return [p for p in out if not _is_ignored(p.relative_to(root).as_posix(), ignored)]
 
 
 @functools.cache
@@ -214,8 +231,14 @@ def _answer(exercise: str, where: str = "") -> str:
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """A copy of the scanned tree (what the planted leaks go into)."""
+    ignored = _ignored(ROOT)
+
+    def skip(folder: str, names: list[str]) -> set[str]:
+        rel = Path(folder).relative_to(ROOT).as_posix()
+        return {n for n in names if n in SKIPPED_PARTS or n == "data" or _is_ignored(f"{rel}/{n}", ignored)}
+
     for d in (*SCANNED_DIRS, "notebooks"):
-        shutil.copytree(ROOT / d, tmp_path / d, ignore=shutil.ignore_patterns(*SKIPPED_PARTS, "data"))
+        shutil.copytree(ROOT / d, tmp_path / d, ignore=skip)
     for f in SCANNED_FILES:
         shutil.copy(ROOT / f, tmp_path / f)
     return tmp_path
@@ -239,6 +262,21 @@ def test_a_leak_planted_in_a_test_a_module_a_doc_or_another_exercise_is_caught(t
         f.write(f"\n// {line}\n")
     assert {("tests/test_planted.py", "ch04_swizzle"), ("tklab/planted.py", "ch04_swizzle"),
             ("docs/ARCHITECTURE.md", "ch04_swizzle"), ("exercises/ch05_mma.cu", "ch04_swizzle")} <= _new(tree)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="no git here")
+def test_only_what_git_ignores_is_skipped(tmp_path: Path):
+    """A checkout's scratch (a git-ignored folder) is no clone's: skipped. The same leak in a file git does not
+    ignore, even one beside it, is caught."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("/bench/_scratch/\n")
+    (tmp_path / "bench" / "_scratch").mkdir(parents=True)
+    line = _answer("ch04_swizzle")
+    (tmp_path / "bench" / "_scratch" / "copy.py").write_text(f"# {line}\n")
+    (tmp_path / "bench" / "_scratch_notes.md").write_text(f"    {line}\n")
+    found = set(leaks(tmp_path, {}))
+    assert ("bench/_scratch_notes.md", "ch04_swizzle") in found
+    assert ("bench/_scratch/copy.py", "ch04_swizzle") not in found
 
 
 def test_a_later_exercise_may_not_hold_an_earlier_chapters_answer_unless_an_earlier_chapter_gives_it(tree: Path):

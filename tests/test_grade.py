@@ -1,7 +1,7 @@
-"""Instructor mode over a class built from tests/data/class_sample (carol: a crasher and a faulting
-kernel; dave: a hang and a compile error) plus, made here, alice (the solutions), bob (the untouched
-exercises) and the mischievous: mallory (a forged verdict, a link to the instructor's solutions, a
-Latin-1 file), trudy (a detached process holding the output), eve (a folder that is a link out of the
+"""Instructor mode over a class built from the class sample (tests/sample_class.py: carol, a crasher and a
+faulting kernel made from the solution at run time; dave: a hang and a compile error) plus, made here, alice (the
+solutions), bob (the untouched exercises) and the mischievous: mallory (a forged verdict, a link to the instructor's
+solutions, a Latin-1 file), trudy (a detached process holding the output), eve (a folder that is a link out of the
 class) and a student folder named like a spreadsheet formula."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import sample_class
 
 from tklab import gpu, specs
 from tklab.grading import cases as emu_cases
@@ -21,7 +22,6 @@ from tklab.grading.sheet import cell
 from tklab.paths import solution
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = Path(__file__).resolve().parent / "data" / "class_sample"
 ON_GPU = gpu.available()
 # Without a GPU, CUDA exercises are checked on the CPU emulator when this machine has a C++ compiler.
 EMULATED = not ON_GPU and emu_cases.can_run(specs.get("ch02_smem_tiling"))
@@ -52,7 +52,7 @@ def _cmdline_has(proc: Path, token: bytes) -> bool:
 
 def build_class(root: Path) -> Path:
     cls = root / "class"
-    shutil.copytree(SAMPLE, cls, symlinks=True)
+    sample_class.copy(cls)
     exercise = (ROOT / "exercises").joinpath
     for student, source in (("alice", solution), ("bob", exercise), (FORMULA, exercise)):
         (cls / student).mkdir()
@@ -131,6 +131,25 @@ def test_crasher_is_reported_and_does_not_stop_the_rest(sheet):
         assert row["correct"] == "no" and "OutOfBounds" in row["message"] and "'float* C'" in row["message"]
     else:
         assert row["correct"] == "not verified"  # its static checks pass: the fault needs a GPU to show
+
+
+def test_the_faulting_kernel_is_the_solution_with_one_mistake(tmp_path, monkeypatch):
+    """carol's ch02 is made from the solution at run time: it differs from it in the store alone; a solution whose
+    store changed fails by name instead of handing carol a kernel without her mistake."""
+    import difflib
+
+    import planted
+
+    text = planted.solution("ch02_smem_tiling").read_text()
+    made = sample_class.copy(tmp_path / "class", ["carol"]) / "carol" / "ch02_smem_tiling.cu"
+    changed = [d for d in difflib.unified_diff(text.splitlines(), made.read_text().splitlines(), n=0, lineterm="")
+               if d[:1] in "+-" and d[:3] not in ("+++", "---")]
+    assert len(changed) == 2 and "C[" in changed[0] and "1000000" in changed[1], changed
+    moved = tmp_path / "moved.cu"
+    moved.write_text(text.replace(changed[0][1:], changed[0][1:].replace(" = acc", "  = acc")))
+    monkeypatch.setattr(planted, "solution", lambda exercise: moved)
+    with pytest.raises(planted.AnchorError, match="store_far_outside_c"):
+        sample_class.copy(tmp_path / "again", ["carol"])
 
 
 def test_hang_times_out_and_compile_error_is_named(sheet):

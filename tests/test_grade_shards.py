@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import sample_class
 
 from tklab.grading.grade import main as grade_main
 from tklab.grading.grade_shards import code_fingerprint, deal, manifest_path, merge, parse_shard
@@ -24,7 +25,6 @@ from tklab.grading.grade_shards import main as merge_main
 from tklab.paths import solution
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = Path(__file__).resolve().parent / "data" / "class_sample"
 FORMULA = "=HYPERLINK(1)"
 # --allow-unsandboxed: this machine may have no bubblewrap (refusal itself: test_grade.py)
 ARGS = ["--exercises", "ch01", "ch02", "--timeout", "20", "--no-bench", "--seed", "1234", "--allow-unsandboxed"]
@@ -33,9 +33,7 @@ ARGS = ["--exercises", "ch01", "ch02", "--timeout", "20", "--no-bench", "--seed"
 def build_class(root: Path) -> Path:
     """alice (solutions), bob (the untouched ch01), carol (a crash and an out-of-bounds write), a student
     named like a formula, frank (nothing handed in), and eve (a folder linking out of the class)."""
-    cls = root / "class"
-    cls.mkdir()
-    shutil.copytree(SAMPLE / "carol", cls / "carol")
+    cls = sample_class.copy(root / "class", ["carol"])  # her ch02 made from the solution (tests/sample_class.py)
     exercise = (ROOT / "exercises").joinpath
     for student, source, files in (("alice", solution, ("ch01_naive_matmul.py", "ch02_smem_tiling.cu")),
                                    ("bob", exercise, ("ch01_naive_matmul.py",)),
