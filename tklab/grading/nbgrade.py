@@ -500,12 +500,13 @@ def run_nbgrader_autograde(course: Path, assignment: str, student: str | None = 
     spec = specs.get(ex)
     scratch = Path(tempfile.mkdtemp(prefix="tklab-nbgrade-"))
     try:
-        os.chmod(scratch, 0o711)  # the kernel's user passes through to its sockets' folder (none can list it)
         staged = scratch / "submitted"
         staged.mkdir(mode=0o700)
         replaced = stage_submissions(course, assignment, spec.filename, staged, [student] if student else None)
         name = nbkernel.kernelspec(scratch)
-        (scratch / "sockets").mkdir(mode=0o700)  # the kernels' ZeroMQ sockets (one kernel at a time)
+        # nbgrader's ends of the kernels' ZeroMQ sockets (one kernel at a time), bound by the kernel's launcher, which
+        # relays them to the kernel's own (``nbkernel._Relay``): out of the sandbox's sight, the grader's alone
+        (scratch / "sockets").mkdir(mode=0o700)
         env = dict(os.environ)
         env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(scratch), env.get("JUPYTER_PATH", "")) if p)
         env[VERDICTS_ENV] = str((course / VERDICTS_DIR).resolve())

@@ -9,10 +9,13 @@ namespace, a private ``/tmp``, the course folder, the exchange, the solutions, t
 the grader's secrets hidden), as an unprivileged user, with limits -- in a fresh folder that holds only what the
 notebook needs: a copy of the student's exercise file (``intake``: a regular file, no link followed), the
 verdict the grader computed for that file, and a copy of the exercise's spec (``solutions/<id>/spec.py``, the
-registry's folder there: ``TKLAB_SOLUTIONS``). The kernel talks to nbgrader over ZeroMQ sockets in a folder bound into
-the sandbox (transport ``ipc``: there is no network inside). When the kernel ends (nbgrader shuts it down after
-the notebook), every process it started is killed before this launcher exits, so before nbgrader records the
-notebook's grades; and nothing in the sandbox can reach the gradebook anyway.
+registry's folder there: ``TKLAB_SOLUTIONS``). The kernel binds its ZeroMQ sockets in a folder of its own bound into
+the sandbox (transport ``ipc``: there is no network inside); the launcher binds the endpoints nbgrader connects to,
+out of the sandbox's sight, and relays every message (``_Relay``), refusing unread any frame past ``MESSAGE_BYTES``
+(nbgrader decoded a 200 MB ``print`` whole before any output cap applied). When the kernel ends (nbgrader shuts it
+down after the notebook), every process it started is killed before this launcher exits, so before nbgrader records
+the notebook's grades; and nothing in the sandbox can reach the gradebook anyway. When nbgrader itself is killed, the
+launcher sees its parent gone and does the same (the kernel lived on to ``KERNEL_SECONDS``).
 
 The launcher, on the grader's side: ``python -m tklab.grading.nbkernel -f CONNECTION [kernel arguments]``,
 started by jupyter_client in the autograded notebook's folder, told the job by ``JOB_VAR`` (``job_env``). Inside
