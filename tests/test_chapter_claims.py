@@ -768,3 +768,22 @@ def test_ch10_chapter_09s_output_path_as_the_kernel_writes_it() -> None:
     prose = _text("10", "5ccf21b3")
     assert "| output | each warp: through its shared Q tile, 16-byte stores per lane |" in prose
     assert "16 bytes per row" not in prose
+
+
+def test_ch10_against_flashattention_4_as_the_cited_run_measured() -> None:
+    """10 · the end: the defaults' speed against FlashAttention-4 and the profile's pipe numbers, read from the files
+    the cell cites (each row's median over rounds of the same-round ratio)."""
+    prose = _text("10", "1025f937")
+    report = re.search(r"`bench/results/(flash_fwd_bench_[^`]+\.md)`", prose).group(1)
+    table = (ROOT / "bench" / "results" / report).read_text()
+    ratios = [float(m.group(1)) for m in re.finditer(
+        r"^\| (?:64|128) \| \d+ \| (?:yes|no) \| [^|]+ \| ch10 defaults \|(?:[^|]*\|){3} [^|]*\(median ([\d.]+)\) \|",
+        table, re.M)]
+    assert len(ratios) == 8, ratios  # the eight anchors
+    assert f"defaults run {min(ratios):.2f}–{max(ratios):.2f}× at the eight anchors" in prose
+    profile = re.search(r"`bench/results/(ncu_ch10_[^`]+\.md)`", prose).group(1)
+    rows = (ROOT / "bench" / "results" / profile).read_text()
+    pipe = re.search(r"^\| tensor pipe active[^|]*\| ([\d.]+) \| \*\*([\d.]+)\*\* \| ([\d.]+) \| ([\d.]+) \| "
+                     r"\*\*([\d.]+)\*\* \| ([\d.]+) \|", rows, re.M).groups()
+    assert f"busy {pipe[1]} % of the time at d = 128 against FlashAttention-4's {pipe[2]} %, {pipe[4]} % against " \
+           f"{pipe[5]} % at d = 64" in prose
