@@ -122,53 +122,42 @@ static void matrix_rows(Block& b, Rendezvous& rv, int num, bool write, const cha
     }
 }
 
-void ptx::ldmatrix(int num, bool trans, uint64_t* const* d, uint64_t addr) {
-    TKEMU_ENTER();
-    if (num != 1 && num != 2 && num != 4) not_emulated("ldmatrix", "only .x1, .x2 and .x4");
-    MatData data{addr, d, nullptr};
-    const char* what = trans ? "ldmatrix.trans" : "ldmatrix";
-    collective(32, 11, what, 0xffffffffu, &data, [=](Block& b, Rendezvous& rv) {
-        matrix_rows(b, rv, num, false, what);
-        auto at = [&](int m, int row, int col) {
-            const uint32_t a = uint32_t(static_cast<MatData*>(rv.data[8 * m + row])->addr) + 2 * col;
-            uint16_t v;
-            std::memcpy(&v, b.arena + a, 2);
-            return v;
-        };
+/// ldmatrix (`store` false: shared memory -> each lane's registers) and stmatrix (true: the other way): lane l
+/// holds elements (g, 2t) and (g, 2t + 1) of each 8 x 8 matrix (g = l / 4, t = l % 4), with .trans (2t, g) and
+/// (2t + 1, g); the rows are at the addresses lanes 8m .. 8m + 7 name.
+static void matrix_move(int num, bool trans, bool store, MatData data) {
+    const char* op = store ? "stmatrix" : "ldmatrix";
+    if (num != 1 && num != 2 && num != 4) not_emulated(op, "only .x1, .x2 and .x4");
+    const char* what = trans ? (store ? "stmatrix.trans" : "ldmatrix.trans") : op;
+    collective(32, store ? 12 : 11, what, 0xffffffffu, &data, [=](Block& b, Rendezvous& rv) {
+        matrix_rows(b, rv, num, store, what);
         for (int lane = 0; lane < 32; ++lane) {
             const auto* x = static_cast<MatData*>(rv.data[lane]);
             const int g = lane / 4, t = lane % 4;
             for (int m = 0; m < num; ++m) {
                 uint32_t r = 0;
                 for (int e = 0; e < 2; ++e) {
-                    const uint16_t v = trans ? at(m, 2 * t + e, g) : at(m, g, 2 * t + e);
+                    const int row = trans ? 2 * t + e : g, col = trans ? g : 2 * t + e;
+                    auto* at = b.arena + uint32_t(static_cast<MatData*>(rv.data[8 * m + row])->addr) + 2 * col;
+                    uint16_t v = store ? half_of(x->s[m], e) : 0;
+                    if (store) std::memcpy(at, &v, 2);
+                    else std::memcpy(&v, at, 2);
                     r |= uint32_t(v) << (16 * e);
                 }
-                *x->d[m] = r;
+                if (!store) *x->d[m] = r;
             }
         }
     });
 }
 
+void ptx::ldmatrix(int num, bool trans, uint64_t* const* d, uint64_t addr) {
+    TKEMU_ENTER();
+    matrix_move(num, trans, false, MatData{addr, d, nullptr});
+}
+
 void ptx::stmatrix(int num, bool trans, uint64_t addr, const uint64_t* s) {
     TKEMU_ENTER();
-    if (num != 1 && num != 2 && num != 4) not_emulated("stmatrix", "only .x1, .x2 and .x4");
-    MatData data{addr, nullptr, s};
-    const char* what = trans ? "stmatrix.trans" : "stmatrix";
-    collective(32, 12, what, 0xffffffffu, &data, [=](Block& b, Rendezvous& rv) {
-        matrix_rows(b, rv, num, true, what);
-        for (int lane = 0; lane < 32; ++lane) {
-            const auto* x = static_cast<MatData*>(rv.data[lane]);
-            const int g = lane / 4, t = lane % 4;
-            for (int m = 0; m < num; ++m)
-                for (int e = 0; e < 2; ++e) {
-                    const int row = trans ? 2 * t + e : g, col = trans ? g : 2 * t + e;
-                    const uint32_t a = uint32_t(static_cast<MatData*>(rv.data[8 * m + row])->addr) + 2 * col;
-                    const uint16_t v = half_of(x->s[m], e);
-                    std::memcpy(b.arena + a, &v, 2);
-                }
-        }
-    });
+    matrix_move(num, trans, true, MatData{addr, nullptr, s});
 }
 
 void ptx::movmatrix(uint64_t* d, uint64_t s) {
