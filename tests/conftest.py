@@ -16,6 +16,11 @@ os.environ.setdefault("TKLAB_HINT_STATE", os.path.join(os.path.dirname(__file__)
                                                        f"hints{'-' + _WORKER if _WORKER else ''}.json"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "test_full: a slow guard that `make test-full` adds to `make test` (the "
+                            "Makefile says why each is not needed on every commit)")
+
+
 def _gpu_arch() -> str | None:
     try:
         from tklab import gpu
