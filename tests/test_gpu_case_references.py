@@ -1,7 +1,7 @@
 """Every GPU case's float64 reference fits the checking process: a GPU check computes each case's expected output on
 the CPU, in the parent, before it can judge. A case as large as a benchmark (32 heads of 8192 x 8192 scores) needs
 tens of GB there; on the H200 several such checks at once were killed by the kernel's OOM killer and left no report
-at all (the challenges' suites, 2026-12-04). The benchmark's shape is checked on the GPU against the library instead
+at all (the challenges' suites on the H200). The benchmark's shape is checked on the GPU against the library instead
 (``Bench.expect``). Each exercise's references run here in a child process under an address-space cap."""
 
 from __future__ import annotations

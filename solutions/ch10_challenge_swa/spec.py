@@ -94,9 +94,9 @@ SPEC = Exercise(
     # sequence (plain causal), a ragged tail; rising scores (the rescale must happen). Not the benchmark's shape: its
     # float64 reference on the CPU would hold 32 matrices of 8192 x 8192 (tens of GB); the timed run compares that
     # shape's O with the library's on the GPU (Bench.expect).
-    cases=({"B": 1, "H": 2, "N": 1000, "W": 300}, {"B": 1, "H": 1, "N": 3000, "W": 1024}, {"B": 2, "H": 1, "N": 77, "W": 16},
-           {"B": 1, "H": 1, "N": 130, "W": 1}, {"B": 1, "H": 1, "N": 200, "W": 4096},
-           {"B": 1, "H": 1, "N": 300, "W": 100, "rising": 1}),
+    cases=({"B": 1, "H": 2, "N": 1000, "W": 300}, {"B": 1, "H": 1, "N": 3000, "W": 1024},
+           {"B": 2, "H": 1, "N": 77, "W": 16}, {"B": 1, "H": 1, "N": 130, "W": 1},
+           {"B": 1, "H": 1, "N": 200, "W": 4096}, {"B": 1, "H": 1, "N": 300, "W": 100, "rising": 1}),
     # Emulated: 4 query blocks and windows that cross key blocks at both edges, the tail of 44 rows; a window shorter
     # than a warp's rows (rows that meet a block of nothing but masked keys); the diagonal only; rising scores.
     emu_cases=({"B": 1, "H": 1, "N": 236, "W": 70}, {"B": 2, "H": 1, "N": 77, "W": 5},
