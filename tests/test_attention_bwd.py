@@ -116,7 +116,8 @@ def test_build_options_and_shared_memory_model() -> None:
 BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}), (128, {}), (128, {"PINGPONG": 0}),
           (64, {"STAGES": 3}), (64, {"UNIFORM": 1}), (128, {"UNIFORM": 0}), (128, {"DQ_MODE": 2}), (64, {"DQ_MODE": 2}),
           (128, {"DQ_LAG": 1}), (128, {"PINGPONG": 1}), (64, {"PINGPONG": 1}), (64, {"SWAPAB": 1}),
-          (64, {"SWAPAB": 1, "UNIFORM": 1}), (128, {"SWAPAB": 1}), (128, {"SWAPAB": 1, "UNIFORM": 0})]
+          (64, {"SWAPAB": 1, "UNIFORM": 1}), (128, {"SWAPAB": 1}), (128, {"SWAPAB": 1, "UNIFORM": 0}),
+          (64, {"SWAPAB": 1, "DQ_WRITER": 0})]
 
 
 @pytest.mark.parametrize("d,options", BUILDS, ids=[f"d{d}-{o}" for d, o in BUILDS])
@@ -287,14 +288,18 @@ def test_dq_lag_and_ping_pong_are_refused_where_they_do_not_apply() -> None:
 # d = 64 (64 at d = 128), L and D by TMA. Ragged lengths, one query (a step of padded queries), several heads,
 # causal or not (n = 300: three key blocks, causal diagonals in each), large logits.
 SWAPAB_SRC = attention_bwd.source(attention_bwd.build(64, SWAPAB=1))
-SWAPAB_CASES = [(64, 1, 1, False, 1.0), (64, 77, 2, True, 1.0), (64, 200, 1, True, 8.0), (64, 300, 1, True, 1.0),
-                (64, 260, 2, False, 1.0), (128, 1, 1, True, 1.0), (128, 130, 1, True, 1.0), (128, 200, 1, False, 8.0)]
+# Without the dQ writer warp (DQ_WRITER=0): each consumer sends its own quarter.
+SWAPAB_CASES = [(64, 1, 1, False, 1.0, {}), (64, 77, 2, True, 1.0, {}), (64, 200, 1, True, 8.0, {}),
+                (64, 300, 1, True, 1.0, {}), (64, 260, 2, False, 1.0, {}), (128, 1, 1, True, 1.0, {}),
+                (128, 130, 1, True, 1.0, {}), (128, 200, 1, False, 8.0, {}), (64, 300, 1, True, 1.0, {"DQ_WRITER": 0}),
+                (128, 200, 1, True, 1.0, {"DQ_WRITER": 0})]
 
 
-@pytest.mark.parametrize("d,n,heads,causal,mult", SWAPAB_CASES)
-def test_swapab_matches_float64(d: int, n: int, heads: int, causal: bool, mult: float) -> None:
-    src = attention_bwd.source(attention_bwd.build(d, SWAPAB=1))
-    errs = _run_emulated(src, d, _inputs(d, n, heads=heads, q_mult=mult), causal, SWAPAB=1)
+@pytest.mark.parametrize("d,n,heads,causal,mult,extra", SWAPAB_CASES)
+def test_swapab_matches_float64(d: int, n: int, heads: int, causal: bool, mult: float, extra: dict[str, int]) -> None:
+    options = {"SWAPAB": 1} | extra
+    src = attention_bwd.source(attention_bwd.build(d, **options))
+    errs = _run_emulated(src, d, _inputs(d, n, heads=heads, q_mult=mult), causal, **options)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
 
@@ -316,6 +321,9 @@ def test_swapab_is_refused_where_it_does_not_apply() -> None:
     assert "-DSWAPAB=1" in attention_bwd.build(64, SWAPAB=1).options
     assert attention_bwd.build(64).options == attention_bwd.build(64, SWAPAB=0).options  # DEFAULTS unchanged
     assert attention_bwd.build(128).options == attention_bwd.build(128, SWAPAB=0).options
+    assert attention_bwd.build(64, SWAPAB=1, DQ_WRITER=1).options == attention_bwd.build(64, SWAPAB=1).options
+    with pytest.raises(ValueError, match="DQ_WRITER is an option of SWAPAB=1"):
+        attention_bwd.build(64, DQ_WRITER=0)
     assert not attention_bwd.build(128, SWAPAB=1).variant  # d = 128's default turns do not come with it
     assert (attention_bwd.build(64, SWAPAB=1).qstep, attention_bwd.build(128, SWAPAB=1).qstep) == (128, 64)
     for d, opts in [(128, {"SWAPAB": 1, "PINGPONG": 1}), (64, {"SWAPAB": 1, "DQ_MODE": 0}),
@@ -367,6 +375,12 @@ SWAPAB_MISTAKES = [
      "  // the diagonal step: a query sees no later key\n            mask_if(s, key0, i * QSTEP, [](int k, int r) "
      "{ return k > r; }, 0.0f);", " {}", "wrong"),
     ("L left in natural-log units inside exp2", "lse[bh * seq + row] * LOG2E", "lse[bh * seq + row]", "wrong"),
+    ("a dQ quarter written before the writer sent the last step's",
+     "if constexpr (DQ_WRITER) wait(sm.dq_empty, (uint32_t(i - first) & 1) ^ 1);", "", "race|hazard"),
+    ("the dQ buffer handed back before the copy engine read it",
+     "        tma::store_wait_read<0>();\n        arrive(sm.dq_empty);", "        arrive(sm.dq_empty);", "hazard"),
+    ("dQ announced per thread on a barrier counting warps",
+     "arrive_warp(sm.dq_full);", "arrive(sm.dq_full);", "race|hazard|deadlock|hang"),
 ]
 
 
@@ -532,8 +546,9 @@ def test_backward_on_the_gpu_with_lagged_dq_and_ping_pong(n: int, causal: bool, 
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-@pytest.mark.parametrize("options", [{"SWAPAB": 1, "UNIFORM": 0}, {"SWAPAB": 1, "UNIFORM": 1}],
-                         ids=["swapab", "swapab_uniform"])
+@pytest.mark.parametrize("options", [{"SWAPAB": 1, "UNIFORM": 0}, {"SWAPAB": 1, "UNIFORM": 1},
+                                     {"SWAPAB": 1, "DQ_WRITER": 0}],
+                         ids=["swapab", "swapab_uniform", "swapab_no_writer"])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("n,causal,case", [(1, False, ""), (77, True, ""), (128, False, ""), (1000, False, ""),
                                            (4097, True, ""), (333, True, "bnhd"), (1000, False, "large_logits")])

@@ -19,12 +19,19 @@
 // columns (rv.cuh's lane_t), so each thread needs a quarter of the step's values (32 of 128 at d = 64); they
 // arrive by TMA with the step's Q and dO (a first pass lays them out in one box per step) and are read from
 // shared memory, not from global memory by every thread.
+// DQ_WRITER=1: one warp of the producer's warpgroup sends both quarters of every step (two reduce-adds), so
+// a consumer never waits for the copy engine nor meets its own warps before the copy: it writes its quarter,
+// its warps arrive on an mbarrier, and it goes on to the next step. DQ_WRITER=0: each consumer's first thread
+// issues its own quarter's reduce-add, after a barrier of its warpgroup.
 // Queries per step (QSTEP; FlashAttention-3's tiles): 128 at d = 64, where one wgmma of N = 128 reads K once
 // for twice the queries and the registers allow it; 64 at d = 128, where dK and dV alone take 128 registers.
 #ifndef SWAPAB
 #define SWAPAB 1
 #endif
 static_assert(CONSUMERS == 2 && DQ_MODE == 1, "the swapAB backward takes two consumers and the TMA reduce-add");
+#ifndef DQ_WRITER
+#define DQ_WRITER 1
+#endif
 #ifndef QSTEP
 #define QSTEP (HEAD_DIM == 64 ? 128 : 64)  // queries per step: the N of S^T and dP^T
 #endif
@@ -56,6 +63,7 @@ struct swapab_layout {
     step_stats stats[STAGES];
     pipeline<STAGES> q_pipe;
     mbarrier kv_full;
+    mbarrier dq_full, dq_empty;  // DQ_WRITER: both quarters written (8 warps) / sent (the writer)
 };
 extern "C" __device__ int flash_bwd_shared_bytes = dynamic_shared_bytes<swapab_layout>();
 extern "C" __device__ int flash_bwd_qstep = QSTEP;
@@ -114,6 +122,27 @@ __device__ inline void add_dq_quarter(rt_fl<16, 64>& dq, DsTile& ds, KTile& k, i
     else warpgroup::mma_AtB(dq, ds, panel(k, me), accumulate);                       // its columns
 }
 
+/// Where consumer g's quarter of step i's dQ goes in the fp32 accumulator, in 64 x 64 boxes.
+__device__ inline coord4 dq_box(int b, int h, int i, int g) {
+    return DQ_BY_ROWS ? coord4{b, h, 2 * i + g, 0} : coord4{b, h, i, g};
+}
+
+/// DQ_WRITER: the dQ writer (one lane of the producer's warp 1). Per step: wait until all consumer warps
+/// wrote their quarters, add both into the accumulator, and once the copy engine has read them hand the
+/// buffer back.
+__device__ inline void write_dq(swapab_layout& sm, const CUtensorMap& map_dq, int heads, int seq, int causal) {
+    const auto [kv, h, b] = coords(heads, seq);
+    const int first = causal ? kv * KV_BLOCK / QSTEP : 0, steps = (seq + QSTEP - 1) / QSTEP;
+    if (!warpgroup::elect_one()) return;
+    for (int i = first; i < steps; ++i) {
+        wait(sm.dq_full, uint32_t(i - first) & 1);
+        for (int g = 0; g < CONSUMERS; ++g) tma::store_add_async(map_dq, sm.dq[g], dq_box(b, h, i, g));
+        tma::store_commit();
+        tma::store_wait_read<0>();
+        arrive(sm.dq_empty);
+    }
+}
+
 /// The producer: K and V once, then per step Q, dO (two boxes each) and the step's L and D (one box).
 __device__ inline void produce_steps(swapab_layout& sm, const CUtensorMap& map_q, const CUtensorMap& map_k,
                                      const CUtensorMap& map_v, const CUtensorMap& map_do,
@@ -151,12 +180,15 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     if (threadIdx.x == 0) {
         sm.q_pipe.init(CONSUMERS * warpgroup::WARPS);
         init_mbarrier(sm.kv_full, 1);
+        init_mbarrier(sm.dq_full, CONSUMERS * warpgroup::WARPS);
+        init_mbarrier(sm.dq_empty, 1);
         fence_mbarrier_init();
     }
     __syncthreads();
     if (warpgroup::groupid() == 0) {
         split::producer();
-        produce_steps(sm, map_q, map_k, map_v, map_do, map_stats, heads, seq, causal);
+        if (warpgroup::warp() == 0) produce_steps(sm, map_q, map_k, map_v, map_do, map_stats, heads, seq, causal);
+        if (DQ_WRITER && warpgroup::warp() == 1) write_dq(sm, map_dq, heads, seq, causal);
         return;
     }
 
@@ -203,19 +235,24 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         // barrier, which this thread has passed: so one barrier a step (the next one) is all it takes.
         tk::store(sm.ds[x][me], ds, {w, 0});
         fence_proxy_async();
-        if (issuer) tma::store_wait_read<0>();  // the last dQ share has left sm.dq[me]
+        if (!DQ_WRITER && issuer) tma::store_wait_read<0>();  // the last dQ quarter has left sm.dq[me]
         both::sync();
         // dQ's quarter: dS (the step's queries x both consumers' keys, summed over g) times K.
 #pragma unroll
         for (int g = 0; g < CONSUMERS; ++g) add_dq_quarter(dq, sm.ds[x][g], sm.k[g], me, g > 0);
         warpgroup::mma_async_wait<0>(dv, dk, dq, p, ds);
         sm.q_pipe.release(stage);
+        if constexpr (DQ_WRITER) wait(sm.dq_empty, (uint32_t(i - first) & 1) ^ 1);  // the last step's was sent
         warpgroup::store(sm.dq[me], dq);
         fence_proxy_async();
-        warpgroup::sync_group<STORE_BARRIERS>(me);
-        if (issuer) {
-            tma::store_add_async(map_dq, sm.dq[me], DQ_BY_ROWS ? coord4{b, h, 2 * i + me, 0} : coord4{b, h, i, me});
-            tma::store_commit();
+        if constexpr (DQ_WRITER) {
+            arrive_warp(sm.dq_full);
+        } else {
+            warpgroup::sync_group<STORE_BARRIERS>(me);
+            if (issuer) {
+                tma::store_add_async(map_dq, sm.dq[me], dq_box(b, h, i, me));
+                tma::store_commit();
+            }
         }
     }
 
@@ -231,6 +268,6 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         tma::store_async(map_dk, sm.k[me], {b, h, kv * CONSUMERS + me, 0});
         tma::store_async(map_dv, sm.v[me], {b, h, kv * CONSUMERS + me, 0});
         tma::store_commit();
-        tma::store_wait_read<0>();
+        tma::store_wait_read<0>();  // (without DQ_WRITER also the last dQ quarter's read)
     }
 }

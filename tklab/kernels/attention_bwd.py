@@ -50,9 +50,11 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: SWAPAB: 1 (two consumers, DQ_MODE 1) is FlashAttention-3's Hopper layout, SWAPAB_FILE: S^T = K Q^T and
 #: dP^T = V dO^T, so P^T and dS^T are the register A operand of dV and dK; 128-query steps at d = 64, 64 at d = 128;
 #: L and D by TMA from a per-step layout its own first pass writes (so that build's prep and main kernels take other
-#: arguments).
+#: arguments). DQ_WRITER (SWAPAB=1 only): 1, one warp of the producer's warpgroup sends each step's dQ (both
+#: consumers' quarters); 0, each consumer sends its own after a barrier of its warpgroup.
 OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1},
-                                     "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}, "SWAPAB": {64: 0, 128: 0}}
+                                     "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}, "SWAPAB": {64: 0, 128: 0},
+                                     "DQ_WRITER": {64: 1, 128: 1}}
 #: The variants' flash_bwd, built as the chapter's file (its flash_bwd renamed) followed by this one.
 LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
 #: SWAPAB=1's flash_bwd and flash_bwd_prep, appended the same way (both of the chapter's renamed).
@@ -193,7 +195,7 @@ class BwdBuild:
             step = self.qstep * self.head_dim * 2  # one step's Q or dO; dS^T is 64 keys x the step's queries
             body = 2 * self.consumers * tile + 2 * self.stages * step + 2 * self.consumers * 64 * self.qstep * 2
             body += self.consumers * 64 * 64 * 4 + self.stages * 2 * self.qstep * 4
-            body += 2 * self.stages * 8 + 8
+            body += 2 * self.stages * 8 + 3 * 8  # the ring's barriers, K and V's, dQ's two
             return 1024 + -(-body // 1024) * 1024
         body = 2 * self.consumers * tile + 2 * self.stages * tile + 2 * self.consumers * p_tile
         body += self.consumers * 64 * self.dq_cols * 4 if self.dq_mode >= 1 else 0
@@ -236,6 +238,8 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if swapab and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts.get("DQ_LAG") or opts.get("PINGPONG")):
         raise ValueError(f"SWAPAB=1 is written for CONSUMERS=2 and DQ_MODE=1, without DQ_LAG or PINGPONG; got head "
                          f"dimension {head_dim}, {opts}")
+    if "DQ_WRITER" in opt_in and not swapab:
+        raise ValueError(f"DQ_WRITER is an option of SWAPAB=1's kernel; got {opts}")
     variant = bool(opts.get("DQ_LAG") or opts.get("PINGPONG"))
     if variant and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or (opts.get("DQ_LAG") and head_dim != 128)):
         raise ValueError(f"DQ_LAG=1 (head dimension 128: dQ one step late) and PINGPONG=1 (turns) need DQ_MODE=1 and "
