@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = (ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py").read_text()
 WRONG = SOLUTION.replace(answer("ch01_naive_matmul", "C["), answer("ch01_naive_matmul", "C[") + " + 1.0")
 LEVELS = ["process", "bubblewrap"]
+#: The time limit of a run where the limit is not what a test tests: far above a run of chapter 01 (seconds),
+#: so a loaded 2-core machine does not miss it; a test of the limit itself sets its own.
+RUN_SECONDS = 120
 
 
 @pytest.fixture(params=LEVELS)
@@ -79,18 +82,18 @@ os._exit(0)
 
 def test_a_file_that_writes_a_passing_verdict_everywhere_fails(tmp_path, level, capsys):
     f = _plant(tmp_path, FORGE, WRONG)
-    res = check(f, timeout=30)
+    res = check(f, timeout=RUN_SECONDS)
     assert res.passed is False and res.verdict == "FAILED", res
     assert "may import only numba, numpy and math" in res.compile_error, res  # refused before it runs
-    assert main([str(f), "--timeout", "30"]) == EXIT_FAILED
+    assert main([str(f), "--timeout", str(RUN_SECONDS)]) == EXIT_FAILED
     assert "FAILED" in capsys.readouterr().out
-    out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=30)  # the sandbox's own layer, run anyway
+    out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=RUN_SECONDS)  # the sandbox's own layer, run anyway
     assert out.status in ("error", "crashed") and out.evidence.value == "not-established", out.message
 
 
 def test_the_same_file_without_the_forgery_is_judged_on_its_outputs(tmp_path, level):
-    assert check(_plant(tmp_path / "right", ""), timeout=30).passed is True
-    wrong = check(_plant(tmp_path / "wrong", "", WRONG), timeout=30)
+    assert check(_plant(tmp_path / "right", ""), timeout=RUN_SECONDS).passed is True
+    wrong = check(_plant(tmp_path / "wrong", "", WRONG), timeout=RUN_SECONDS)
     assert wrong.passed is False and wrong.run_status == "wrong" and wrong.mismatch["wrong"] > 0
 
 
@@ -123,10 +126,11 @@ def test_a_detached_process_holding_the_output_does_not_hold_the_check(tmp_path,
     token = _token()
     f = _plant(tmp_path, _detached_sleep(token))
     t = time.monotonic()
-    out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=60)
+    out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=RUN_SECONDS)
     took = time.monotonic() - t
     assert out.status == "ok", out.message  # the kernel is right; the sleep is the mischief
-    assert took < 20, f"took {took:.1f} s: the run waited for the sleep holding its stdout"
+    # a run that waited for the sleep would end only at the limit; half of it leaves a loaded machine its start-up
+    assert took < RUN_SECONDS / 2, f"took {took:.1f} s: the run waited for the sleep holding its stdout"
     assert not _alive(token), "the detached sleep outlived the check"
 
 
@@ -147,7 +151,7 @@ def test_time_limit_is_wall_clock_for_the_whole_tree(tmp_path, level, how):
 def test_a_process_with_a_cleared_environment_still_dies_in_the_sandbox(tmp_path, level):
     token = _token()
     f = _plant(tmp_path, _detached_sleep(token, clear_env=True) + "import time\ntime.sleep(1)\n")
-    run_isolated("ch01_naive_matmul", f, mode="sim", timeout=30)
+    run_isolated("ch01_naive_matmul", f, mode="sim", timeout=RUN_SECONDS)
     left = _alive(token)
     for pid in left:  # clean up what the weaker level cannot catch, then say so
         os.kill(pid, 9)
@@ -179,7 +183,7 @@ def test_writes_outside_the_run_folder_are_refused_or_reported(tmp_path, level):
     outside.mkdir(mode=0o755)
     student = tmp_path / "class" / "mallory"
     f = _plant(student, _writes_outside(outside, student))
-    out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=30)
+    out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=RUN_SECONDS)
     assert out.status == "ok", out.message
     assert "CWD" in out.output and "tklab-run-" in out.output and str(student) not in out.output.split("CWD")[1]
     iso = sandbox.isolation()
@@ -194,7 +198,7 @@ def test_the_environment_is_clean(tmp_path, level, monkeypatch):
     monkeypatch.setenv("TKLAB_TEST_SECRET", "hunter2")
     f = _plant(tmp_path, "import os\nprint('ENV', sorted(os.environ))\nprint('SECRET', os.environ.get("
                "'TKLAB_TEST_SECRET'))\n")
-    out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=30)
+    out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=RUN_SECONDS)
     assert out.status == "ok", out.message
     assert "hunter2" not in out.output and "SECRET None" in out.output
     env_line = next(ln for ln in out.output.splitlines() if ln.startswith("ENV"))
@@ -204,7 +208,7 @@ def test_the_environment_is_clean(tmp_path, level, monkeypatch):
 def test_the_solutions_are_hidden_in_the_sandbox(tmp_path, level):
     target = ROOT / "solutions" / "ch01_naive_matmul" / "ch01_naive_matmul.py"
     f = _plant(tmp_path, f"import os\nprint('SEES', os.path.exists({str(target)!r}))\n")
-    out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=30)
+    out = run_isolated("ch01_naive_matmul", f, mode="sim", timeout=RUN_SECONDS)
     assert out.status == "ok", out.message
     if level == "bubblewrap":
         assert "SEES False" in out.output
@@ -214,16 +218,16 @@ def test_the_solutions_are_hidden_in_the_sandbox(tmp_path, level):
 
 def test_memory_and_file_size_are_limited(tmp_path, level):
     big = _plant(tmp_path / "mem", "hog = bytearray(16 << 30)\n")
-    out = run_isolated("ch01_naive_matmul", big, mode="sim", timeout=30)
+    out = run_isolated("ch01_naive_matmul", big, mode="sim", timeout=RUN_SECONDS)
     assert out.status in ("error", "crashed") and "MemoryError" in out.message + out.output, out.message
     disk = _plant(tmp_path / "disk", "open('big.bin', 'wb').write(bytes(300 << 20))\n")
-    out = run_isolated("ch01_naive_matmul", disk, mode="sim", timeout=30)
+    out = run_isolated("ch01_naive_matmul", disk, mode="sim", timeout=RUN_SECONDS)
     assert out.status == "error" and "File too large" in out.message, out.message
     assert "4096 MiB address space" in out.isolation and "256 MiB per file" in out.isolation
 
 
 def test_the_report_names_the_isolation_level(tmp_path, level):
-    res = check(_plant(tmp_path, ""), timeout=30)
+    res = check(_plant(tmp_path, ""), timeout=RUN_SECONDS)
     assert res.passed is True
     assert res.isolation.startswith("bubblewrap sandbox" if level == "bubblewrap" else "separate process")
     assert "s wall clock" in res.isolation  # the detail, for graders (and --json) ...

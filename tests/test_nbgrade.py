@@ -178,7 +178,8 @@ def autograded(course: dict) -> dict:
     out = io.StringIO()
     unsandboxed = ["--allow-unsandboxed"] if grading_problem() else []  # a test machine without bubblewrap
     with redirect_stdout(out):
-        status = nbgrade.main(["autograde", EX, "--course", str(course["course"]), "--timeout", "30", *unsandboxed])
+        # each check's limit: far above what a check of chapter 01 takes, for a loaded machine (not what this tests)
+        status = nbgrade.main(["autograde", EX, "--course", str(course["course"]), "--timeout", "120", *unsandboxed])
     return {"status": status, "out": out.getvalue()}
 
 
