@@ -343,8 +343,10 @@ def test_swapab_loop_reads_p_and_ds_from_registers(d: int) -> None:
 
     def hot(opts: dict[str, int]) -> tuple[list[str], list[str]]:
         cfg = attention_bwd.build(d, **opts)
-        sass = tklab.compile(attention_bwd.source(cfg), arch="sm_90a", name=attention_bwd.KERNEL.name,
-                             options=cfg.options)["flash_bwd"].sass
+        mod = tklab.compile(attention_bwd.source(cfg), arch="sm_90a", name=attention_bwd.KERNEL.name,
+                            options=cfg.options)
+        assert mod.constants.get("flash_bwd_qstep", 64) == cfg.qstep  # the Python model's steps are the kernel's
+        sass = mod["flash_bwd"].sass
         ops = main_loop(sass)
         body = next(b for b in loops(sass) if [o for _, o, _ in b] == ops)
         return ops, [f"{o} {a}" for _, o, a in body if o.startswith("HGMMA")]

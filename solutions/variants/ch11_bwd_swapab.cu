@@ -69,7 +69,7 @@ extern "C" __device__ int flash_bwd_shared_bytes = dynamic_shared_bytes<swapab_l
 extern "C" __device__ int flash_bwd_qstep = QSTEP;
 
 // ---- 1. the first pass: D = rowsum(dO o O) and L log2 e, laid out per step; the dQ accumulator zeroed ----
-/// One warp per query row of the padded length (whole steps). stats: fp32 [b, h, steps * 256] (step_stats).
+/// One warp per query row of the padded length (whole steps). stats: fp32 [b, h, steps x step_stats].
 extern "C" __global__ void flash_bwd_prep(const bf16* o, const bf16* dout, const float* lse, float* stats,
                                           float* dq_acc, int heads, int seq, long o_sb, long o_sh, long o_sn,
                                           long do_sb, long do_sh, long do_sn) {
@@ -143,7 +143,7 @@ __device__ inline void write_dq(swapab_layout& sm, const CUtensorMap& map_dq, in
     }
 }
 
-/// The producer: K and V once, then per step Q, dO (two boxes each) and the step's L and D (one box).
+/// The producer: K and V once, then per step Q, dO (64-row boxes) and the step's L and D (one box).
 __device__ inline void produce_steps(swapab_layout& sm, const CUtensorMap& map_q, const CUtensorMap& map_k,
                                      const CUtensorMap& map_v, const CUtensorMap& map_do,
                                      const CUtensorMap& map_stats, int heads, int seq, int causal) {
