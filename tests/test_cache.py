@@ -135,3 +135,36 @@ def test_problem_names_what_is_wrong():
     assert "lacks 'log'" in cache.problem({}, elf, ptx)
     assert "ELF" in cache.problem(good, b"junk", ptx)
     assert "PTX" in cache.problem(good, elf, "")
+
+
+def test_one_process_builds_the_emulators_runtime_and_the_others_wait_for_it(tmp_path, monkeypatch):
+    """On a cold cache, callers asking for the emulator's runtime at once (pytest's workers, checks started together)
+    get one build: the others wait for it and take it, instead of each compiling the same library (issue 44, item 7).
+    The compiler is stood in by one that takes half a second, so the callers overlap."""
+    import threading
+    import time
+
+    from tklab.emulate import build
+
+    try:
+        cc = build.find()
+    except Exception as e:  # noqa: BLE001 - no C++ compiler: the emulator is not built here at all
+        pytest.skip(f"no C++ compiler for the emulator: {e}")
+    monkeypatch.setenv("TKLAB_CACHE_DIR", str(tmp_path))
+    calls: list[str] = []
+
+    def compiler(argv: list[str], what: str, program: str, **limits: bool) -> str:
+        calls.append(what)
+        time.sleep(0.5)
+        Path(argv[argv.index("-o") + 1]).write_bytes(b"\x7fELF built once")
+        return ""
+
+    monkeypatch.setattr(build, "_run", compiler)
+    got: list[Path] = []
+    callers = [threading.Thread(target=lambda: got.append(build.runtime_library(cc))) for _ in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert calls == ["building the emulator runtime"], calls
+    assert len(got) == 4 and len(set(got)) == 1 and got[0].read_bytes() == b"\x7fELF built once"

@@ -19,6 +19,7 @@ Public API: ``build(source, *, arch, name, options, include_dirs, name_expressio
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -28,7 +29,7 @@ import resource
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,9 @@ INTERP_SOURCES = ("interp", "interp_values", "interp_memory", "interp_units")
 #: Seconds and bytes of address space one compiler call may use (``$TKLAB_EMU_COMPILE_SECONDS`` overrides).
 COMPILE_SECONDS = 120.0
 COMPILE_MEMORY = 4 << 30
+#: Seconds for a build of the emulator's own parts (its runtime, the precompiled prelude: tklab's sources, no blow-up
+#: to guard against, only a hang): about 30 s on an idle core, several times that on a loaded 2-core machine.
+OWN_PARTS_SECONDS = 900.0
 
 
 class EmulationCompileError(Exception):
@@ -112,8 +116,9 @@ def _seconds() -> float:
         return COMPILE_SECONDS
 
 
-def _run(argv: list[str], what: str, program: str) -> str:
-    limit = _seconds()
+def _run(argv: list[str], what: str, program: str, *, own: bool = False) -> str:
+    """Run one compiler call within its limits; ``own``: a build of the emulator's own parts (``OWN_PARTS_SECONDS``)."""
+    limit = max(_seconds(), OWN_PARTS_SECONDS) if own else _seconds()
     if hostos.memory_limit(hostos.current()) == "watch":  # macOS: RLIMIT_AS is accepted but not enforced
         w = watch.run(argv, seconds=limit, memory=COMPILE_MEMORY)
         if w.over_memory:
@@ -245,6 +250,26 @@ def _publish(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
+@contextlib.contextmanager
+def _one_builder(part: str) -> Iterator[None]:
+    """One process at a time builds a shared part of the emulator (named by its sources' key): on a cold cache
+    several processes ask for the same runtime at once (pytest's workers, checks started together) and each built it,
+    tens of seconds of CPU apiece; now the others wait, and find it built. The part is still named by the key of what
+    was compiled, so waiting never hands anyone a part built from other sources. Where no lock can be taken (no
+    ``fcntl``, a cache that cannot be written) each process builds its own, as before."""
+    try:
+        import fcntl
+
+        held = open(_root() / f".{part}.lock", "a")  # noqa: SIM115 - closed below, which releases the lock
+    except (ImportError, OSError):
+        yield
+        return
+    with held:
+        with contextlib.suppress(OSError):
+            fcntl.flock(held, fcntl.LOCK_EX)
+        yield
+
+
 def runtime_library(cc: Compiler | None = None) -> Path:
     """The emulator runtime (fibers, checks, PTX instructions) as a shared library, built once."""
     cc = cc or find()
@@ -252,21 +277,29 @@ def runtime_library(cc: Compiler | None = None) -> Path:
     key = _runtime_key(cc, host)
     out = _root() / f"libtkemu-{key}.so"
     if not out.exists():
-        with tempfile.TemporaryDirectory(dir=_root()) as tmp:
-            # Compile a snapshot, named by the snapshot's own key: a source edited while this builds can never
-            # leave a library under a key that describes other sources.
-            shim = Path(tmp) / "shim"
-            for part in ("src", "include"):
-                shutil.copytree(SHIM / part, shim / part)
-            out = _root() / f"libtkemu-{_runtime_key(cc, host, shim)}.so"
-            lib = Path(tmp) / out.name
-            _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-w", "-ffp-contract=off", *hostos.defines(host),
-                  *_stdlib(cc, host), *hostos.runtime_link(host, out.name), "-o", str(lib),
-                  str(shim / "src" / "runtime.cpp"), str(shim / "src" / "ptx.cpp"), str(shim / "src" / "trace.cpp"),
-                  *(str(shim / "src" / f"{name}.cpp") for name in INTERP_SOURCES), "-lpthread", "-ldl"],
-                 "building the emulator runtime", "the emulator runtime")
+        with _one_builder(out.name):
             if not out.exists():
-                _publish(lib, out)
+                out = _build_runtime(cc, host)
+    return out
+
+
+def _build_runtime(cc: Compiler, host: hostos.Host) -> Path:
+    """Build the runtime library into the cache (the caller holds ``_one_builder``); returns where it lies."""
+    with tempfile.TemporaryDirectory(dir=_root()) as tmp:
+        # Compile a snapshot, named by the snapshot's own key: a source edited while this builds can never
+        # leave a library under a key that describes other sources.
+        shim = Path(tmp) / "shim"
+        for part in ("src", "include"):
+            shutil.copytree(SHIM / part, shim / part)
+        out = _root() / f"libtkemu-{_runtime_key(cc, host, shim)}.so"
+        lib = Path(tmp) / out.name
+        _run([*cc.argv, "-std=c++20", "-O2", "-g1", "-fPIC", "-w", "-ffp-contract=off", *hostos.defines(host),
+              *_stdlib(cc, host), *hostos.runtime_link(host, out.name), "-o", str(lib),
+              str(shim / "src" / "runtime.cpp"), str(shim / "src" / "ptx.cpp"), str(shim / "src" / "trace.cpp"),
+              *(str(shim / "src" / f"{name}.cpp") for name in INTERP_SOURCES), "-lpthread", "-ldl"],
+             "building the emulator runtime", "the emulator runtime", own=True)
+        if not out.exists():
+            _publish(lib, out)
     return out
 
 
@@ -290,15 +323,18 @@ def _pch(cc: Compiler) -> tuple[Path, list[str]]:
     header = SHIM / "include" / "tkemu" / "prelude.h" if clang else folder / "tkemu_all.h"
     product = folder / ("tkemu_all.h.pch" if clang else "tkemu_all.h.gch")
     if not product.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        if not clang:
-            header.write_text('#include "tkemu/prelude.h"\n')
-        tmp = folder / f"{product.name}.{os.getpid()}.tmp"
-        # clang refuses a PCH whose headers' mtimes changed (a checkout, a reinstall); the key holds their content
-        stamp = ["-Xclang", "-fno-pch-timestamp"] if clang else []
-        _run([*cc.argv, *_flags(cc), *stamp, "-I", str(SHIM / "include"), "-x", "c++-header", str(header), "-o",
-              str(tmp)], "precompiling the CUDA prelude", "the CUDA prelude")
-        _publish(tmp, product)
+        with _one_builder(folder.name):
+            if not product.exists():
+                folder.mkdir(parents=True, exist_ok=True)
+                if not clang:
+                    header.write_text('#include "tkemu/prelude.h"\n')
+                tmp = folder / f"{product.name}.{os.getpid()}.tmp"
+                # clang refuses a PCH whose headers' mtimes changed (a checkout, a reinstall); the key holds their
+                # content
+                stamp = ["-Xclang", "-fno-pch-timestamp"] if clang else []
+                _run([*cc.argv, *_flags(cc), *stamp, "-I", str(SHIM / "include"), "-x", "c++-header", str(header),
+                      "-o", str(tmp)], "precompiling the CUDA prelude", "the CUDA prelude", own=True)
+                _publish(tmp, product)
     if clang:
         return folder, ["-include-pch", str(product)]
     return folder, ["-include", str(header)]
