@@ -248,7 +248,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         if constexpr (DQ_WRITER) {
             arrive_warp(sm.dq_full);
         } else {
-            warpgroup::sync_group<STORE_BARRIERS>(me);
+            warpgroup::sync_group<STORE_BARRIERS, CONSUMERS>(me);
             if (issuer) {
                 tma::store_add_async(map_dq, sm.dq[me], dq_box(b, h, i, me));
                 tma::store_commit();
@@ -263,7 +263,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     warpgroup::store(sm.k[me], dk);
     warpgroup::store(sm.v[me], dv);
     fence_proxy_async();
-    warpgroup::sync_group<STORE_BARRIERS>(me);
+    warpgroup::sync_group<STORE_BARRIERS, CONSUMERS>(me);
     if (issuer) {
         tma::store_async(map_dk, sm.k[me], {b, h, kv * CONSUMERS + me, 0});
         tma::store_async(map_dv, sm.v[me], {b, h, kv * CONSUMERS + me, 0});
