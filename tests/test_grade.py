@@ -81,9 +81,10 @@ def graded(tmp_path_factory) -> tuple[dict[tuple[str, str], dict[str, str]], flo
     root = tmp_path_factory.mktemp("grading")
     cls = build_class(root)
     out = root / "grades.csv"
-    # The interpreter finishes the real ch01 runs in a few seconds; dave's never ends and costs the limit.
+    # The interpreter finishes the real runs in a few seconds; dave's never ends and costs the limit, which is far
+    # above the others' runs so that a loaded 2-core machine keeps them within it.
     t = time.monotonic()
-    assert main(["--class", str(cls), "--out", str(out), "--exercises", "ch01", "ch02", "--timeout", "10",
+    assert main(["--class", str(cls), "--out", str(out), "--exercises", "ch01", "ch02", "--timeout", "30",
                  "--no-bench", "--allow-unsandboxed"]) == 0  # the refusal itself: the test below
     took = time.monotonic() - t
     with open(out, newline="") as f:
@@ -154,7 +155,7 @@ def test_the_faulting_kernel_is_the_solution_with_one_mistake(tmp_path, monkeypa
 
 def test_hang_times_out_and_compile_error_is_named(sheet):
     row = sheet["dave", "ch01_naive_matmul"]
-    assert row["correct"] == "no" and "no result within 10 s" in row["message"]
+    assert row["correct"] == "no" and "no result within 30 s" in row["message"]
     row = sheet["dave", "ch02_smem_tiling"]
     assert (row["compiled"], row["correct"]) == ("no", "no")
     assert "colum" in row["message"] and re.search(r":13(:\d+)?: error", row["message"])  # (emulator: a column)
@@ -195,7 +196,8 @@ def test_a_detached_process_does_not_stretch_grading_and_is_gone(graded):
     # it imports subprocess: refused before it runs (issue 24), so no sleep is ever started
     assert row["correct"] == "no" and "may import only numba, numpy and math" in row["message"], row
     assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, b"4077123.25")]
-    assert took < 150, f"grading took {took:.0f} s"  # 16 files; only dave's hang costs its 10 s limit
+    # 16 files; only dave's hang costs its 30 s limit (a detached sleep that held grading: its 4077123 s)
+    assert took < 300, f"grading took {took:.0f} s"
 
 
 def test_latin1_file_is_read_not_a_crash(sheet):
