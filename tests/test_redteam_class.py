@@ -676,6 +676,7 @@ def _as_user_script(user: str, argv: list[str]) -> list[str]:
                      f"umount $stage/{i}")
     import shutil
 
+    lines.append("rm -r $stage")  # (empty now: what it held is mounted in place)
     lines.append(f"exec {shutil.which('runuser')} -u {user} -- {shlex.join(argv)}")
     return [str(shutil.which("unshare")), "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines)]
 
