@@ -160,12 +160,13 @@ VARIANTS: dict[str, dict[str, int]] = {
     "ch11 swapAB not uniform": {"SWAPAB": 1, "UNIFORM": 0},  # d = 64's default
     "ch11 swapAB dQ by consumers": {"SWAPAB": 1, "DQ_WRITER": 0},  # no dQ writer warp: each consumer sends its own
     "ch11 swapAB uniform dQ by consumers": {"SWAPAB": 1, "UNIFORM": 1, "DQ_WRITER": 0},  # the writer's A/B at d=128
+    "ch11 swapAB 80": {"SWAPAB": 1, "QSTEP": 80},  # d = 128 only: 80-query steps, dQ^T stored transposed
 }
 #: Options checked against float64 autograd besides the two dQ modes, per head dimension.
 CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"PINGPONG": 1}, {"STAGES": 3}, {"SWAPAB": 1},
                                                         {"SWAPAB": 1, "UNIFORM": 1}],
                                                    128: [{"PINGPONG": 0}, {"UNIFORM": 0}, {"SWAPAB": 1},
-                                                         {"SWAPAB": 1, "UNIFORM": 0}]}
+                                                         {"SWAPAB": 1, "UNIFORM": 0}, {"SWAPAB": 1, "QSTEP": 80}]}
 DEFAULT_VARIANTS = ["ch11 default", "ch11 dQ TMA reduce"]
 
 

@@ -117,7 +117,7 @@ BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}),
           (64, {"STAGES": 3}), (64, {"UNIFORM": 1}), (128, {"UNIFORM": 0}), (128, {"DQ_MODE": 2}), (64, {"DQ_MODE": 2}),
           (128, {"DQ_LAG": 1}), (128, {"PINGPONG": 1}), (64, {"PINGPONG": 1}), (64, {"SWAPAB": 1}),
           (64, {"SWAPAB": 1, "UNIFORM": 1}), (128, {"SWAPAB": 1}), (128, {"SWAPAB": 1, "UNIFORM": 0}),
-          (64, {"SWAPAB": 1, "DQ_WRITER": 0})]
+          (64, {"SWAPAB": 1, "DQ_WRITER": 0}), (128, {"SWAPAB": 1, "QSTEP": 80})]
 
 
 @pytest.mark.parametrize("d,options", BUILDS, ids=[f"d{d}-{o}" for d, o in BUILDS])
@@ -188,8 +188,10 @@ def _run_emulated(src: str, d: int, x: dict[str, np.ndarray], causal: bool, *, l
     delta = np.full(attention_bwd.stats_shape(b, h, n, cfg) if cfg.swapab else (b, h, n), np.nan, np.float32)
     acc = np.full((b, h, acc_rows, d), np.nan, np.float32)
     sc = np.float32(1 / math.sqrt(d))
-    maps = [emu.tensor_map(a, (64, d), dtype="bfloat16") for a in (x["q"], x["k"], x["v"], x["do"], grads[1], grads[2])]
-    maps.append(emu.tensor_map(acc, (64, cfg.dq_cols), dtype="float32"))
+    maps = [emu.tensor_map(a, (cfg.step_box_rows if name in ("q", "do") else 64, d), dtype="bfloat16")
+            for name, a in (("q", x["q"]), ("k", x["k"]), ("v", x["v"]), ("do", x["do"]), ("dk", grads[1]),
+                            ("dv", grads[2]))]
+    maps.append(emu.tensor_map(acc, (cfg.dq_box_rows, cfg.dq_cols), dtype="float32"))
     strides = (h * n * d, n * d, d, h * n * d, n * d, d)
     if cfg.swapab:
         stats_map = emu.tensor_map(delta, (attention_bwd.STATS_ROWS, attention_bwd.stats_cols(cfg)), dtype="float32",
@@ -288,11 +290,13 @@ def test_dq_lag_and_ping_pong_are_refused_where_they_do_not_apply() -> None:
 # d = 64 (64 at d = 128), L and D by TMA. Ragged lengths, one query (a step of padded queries), several heads,
 # causal or not (n = 300: three key blocks, causal diagonals in each), large logits.
 SWAPAB_SRC = attention_bwd.source(attention_bwd.build(64, SWAPAB=1))
-# Without the dQ writer warp (DQ_WRITER=0): each consumer sends its own quarter.
+# Without the dQ writer warp (DQ_WRITER=0): each consumer sends its own quarter. QSTEP=80 (d = 128): dQ^T's rows
+# stored transposed; 80-query steps that do not divide a key block (causal: the diagonal crosses two steps).
 SWAPAB_CASES = [(64, 1, 1, False, 1.0, {}), (64, 77, 2, True, 1.0, {}), (64, 200, 1, True, 8.0, {}),
                 (64, 300, 1, True, 1.0, {}), (64, 260, 2, False, 1.0, {}), (128, 1, 1, True, 1.0, {}),
                 (128, 130, 1, True, 1.0, {}), (128, 200, 1, False, 8.0, {}), (64, 300, 1, True, 1.0, {"DQ_WRITER": 0}),
-                (128, 200, 1, True, 1.0, {"DQ_WRITER": 0})]
+                (128, 200, 1, True, 1.0, {"DQ_WRITER": 0}), (128, 1, 1, False, 1.0, {"QSTEP": 80}),
+                (128, 200, 1, False, 1.0, {"QSTEP": 80}), (128, 161, 2, True, 8.0, {"QSTEP": 80})]
 
 
 @pytest.mark.parametrize("d,n,heads,causal,mult,extra", SWAPAB_CASES)
@@ -322,8 +326,15 @@ def test_swapab_is_refused_where_it_does_not_apply() -> None:
     assert attention_bwd.build(64).options == attention_bwd.build(64, SWAPAB=0).options  # DEFAULTS unchanged
     assert attention_bwd.build(128).options == attention_bwd.build(128, SWAPAB=0).options
     assert attention_bwd.build(64, SWAPAB=1, DQ_WRITER=1).options == attention_bwd.build(64, SWAPAB=1).options
-    with pytest.raises(ValueError, match="DQ_WRITER is an option of SWAPAB=1"):
+    with pytest.raises(ValueError, match="DQ_WRITER and QSTEP are options of SWAPAB=1"):
         attention_bwd.build(64, DQ_WRITER=0)
+    with pytest.raises(ValueError, match="DQ_WRITER and QSTEP are options of SWAPAB=1"):
+        attention_bwd.build(128, QSTEP=80)
+    for d, q in [(64, 80), (64, 64), (128, 96), (128, 128)]:
+        with pytest.raises(ValueError, match="QSTEP .* is 128 at head dimension 64, 64 or 80 at 128"):
+            attention_bwd.build(d, SWAPAB=1, QSTEP=q)
+    assert attention_bwd.build(128, SWAPAB=1, QSTEP=80).qstep == 80
+    assert attention_bwd.build(128, SWAPAB=1, QSTEP=64).options == attention_bwd.build(128, SWAPAB=1).options
     assert not attention_bwd.build(128, SWAPAB=1).variant  # d = 128's default turns do not come with it
     assert (attention_bwd.build(64, SWAPAB=1).qstep, attention_bwd.build(128, SWAPAB=1).qstep) == (128, 64)
     for d, opts in [(128, {"SWAPAB": 1, "PINGPONG": 1}), (64, {"SWAPAB": 1, "DQ_MODE": 0}),
@@ -558,6 +569,16 @@ def test_backward_on_the_gpu_with_swapab(n: int, causal: bool, case: str, d: int
     """SWAPAB: partial and single-query steps, strided [b, n, h, d] inputs, large logits."""
     _check_gpu(*_torch_case(2, 3, n, d, bnhd=case == "bnhd", mult=8.0 if case == "large_logits" else 1.0),
                causal=causal, **options)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("n,causal,case", [(1, False, ""), (77, True, ""), (161, True, ""), (1000, False, ""),
+                                           (4097, True, ""), (333, True, "bnhd"), (1000, False, "large_logits")])
+def test_backward_on_the_gpu_with_swapab_80_query_steps(n: int, causal: bool, case: str) -> None:
+    """SWAPAB with QSTEP=80 (d = 128): dQ^T stored transposed, 80-row boxes, steps across key blocks."""
+    _check_gpu(*_torch_case(2, 3, n, 128, bnhd=case == "bnhd", mult=8.0 if case == "large_logits" else 1.0),
+               causal=causal, SWAPAB=1, QSTEP=80)
 
 
 def _check_gpu(q: Any, k: Any, v: Any, do: Any, *, causal: bool, **options: int) -> tuple[Any, Any, Any]:

@@ -24,7 +24,10 @@
 // its warps arrive on an mbarrier, and it goes on to the next step. DQ_WRITER=0: each consumer's first thread
 // issues its own quarter's reduce-add, after a barrier of its warpgroup.
 // Queries per step (QSTEP; FlashAttention-3's tiles): 128 at d = 64, where one wgmma of N = 128 reads K once
-// for twice the queries and the registers allow it; 64 at d = 128, where dK and dV alone take 128 registers.
+// for twice the queries and the registers allow it; 64 at d = 128, where dK and dV alone take 128 registers,
+// or 80 (QSTEP=80: FlashAttention-3's non-causal tile), where S^T's wgmma read K once for 80 queries. 80 rows are
+// no wgmma M, so there consumer c forms dQ^T's rows [64c, +64) = K^T dS^T (A: its 64 columns of K, B: dS^T,
+// N = 80) and stores them transposed; dV and dK are waited for first, or the registers do not suffice.
 #ifndef SWAPAB
 #define SWAPAB 1
 #endif
@@ -35,10 +38,11 @@ static_assert(CONSUMERS == 2 && DQ_MODE == 1, "the swapAB backward takes two con
 #ifndef QSTEP
 #define QSTEP (HEAD_DIM == 64 ? 128 : 64)  // queries per step: the N of S^T and dP^T
 #endif
-static_assert(KV_BLOCK % QSTEP == 0, "a causal key block starts on a step boundary");
-static_assert(QSTEP * HEAD_DIM == 64 * 128, "each consumer's dQ quarter is 64 x 64: d = 64 with 128 queries a step, "
-              "or d = 128 with 64");
-constexpr bool DQ_BY_ROWS = QSTEP == 128;  // consumer c: dQ rows [64c, +64) (d = 64), else columns (d = 128)
+static_assert((HEAD_DIM == 64 && QSTEP == 128) || (HEAD_DIM == 128 && (QSTEP == 64 || QSTEP == 80)),
+              "steps of 128 queries at d = 64, of 64 or 80 at d = 128");
+constexpr bool DQ_BY_ROWS = QSTEP == 128;     // consumer c: dQ rows [64c, +64) (d = 64), else columns (d = 128)
+constexpr bool DQ_TRANSPOSED = QSTEP == 80;   // ... formed as dQ^T's rows (80 queries are no wgmma M)
+constexpr int DQ_ROWS = DQ_TRANSPOSED ? QSTEP : 64;  // rows of a consumer's dQ part in shared memory
 
 using qstep_tile = st_bf<QSTEP, HEAD_DIM>;  // a step's Q or dO, in 64-row TMA boxes
 using dst_tile = st_bf<64, QSTEP>;          // one consumer's dS^T: its 64 keys x the step's queries
@@ -47,11 +51,12 @@ using kq_bf = rt_bf<16, QSTEP>;             // the same in bf16: the A operand o
 using query_values = row_vec<kq_acc>;       // one value per query column, each lane's quarter of them
 
 // The per-step statistics, as the first pass lays them out and TMA brings them: L in log2 units (L log2 e)
-// for the step's queries, then D. Per (batch, head) a fp32 matrix of 8 rows x QSTEP / 4 columns per step,
-// so that one TMA box (no swizzle) is one step's. Queries past the end hold L = +inf (P = 0) and D = 0.
-constexpr int STATS_ROWS = 8, STATS_COLS = QSTEP / 4;
+// for the step's queries, then D, each padded to STATS_LEN (a box's sides are multiples of 8). Per (batch,
+// head) a fp32 matrix of 8 rows x STATS_LEN / 4 columns per step, so that one TMA box (no swizzle) is one
+// step's. Queries past the end hold L = +inf (P = 0) and D = 0.
+constexpr int STATS_LEN = (QSTEP + 31) / 32 * 32, STATS_ROWS = 8, STATS_COLS = STATS_LEN / 4;
 struct alignas(128) step_stats {
-    float l2[QSTEP], d[QSTEP];
+    float l2[STATS_LEN], d[STATS_LEN];
 };
 static_assert(sizeof(step_stats) == STATS_ROWS * STATS_COLS * 4, "one TMA box per step");
 
@@ -59,7 +64,7 @@ struct swapab_layout {
     kv_tile k[CONSUMERS], v[CONSUMERS];
     qstep_tile q[STAGES], dout[STAGES];
     dst_tile ds[2][CONSUMERS];  // [step parity][whose]: two, so ONE barrier a step suffices (see the loop)
-    dq_tile dq[CONSUMERS];
+    st_fl<DQ_ROWS, 64> dq[CONSUMERS];  // each consumer's dQ part on its way to the reduce-add
     step_stats stats[STAGES];
     pipeline<STAGES> q_pipe;
     mbarrier kv_full;
@@ -99,10 +104,12 @@ extern "C" __global__ void flash_bwd_prep(const bf16* o, const bf16* dout, const
 }
 
 // ---- 2. the main kernel ---------------------------------------------------------------------------------
-/// Rows [64j, 64j + 64) of a step tile, as a tile of its own (the tensor maps' boxes are 64 rows tall): with
-/// one panel (d = 64) they are 64 consecutive rows; at d = 128 a step is 64 rows, the whole tile.
-static_assert(QSTEP == 64 || qstep_tile::panels == 1, "64-row blocks of a step tile are tiles");
-__device__ inline kv_tile& rows64(qstep_tile& t, int j) { return reinterpret_cast<kv_tile*>(&t)[j]; }
+/// TMA box j of a step tile, as a tile of its own: d = 64 loads 64-row boxes (one panel: 64 consecutive rows),
+/// d = 128 one box of the whole step (tklab.kernels.attention_bwd makes the maps to match).
+constexpr int STEP_BOXES = HEAD_DIM == 64 ? QSTEP / 64 : 1;
+using step_box = st_bf<QSTEP / STEP_BOXES, HEAD_DIM>;
+static_assert(STEP_BOXES == 1 || qstep_tile::panels == 1, "64-row blocks of a step tile are tiles");
+__device__ inline step_box& box_of(qstep_tile& t, int j) { return reinterpret_cast<step_box*>(&t)[j]; }
 
 /// This lane's query columns of a per-query vector in shared memory (lane_t: entries 16b + 2t + 8q, +1).
 __device__ inline query_values column_values(const float* v) {
@@ -115,14 +122,29 @@ __device__ inline query_values column_values(const float* v) {
     return out;
 }
 
-/// dq (+)= consumer me's quarter of dS K over consumer g's keys, from g's dS^T and K tiles (the header).
-template <typename DsTile, typename KTile>
-__device__ inline void add_dq_quarter(rt_fl<16, 64>& dq, DsTile& ds, KTile& k, int me, bool accumulate) {
-    if constexpr (DQ_BY_ROWS) warpgroup::mma_AtB(dq, panel(ds, me), k, accumulate);  // its queries
-    else warpgroup::mma_AtB(dq, ds, panel(k, me), accumulate);                       // its columns
+/// dq (+)= consumer me's part of dS K over consumer g's keys, from g's dS^T and K tiles (the header).
+template <typename Acc, typename DsTile, typename KTile>
+__device__ inline void add_dq_part(Acc& dq, DsTile& ds, KTile& k, int me, bool accumulate) {
+    if constexpr (DQ_TRANSPOSED) warpgroup::mma_AtB(dq, panel(k, me), ds, accumulate);  // dQ^T: its columns
+    else if constexpr (DQ_BY_ROWS) warpgroup::mma_AtB(dq, panel(ds, me), k, accumulate);  // its queries
+    else warpgroup::mma_AtB(dq, ds, panel(k, me), accumulate);                            // its columns
 }
 
-/// Where consumer g's quarter of step i's dQ goes in the fp32 accumulator, in 64 x 64 boxes.
+/// A consumer's dQ part into its tile for the reduce-add; dQ^T element by element, transposed.
+template <typename Acc, typename Tile>
+__device__ inline void store_dq(Tile& dst, const Acc& dq) {
+    if constexpr (DQ_TRANSPOSED) {
+        const int row0 = 16 * warpgroup::warp();  // this warp's rows of dQ^T: its columns of dQ
+        for_each_pair(dq, [&](const float2& v, rc at, rc e0, rc e1) {
+            dst(at.c + e0.c, row0 + at.r + e0.r) = v.x;
+            dst(at.c + e1.c, row0 + at.r + e1.r) = v.y;
+        });
+    } else {
+        warpgroup::store(dst, dq);
+    }
+}
+
+/// Where consumer g's part of step i's dQ goes in the fp32 accumulator, in DQ_ROWS x 64 boxes.
 __device__ inline coord4 dq_box(int b, int h, int i, int g) {
     return DQ_BY_ROWS ? coord4{b, h, 2 * i + g, 0} : coord4{b, h, i, g};
 }
@@ -160,9 +182,9 @@ __device__ inline void produce_steps(swapab_layout& sm, const CUtensorMap& map_q
         mbarrier& full = sm.q_pipe.full[at.stage];
         wait(sm.q_pipe.empty[at.stage], at.phase ^ 1);
         arrive_expect_bytes(full, 2 * tma::bytes<qstep_tile> + sizeof(step_stats));
-        for (int j = 0; j < QSTEP / 64; ++j) {
-            tma::load_async(rows64(sm.q[at.stage], j), map_q, full, {b, h, QSTEP / 64 * i + j, 0});
-            tma::load_async(rows64(sm.dout[at.stage], j), map_do, full, {b, h, QSTEP / 64 * i + j, 0});
+        for (int j = 0; j < STEP_BOXES; ++j) {
+            tma::load_async(box_of(sm.q[at.stage], j), map_q, full, {b, h, STEP_BOXES * i + j, 0});
+            tma::load_async(box_of(sm.dout[at.stage], j), map_do, full, {b, h, STEP_BOXES * i + j, 0});
         }
         tma::load_box(&sm.stats[at.stage], map_stats, full, b, h, STATS_ROWS * i, 0);
     }
@@ -205,7 +227,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     const bool issuer = warpgroup::threadid() == 0;
     using both = warpgroup::named_barrier<CONSUMERS_BARRIER, CONSUMERS * warpgroup::THREADS>;
     rt_fl<16, HEAD_DIM> dk, dv;
-    rt_fl<16, 64> dq;  // this consumer's quarter of the step's dQ
+    rt_fl<16, DQ_ROWS> dq;  // this consumer's quarter of the step's dQ (QSTEP=80: 64 rows of dQ^T)
     zero(dk);
     zero(dv);
     kq_acc s, dp;  // S^T, then P^T in place; dP^T, then dS^T in place
@@ -238,12 +260,13 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         if (!DQ_WRITER && issuer) tma::store_wait_read<0>();  // the last dQ quarter has left sm.dq[me]
         both::sync();
         // dQ's quarter: dS (the step's queries x both consumers' keys, summed over g) times K.
+        if constexpr (DQ_TRANSPOSED) warpgroup::mma_async_wait<0>(dv, dk, p, ds);  // P^T, dS^T's registers free
 #pragma unroll
-        for (int g = 0; g < CONSUMERS; ++g) add_dq_quarter(dq, sm.ds[x][g], sm.k[g], me, g > 0);
+        for (int g = 0; g < CONSUMERS; ++g) add_dq_part(dq, sm.ds[x][g], sm.k[g], me, g > 0);
         warpgroup::mma_async_wait<0>(dv, dk, dq, p, ds);
         sm.q_pipe.release(stage);
         if constexpr (DQ_WRITER) wait(sm.dq_empty, (uint32_t(i - first) & 1) ^ 1);  // the last step's was sent
-        warpgroup::store(sm.dq[me], dq);
+        store_dq(sm.dq[me], dq);
         fence_proxy_async();
         if constexpr (DQ_WRITER) {
             arrive_warp(sm.dq_full);

@@ -50,11 +50,12 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: SWAPAB: 1 (two consumers, DQ_MODE 1) is FlashAttention-3's Hopper layout, SWAPAB_FILE: S^T = K Q^T and
 #: dP^T = V dO^T, so P^T and dS^T are the register A operand of dV and dK; 128-query steps at d = 64, 64 at d = 128;
 #: L and D by TMA from a per-step layout its own first pass writes (so that build's prep and main kernels take other
-#: arguments). DQ_WRITER (SWAPAB=1 only): 1, one warp of the producer's warpgroup sends each step's dQ (both
-#: consumers' quarters); 0, each consumer sends its own after a barrier of its warpgroup.
+#: arguments). QSTEP (SWAPAB=1 only): the queries per step, 128 at d = 64; 64 or 80 at d = 128. DQ_WRITER
+#: (SWAPAB=1 only): 1, one warp of the producer's warpgroup sends each step's dQ (both consumers' parts); 0, each
+#: consumer sends its own after a barrier of its warpgroup.
 OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1},
                                      "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}, "SWAPAB": {64: 0, 128: 0},
-                                     "DQ_WRITER": {64: 1, 128: 1}}
+                                     "DQ_WRITER": {64: 1, 128: 1}, "QSTEP": {64: 128, 128: 64}}
 #: The variants' flash_bwd, built as the chapter's file (its flash_bwd renamed) followed by this one.
 LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
 #: SWAPAB=1's flash_bwd and flash_bwd_prep, appended the same way (both of the chapter's renamed).
@@ -162,8 +163,19 @@ class BwdBuild:
 
     @property
     def qstep(self) -> int:
-        """Queries per step of flash_bwd: 64, or with SWAPAB=1 SWAPAB_QSTEP[head_dim]."""
-        return SWAPAB_QSTEP[self.head_dim] if self.swapab else 64
+        """Queries per step of flash_bwd: 64, or with SWAPAB=1 its QSTEP (default SWAPAB_QSTEP[head_dim])."""
+        given = [int(f.split("=")[1]) for f in self.options if f.startswith("-DQSTEP=")]
+        return given[-1] if given else SWAPAB_QSTEP[self.head_dim] if self.swapab else 64
+
+    @property
+    def step_box_rows(self) -> int:
+        """Rows of the Q and dO maps' boxes: 64, or with SWAPAB=1 at d = 128 the whole step."""
+        return self.qstep if self.swapab and self.head_dim == 128 else 64
+
+    @property
+    def dq_box_rows(self) -> int:
+        """Rows of the dQ accumulator map's box: 64, or 80 with 80-query steps (dQ^T's rows stored transposed)."""
+        return self.qstep if self.qstep % 64 else 64
 
     @property
     def threads(self) -> int:
@@ -194,7 +206,7 @@ class BwdBuild:
         if self.swapab:  # K, V; the (Q, dO) ring of 128-query steps; dS^T twice per consumer; dQ; L and D
             step = self.qstep * self.head_dim * 2  # one step's Q or dO; dS^T is 64 keys x the step's queries
             body = 2 * self.consumers * tile + 2 * self.stages * step + 2 * self.consumers * 64 * self.qstep * 2
-            body += self.consumers * 64 * 64 * 4 + self.stages * 2 * self.qstep * 4
+            body += self.consumers * self.dq_box_rows * 64 * 4 + self.stages * 2 * stats_len(self) * 4
             body += 2 * self.stages * 8 + 3 * 8  # the ring's barriers, K and V's, dQ's two
             return 1024 + -(-body // 1024) * 1024
         body = 2 * self.consumers * tile + 2 * self.stages * tile + 2 * self.consumers * p_tile
@@ -224,7 +236,7 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
         raise ValueError(f"unknown option(s) {sorted(unknown)}; the backward takes "
                          f"{sorted([*DEFAULTS[head_dim], *OPT_IN])}")
     opt_in = {k: int(v) for k, v in options.items() if k in OPT_IN and int(v) != OPT_IN[k][head_dim]}
-    bad = sorted(k for k, v in opt_in.items() if v not in (0, 1))
+    bad = sorted(k for k, v in opt_in.items() if v not in (0, 1) and k != "QSTEP")  # QSTEP: checked below
     if bad:
         raise ValueError(f"{' and '.join(bad)} must be 0 or 1; got {opt_in}")
     opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items() if k not in OPT_IN} | opt_in
@@ -238,8 +250,10 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if swapab and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts.get("DQ_LAG") or opts.get("PINGPONG")):
         raise ValueError(f"SWAPAB=1 is written for CONSUMERS=2 and DQ_MODE=1, without DQ_LAG or PINGPONG; got head "
                          f"dimension {head_dim}, {opts}")
-    if "DQ_WRITER" in opt_in and not swapab:
-        raise ValueError(f"DQ_WRITER is an option of SWAPAB=1's kernel; got {opts}")
+    if ("DQ_WRITER" in opt_in or "QSTEP" in opt_in) and not swapab:
+        raise ValueError(f"DQ_WRITER and QSTEP are options of SWAPAB=1's kernel; got {opts}")
+    if swapab and opts.get("QSTEP", SWAPAB_QSTEP[head_dim]) not in ((128,) if head_dim == 64 else (64, 80)):
+        raise ValueError(f"QSTEP (queries per step) is 128 at head dimension 64, 64 or 80 at 128; got {opts}")
     variant = bool(opts.get("DQ_LAG") or opts.get("PINGPONG"))
     if variant and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or (opts.get("DQ_LAG") and head_dim != 128)):
         raise ValueError(f"DQ_LAG=1 (head dimension 128: dQ one step late) and PINGPONG=1 (turns) need DQ_MODE=1 and "
@@ -333,9 +347,15 @@ def stats_shape(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int, i
     return (b, h, -(-n // cfg.qstep) * STATS_ROWS, stats_cols(cfg))
 
 
+def stats_len(cfg: BwdBuild) -> int:
+    """SWAPAB=1: the step's queries rounded up to 32, the length of its L and of its D in a statistics box (a
+    box's sides are multiples of 8)."""
+    return -(-cfg.qstep // 32) * 32
+
+
 def stats_cols(cfg: BwdBuild) -> int:
-    """Columns of SWAPAB=1's statistics box: 2 x the step's queries in STATS_ROWS rows."""
-    return 2 * cfg.qstep // STATS_ROWS
+    """Columns of SWAPAB=1's statistics box: L and D of the step (stats_len each) in STATS_ROWS rows."""
+    return 2 * stats_len(cfg) // STATS_ROWS
 
 
 def prep_rows(n: int, cfg: BwdBuild) -> int:
@@ -394,7 +414,8 @@ class _Launches:
         mod = compiled(cfg, "cpu" if cpu else "gpu")
         smem = cfg.shared_bytes if cpu else mod.constants["flash_bwd_shared_bytes"]
         grids = _grids(b, h, n, cfg)
-        maps = [tmap(x, 64) for x in (q, k, v, do, dk, dv)] + [tmap(self.dq_acc, 64, cfg.dq_cols, "float32")]
+        maps = [tmap(x, cfg.step_box_rows if x is q or x is do else 64) for x in (q, k, v, do, dk, dv)]
+        maps.append(tmap(self.dq_acc, cfg.dq_box_rows, cfg.dq_cols, "float32"))
         if cfg.swapab:  # self.delta holds the per-step L and D; one unswizzled 8 x 32 box per step
             stats_map = tmap(self.delta, STATS_ROWS, stats_cols(cfg), "float32", swizzle=0)
             prep_args = (o, do, lse, self.delta, self.dq_acc, h, n, *_strides(o), *_strides(do))
