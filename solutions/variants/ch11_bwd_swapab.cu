@@ -44,8 +44,9 @@ constexpr bool DQ_BY_ROWS = QSTEP == 128;     // consumer c: dQ rows [64c, +64) 
 constexpr bool DQ_TRANSPOSED = QSTEP == 80;   // ... formed as dQ^T's rows (80 queries are no wgmma M)
 constexpr int DQ_ROWS = DQ_TRANSPOSED ? QSTEP : 64;  // rows of a consumer's dQ part in shared memory
 
-using qstep_tile = st_bf<QSTEP, HEAD_DIM>;  // a step's Q or dO, in 64-row TMA boxes
-using dst_tile = st_bf<64, QSTEP>;          // one consumer's dS^T: its 64 keys x the step's queries
+using qstep_tile = st_bf<QSTEP, HEAD_DIM>;  // a step's Q or dO, loaded in TMA boxes (box_of below)
+using dst_tile = st_bf<64, QSTEP>;          // one consumer's dS^T: its 64 keys x the step's queries (80: its
+                                            // 160-byte rows take a 32-byte swizzle, the widest that divides)
 using kq_acc = rt_fl<16, QSTEP>;            // a warp's 16 keys x the step's queries (S^T, dP^T)
 using kq_bf = rt_bf<16, QSTEP>;             // the same in bf16: the A operand of dV and dK
 using query_values = row_vec<kq_acc>;       // one value per query column, each lane's quarter of them
