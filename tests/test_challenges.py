@@ -67,12 +67,13 @@ def test_the_launch_fits_the_reference_and_the_plain_kernel(exercise: str) -> No
 def test_the_starting_kernel_is_correct_and_a_report_shows_the_recorded_numbers(exercise: str) -> None:
     """The file as handed out passes (it is correct, and plain) and says nothing was started; without a GPU a started
     file's report (here: the reference solution's) shows the H200 record of the reference and the library, read
-    now from bench/results/."""
-    res = check(exercise, bench=False, timeout=120)
+    now from bench/results/. That row is a static check's, so the reference is checked without its run here: its
+    emulated run passing is tests/test_check.py's (``test_solution_passes_its_cpu_check``), on every commit too."""
+    res = check(exercise, bench=False, timeout=240)  # (a limit far above the run, for a loaded machine)
     assert res.passed and res.established == "cpu-emulation", res
     assert res.summary.startswith("not started"), res.summary
-    ours = check(exercise, ROOT / specs.get(exercise).solution, bench=False, timeout=120)
-    assert ours.passed, ours
+    ours = check(exercise, ROOT / specs.get(exercise).solution, run=False)
+    assert ours.compiled and ours.static_ok, ours
     row = next(s for s in ours.static if s.name == "recorded H200 numbers")
     assert row.ok and row.detail == leaderboard.recorded_text(exercise)
     assert row.detail in repr(ours)
