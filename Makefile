@@ -100,8 +100,8 @@ test-no-nvrtc: install
 # by exercise; a notebook's cells stay on one worker (nbval's kernel).
 TEST_WORKERS ?= 8
 # Two commands (issue 44, item 7). `make test` is the README's test command and what every commit must pass: every
-# guard of something a commit can break, within 15 minutes of a fresh clone on our 2-core CI machine. `make
-# test-full` is `make test` and then `make test-extra`, the slow guards moved out of it, each because a faster test
+# guard of something a commit can break (the aim: a fresh clone's `make test` within 15 minutes on our 2-core CI
+# machine; README records what was measured). `make test-full` is `make test` and then `make test-extra`, the slow guards moved out of it, each because a faster test
 # in `make test` holds what a commit can break and the slow one adds size or depth (.ci/run runs both steps, each
 # once):
 # - the class of 40 through nbgrader (tests/test_class_load.py, marker test_full; 5.4 of `make test`'s 19.4 minutes
