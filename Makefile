@@ -101,9 +101,9 @@ test-no-nvrtc: install
 TEST_WORKERS ?= 8
 # Two commands (issue 44, item 7). `make test` is the README's test command and what every commit must pass: every
 # guard of something a commit can break (the aim: a fresh clone's `make test` within 15 minutes on our 2-core CI
-# machine; README records what was measured). `make test-full` is `make test` and then `make test-extra`, the slow guards moved out of it, each because a faster test
-# in `make test` holds what a commit can break and the slow one adds size or depth (.ci/run runs both steps, each
-# once):
+# machine; README records what was measured). `make test-full` is `make test` and then `make test-extra`, the slow
+# guards moved out of it, each because a faster test in `make test` holds what a commit can break and the slow one
+# adds size or depth (.ci/run runs both steps, each once):
 # - the class of 40 through nbgrader (tests/test_class_load.py, marker test_full; 5.4 of `make test`'s 19.4 minutes
 #   on our 2-core machine): `make test` grades the class of 13 with the same tests -- every hostile student (each
 #   attack that reaches nbgrader: tampering, the gradebook daemon, peeking, fork and memory bombs, an output flood, a
