@@ -324,7 +324,7 @@ def _wavefronts(explorer: Any) -> int:
 
 
 def _wait_change(page: Any, explorer: Any, before: str) -> str:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # a redraw, not its speed, is what is tested: room for a loaded machine
     while (after := _figure(explorer)) == before:
         assert time.monotonic() < deadline, "the figure did not redraw after a control moved"
         page.wait_for_timeout(200)
@@ -411,7 +411,7 @@ def test_chapter_04_runs_its_explorer_redraws_and_its_exercise_opens(page: Any, 
     page.keyboard.press("Control+End")
     page.keyboard.type("\n// edited and saved from JupyterLab by the browser test\n")
     page.keyboard.press("Control+s")
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60  # (that it saves, not how fast: room for a loaded machine)
     while "edited and saved from JupyterLab" not in exercise.read_text():
         assert time.monotonic() < deadline, "saving the exercise from the lab did not write the file"
         page.wait_for_timeout(250)
