@@ -113,7 +113,8 @@ def test_build_options_and_shared_memory_model() -> None:
     assert attention_bwd.flops(1, 1, 128, 64) == 2.5 * attention.flops(1, 1, 128, 64)
 
 
-BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (128, {"DQ_MODE": 0}), (128, {}), (128, {"PINGPONG": 0}),
+BUILDS = [(64, {"CONSUMERS": 1, "DQ_MODE": 0}), (64, {}), (64, {"SWAPAB": 0}),
+          (128, {"DQ_MODE": 0}), (128, {}), (128, {"PINGPONG": 0}),
           (64, {"STAGES": 3}), (64, {"UNIFORM": 1}), (128, {"UNIFORM": 0}), (128, {"DQ_MODE": 2}), (64, {"DQ_MODE": 2}),
           (128, {"DQ_LAG": 1}), (128, {"PINGPONG": 1}), (64, {"PINGPONG": 1}), (64, {"SWAPAB": 1}),
           (64, {"SWAPAB": 1, "UNIFORM": 1}), (128, {"SWAPAB": 1}), (128, {"SWAPAB": 1, "UNIFORM": 0}),
@@ -240,15 +241,15 @@ def test_backward_under_emulation_matches_float64(d: int, n: int, heads: int, ca
 
 @pytest.mark.parametrize("d,n,causal,options", [(64, 77, True, {"CONSUMERS": 1}),
                                                   (128, 200, True, {"DQ_MODE": 1, "PINGPONG": 0}),
-                                                  (64, 130, False, {"DQ_MODE": 1}),
+                                                  (64, 130, False, {"DQ_MODE": 1, "SWAPAB": 0}),
                                                   (128, 130, True, {"UNIFORM": 0}),
                                                   (64, 200, True, {"DQ_MODE": 2}),
                                                   (128, 130, False, {"DQ_MODE": 2}),
                                                   (64, 77, False, {"DQ_MODE": 2, "CONSUMERS": 1})])
 def test_variants_match_float64(d: int, n: int, causal: bool, options: dict[str, int]) -> None:
-    """One consumer warpgroup (no dQ split, no setmaxnreg), dQ added by TMA reduce-add (split and not: at
-    d = 128 the chapter's kernel, PINGPONG=0, as the default build there is the ping-pong variant), and at
-    d = 128 the consumer index without the shuffle (UNIFORM=0; the default builds take it from one)."""
+    """One consumer warpgroup (no dQ split, no setmaxnreg), dQ added by TMA reduce-add (split and not: the
+    chapter's kernel, PINGPONG=0 at d = 128 and SWAPAB=0 at d = 64, as the default builds are FA3's layout), and
+    at d = 128 the consumer index without the shuffle (UNIFORM=0, which also names the chapter's kernel there)."""
     errs = _run_emulated(SRC, d, _inputs(d, n), causal, **options)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
@@ -273,11 +274,13 @@ def test_lagged_dq_and_ping_pong_match_float64(d: int, n: int, causal: bool, opt
 
 def test_dq_lag_and_ping_pong_are_refused_where_they_do_not_apply() -> None:
     assert "-DDQ_LAG=1" in attention_bwd.build(128, PINGPONG=1).options  # the split dQ needs the lag
-    # the default at d = 128 where it applies (measured faster there), never at d = 64 or for other modes
-    assert attention_bwd.build(128).options == attention_bwd.build(128, PINGPONG=1).options
-    assert attention_bwd.build(128).variant and not attention_bwd.build(128, PINGPONG=0).variant
-    assert not any(attention_bwd.build(d, **o).variant for d, o in [(64, {}), (128, {"DQ_MODE": 0}),
-                                                                     (128, {"UNIFORM": 0}), (128, {"DQ_MODE": 2})])
+    # the turns are what d = 128 gets without FA3's layout (SWAPAB=0: the default before it), never at d = 64 or for
+    # other modes; the default builds at both head dimensions are FA3's layout, without turns
+    assert attention_bwd.build(128, SWAPAB=0).options == attention_bwd.build(128, PINGPONG=1).options
+    assert attention_bwd.build(128, SWAPAB=0).variant and not attention_bwd.build(128, PINGPONG=0).variant
+    assert not any(attention_bwd.build(d, **o).variant for d, o in [(64, {}), (128, {}), (64, {"SWAPAB": 0}),
+                                                                     (128, {"DQ_MODE": 0}), (128, {"UNIFORM": 0}),
+                                                                     (128, {"DQ_MODE": 2})])
     for d, opts in [(64, {"DQ_LAG": 1}), (128, {"DQ_LAG": 1, "DQ_MODE": 0}), (128, {"DQ_LAG": 1, "DQ_MODE": 2}),
                     (64, {"PINGPONG": 1, "CONSUMERS": 1})]:
         with pytest.raises(ValueError, match="DQ_LAG=1 .* and PINGPONG=1"):
@@ -321,15 +324,20 @@ def test_swapab_through_the_python_launch_and_uniform() -> None:
 
 
 def test_swapab_is_refused_where_it_does_not_apply() -> None:
-    assert attention_bwd.build(64, SWAPAB=1).swapab and not attention_bwd.build(64).swapab
+    # the default at both head dimensions (measured faster than the chapter's kernel and its turns); SWAPAB=0, or
+    # an option only the chapter's kernel has, builds the chapter's kernel
+    assert attention_bwd.build(64).swapab and attention_bwd.build(128).swapab
     assert "-DSWAPAB=1" in attention_bwd.build(64, SWAPAB=1).options
-    assert attention_bwd.build(64).options == attention_bwd.build(64, SWAPAB=0).options  # DEFAULTS unchanged
-    assert attention_bwd.build(128).options == attention_bwd.build(128, SWAPAB=0).options
+    assert attention_bwd.build(64).options == attention_bwd.build(64, SWAPAB=1).options
+    assert attention_bwd.build(128).options == attention_bwd.build(128, SWAPAB=1).options
+    assert not any(attention_bwd.build(d, **o).swapab for d, o in [
+        (64, {"SWAPAB": 0}), (128, {"PINGPONG": 0}), (64, {"DQ_MODE": 0}), (64, {"DQ_MODE": 2}),
+        (64, {"CONSUMERS": 1}), (64, {"STAGES": 3}), (128, {"UNIFORM": 0}), (64, {"PINGPONG": 1})])
     assert attention_bwd.build(64, SWAPAB=1, DQ_WRITER=1).options == attention_bwd.build(64, SWAPAB=1).options
     with pytest.raises(ValueError, match="DQ_WRITER and QSTEP are options of SWAPAB=1"):
-        attention_bwd.build(64, DQ_WRITER=0)
+        attention_bwd.build(64, SWAPAB=0, DQ_WRITER=0)
     with pytest.raises(ValueError, match="DQ_WRITER and QSTEP are options of SWAPAB=1"):
-        attention_bwd.build(128, QSTEP=80)
+        attention_bwd.build(128, PINGPONG=0, QSTEP=80)
     for d, q in [(64, 80), (64, 64), (128, 96), (128, 128)]:
         with pytest.raises(ValueError, match="QSTEP .* is 128 at head dimension 64, 64 or 80 at 128"):
             attention_bwd.build(d, SWAPAB=1, QSTEP=q)
@@ -474,7 +482,8 @@ PLANTED = [
 def test_planted_mistake_is_caught(what: str, old: str, new: str) -> None:
     """Each on the build whose code it changes: the atomics are DQ_MODE 0's, the default is DQ_MODE 1."""
     assert SRC.count(old) == 1, f"the planted mistake {what!r} no longer matches the solution"
-    errs = _run_emulated(SRC.replace(old, new), 64, _inputs(64, 200), True, DQ_MODE=0 if "atomic" in old else 1)
+    errs = _run_emulated(SRC.replace(old, new), 64, _inputs(64, 200), True, DQ_MODE=0 if "atomic" in old else 1,
+                         SWAPAB=0)
     assert not all(e.ok() for e in errs), f"{what}: not caught ({'; '.join(map(str, errs))})"
 
 

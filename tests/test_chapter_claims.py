@@ -394,8 +394,7 @@ def test_ch10_quotes_the_report_its_table_reads() -> None:
     assert f"still {min(slow):.1f}–{max(slow):.1f}× faster on an H200 at d = 128 (in the three-round report" in intro
     assert f"{single['library_tflops'] / single['tflops']:.1f}× in section 3's single run, where cuDNN measured " \
            f"{single['library_tflops']:.0f} TFLOP/s" in intro
-    fa4 = _flash_ranges(rows, None, "flash-attn-4", 128) + _flash_ranges(rows, None, "flash-attn-4", 64)
-    assert f"defaults run {min(fa4):.2f}–{max(fa4):.2f}×" in _text("10", "1025f937")
+    # the FlashAttention-4 cell quotes its own run: test_ch10_against_flashattention_4_as_the_cited_run_measured
 
 
 def _ncu_table(report: str) -> dict[str, list[str]]:
@@ -420,9 +419,8 @@ def test_ch10_profile_numbers_are_the_files() -> None:
     busiest = re.search(r"Tensor is the highest-utilized pipeline \(([\d.]+)%\)",
                         (RESULTS / "ncu" / "flash_fwd_ch10_pingpong3_d64_n8192_e9e13a5.txt").read_text())
     assert f"the tensor pipe is the busiest ({float(busiest.group(1)):.0f} %" in fa
-    vs = _text("10", "1025f937")
-    assert f"busy {tensor[1]} % of the time in FlashAttention-4 against {tensor[0]} % here" in vs
-    assert f"stall on a barrier {barrier[0]} times per issued instruction against {barrier[1]}" in vs
+    # the FlashAttention-4 cell (1025f937) quotes a later profile: test_ch10_against_flashattention_4_as_the_cited_...
+    assert tensor and barrier
 
 
 def test_ch10_states_the_ncu_rate_as_the_hypothesis_chapter_08_calls_it() -> None:
@@ -655,6 +653,7 @@ def test_ch09_scores_per_head_and_the_register_moves() -> None:
 def test_ch10_two_rings_and_the_defaults_fa3_goes_beyond() -> None:
     """10 · the producer fills two rings (K and V) of STAGES stages; FlashAttention-3's persistent grid is beyond the
     kernel's defaults (PERSISTENT is an option, off by default); the d = 64 profile is named as the variant it is."""
+    from tklab.kernels import attention
     from tklab.kernels.attention import DEFAULTS
 
     src = (ROOT / "solutions" / "ch10_flash" / "ch10_flash.cu").read_text()
@@ -662,7 +661,9 @@ def test_ch10_two_rings_and_the_defaults_fa3_goes_beyond() -> None:
     stages = DEFAULTS["hopper"][128]["STAGES"]
     assert f"into two rings of {stages} stages (one for K, one for V)" in _text("10", "a0bdd3e7")
     fa = _text("10", "1025f936")
-    assert all(DEFAULTS["hopper"][d]["PERSISTENT"] == 0 for d in (64, 128))
+    assert all("PERSISTENT" not in DEFAULTS["hopper"][d] for d in (64, 128))  # an opt-in variant's option
+    assert all(attention.build("hopper", d).source == ROOT / "solutions" / "ch10_flash" / "ch10_flash.cu"
+               for d in (64, 128))
     assert "adds beyond this kernel's defaults" in fa
     profile = (RESULTS / "ncu" / "flash_fwd_ch10_pingpong3_d64_n8192_e9e13a5.txt").read_text()
     assert "ch10 ping-pong 3 stages ran" in profile

@@ -21,7 +21,7 @@ from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 
 #: The chapter's kernel (the one the learner writes) per head dimension: the check's own build, and the d = 64
 #: build whose dQ share is the other branch of the learner's ``if constexpr (DQ_SPLIT)``.
-BUILDS = {128: attention_bwd.build(128, PINGPONG=0), 64: attention_bwd.build(64)}
+BUILDS = {128: attention_bwd.build(128, PINGPONG=0), 64: attention_bwd.build(64, SWAPAB=0)}
 BUILD = BUILDS[128]
 D = BUILD.head_dim
 

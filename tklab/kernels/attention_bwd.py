@@ -240,6 +240,8 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if bad:
         raise ValueError(f"{' and '.join(bad)} must be 0 or 1; got {opt_in}")
     opts = DEFAULTS[head_dim] | {k: int(v) for k, v in options.items() if k not in OPT_IN} | opt_in
+    if swapab_by_default(head_dim, options, opts):
+        opt_in["SWAPAB"] = opts["SWAPAB"] = 1
     if "PINGPONG" not in options and "DQ_LAG" not in options and pingpong_by_default(head_dim, opts):
         opt_in["PINGPONG"] = opts["PINGPONG"] = 1
     if opt_in.get("PINGPONG") and head_dim == 128:
@@ -264,6 +266,17 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
         raise ValueError(f"{opts} needs {b.shared_bytes} B of shared memory, more than a block can have "
                          f"({SHARED_OPTIN[90]} B)")
     return b
+
+
+def swapab_by_default(head_dim: int, options: dict[str, int], opts: dict[str, int]) -> bool:
+    """Whether a build that does not name SWAPAB gets it: FlashAttention-3's layout (SWAPAB_FILE) ran ahead of the
+    chapter's kernel and of its turns at both head dimensions on the H200, cuDNN and FlashAttention-4 in the same
+    runs (bench/results/flash_bwd_2026-12-04_*.md). Not when a build asks for what only the chapter's kernel has:
+    another DQ_MODE, one consumer, other STAGES, PINGPONG or DQ_LAG named, or UNIFORM=0 at d = 128 (which names the
+    chapter's kernel there, as it did before; SWAPAB=1 with UNIFORM=0 is still built when asked by name)."""
+    if {"SWAPAB", "PINGPONG", "DQ_LAG"} & set(options) or (head_dim == 128 and options.get("UNIFORM") == 0):
+        return False
+    return opts["DQ_MODE"] == 1 and opts["CONSUMERS"] == 2 and opts["STAGES"] == 2
 
 
 def pingpong_by_default(head_dim: int, opts: dict[str, int]) -> bool:
