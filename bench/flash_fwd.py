@@ -63,22 +63,19 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     # the last one empty), and the next item's loads under this one's epilogue
     "ch10 persistent 2x128": ("hopper", {"PERSISTENT": 1, "SCHEDULE": 2, "CONSUMERS": 2, "BC": 128}, (64,)),
     "ch10 defaults": ("hopper", {}, (64, 128)),  # attention.DEFAULTS as they stand (the baseline of each option)
-    # the defaults (attention.DEFAULTS, per head dimension) on a grid of one block per SM
+    # the defaults (attention.DEFAULTS, per head dimension) on a grid of one block per SM: PERSISTENT builds
+    # solutions/variants/ch10_persistent.cu (the chapter's kernel plus a patch). The consumer index from a shuffle
+    # (the old "uniform" variants, bench/results/flash_fwd_bench_*.md) is in every build now.
     "ch10 persistent": ("hopper", {"PERSISTENT": 1}, (64, 128)),
-    # the defaults with the consumer index in uniform registers (no R2UR before each wgmma of S = Q K^T)
-    "ch10 uniform": ("hopper", {"UNIFORM": 1}, (64, 128)),
-    "ch10 persistent uniform": ("hopper", {"PERSISTENT": 1, "UNIFORM": 1}, (64, 128)),
     # PERSISTENT=2: a causal run's items ranked by cost over every head, dealt in a snake (tk::longest_first).
     # Slower than the defaults on the H200 in causal runs at both head dimensions; the same order on a block per
     # item ("ch10 flat longest-first" in the bench/results/flash_fwd_bench_*.md report that ran both) measured
     # the same (docs/ROADMAP.md, chapter 10's next steps).
     "ch10 persistent longest-first": ("hopper", {"PERSISTENT": 2}, (64, 128)),
-    "ch10 persistent longest-first uniform": ("hopper", {"PERSISTENT": 2, "UNIFORM": 1}, (64, 128)),
     "ch10 persistent longest-first BC=128": ("hopper", {"PERSISTENT": 2, "BC": 128}, (128,)),
     # PERSISTENT=3: PERSISTENT=1's order (L2-sized sections of heads, heaviest first) on a block per item: the
     # GPU deals them as SMs free up, so a causal grid ends on the last section's lightest items
     "ch10 flat sections": ("hopper", {"PERSISTENT": 3}, (64, 128)),
-    "ch10 flat sections uniform": ("hopper", {"PERSISTENT": 3, "UNIFORM": 1}, (64, 128)),
     # the defaults with K_j handed back right after the wait for S_j, before the softmax: the planted mistake
     # below, which is how the kernel once read; ptxas then waits for P V before the exponentials
     "ch10 defaults, K released before the softmax": ("hopper", {}, (64, 128)),
@@ -87,7 +84,7 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
 #: beside today's (an A/B with rounds interleaved). `python bench/flash_fwd.py base REV` unpacks REV's cuda/ and
 #: kernel into bench/_base/ (untracked: it travels with the working tree to a GPU machine without git history).
 BASE_DIR = ROOT / "bench" / "_base"
-for _name in ("ch10 defaults", "ch10 uniform", "ch10 ping-pong"):
+for _name in ("ch10 defaults", "ch10 ping-pong"):
     VARIANTS[_name + " @base"] = VARIANTS[_name]
 
 #: Variants whose source is the shipped kernel with one planted mistake of its exercise applied
@@ -125,8 +122,12 @@ def base_source() -> str:
     kernel = BASE_DIR / "solutions" / "ch10_flash" / "ch10_flash.cu"
     if not kernel.exists():
         raise FileNotFoundError(f"{kernel} is missing: run `python bench/flash_fwd.py base REV` first (with git)")
-    return re.sub(r'#include "(tk[^"]*)"', lambda m: f'#include "{BASE_DIR / "cuda" / m.group(1)}"',
+    text = re.sub(r'#include "(tk[^"]*)"', lambda m: f'#include "{BASE_DIR / "cuda" / m.group(1)}"',
                   kernel.read_text())
+    # A kernel from before PERSISTENT and UNIFORM left the chapter's options refuses to compile without them:
+    # today's meaning (the chapter's grid, the shuffled consumer index), unless the build passes its own.
+    return ("#ifndef PERSISTENT\n#define PERSISTENT 0\n#endif\n#ifndef UNIFORM\n#define UNIFORM 1\n#endif\n"
+            + text) if "defined(UNIFORM)" in text else text
 
 
 def base_rev() -> str:

@@ -13,17 +13,12 @@
 //   1  overlap:  issue S_j and O += P_{j-1} V_{j-1} together, then do softmax_j while the second runs.
 //   2  ping-pong: 1, and the consumer warpgroups take turns issuing (named barriers), so one's softmax
 //                runs while the other's products do.
-// PERSISTENT=1 launches one block per SM instead of one per (query block, head, batch): each block walks
-// a list of work items (tk::tile_scheduler: heaviest query blocks first), and one TMA ring streams K and V
-// for all of them, so the next item's first tiles load while this one's epilogue runs. PERSISTENT=2 orders
-// a causal run's items by cost over every head and deals them in a snake (tk::longest_first): balanced, but
-// slower on the H200 than the default grid (a likely reason, not measured: the items in flight belong to
-// every head, so L2 serves fewer of K and V's reads). PERSISTENT=3 is PERSISTENT=1's code and order (heads in
-// L2-sized sections, heaviest first) on a grid of a block per item, each walking one: the GPU hands blocks
-// to SMs as they free up.
-// UNIFORM=1 tells the compiler that a consumer's index is the same in all its lanes (__shfl_sync from lane
-// 0), so its Q tile's address and the wgmma descriptors live in uniform registers, computed once, instead
-// of being rebuilt in ordinary registers and moved over (R2UR) before every wgmma of S = Q K^T.
+// A consumer's index comes from a shuffle (__shfl_sync from lane 0), which tells the compiler that it is the
+// same in all its lanes: its Q tile's address and the wgmma descriptors then live in uniform registers,
+// computed once, instead of being rebuilt in ordinary registers and moved over (R2UR) before every wgmma of
+// S = Q K^T.
+// A persistent grid (one block per SM walking the work items) is solutions/variants/ch10_persistent.cu, this
+// kernel plus a patch: it gained at some shapes and lost at others, so the chapter keeps this grid.
 // Q, K, V, O: bf16 [batch, heads, seq, HEAD_DIM], any strides (rank-4 TMA maps: tiles past the end of a
 // head read zeros and are not written back); L: fp32 [batch, heads, seq].
 #include "tk.cuh"
@@ -36,9 +31,6 @@ using namespace tk;
 // same values: tensor-map boxes, shared memory). No second value here that could disagree.
 #if !defined(HEAD_DIM) || !defined(CONSUMERS) || !defined(BC) || !defined(STAGES) || !defined(SCHEDULE)
 #error "compile through tklab.attention.build(...), which passes -DHEAD_DIM -DCONSUMERS -DBC -DSTAGES -DSCHEDULE"
-#endif
-#if !defined(PERSISTENT) || !defined(UNIFORM)
-#error "compile through tklab.attention.build(...), which also passes -DPERSISTENT and -DUNIFORM"
 #endif
 static_assert(SCHEDULE == 0 || CONSUMERS >= 2, "SCHEDULE 1 and 2 take turns between consumer warpgroups: "
               "they need CONSUMERS >= 2 (one consumer: SCHEDULE=0)");
@@ -59,10 +51,6 @@ struct smem_layout {
     kv_tile k[STAGES], v[STAGES];
     pipeline<STAGES> k_pipe, v_pipe;
     mbarrier q_full;
-#if PERSISTENT
-    mbarrier q_empty;  // every consumer warp is done with this item: its output left the Q tiles
-    work_item item;    // the item whose Q tiles q_full announces (q_block < 0: no more)
-#endif
 };
 /// The dynamic shared memory a launch must ask for (tklab.attention reads it from the compiled module).
 extern "C" __device__ int flash_shared_bytes = dynamic_shared_bytes<smem_layout>();
@@ -100,7 +88,7 @@ struct softmax_state {
     }
     /// Has exponentiate() run? Always true: l holds sums of exponentials, never below 0, and a NaN fails
     /// `< 0` too. The compiler cannot prove that, so whatever a branch on it guards comes after every
-    /// exponential l sums, in the SASS as in the source. The overlapped loop hands K back behind it.
+    /// exponential l sums, in the SASS as in the source.
     __device__ bool exponentiated() const {
         float sum = 0.0f;
 #pragma unroll
@@ -129,37 +117,23 @@ extern "C" __global__ void __launch_bounds__((CONSUMERS + 1) * 128, 1)
 flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
           const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o, float* lse,
           int heads, int seq, float scale, int causal
-#if PERSISTENT
-          , int batch  // a flat grid of one block per SM: the batch size is no longer gridDim.z
-#endif
           ) {
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
     smem_layout& sm = alloc.take<smem_layout>();
-#if !PERSISTENT
     const int q_block = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;  // heaviest first
     const int kv_blocks = causal ? min((q_block + 1) * BR + BC - 1, seq + BC - 1) / BC : (seq + BC - 1) / BC;
-#else
-    const tile_scheduler work{(seq + BR - 1) / BR, heads, batch, tile_scheduler::section_for(seq, HEAD_DIM)};
-    auto kv_blocks_of = [&](int q_block) {
-        return causal ? min((q_block + 1) * BR + BC - 1, seq + BC - 1) / BC : (seq + BC - 1) / BC;
-    };
-#endif
 
     if (threadIdx.x == 0) {
         sm.k_pipe.init(CONSUMERS * warpgroup::WARPS);
         sm.v_pipe.init(CONSUMERS * warpgroup::WARPS);
         init_mbarrier(sm.q_full, 1);
-#if PERSISTENT
-        init_mbarrier(sm.q_empty, CONSUMERS * warpgroup::WARPS);
-#endif
         fence_mbarrier_init();
     }
     __syncthreads();
 
     if (warpgroup::groupid() == 0) {  // ---- producer: one thread issues every copy ----
         split::producer();
-#if !PERSISTENT
         if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
             arrive_expect_bytes(sm.q_full, CONSUMERS * tma::bytes<q_tile>);
             for (int w = 0; w < CONSUMERS; ++w) tma::load_async(sm.q[w], map_q, sm.q_full, {b, h, q_block * CONSUMERS + w, 0});
@@ -173,72 +147,20 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
                 tma::load_async(sm.v[at.stage], map_v, sm.v_pipe.full[at.stage], {b, h, j, 0});
             }
         }
-#else
-        if (warpgroup::warp() == 0 && warpgroup::elect_one()) {
-            ring_cursor<STAGES> at;  // one ring for every item: its stages and phases carry on
-            int t = 0;  // this block's item number
-            // PERSISTENT=2 under a causal mask: every item ranked by cost and dealt in a snake (tk::longest_first)
-            const bool by_cost = PERSISTENT == 2 && causal;
-            const longest_first ranked{work.q_blocks, heads, batch};
-            for (int i = blockIdx.x; i < work.count();
-                 ++t, i = by_cost ? longest_first::dealt(t, blockIdx.x, gridDim.x) : i + gridDim.x) {
-                const work_item w = by_cost ? ranked(i) : work(i);
-                const int kv_blocks = kv_blocks_of(w.q_block);
-                for (int j = 0; j < kv_blocks; ++j, at.advance()) {
-                    wait(sm.k_pipe.empty[at.stage], at.phase ^ 1);
-                    tma::expect(sm.k_pipe.full[at.stage], sm.k[at.stage]);
-                    tma::load_async(sm.k[at.stage], map_k, sm.k_pipe.full[at.stage], {w.b, w.h, j, 0});
-                    if (j == 0) {  // Q after K_0: K_0 loads while the previous item's output leaves the Q tiles
-                        wait(sm.q_empty, (t & 1) ^ 1);
-                        sm.item = w;  // published by the arrive below (release), read after the wait (acquire)
-                        arrive_expect_bytes(sm.q_full, CONSUMERS * tma::bytes<q_tile>);
-                        for (int g = 0; g < CONSUMERS; ++g)
-                            tma::load_async(sm.q[g], map_q, sm.q_full, {w.b, w.h, w.q_block * CONSUMERS + g, 0});
-                    }
-                    wait(sm.v_pipe.empty[at.stage], at.phase ^ 1);
-                    tma::expect(sm.v_pipe.full[at.stage], sm.v[at.stage]);
-                    tma::load_async(sm.v[at.stage], map_v, sm.v_pipe.full[at.stage], {w.b, w.h, j, 0});
-                }
-            }
-            wait(sm.q_empty, (t & 1) ^ 1);  // then tell the consumers there is nothing left
-            sm.item = {0, 0, -1};
-            arrive(sm.q_full);
-        }
-#endif
         return;
     }
 
     // ---- consumers ----
     split::consumer();
-#if UNIFORM
     const int me = __shfl_sync(0xffffffff, warpgroup::groupid() - 1, 0);  // the same in every lane: see above
-#else
-    const int me = warpgroup::groupid() - 1;
-#endif
-#if PERSISTENT
-    // The item is read from shared memory where the code below uses it (references, not registers: the
-    // main loop has none to spare), as the producer published it with its Q tiles.
-    // What carries from item to item, packed in one register: the ring's stage (bits 2..) and phase (bit 1),
-    // where K and V both stand between items, like the producer's cursor; and q_full's parity (bit 0).
-    uint32_t carried = 0;
-    for (;; carried ^= 1) {
-    wait(sm.q_full, carried & 1);
-    const int &q_block = sm.item.q_block, &h = sm.item.h, &b = sm.item.b;
-    if (q_block < 0) break;
-    const int kv_blocks = kv_blocks_of(q_block);
-#endif
     const int row0 = q_block * BR + me * 64 + 16 * warpgroup::warp();  // this warp's first query row
     const float c = scale * 1.4426950408889634f;                      // scale * log2(e)
     softmax_state rows;  // this warp's 16 query rows
     fill(rows.m, neg_inf);
     zero(rows.l);
     zero(rows.o);
-#if PERSISTENT
-    ring_cursor<STAGES> at_k{int(carried >> 2), carried >> 1 & 1}, at_v = at_k;
-#else
     ring_cursor<STAGES> at_k, at_v;
     wait(sm.q_full, 0);
-#endif
 
 #if SCHEDULE == 0
     for (int j = 0; j < kv_blocks; ++j, at_k.advance(), at_v.advance()) {
@@ -272,9 +194,8 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         // TODO: your code here (about 12 lines).
         // Goal: one step of the loop: wait for the tiles this step reads, issue both products back to back
         //       (taking the tensor cores in turn under ping-pong), finish block j's softmax while P V still
-        //       runs -- in the SASS, where a stage handed back before the softmax lets ptxas wait for P V
-        //       first (softmax_state::exponentiated says how to keep it after) -- and hand each stage back
-        //       once nothing reads it
+        //       runs -- in the SASS, which ptxas schedules, not only in your source's order -- and hand each
+        //       stage back once nothing reads it
         // Stuck? tklab.hint("ch10_flash") in a notebook, or python -m tklab hint ch10_flash.
     }
     // The last block's P V.
@@ -302,10 +223,4 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     map(row_lse, rows.l, rows.m, [c](float l, float mx) { return (fast::log2(l) + c * mx) * 0.69314718055994531f; });
     store(lse + (size_t(b) * heads + h) * seq + row0, row_lse, seq - row0);
     if (warpgroup::threadid() == 0) tma::store_wait_read<0>();
-#if PERSISTENT
-    __syncwarp();  // (lane 0 of warp 0 waited for the store to read O out of the Q tile)
-    if (laneid() == 0) arrive(sm.q_empty);
-    carried = uint32_t(at_k.stage) << 2 | at_k.phase << 1 | (carried & 1);
-    }
-#endif
 }

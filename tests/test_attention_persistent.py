@@ -1,5 +1,6 @@
-"""Chapter 10's persistent grid (PERSISTENT=1): one block per SM walking (query block, head, batch) items;
-and UNIFORM=1, the consumer index in uniform registers (the wgmma issue of S = Q K^T without R2UR moves).
+"""Chapter 10's persistent grid (PERSISTENT=1, its variant file solutions/variants/ch10_persistent.cu): one block
+per SM walking (query block, head, batch) items; and the consumer index from a shuffle, in uniform registers (the
+wgmma issue of S = Q K^T without R2UR moves), in the chapter's kernel and the variant alike.
 
 The launcher's own grid (``attention.launch_grid``) is forced down to 2-3 "SMs" so that each block runs many
 items on the CPU emulator: its TMA ring, its mbarrier phases and its ping-pong turns carry from item to item,
@@ -16,7 +17,6 @@ import numpy as np
 import pytest
 
 from tklab import attention
-from tklab.paths import solution
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 from tklab.run.limits import ConfigError
 
@@ -25,7 +25,7 @@ emu = pytest.importorskip("tklab.emulate")
 
 @functools.cache
 def _module(d: int, options: tuple[str, ...]) -> emu.EmuModule:
-    return emu.compile((solution("ch10_flash.cu")).read_text(), name="ch10_flash.cu", options=options)
+    return emu.compile(attention.PERSISTENT_FILE.read_text(), name=attention.PERSISTENT_FILE.name, options=options)
 
 
 def _run(d: int, b: int, h: int, n: int, causal: bool, sms: int, order: str = "delayed", src: str | None = None,
@@ -39,7 +39,8 @@ def _run(d: int, b: int, h: int, n: int, causal: bool, sms: int, order: str = "d
     o, lse = np.full((b, h, n, d), 0xFFFF, np.uint16), np.full((b, h, n), np.nan, np.float32)
     bc = cfg.option("BC")
     maps = [emu.tensor_map(x, (rows, d), dtype="bfloat16") for x, rows in ((q, 64), (k, bc), (v, bc), (o, 64))]
-    mod = _module(d, cfg.options) if src is None else emu.compile(src, name="ch10_flash.cu", options=cfg.options)
+    assert cfg.source == attention.PERSISTENT_FILE  # what PERSISTENT builds
+    mod = _module(d, cfg.options) if src is None else emu.compile(src, name=cfg.source.name, options=cfg.options)
     mod["flash_fwd"](grid, (cfg.threads,), (*maps, lse, h, n, np.float32(1 / np.sqrt(d)), int(causal), b),
                      shared_mem=cfg.shared_bytes, tma_order=order)
     ref_o, ref_lse = attention.naive(*(bf16_to_float32(x) for x in (q, k, v)), causal=causal)
@@ -56,17 +57,17 @@ def _close(o: np.ndarray, lse: np.ndarray, ref_o: np.ndarray, ref_lse: np.ndarra
 # rows end inside a query block and a key block; 2 x 2 heads x 2 query blocks = 8 items on 3 blocks (or 2 x 3 on 2).
 # PERSISTENT=2 (causal items ranked by cost, dealt in a snake): 8 items on 3 blocks end in a partial odd round.
 # PERSISTENT=3 is 1's code on a grid of a block per item (each walks one): 1 on as many "SMs" as items.
-@pytest.mark.parametrize("d,b,h,n,causal,sms,order,uniform,persistent", [
-    (128, 2, 2, 200, True, 3, "delayed", 0, 1),
-    (128, 1, 3, 150, False, 2, "reversed", 0, 1),
-    (64, 2, 1, 200, True, 2, "in_order", 0, 1),
-    (128, 1, 2, 200, True, 3, "delayed", 1, 1),  # with UNIFORM=1 (the consumer index from __shfl_sync)
-    (128, 2, 2, 200, True, 3, "reversed", 0, 2),
-    (128, 2, 2, 200, True, 8, "delayed", 0, 1),  # PERSISTENT=3's grid (1's code): a block per item, 8 of them
-    (128, 1, 3, 150, False, 6, "in_order", 0, 2),  # PERSISTENT=2 without a mask: the sections' order
+@pytest.mark.parametrize("d,b,h,n,causal,sms,order,persistent", [
+    (128, 2, 2, 200, True, 3, "delayed", 1),
+    (128, 1, 3, 150, False, 2, "reversed", 1),
+    (64, 2, 1, 200, True, 2, "in_order", 1),
+    (128, 1, 2, 200, True, 3, "delayed", 1),
+    (128, 2, 2, 200, True, 3, "reversed", 2),
+    (128, 2, 2, 200, True, 8, "delayed", 1),  # PERSISTENT=3's grid (1's code): a block per item, 8 of them
+    (128, 1, 3, 150, False, 6, "in_order", 2),  # PERSISTENT=2 without a mask: the sections' order
 ])
-def test_persistent_blocks_walk_many_items_and_match_float64(d, b, h, n, causal, sms, order, uniform, persistent):
-    _close(*_run(d, b, h, n, causal, sms, order, persistent=persistent, UNIFORM=uniform))
+def test_persistent_blocks_walk_many_items_and_match_float64(d, b, h, n, causal, sms, order, persistent):
+    _close(*_run(d, b, h, n, causal, sms, order, persistent=persistent))
 
 
 def test_one_block_walks_every_item_with_one_stage_and_the_plain_schedule():
@@ -77,7 +78,7 @@ def test_one_block_walks_every_item_with_one_stage_and_the_plain_schedule():
 
 def test_reusing_the_q_tile_before_the_output_store_read_it_is_reported():
     """The planted mistake: hand the Q tile back before the TMA store has read this item's output out of it."""
-    src = (solution("ch10_flash.cu")).read_text()
+    src = attention.PERSISTENT_FILE.read_text()
     wait = "    if (warpgroup::threadid() == 0) tma::store_wait_read<0>();\n"
     assert src.count(wait) == 1
     with pytest.raises(emu.AsyncHazard, match=r"\(a TMA load's destination\) while the TMA store .* may still read it"):
@@ -87,7 +88,7 @@ def test_reusing_the_q_tile_before_the_output_store_read_it_is_reported():
 def test_a_ring_cursor_restarted_for_each_item_is_reported():
     """The ring's stages and phases carry from item to item: restarting the consumers' cursors (as a block
     of the non-persistent grid does) waits on a phase that completed an item ago and reads a tile in flight."""
-    src = (solution("ch10_flash.cu")).read_text()
+    src = attention.PERSISTENT_FILE.read_text()
     carried = "    ring_cursor<STAGES> at_k{int(carried >> 2), carried >> 1 & 1}, at_v = at_k;\n"
     assert src.count(carried) == 1
     with pytest.raises(emu.AsyncHazard, match=r"wgmma\.mma_async reading its operand\) while the TMA load"):
@@ -181,31 +182,39 @@ def test_the_option_is_checked_and_sizes_the_grid():
         attention.launch_grid(cfg, 1, 1, 200, 0)
 
 
-@pytest.mark.parametrize("d,uniform,persistent", [(64, 0, 1), (128, 0, 1), (64, 1, 1), (128, 1, 1), (128, 0, 2),
-                                                   (128, 0, 3)])
-def test_the_persistent_defaults_compile_for_sm90a_without_spills(d, uniform, persistent):
-    cfg = attention.build("hopper", d, PERSISTENT=persistent, UNIFORM=uniform)
+@pytest.mark.parametrize("d,persistent", [(64, 1), (128, 1), (128, 2), (128, 3)])
+def test_the_persistent_defaults_compile_for_sm90a_without_spills(d, persistent):
+    cfg = attention.build("hopper", d, PERSISTENT=persistent)
     k = attention.compiled(cfg, "sm_90a")  # refuses spills
     assert k.module.constants["flash_shared_bytes"] == cfg.shared_bytes  # the launch model (q_empty: 1 and 2)
     assert k.spill_bytes == 0 and k.stack_bytes == 0
     assert not re.search(r"\bC75\d\d\b", k.module.log), k.module.log  # no serialized wgmma, setmaxnreg kept
 
 
-def test_uniform_keeps_the_descriptors_in_uniform_registers():
-    """UNIFORM=1: no R2UR (ordinary -> uniform register moves) left in the main loop, which is no longer than
-    the default's: the default's loop moves each wgmma descriptor of S = Q K^T into uniform registers (a pair of
-    R2UR per wgmma), which also lengthens the stretch from the first wgmma fence to the last wgmma that ping-pong
-    holds the turn for (docs/ROADMAP.md, chapter 10, quotes the counts as compiled for the H200)."""
+SHUFFLED = "const int me = __shfl_sync(0xffffffff, warpgroup::groupid() - 1, 0);"
+PLAIN = "const int me = warpgroup::groupid() - 1;"
+
+
+def test_the_shuffled_index_keeps_the_descriptors_in_uniform_registers():
+    """The consumer index from a shuffle: no R2UR (ordinary -> uniform register moves) left in the main loop, which
+    is no longer than with the plain index: that loop moves each wgmma descriptor of S = Q K^T into uniform
+    registers (a pair of R2UR per wgmma), which also lengthens the stretch from the first wgmma fence to the last
+    wgmma that ping-pong holds the turn for (docs/ROADMAP.md, chapter 10, quotes the counts as compiled for the
+    H200). The chapter's kernel and the persistent variant both shuffle; the option that chose is gone."""
     from tklab.toolchain.sass import main_loop
 
-    for d in (64, 128):
-        base, uniform = (main_loop(attention.compiled(attention.build("hopper", d, UNIFORM=u), "sm_90a").sass)
-                         for u in (0, 1))
+    for d, opts in ((64, {}), (128, {}), (128, {"PERSISTENT": 1})):
+        b = attention.build("hopper", d, **opts)
+        text = b.source.read_text()
+        assert text.count(SHUFFLED) == 1, b.source
+        plain = attention.build("hopper", d, source_text=text.replace(SHUFFLED, PLAIN), **opts)
+        base, uniform = (main_loop(attention.compiled(x, "sm_90a").sass) for x in (plain, b))
         assert uniform and "HGMMA" in " ".join(uniform), d
         assert not [op for op in uniform if op.startswith("R2UR")], d
+        assert [op for op in base if op.startswith("R2UR")], d  # what the shuffle saves
         assert len(uniform) <= len(base), (d, len(uniform), len(base))
-    with pytest.raises(ConfigError, match="UNIFORM must be 0 or 1"):
-        attention.build("hopper", 64, UNIFORM=2)
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['UNIFORM'\]"):
+        attention.build("hopper", 64, UNIFORM=1)
 
 
 # ---- on an H100/H200 (skipped elsewhere) ----------------------------------------------------------------------
@@ -215,11 +224,10 @@ def test_uniform_keeps_the_descriptors_in_uniform_registers():
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("b,h,n,sms", [(2, 3, 1000, 5), (1, 1, 4097, 3), (4, 16, 2048, None)],
                          ids=["n1000-5sms", "n4097-3sms", "n2048-all-sms"])
-def test_persistent_and_uniform_match_float64_on_the_gpu(d, causal, b, h, n, sms):
+def test_persistent_and_default_grids_match_float64_on_the_gpu(d, causal, b, h, n, sms):
     torch = pytest.importorskip("torch")
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    for options in ({"PERSISTENT": 1}, {"PERSISTENT": 1, "UNIFORM": 1}, {"UNIFORM": 1}, {"PERSISTENT": 2},
-                    {"PERSISTENT": 3}):
+    for options in ({"PERSISTENT": 1}, {}, {"PERSISTENT": 2}, {"PERSISTENT": 3}):
         o = torch.full_like(q, float("nan"))
         lse = torch.full((b, h, n), float("nan"), device="cuda")
         attention.prepare(q, k, v, o, lse, causal=causal, sms=sms, **options)()

@@ -25,8 +25,12 @@ def _copy(tmp_path: Path) -> Path:
     return sol
 
 
+#: Kernels' variants kept out of the exercises (an option measured slower), derived the same way.
+VARIANT_FROM_KERNEL = {"variants/ch10_persistent.cu": "ch10_flash/ch10_flash.cu"}
+
+
 def test_each_design_exercise_is_its_kernel_plus_a_patch() -> None:
-    found = {p.path.parent.name: p.base for p in derived.patches(SOLUTIONS)}
+    found = {p.path.parent.name: p.base for p in derived.patches(SOLUTIONS) if p.path.parent.name != derived.VARIANTS}
     assert found == DESIGN_FROM_KERNEL
     assert derived.problems(SOLUTIONS) == []
     for exercise_id in DESIGN_FROM_KERNEL:
@@ -116,3 +120,17 @@ def test_a_patch_without_a_diff_is_refused(tmp_path: Path) -> None:
     bad.write_text("# fixed: A=one\n--- k.cu\n+++ x/x.cu\n")
     with pytest.raises(derived.PatchError, match="NAME=INTEGER"):
         derived.read(bad)
+
+
+def test_each_variant_is_its_kernel_plus_a_patch_and_no_exercise() -> None:
+    """solutions/variants/<name>.patch: a kernel's variant kept out of the exercise (chapter 10's persistent grid) is
+    the chapter's kernel plus a patch, checked like a design exercise's, and holds no region a learner fills in."""
+    from tklab.grading import exercises
+
+    found = {p.target: p.base for p in derived.patches(SOLUTIONS) if p.path.parent.name == derived.VARIANTS}
+    assert found == VARIANT_FROM_KERNEL
+    for target in found:
+        patch = derived.read(SOLUTIONS / Path(target).with_suffix(derived.SUFFIX))
+        assert derived.derive(patch, SOLUTIONS) == (SOLUTIONS / target).read_text()
+    assert not [rel for rel in exercises.plan() if rel.startswith("variants/")]
+

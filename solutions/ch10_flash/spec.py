@@ -57,12 +57,13 @@ class SoftmaxUnderPV:
                                 "with two groups in flight), so the tensor cores idle while the exponentials run. "
                                 "Issue S_j and P V_{j-1} back to back, wait for S_j alone, compute block j's "
                                 "softmax, and only then wait for P V")
+        # What is wrong and why ptxas did it; the remedy is the hint ladder's (the question rung, then the recipe).
         return StaticResult(self.name, False, f"{o}: the wait for P V_{{j-1}} comes before the softmax, so the "
                             "exponentials do not run while the tensor cores compute P V; the two take turns. The "
-                            "SASS is what runs, not the source's order, and a stage handed back between the two "
-                            "waits lets ptxas move the wait for P V above the exponentials. Hand K_j back after "
-                            "the softmax, behind a test on its result that the compiler cannot see through "
-                            "(softmax_state::exponentiated)")
+                            "SASS is what runs, not the source's order: the exponentials touch only registers, so "
+                            "ptxas may schedule them on either side of a wait, and a stage handed back between the "
+                            "two waits lets it move the wait for P V above them (tklab.toolchain.overlap.outline "
+                            "of your kernel's SASS shows the order)")
 
 
 def args(a: Arrays, d: Dims) -> tuple[Any, ...]:
@@ -97,7 +98,12 @@ SPEC = Exercise(
     # Judged on what executed (the interpreter): exponentials under a pending P·V, products inside the turns, the
     # tensor cores doing the products; on a GPU also the speed against the reference, in the same check.
     floors=(WgmmaOverlap(min_groups=2, min_reference_ratio=OVERLAP_RATIO), TakesTurns(),
-            TensorCoreWork(attn.flops(BUILD.head_dim))),
+            TensorCoreWork(attn.flops(BUILD.head_dim),
+                           counts="the emulated cases' attention FLOPs (4 b h n^2 d; a causal case counts only the "
+                           "half its mask keeps)",
+                           beyond="the products cover whole blocks: a causal run also multiplies the masked half "
+                           "of each block on the diagonal, and any run the rows and keys past the sequence's end, "
+                           "then discards them, so more than 100 % is expected, most of all under a causal mask")),
     shapes="any sequence length, causal or not; d = 128; Q, K, V as [batch, heads, seq, d] bf16",
     rtol=2e-2,
     atol=2e-2,

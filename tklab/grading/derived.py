@@ -6,7 +6,9 @@ that kernel with a few changes, so it is not kept as a hand copy: ``solutions/<i
 and the solution beside it, ``<id>.cu`` (still a file: the checker, the hints, the planted suites and the tests read
 it, and the learner's ``exercises/<id>.cu`` is generated from it as from any solution), is what the patch makes of
 the kernel. ``python -m tklab exercises --check`` fails when the two disagree, so a change to the chapter's kernel
-reaches the exercise or is seen.
+reaches the exercise or is seen. A kernel's variant kept out of its exercise (an option measured slower, e.g.
+chapter 10's persistent grid) is derived the same way: ``solutions/variants/<name>.patch`` makes
+``variants/<name>.cu``, which holds no region for a learner, so it is no exercise.
 
 A patch file: ``#`` comment lines (why the exercise differs), optionally one ``# fixed: NAME=VALUE ...`` line, then
 a unified diff whose ``---`` line names the kernel and whose ``+++`` line the solution, both relative to
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SUFFIX = ".patch"
+VARIANTS = "variants"  # solutions/variants/: kernels' variants, not exercises
 _FIXED = re.compile(r"^#\s*fixed:\s*(.*)$")
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)$")
@@ -81,8 +84,10 @@ def read(path: Path) -> Patch:
 
 
 def patches(solutions: Path) -> list[Patch]:
-    """Every patch of an exercise folder (``solutions/<id>/<id>.patch``), read."""
-    return [read(p) for p in sorted(solutions.glob(f"*/*{SUFFIX}")) if p.stem == p.parent.name]
+    """Every patch of an exercise folder (``solutions/<id>/<id>.patch``) and of a kernel's variant kept out of the
+    exercises (``solutions/variants/<name>.patch``: an option measured slower, beside the kernel it extends), read."""
+    return [read(p) for p in sorted(solutions.glob(f"*/*{SUFFIX}"))
+            if p.stem == p.parent.name or p.parent.name == VARIANTS]
 
 
 def _condition(expr: str, fixed: dict[str, int]) -> bool | None:

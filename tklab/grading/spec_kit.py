@@ -377,14 +377,20 @@ class TensorCoreWork:
     max_scalar: float = 0.25   # scalar fp32 FLOPs at most this share (a softmax costs ~1 % at d = 128)
     name: str = "the tensor cores did the work"
     needs_reference: bool = False
+    #: what ``flops`` counts, as the verdict names it
+    counts: str = "the FLOPs the emulated cases need"
+    #: why the products may issue more than that, said when they do (a share over 100 % is not a fault)
+    beyond: str = ("the products cover whole tiles, so work the output discards (past the problem's edge, or "
+                   "hidden by a mask) is issued too")
 
     def judge_emulated(self, facts: dict[str, Any]) -> StaticResult | None:
         if not facts.get("interpreted_launches") or not facts.get("problem_flops"):
             return None
         problem = float(facts["problem_flops"])
         tensor, scalar = float(facts.get("executed_tensor_flops", 0)), float(facts.get("executed_scalar_flops", 0))
-        detail = (f"the {self.what} did {tensor / problem:.0%} of the problem's {problem:,.0f} FLOPs, scalar fp32 "
-                  f"arithmetic {scalar / problem:.0%}")
+        over = f" ({self.beyond})" if tensor > problem else ""
+        detail = (f"the {self.what} issued {tensor:,.0f} FLOPs, {tensor / problem:.0%} of {self.counts} "
+                  f"({problem:,.0f}){over}; scalar fp32 arithmetic {scalar / problem:.0%} of them")
         if tensor >= self.min_tensor * problem and scalar <= self.max_scalar * problem:
             return StaticResult(self.name, True, detail)
         why = ("the tensor-core products never executed (in a branch that never runs?) or were too few"

@@ -173,7 +173,13 @@ class Build:
 
     @property
     def source(self) -> Path:
-        return solution(KERNELS[self.kernel])
+        """The shipped file: the chapter's kernel, or under PERSISTENT its variant (``PERSISTENT_FILE``)."""
+        return PERSISTENT_FILE if self.persistent else solution(KERNELS[self.kernel])
+
+    @property
+    def persistent(self) -> int:
+        """PERSISTENT's value (0: the chapter's grid, a block per query block, head and batch)."""
+        return self.option("PERSISTENT") if any(f.startswith("-DPERSISTENT=") for f in self.options) else 0
 
     def text(self) -> str:
         """The source this build compiles: ``source_text``, else the shipped file."""
@@ -203,9 +209,16 @@ KERNELS = {"tiles": "ch09_flash.cu", "hopper": "ch10_flash.cu"}
 #: the widgets read them here.
 DEFAULTS: dict[str, dict[int, dict[str, int]]] = {
     "tiles": {64: {"WARP_ROWS": 32, "BC": 64}, 128: {"WARP_ROWS": 32, "BC": 64}},
-    "hopper": {64: {"CONSUMERS": 3, "BC": 128, "STAGES": 2, "SCHEDULE": 1, "PERSISTENT": 0, "UNIFORM": 1},
-               128: {"CONSUMERS": 2, "BC": 176, "STAGES": 2, "SCHEDULE": 2, "PERSISTENT": 0, "UNIFORM": 1}},
+    "hopper": {64: {"CONSUMERS": 3, "BC": 128, "STAGES": 2, "SCHEDULE": 1},
+               128: {"CONSUMERS": 2, "BC": 176, "STAGES": 2, "SCHEDULE": 2}},
 }
+#: Options kept out of the chapter's kernel, with the value that means "off" (the flag is passed only when on).
+#: PERSISTENT: 1 one block per SM walking (query block, head, batch) items, 2 a causal run's items ranked by cost
+#: and dealt in a snake, 3 1's order on a block per item. It gained at some shapes and lost at others on the H200
+#: (bench/results/flash_fwd_bench_*.md), so it lives in a variant of the chapter's file, PERSISTENT_FILE.
+OPT_IN: dict[str, dict[str, int]] = {"tiles": {}, "hopper": {"PERSISTENT": 0}}
+#: The chapter's kernel plus solutions/variants/ch10_persistent.patch (``python -m tklab exercises --derive``).
+PERSISTENT_FILE = SOLUTIONS / "variants" / "ch10_persistent.cu"
 _KV_ALIGN, _TILE_ALIGN = 1024, 1024  # swizzled tiles start on 1024-byte boundaries
 
 
@@ -220,11 +233,11 @@ def build(kernel: str = "hopper", head_dim: int = 128, *, source_text: str | Non
         raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
     if head_dim not in (64, 128):
         raise ValueError(f"the attention kernels handle head dimension 64 or 128, got {head_dim}")
-    unknown = set(options) - set(DEFAULTS[kernel][head_dim])
+    known = set(DEFAULTS[kernel][head_dim]) | set(OPT_IN[kernel])
+    unknown = set(options) - known
     if unknown:
-        raise ValueError(f"unknown option(s) {sorted(unknown)} for kernel {kernel!r}; "
-                         f"it takes {sorted(DEFAULTS[kernel][head_dim])}")
-    opts = DEFAULTS[kernel][head_dim] | {k: int(v) for k, v in options.items()}
+        raise ValueError(f"unknown option(s) {sorted(unknown)} for kernel {kernel!r}; it takes {sorted(known)}")
+    opts = DEFAULTS[kernel][head_dim] | OPT_IN[kernel] | {k: int(v) for k, v in options.items()}
     bf16 = 2
     if kernel == "tiles":
         warps, wr, bc = 4, opts["WARP_ROWS"], opts["BC"]
@@ -242,9 +255,6 @@ def build(kernel: str = "hopper", head_dim: int = 128, *, source_text: str | Non
                               f"SM walking a list of them), 2 (1, with a causal run's items ranked by cost over "
                               f"every head and dealt in a snake) or 3 (1's order on a grid of a block per item: the "
                               f"GPU deals them); got {opts['PERSISTENT']}")
-        if opts["UNIFORM"] not in (0, 1):
-            raise ConfigError(f"UNIFORM must be 0 or 1 (the consumer index in uniform registers), "
-                              f"got {opts['UNIFORM']}")
         if schedule and cons < 2:
             raise ConfigError(f"SCHEDULE={schedule} ({'ping-pong' if schedule == 2 else 'overlap'}) has consumer "
                               "warpgroups take turns, so it needs at least 2 of them (CONSUMERS >= 2); with one "
@@ -252,7 +262,8 @@ def build(kernel: str = "hopper", head_dim: int = 128, *, source_text: str | Non
         tiles = cons * 64 * head_dim * bf16 + 2 * stages * bc * head_dim * bf16
         barriers = 2 * stages * 2 * 8 + 8 + 8 * bool(opts["PERSISTENT"])  # two pipelines' full/empty, q_full (q_empty)
         threads, rows, smem = (cons + 1) * 128, 64 * cons, _round_up(tiles + barriers, _TILE_ALIGN) + 1024
-    flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items()))
+    flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items())
+                                                if k not in OPT_IN[kernel] or v != OPT_IN[kernel][k])
     b = Build(kernel, head_dim, flags, threads, rows, smem, source_text)
     check_shared(f"attention.build({kernel!r}, {head_dim}, {', '.join(f'{k}={v}' for k, v in sorted(opts.items()))})",
                  smem, b.arch)
@@ -340,9 +351,9 @@ def launch_grid(cfg: Build, batch: int, heads: int, seq: int, sms: int | None = 
     (query block, head, batch) item in one line, or under PERSISTENT=1 or 2 one block per SM (``sms``; the
     GPU's count when None), never more than there are (query block, head) items."""
     blocks = (seq + cfg.block_rows - 1) // cfg.block_rows
-    if cfg.kernel != "hopper" or not cfg.option("PERSISTENT"):
+    if cfg.kernel != "hopper" or not cfg.persistent:
         return (blocks, heads, batch)
-    if cfg.option("PERSISTENT") == 3:
+    if cfg.persistent == 3:
         return (blocks * heads * batch, 1, 1)
     if sms is None:
         from ..run import gpu
@@ -378,7 +389,7 @@ def prepare(q: Any, k: Any, v: Any, o: Any, lse: Any, *, causal: bool = False, s
         dt = None if _is_torch(q) else "bfloat16"
         bc = cfg.option("BC")
         maps = [tma.tensor_map(x, (rows, d), dtype=dt) for x, rows in ((q, 64), (k, bc), (v, bc), (o, 64))]
-        args = (*maps, lse, h, n, sc, int(causal)) + ((b,) if cfg.option("PERSISTENT") else ())
+        args = (*maps, lse, h, n, sc, int(causal)) + ((b,) if cfg.persistent else ())
     smem = fn.module.constants["flash_shared_bytes"]  # the kernel's own number (cfg.shared_bytes models it)
     return fn.prepare(grid, (cfg.threads,), args, shared_mem=smem, stream=stream)
 
