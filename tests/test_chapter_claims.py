@@ -419,7 +419,7 @@ def test_ch10_profile_numbers_are_the_files() -> None:
     busiest = re.search(r"Tensor is the highest-utilized pipeline \(([\d.]+)%\)",
                         (RESULTS / "ncu" / "flash_fwd_ch10_pingpong3_d64_n8192_e9e13a5.txt").read_text())
     assert f"the tensor pipe is the busiest ({float(busiest.group(1)):.0f} %" in fa
-    # the FlashAttention-4 cell (1025f937) quotes a later profile: test_ch10_against_flashattention_4_as_the_cited_...
+    # the FlashAttention-4 cell quotes a later profile: test_ch10_against_flashattention_4_as_the_cited_run_measured
     assert tensor and barrier
 
 

@@ -271,7 +271,7 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
 def swapab_by_default(head_dim: int, options: dict[str, int], opts: dict[str, int]) -> bool:
     """Whether a build that does not name SWAPAB gets it: FlashAttention-3's layout (SWAPAB_FILE) ran ahead of the
     chapter's kernel and of its turns at both head dimensions on the H200, cuDNN and FlashAttention-4 in the same
-    runs (bench/results/flash_bwd_2026-12-04_*.md). Not when a build asks for what only the chapter's kernel has:
+    runs (bench/results/flash_bwd_*.md, the newest). Not when a build asks for what only the chapter's kernel has:
     another DQ_MODE, one consumer, other STAGES, PINGPONG or DQ_LAG named, or UNIFORM=0 at d = 128 (which names the
     chapter's kernel there, as it did before; SWAPAB=1 with UNIFORM=0 is still built when asked by name)."""
     if {"SWAPAB", "PINGPONG", "DQ_LAG"} & set(options) or (head_dim == 128 and options.get("UNIFORM") == 0):
