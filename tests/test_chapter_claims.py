@@ -529,15 +529,20 @@ def test_ch11_profile_clock_and_reductions() -> None:
 
 
 def test_ch11_what_is_left_quotes_its_runs() -> None:
-    """11 · what is left: the default build's ratios in the run section 5 reads, and the training step times."""
-    rows = _bwd_rows("flash_bwd_2026-12-02_69085c9.json")
+    """11 · section 8: the default build's (FA3's layout) ratios in the run the cell names, and the training step
+    times of the newest training record."""
+    left = _text("11", "2170a3d2")
+    report = re.search(r"`bench/results/(flash_bwd_[^`]+)\.md`", left).group(1)
+    rows = _bwd_rows(f"{report}.json")
     c128, c64 = (_bwd_range(rows, "ch11 default", "sdpa cudnn", d) for d in (128, 64))
     fa4, fa4_cudnn = _bwd_range(rows, "ch11 default", "FlashAttention-4"), _bwd_range(rows, "FlashAttention-4",
                                                                                          "sdpa cudnn")
-    left = _text("11", "2170a3d2")
-    assert f"the default build runs {c128[0]:.2f}–{c128[1]:.2f}× cuDNN at d = 128 and {c64[0]:.2f}–{c64[1]:.2f}× " \
+    assert f"the default runs {c128[0]:.2f}–{c128[1]:.2f}× cuDNN at d = 128 and {c64[0]:.2f}–{c64[1]:.2f}× " \
            f"at d = 64, {fa4[0]:.2f}–{fa4[1]:.2f}× FlashAttention-4 (whose backward ran " \
            f"{fa4_cudnn[0]:.2f}–{fa4_cudnn[1]:.2f}× cuDNN" in left
+    from tklab.kernels import attention_bwd
+
+    assert attention_bwd.build(64).swapab and attention_bwd.build(128).swapab  # "That build is the default"
     step = json.loads((RESULTS / "train_tiny_gpt_2026-12-01_a2b4b3b.json").read_text())["summary"]["median_step_ms"]
     assert f"took {step['course']:.1f} ms with the course's kernels against SDPA's {step['sdpa']:.1f} ms" in left
 
