@@ -217,9 +217,9 @@ def test_ch10_unequal_turns_are_named_in_debug_builds(capfd: pytest.CaptureFixtu
     from tklab.kernels import attention
 
     text = attention.build("hopper", 128).text()
-    old = "(seq + BC - 1) / BC;\n#else"  # the block's key blocks: consumer 1 (threads 256..383) walks one fewer
+    old = ": (seq + BC - 1) / BC;\n"  # the block's key blocks: consumer 1 (threads 256..383) walks one fewer
     assert text.count(old) == 1
-    planted = text.replace(old, "(seq + BC - 1) / BC - (threadIdx.x >= 256);  // PLANTED\n#else")
+    planted = text.replace(old, ": (seq + BC - 1) / BC - (threadIdx.x >= 256);  // PLANTED\n")
     _launch_fwd(text, ("-DTK_DEBUG_TURNS",))  # as shipped: runs through
     capfd.readouterr()
     with pytest.raises(EmulationError) as err:
