@@ -113,9 +113,12 @@ TEST_WORKERS ?= 8
 #   step's planted suite checks on every commit through the same check).
 # - the planted suites marked `slow = true` in their planted.toml (chapter 11's backward: each check builds and
 #   interprets the three-warpgroup kernel, ~15 s a check on 2 CPUs; marker planted_slow, also `make planted-slow`):
-#   on every commit the main step checks chapter 11's solution on the emulator (tests/test_check.py), and the planted
-#   suites of the other two backward kernels (ch11_debug_fence, ch11_challenge_bwd_long) run the same emulator paths
-#   and the same check; the slow suite adds the backward's own 26 planted variants (21 mistakes, 5 benign).
+#   on every commit the main step checks chapter 11's solution on the emulator (tests/test_check.py) and every
+#   solution of the debugging exercises and challenges (the same), and the chapter exercises' planted suites run the
+#   same check machinery; the slow suites add chapter 11's 26 planted variants and the debugging exercises' and the
+#   challenges' suites (moved out so that `make test` keeps within 15 minutes on 2 cores, measured 2026-12-04).
+# - tests marked test_full elsewhere (tests/test_gpu_case_references.py: every GPU case's float64 reference within
+#   6 GiB, what a GPU check's parent needs; half a minute of references).
 TEST_FULL := test_full
 # A browser driving JupyterLab and a JupyterHub with four students: run after the rest, one at a time (beside the
 # planted suites' emulator builds on a 2-core machine the lab's terminal once took longer than the test waits). So

@@ -37,6 +37,9 @@ def _gpu_exercises() -> list[str]:
     return [i for i in specs.all_ids() if getattr(specs.get(i), "cases", None)]
 
 
+# make test-full (its part beyond make test): about half a minute of references on 2 cores, and what it guards (a GPU
+# check's parent) cannot break on the CPU path every commit exercises
+@pytest.mark.test_full
 @pytest.mark.parametrize("exercise_id", _gpu_exercises())
 def test_every_gpu_case_reference_fits_in_memory(exercise_id: str) -> None:
     out = subprocess.run([sys.executable, "-c", _CHILD.format(cap=CAP_BYTES), exercise_id], cwd=ROOT,
