@@ -93,3 +93,13 @@ def test_cell_ids_are_unique(path: Path) -> None:
     name a cell by id would find another one."""
     ids = [c.get("id") for c in json.loads(path.read_text())["cells"]]
     assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
+def test_stored_outputs_have_an_execution_count(path: Path) -> None:
+    """nbval refuses a code cell that holds outputs but no execution count ("Unrun reference cell has outputs"): a
+    cell added with a stored output must be numbered like the cells around it."""
+    cells = json.loads(path.read_text())["cells"]
+    bad = [f"cell {i} ({c.get('id')})" for i, c in enumerate(cells)
+           if c["cell_type"] == "code" and c.get("outputs") and c.get("execution_count") is None]
+    assert not bad, f"{path.name}: outputs without an execution count: {bad}"
