@@ -115,8 +115,8 @@ TEST_WORKERS ?= 8
 #   interprets the three-warpgroup kernel, ~15 s a check on 2 CPUs; marker planted_slow, also `make planted-slow`):
 #   on every commit the main step checks chapter 11's solution on the emulator (tests/test_check.py) and every
 #   solution of the debugging exercises and challenges (the same), and the chapter exercises' planted suites run the
-#   same check machinery; the slow suites add chapter 11's 26 planted variants and the debugging exercises' and the
-#   challenges' suites (moved out so that `make test` keeps within 15 minutes on 2 cores, measured 2026-12-04).
+#   same check machinery; the slow suites add chapter 11's 26 planted variants and the debugging exercises', the
+#   challenges' and the design exercises' suites (moved out so that `make test` keeps within 15 minutes on 2 cores).
 # - tests marked test_full elsewhere (tests/test_gpu_case_references.py: every GPU case's float64 reference within
 #   6 GiB, what a GPU check's parent needs; half a minute of references).
 TEST_FULL := test_full
