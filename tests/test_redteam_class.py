@@ -681,17 +681,15 @@ def _as_user_script(user: str, argv: list[str]) -> list[str]:
     return [str(shutil.which("unshare")), "--mount", "--propagation", "private", "sh", "-c", "\n".join(lines)]
 
 
-def test_the_per_run_limits_hold_for_a_grader_that_is_not_root():
-    """Issue 39, item 4 for a grader that is not root: a root test run (this machine's) proved the per-run limits only
-    for root. Here it runs the per-run tests again as a throwaway user (``useradd``), through ``runuser``: the run's
-    writes bounded in all, a process limit of its own (its user namespace), its memory bounded in all without a
-    cgroup, the grader's home unreadable; each must pass at the bubblewrap level (such a grader grades at no other: at
-    the process level the code would run as the grader itself, and grading refuses)."""
+def run_pytest_as_not_root(pytest_args: list[str], *, timeout: float) -> str:
+    """Run pytest with ``pytest_args`` as the throwaway user ``_NOT_ROOT_USER`` (made with ``useradd`` if missing),
+    through ``runuser`` in a private mount namespace (``_as_user_script``); its output, after asserting it passed.
+    Skips where this grader is not root (the tests ran as one already) or the tools are missing."""
     import pwd
     import shutil
 
     if os.getuid() != 0:
-        pytest.skip("this grader is not root: the per-run tests above ran as one")
+        pytest.skip("this grader is not root: the tests above ran as one")
     missing = [t for t in ("useradd", "runuser", "unshare", "bwrap") if shutil.which(t) is None]
     if missing:
         pytest.skip(f"no {', '.join(missing)} here: cannot run the tests as a user that is not root")
@@ -700,14 +698,23 @@ def test_the_per_run_limits_hold_for_a_grader_that_is_not_root():
     except KeyError:
         subprocess.run(["useradd", "-m", _NOT_ROOT_USER], check=True, capture_output=True)
     pw = pwd.getpwnam(_NOT_ROOT_USER)
-    pytest_argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-q", "-rA",
-                   str(Path(__file__).resolve()), "-k", f"({' or '.join(_NOT_ROOT_TESTS)}) and bubblewrap"]
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-q", "-rA", *pytest_args]
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": pw.pw_dir, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.run(_as_user_script(_NOT_ROOT_USER, ["env", *(f"{k}={v}" for k, v in env.items()),
-                                                           *pytest_argv]),
-                          cwd=ROOT, capture_output=True, text=True, timeout=400, env=env)
+    proc = subprocess.run(_as_user_script(_NOT_ROOT_USER, ["env", *(f"{k}={v}" for k, v in env.items()), *argv]),
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
+    return log
+
+
+def test_the_per_run_limits_hold_for_a_grader_that_is_not_root():
+    """Issue 39, item 4 for a grader that is not root: a root test run (this machine's) proved the per-run limits only
+    for root. Here it runs the per-run tests again as a throwaway user (``useradd``), through ``runuser``: the run's
+    writes bounded in all, a process limit of its own (its user namespace), its memory bounded in all without a
+    cgroup, the grader's home unreadable; each must pass at the bubblewrap level (such a grader grades at no other: at
+    the process level the code would run as the grader itself, and grading refuses)."""
+    pytest_args = [str(Path(__file__).resolve()), "-k", f"({' or '.join(_NOT_ROOT_TESTS)}) and bubblewrap"]
+    log = run_pytest_as_not_root(pytest_args, timeout=400)
     for name in _NOT_ROOT_TESTS:
         assert f"PASSED tests/test_redteam_class.py::{name}[bubblewrap]" in log, (name, log[-4000:])
 

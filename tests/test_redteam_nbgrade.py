@@ -221,29 +221,10 @@ def test_the_kernel_path_holds_for_a_grader_that_is_not_root():
     """The kernel's sandbox for a grader that is not root (its folder a tmpfs filled inside the sandbox, its sockets
     relayed): a root test run runs the kill and flood tests again as a throwaway user (as
     ``test_redteam_class.test_the_per_run_limits_hold_for_a_grader_that_is_not_root`` does for the per-run tests)."""
-    import pwd
-    import shutil
+    from test_redteam_class import run_pytest_as_not_root
 
-    from test_redteam_class import _NOT_ROOT_USER, _as_user_script
-
-    if os.getuid() != 0:
-        pytest.skip("this grader is not root: the tests above ran as one")
-    missing = [t for t in ("useradd", "runuser", "unshare", "bwrap") if shutil.which(t) is None]
-    if missing:
-        pytest.skip(f"no {', '.join(missing)} here: cannot run the tests as a user that is not root")
-    try:
-        pwd.getpwnam(_NOT_ROOT_USER)
-    except KeyError:
-        subprocess.run(["useradd", "-m", _NOT_ROOT_USER], check=True, capture_output=True)
-    pw = pwd.getpwnam(_NOT_ROOT_USER)
     wanted = ("test_a_kernel_dies_with_a_killed_nbgrader[nbgrader]",
               "test_one_huge_output_message_is_refused_before_the_grader_reads_it")
-    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-q", "-rA",
-            *(f"{Path(__file__).resolve()}::{name}" for name in wanted)]
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": pw.pw_dir, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.run(_as_user_script(_NOT_ROOT_USER, ["env", *(f"{k}={v}" for k, v in env.items()), *argv]),
-                          cwd=ROOT, capture_output=True, text=True, timeout=500, env=env)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-4000:]
+    log = run_pytest_as_not_root([f"{Path(__file__).resolve()}::{name}" for name in wanted], timeout=500)
     for name in wanted:
         assert f"PASSED tests/test_redteam_nbgrade.py::{name}" in log, (name, log[-4000:])
