@@ -40,12 +40,11 @@ __device__ inline void reduce(V& v, const A& a, F f, const V* prev) {
             // part[h][w]: entries g (h = 0) and g+8 (h = 1) of this block, partial result w. The values of a
             // row are dealt to the Ways partials in turn, so each chain is 1/Ways of the row long.
             float part[2][Ways];
-            int next[2] = {0, 0}, started[2] = {0, 0};
+            int seen[2] = {0, 0};  // values of each row folded so far (known at compile time once unrolled)
             auto fold = [&](int h, float x) {
-                float& p = part[h][next[h]];
-                p = started[h] > next[h] ? f(p, x) : x;
-                if (started[h] <= next[h]) started[h] = next[h] + 1;
-                next[h] = (next[h] + 1) % Ways;
+                float& p = part[h][seen[h] % Ways];
+                p = seen[h] < Ways ? x : f(p, x);  // the first Ways values start the partials
+                ++seen[h];
             };
 #pragma unroll
             for (int o = 0; o < n_other; o++) {
