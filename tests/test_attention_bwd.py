@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from answers import answer
 
 from tklab.kernels import attention, attention_bwd
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 from tklab.run.limits import SHARED_OPTIN
 
-SRC = attention_bwd.KERNEL.read_text()
+SRC = attention_bwd.KERNEL.read_text()  # the chapter's kernel: FlashAttention-3's layout
+ROWS_SRC = attention_bwd.ROWS_FILE.read_text()  # SWAPAB=0: the queries as rows
 
 
 # ---- the reference -------------------------------------------------------------------------------------
@@ -151,9 +151,9 @@ def test_uniform_is_the_kernels_default_at_d128_and_leaves_no_r2ur_in_the_loop()
     assert "-DUNIFORM=1" in attention_bwd.build(64, UNIFORM=1).options
     with pytest.raises(ValueError, match="UNIFORM must be 0 or 1"):
         attention_bwd.build(128, UNIFORM=2)
-    loops = [main_loop(tklab.compile(SRC, arch="sm_90a", name=attention_bwd.KERNEL.name,
-                                     options=attention_bwd.build(128, **u).options)["flash_bwd"].sass)
-             for u in ({"UNIFORM": 0}, {})]
+    loops = [main_loop(tklab.compile(attention_bwd.source(cfg), arch="sm_90a", name=attention_bwd.KERNEL.name,
+                                     options=cfg.options)["flash_bwd"].sass)
+             for cfg in (attention_bwd.build(128, SWAPAB=1, UNIFORM=0), attention_bwd.build(128))]
     assert [op for op in loops[0] if op.startswith("R2UR")]
     assert "HGMMA" in " ".join(loops[1]) and not [op for op in loops[1] if op.startswith("R2UR")]
     assert len(loops[1]) < len(loops[0])
@@ -381,22 +381,16 @@ def test_swapab_loop_reads_p_and_ds_from_registers(d: int) -> None:
     assert len(chapter_hgmma) == {64: 20, 128: 32}[d] and all("gdesc" in g.split(",")[1] for g in chapter_hgmma)
 
 
-# SWAPAB's typical mistakes on n = 300, causal (three key blocks, so dQ's sum over key blocks, both consumers'
-# dS^T and the diagonal all matter): each is caught, as a race or hazard the emulator names or as wrong numbers.
+# The chapter kernel's typical mistakes outside the exercise's part (the step's own are in
+# solutions/ch11_flash_bwd/planted.toml: the exercise's suite), on n = 300, causal (three key blocks, so dQ's sum over
+# key blocks, both consumers' dS^T and the diagonal all matter): each is caught, as a race or hazard the emulator
+# names or as wrong numbers.
 SWAPAB_MISTAKES = [
-    ("dQ reads the other consumer's dS^T before the step's barrier", "        both::sync();\n        // dQ's quarter",
-     "        // dQ's quarter", "race"),
-    ("one dS^T buffer: overwritten while the other consumer's dQ may still read it", "x ^= 1", "x ^= 0", "hazard"),
+    ("one dS^T buffer: overwritten while the other consumer's dQ may still read it", "buf ^= 1", "buf ^= 0", "hazard"),
     ("K overwritten by dK before the other consumer's last dQ read it", "    mul(dk, dk, scale);\n    both::sync();",
      "    mul(dk, dk, scale);", "hazard"),
-    ("the (Q, dO) stage released before dV and dK finished reading it",
-     "        warpgroup::mma_async_wait<0>(dv, dk, dq, p, ds);\n        sm.q_pipe.release(stage);",
-     "        sm.q_pipe.release(stage);\n        warpgroup::mma_async_wait<0>(dv, dk, dq, p, ds);", "hazard"),
-    ("P^T not masked on the causal diagonal",
-     "  // the diagonal step: a query sees no later key\n            mask_if(s, key0, i * QSTEP, [](int k, int r) "
-     "{ return k > r; }, 0.0f);", " {}", "wrong"),
     ("L left in natural-log units inside exp2", "lse[bh * seq + row] * LOG2E", "lse[bh * seq + row]", "wrong"),
-    ("a dQ quarter written before the writer sent the last step's",
+    ("a dQ part written before the writer sent the last step's",
      "if constexpr (DQ_WRITER) wait(sm.dq_empty, (uint32_t(i - first) & 1) ^ 1);", "", "race|hazard"),
     ("the dQ buffer handed back before the copy engine read it",
      "        tma::store_wait_read<0>();\n        arrive(sm.dq_empty);", "        arrive(sm.dq_empty);", "hazard"),
@@ -418,7 +412,7 @@ def test_swapab_planted_mistake_is_caught(what: str, old: str, new: str, caught:
             _run_emulated(src, 64, _inputs(64, 300), True, SWAPAB=1)
 
 
-P_STORE = answer("ch11_flash_bwd", "store(sm.p[me]")  # P into shared memory: the exercise's line, read from it
+P_STORE = "warpgroup::store(sm.p[me], s);"  # P into shared memory (ROWS_FILE)
 
 # The hand-over's typical mistakes: each is a race or hazard the emulator names (n = 200, causal).
 LAG_MISTAKES = [
@@ -463,12 +457,10 @@ def test_the_python_launch_runs_numpy_inputs_on_the_emulator() -> None:
 
 
 # ---- planted mistakes: each must fail ------------------------------------------------------------------
-# The exercise's build (d = 128, the dQ split, TMA reduce-add) keeps its planted mistakes and benign variants in
-# solutions/ch11_flash_bwd/planted.toml, checked through `python -m tklab check` by
-# tests/test_planted_mistakes.py (the two missing barriers, dS without D, dV overwritten, dK's scale, dQ stored
-# not added, the key-tail mask dropped as a benign variant, ...). Here: the mistakes of code the exercise's
-# build does not compile or its suite does not plant, on d = 64, n = 200, causal (two key blocks, so dQ's sum
-# over key blocks and the causal diagonal both matter).
+# The exercise (the chapter's kernel) keeps its planted mistakes and benign variants in
+# solutions/ch11_flash_bwd/planted.toml, checked through `python -m tklab check` by tests/test_planted_mistakes.py.
+# Here: mistakes in the queries-as-rows kernel (ROWS_FILE, SWAPAB=0), on d = 64, n = 200, causal (two key blocks,
+# so dQ's sum over key blocks and the causal diagonal both matter).
 PLANTED = [
     ("P not masked above the diagonal", "(causal && k > r)", "false"),
     ("L used in natural-log units inside exp2", "load_rows(lse + bh * seq, row0, seq, LOG2E,",
@@ -481,8 +473,8 @@ PLANTED = [
 @pytest.mark.parametrize("what,old,new", PLANTED, ids=[p[0] for p in PLANTED])
 def test_planted_mistake_is_caught(what: str, old: str, new: str) -> None:
     """Each on the build whose code it changes: the atomics are DQ_MODE 0's, the default is DQ_MODE 1."""
-    assert SRC.count(old) == 1, f"the planted mistake {what!r} no longer matches the solution"
-    errs = _run_emulated(SRC.replace(old, new), 64, _inputs(64, 200), True, DQ_MODE=0 if "atomic" in old else 1,
+    assert ROWS_SRC.count(old) == 1, f"the planted mistake {what!r} no longer matches the solution"
+    errs = _run_emulated(ROWS_SRC.replace(old, new), 64, _inputs(64, 200), True, DQ_MODE=0 if "atomic" in old else 1,
                          SWAPAB=0)
     assert not all(e.ok() for e in errs), f"{what}: not caught ({'; '.join(map(str, errs))})"
 

@@ -1,6 +1,6 @@
 """An exercise's other builds (``tklab.grading.builds``, issue 38 deliverable 4): chapter 11's check runs the file at
-d = 64 as well as 128, so the branch the d = 128 build never takes runs under the check (its planted mistake,
-``dq_from_p_in_the_d64_branch``, is in solutions/ch11_flash_bwd/planted.toml)."""
+d = 64 as well as 128, so the code the d = 128 build never takes (128-query steps, dQ's parts by rows) runs under the
+check."""
 
 from __future__ import annotations
 
@@ -29,8 +29,11 @@ def test_chapter_11_names_its_d64_build_and_the_registry_finds_it_by_id():
 def test_the_cases_shapes_follow_their_head_dimension():
     other = specs.get("ch11_flash_bwd@d64")
     dims = other.cases[0]
-    assert other.outputs(dims)["DK"][0][-1] == 64 and other.launch(dims).shared_mem < specs.get(
-        "ch11_flash_bwd").launch({k: v for k, v in dims.items() if k != "D"}).shared_mem
+    from tklab.kernels import attention_bwd
+
+    main = specs.get("ch11_flash_bwd").launch({k: v for k, v in dims.items() if k != "D"}).shared_mem
+    assert other.outputs(dims)["DK"][0][-1] == 64
+    assert other.launch(dims).shared_mem == attention_bwd.build(64).shared_bytes != main
 
 
 def test_an_outcome_that_did_not_pass_is_left_alone():

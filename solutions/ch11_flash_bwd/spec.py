@@ -1,9 +1,10 @@
-"""ch11: the consumer's step of chapter 11's Hopper FlashAttention backward (P, dS, dV, dK, dQ with wgmma).
+"""ch11: the consumer's step of chapter 11's Hopper FlashAttention backward, with the keys as rows (S^T, dP^T,
+P^T and dS^T in registers, dV and dK with a register A operand, dS^T handed over for dQ).
 
-The exercise is the main kernel, ``flash_bwd``; the check gives it what the preprocess would (D, and
-the fp32 dQ accumulator zeroed) and reads dK, dV and the accumulator (dQ / scale) back. It builds the file twice:
-at d = 128 (the chapter's kernel, timed) and at d = 64 (``D64``, one of ``SPEC.builds``), where two consumers no
-longer split dQ's columns: the other branch of ``if constexpr (DQ_SPLIT)`` in the learner's part runs there.
+The exercise is the main kernel, ``flash_bwd``; the check gives it what the first pass would (L log2 e and D laid
+out per step, ``attention_bwd.host_stats``, and the fp32 dQ accumulator zeroed) and reads dK, dV and the
+accumulator (dQ / scale) back. It builds the file twice: at d = 128 (64-query steps, each consumer forming dQ's
+columns; timed) and at d = 64 (``D64``, one of ``SPEC.builds``: 128-query steps, each consumer forming dQ's rows).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from tklab.kernels import attention, attention_bwd
 from tklab.run.arrays import bf16_to_float32, to_bf16_bits
 
 #: The chapter's kernel (the one the learner writes) per head dimension: the check's own build, and the d = 64
-#: build whose dQ share is the other branch of the learner's ``if constexpr (DQ_SPLIT)``.
-BUILDS = {128: attention_bwd.build(128, PINGPONG=0), 64: attention_bwd.build(64, SWAPAB=0)}
+#: build (128-query steps, N = 128 products, dQ by rows).
+BUILDS = {128: attention_bwd.build(128), 64: attention_bwd.build(64)}
+assert all(b.swapab for b in BUILDS.values()), "the exercise is the chapter's file (FlashAttention-3's layout)"
 BUILD = BUILDS[128]
 D = BUILD.head_dim
 
@@ -88,12 +90,18 @@ def inputs(rng: np.random.Generator, d: Dims) -> dict[str, np.ndarray]:
     if d["B"] * d["H"] * d["N"] ** 2 > EXACT_LIMIT:
         x["LSE"], x["DELTA"] = forward_stats(*(bf16_to_float32(x[n]) for n in ("Q", "K", "V", "DO")),
                                              bool(d["causal"]))
-        return x
+        return _with_stats(x, d)
     f = {n: bf16_to_float32(x[n]).astype(np.float64) for n in x}
     o, lse = attention.naive(f["Q"], f["K"], f["V"], causal=bool(d["causal"]))
     o16 = bf16_to_float32(to_bf16_bits(o.astype(np.float32))).astype(np.float64)
     x["LSE"] = lse.astype(np.float32)
     x["DELTA"] = (o16 * f["DO"]).sum(-1).astype(np.float32)
+    return _with_stats(x, d)
+
+
+def _with_stats(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
+    """L and D as the kernel reads them: per step, by TMA (what flash_bwd_prep writes)."""
+    x["STATS"] = attention_bwd.host_stats(x["LSE"], x["DELTA"], BUILDS[_head(d)])
     return x
 
 
@@ -120,10 +128,14 @@ def launch(d: Dims) -> Launch:
 
 def args(a: Arrays, d: Dims) -> tuple[Any, ...]:
     head = _head(d)
+    b = BUILDS[head]
     a["DQ"][...] = 0  # the accumulator starts at zero (flash_bwd_prep's job in the full backward)
-    maps = [tensor_map(a[n], (64, head), dtype="bfloat16") for n in ("Q", "K", "V", "DO", "DK", "DV")]
-    maps.append(tensor_map(a["DQ"], (64, BUILDS[head].dq_cols), dtype="float32"))
-    return (*maps, a["LSE"], a["DELTA"], a["DQ"], d["H"], d["N"], np.float32(_scale(head)), d["causal"])
+    maps = [tensor_map(a[n], (b.step_box_rows if n in ("Q", "DO") else 64, head), dtype="bfloat16")
+            for n in ("Q", "K", "V", "DO", "DK", "DV")]
+    maps.append(tensor_map(a["DQ"], (b.dq_box_rows, 64), dtype="float32"))
+    maps.append(tensor_map(a["STATS"], (attention_bwd.STATS_ROWS, attention_bwd.stats_cols(b)), swizzle=0,
+                           dtype="float32"))
+    return (*maps, d["H"], d["N"], np.float32(_scale(head)), d["causal"])
 
 
 def sdpa_cudnn_backward(arrays: Arrays, d: Dims) -> Any:
@@ -146,9 +158,9 @@ def expect_dv(arrays: Arrays, d: Dims) -> Any:
 
 _MAIN = Exercise(
     id="ch11_flash_bwd",
-    title="Hopper FlashAttention backward: P, dS and the three gradient products",
+    title="Hopper FlashAttention backward with the keys as rows: S^T, P^T and dS^T, and the three gradient products",
     chapter="11",
-    untouched=("wgmma used", "only 2 warpgroup tensor-core instructions"),
+    untouched=("wgmma used", "no warpgroup tensor-core instructions"),
     solution="ch11_flash_bwd.cu",
     kernel="flash_bwd",
     language="cuda",
@@ -170,9 +182,9 @@ _MAIN = Exercise(
     floors=(TensorCoreWork(lambda d: attention_bwd.flops(d["B"], d["H"], d["N"], _head(d), bool(d["causal"]))),),
     static=(
         SassHas(r"HGMMA(\..*)?", "warpgroup tensor-core instructions (HGMMA)",
-                "issue dV += P^T dO and dK += dS^T Q (warpgroup::mma_AtB) and the dQ share (mma_AB)",
+                "issue S^T, dP^T, dV += P^T dO and dK += dS^T Q (P^T and dS^T from registers) and dQ's part",
                 min_count=32, name="wgmma used"),
-        SassHas(r"MUFU\.EX2", "fast exponentials (MUFU.EX2)", "recompute P = exp2(c S - l2) with map_row",
+        SassHas(r"MUFU\.EX2", "fast exponentials (MUFU.EX2)", "recompute P^T = exp2(c S^T - l2) with map_col",
                 min_count=16, name="exponentials"),
         attn.NO_SERIALIZED_WGMMA,
         NoSpills(),
@@ -181,10 +193,10 @@ _MAIN = Exercise(
                 baseline_name="SDPA cuDNN backward", output="DV", target=0.75,
                 flops=lambda d: attention_bwd.flops(d["B"], d["H"], d["N"], _head(d), bool(d["causal"])),
                 expect=expect_dv, rtol=5e-2, atol=5e-2,
-                # the reference's main kernel (the exercise) against cuDNN's whole backward (its preprocess and
-                # dQ pass included), the check's own timing, twice on the H200 (bench/results/gpu-session_*.md);
-                # the target is TARGET_MARGIN below
-                measured=(0.946, 0.955)),
+                # the reference's whole backward (its first pass and dQ pass included) against cuDNN's, at this
+                # shape on the H200 (bench/results/flash_bwd_*.md, the run that made it the default; the main
+                # kernel alone, what the check times, is faster than that); the target is TARGET_MARGIN below
+                measured=(0.96,)),
 )
 
 #: The d = 64 build's cases (GPU and CPU emulator alike): several key blocks (128 keys each with two consumers)

@@ -1,7 +1,8 @@
 // Chapter 11, measured variants: dQ one step late (DQ_LAG=1; d = 128), and the consumers taking turns at the
 // tensor cores (PINGPONG=1; d = 128 with DQ_LAG, or d = 64). Two consumers, DQ_MODE 1.
-// tklab.course.attention_bwd appends this file to solutions/ch11_flash_bwd/ch11_flash_bwd.cu, whose flash_bwd it
-// renames (flash_bwd_chapter), so it reuses that file's tiles, constants, preprocess, last pass and helpers.
+// tklab.kernels.attention_bwd appends this file to solutions/variants/ch11_bwd_rows.cu (the queries as rows), whose
+// flash_bwd it renames (flash_bwd_chapter), so it reuses that file's tiles, constants, preprocess, last pass and
+// helpers.
 //
 // Why: at d = 128 the chapter's kernel splits dQ's columns between its two consumers (DQ_SPLIT): consumer c
 // forms columns [64c, 64c + 64) from BOTH consumers' dS. So both must have stored dS before either

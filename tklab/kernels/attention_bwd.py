@@ -1,5 +1,6 @@
 """Attention backward (chapter 11): the maths in float64 NumPy, and the Hopper FlashAttention backward
-(``solutions/ch11_flash_bwd/ch11_flash_bwd.cu``) launched on the GPU or on the CPU emulator.
+(``solutions/ch11_flash_bwd/ch11_flash_bwd.cu``, FlashAttention-3's layout; with SWAPAB=0 the chapter's first
+kernel, ``solutions/variants/ch11_bwd_rows.cu``) launched on the GPU or on the CPU emulator.
 
 Why a module apart from ``attention.py``: the backward has its own three kernels, launch geometry and
 reference; it imports the forward's helpers (scale, layout checks) rather than growing that module.
@@ -47,7 +48,7 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: mbarriers, so the two consumers no longer meet twice a step. PINGPONG: 1 makes the two consumers take turns
 #: issuing their products, so one forms P and dS while the other's run (at d = 128 it brings DQ_LAG=1 with it:
 #: the split dQ would tie them together every step). Both live in a file of their own, LAG_FILE.
-#: SWAPAB: 1 (two consumers, DQ_MODE 1) is FlashAttention-3's Hopper layout, SWAPAB_FILE: S^T = K Q^T and
+#: SWAPAB: 1 (two consumers, DQ_MODE 1) is FlashAttention-3's Hopper layout, the chapter's KERNEL: S^T = K Q^T and
 #: dP^T = V dO^T, so P^T and dS^T are the register A operand of dV and dK; 128-query steps at d = 64, 64 at d = 128;
 #: L and D by TMA from a per-step layout its own first pass writes (so that build's prep and main kernels take other
 #: arguments). QSTEP (SWAPAB=1 only): the queries per step, 128 at d = 64; 64 or 80 at d = 128. DQ_WRITER
@@ -56,10 +57,10 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1},
                                      "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}, "SWAPAB": {64: 0, 128: 0},
                                      "DQ_WRITER": {64: 1, 128: 1}, "QSTEP": {64: 128, 128: 64}}
-#: The variants' flash_bwd, built as the chapter's file (its flash_bwd renamed) followed by this one.
+#: SWAPAB=0: the backward with the queries as rows (one or two consumers, DQ_MODE 0, 1 or 2), a file of its own.
+ROWS_FILE = SOLUTIONS / "variants" / "ch11_bwd_rows.cu"
+#: DQ_LAG and PINGPONG's flash_bwd, built as ROWS_FILE (its flash_bwd renamed) followed by this one.
 LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
-#: SWAPAB=1's flash_bwd and flash_bwd_prep, appended the same way (both of the chapter's renamed).
-SWAPAB_FILE = SOLUTIONS / "variants" / "ch11_bwd_swapab.cu"
 #: SWAPAB=1: queries per step by head dimension; the per-step statistics box is fp32 STATS_ROWS x (queries / 4)
 #: (L log2 e, then D).
 SWAPAB_QSTEP, STATS_ROWS = {64: 128, 128: 64}, 8
@@ -158,8 +159,8 @@ class BwdBuild:
     consumers: int
     stages: int
     dq_mode: int
-    variant: bool = False  # LAG_FILE's flash_bwd replaces the chapter's (DQ_LAG or PINGPONG)
-    swapab: bool = False  # SWAPAB_FILE's flash_bwd and flash_bwd_prep replace the chapter's
+    variant: bool = False  # LAG_FILE's flash_bwd replaces ROWS_FILE's (DQ_LAG or PINGPONG)
+    swapab: bool = False  # the chapter's kernel (KERNEL); else ROWS_FILE
 
     @property
     def qstep(self) -> int:
@@ -269,11 +270,12 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
 
 
 def swapab_by_default(head_dim: int, options: dict[str, int], opts: dict[str, int]) -> bool:
-    """Whether a build that does not name SWAPAB gets it: FlashAttention-3's layout (SWAPAB_FILE) ran ahead of the
-    chapter's kernel and of its turns at both head dimensions on the H200, cuDNN and FlashAttention-4 in the same
-    runs (bench/results/flash_bwd_*.md, the newest). Not when a build asks for what only the chapter's kernel has:
+    """Whether a build that does not name SWAPAB gets it: FlashAttention-3's layout (KERNEL) ran ahead of the
+    queries-as-rows kernel (ROWS_FILE) and of its turns at both head dimensions on the H200, cuDNN and
+    FlashAttention-4 in the same runs (bench/results/flash_bwd_*.md, the newest). Not when a build asks for what
+    only ROWS_FILE has:
     another DQ_MODE, one consumer, other STAGES, PINGPONG or DQ_LAG named, or UNIFORM=0 at d = 128 (which names the
-    chapter's kernel there, as it did before; SWAPAB=1 with UNIFORM=0 is still built when asked by name)."""
+    rows kernel there, as it did before; SWAPAB=1 with UNIFORM=0 is still built when asked by name)."""
     if {"SWAPAB", "PINGPONG", "DQ_LAG"} & set(options) or (head_dim == 128 and options.get("UNIFORM") == 0):
         return False
     return opts["DQ_MODE"] == 1 and opts["CONSUMERS"] == 2 and opts["STAGES"] == 2
@@ -300,14 +302,16 @@ def compiled(b: BwdBuild, target: str = "gpu") -> Any:
 
 
 def source(b: BwdBuild) -> str:
-    """The CUDA source of a build: the chapter's file, or, for a variant, the chapter's file with its main
-    kernel renamed (flash_bwd_chapter) followed by the variant's own flash_bwd."""
-    if not (b.variant or b.swapab):
+    """The CUDA source of a build: the chapter's file (SWAPAB=1, the default), ROWS_FILE (SWAPAB=0), or for DQ_LAG
+    and PINGPONG ROWS_FILE with its main kernel renamed (flash_bwd_chapter) followed by LAG_FILE's flash_bwd."""
+    if b.swapab:
         return KERNEL.read_text()
-    renamed = ("flash_bwd", "flash_bwd_shared_bytes") + (("flash_bwd_prep",) if b.swapab else ())
+    if not b.variant:
+        return ROWS_FILE.read_text()
+    renamed = ("flash_bwd", "flash_bwd_shared_bytes")
     head = "".join(f"#define {n} {n.replace('flash_bwd', 'flash_bwd_chapter')}\n" for n in renamed)
     tail = "".join(f"#undef {n}\n" for n in renamed)
-    return head + KERNEL.read_text() + "\n" + tail + (SWAPAB_FILE if b.swapab else LAG_FILE).read_text()
+    return head + ROWS_FILE.read_text() + "\n" + tail + LAG_FILE.read_text()
 
 
 # ---- launching -----------------------------------------------------------------------------------------
@@ -369,6 +373,22 @@ def stats_len(cfg: BwdBuild) -> int:
 def stats_cols(cfg: BwdBuild) -> int:
     """Columns of SWAPAB=1's statistics box: L and D of the step (stats_len each) in STATS_ROWS rows."""
     return 2 * stats_len(cfg) // STATS_ROWS
+
+
+def host_stats(lse: np.ndarray, delta: np.ndarray, cfg: BwdBuild) -> np.ndarray:
+    """What flash_bwd_prep writes for the chapter's kernel, on the host: per (batch, head) and step, L log2 e then
+    D of the step's queries, each padded to stats_len (padding: L = +inf, so P = 0; D = 0), as stats_shape's fp32
+    array. For a check that runs flash_bwd alone from the forward's L and a given D."""
+    b, h, n = lse.shape
+    steps, q, length = -(-n // cfg.qstep), cfg.qstep, stats_len(cfg)
+    l2 = np.full((b, h, steps * q), np.inf, np.float32)
+    d = np.zeros((b, h, steps * q), np.float32)
+    l2[..., :n] = lse.astype(np.float32) * np.float32(LOG2E)
+    d[..., :n] = delta
+    out = np.zeros((b, h, steps, 2, length), np.float32)
+    out[..., 0, :q] = l2.reshape(b, h, steps, q)
+    out[..., 1, :q] = d.reshape(b, h, steps, q)
+    return out.reshape(stats_shape(b, h, n, cfg))
 
 
 def prep_rows(n: int, cfg: BwdBuild) -> int:
