@@ -15,7 +15,7 @@
 // (one thread issues the TMA copies, as in chapter 08's first GEMM). Per query block each warp rebuilds its 16
 // rows of P from S = Q K^T and L (section 1: P = 2^(c S - L log2 e), c = scale * log2(e)), zeroes the keys
 // after its queries under a causal mask, and writes P to shared memory: dV += P^T dO reads P transposed, with
-// the keys as rows, which a wgmma can only do from shared memory (section 2).
+// the keys as rows, from there (the first of section 2's two ways; the chapter's kernel forms P^T in registers).
 //
 // Launch: grid (seq / 64, batch * heads), 128 threads, dv_shared_bytes of dynamic shared memory.
 #include "tk.cuh"
