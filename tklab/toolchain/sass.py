@@ -16,6 +16,10 @@ Public API: ``disassemble(cubin) -> dict[kernel, sass]``, ``resource_usage(cubin
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
 import re
 import subprocess
 import tempfile
@@ -59,7 +63,53 @@ _FUNC = re.compile(r"^\s*Function : (\S+)\s*$", re.M)
 
 
 def disassemble(cubin: bytes) -> dict[str, str]:
-    """SASS text per kernel, in the order cuobjdump prints them."""
+    """SASS text per kernel, in the order cuobjdump prints them. Kept in the compile cache under the cubin's digest
+    and the disassembler's (``_SASS_CACHE``): a module the cache returns again, or another program that compiled to
+    the same bytes, costs a file read instead of a disassembly (a third of a second and more)."""
+    path = _sass_entry(cubin)
+    if path is not None:
+        with contextlib.suppress(OSError, ValueError):
+            kept = json.loads(path.read_text())
+            if isinstance(kept, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in kept.items()):
+                return kept
+    result = _disassemble(cubin)
+    if path is not None:
+        with contextlib.suppress(OSError):  # a cache that cannot be written costs only the next disassembly
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(result, f)
+                os.replace(tmp, path)  # readers see a whole entry or none
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+    return result
+
+
+#: The compile cache's folder of disassemblies, one JSON file per (cubin, disassembler).
+_SASS_CACHE = "sass"
+
+
+def _sass_entry(cubin: bytes) -> Path | None:
+    """Where the disassembly of ``cubin`` is kept (None: the compile cache is off): the digest covers the cubin and
+    the disassembler that read it (its path, size and time), so another CUDA version disassembles again."""
+    from . import cache
+
+    if not cache.enabled():
+        return None
+    try:
+        tool = Path(locate.binary("cuobjdump"))
+        st = tool.stat()
+    except (OSError, locate.ToolchainError):
+        return None
+    h = hashlib.sha256(cubin)
+    h.update(f"\0{tool}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    k = h.hexdigest()
+    return cache.cache_dir() / _SASS_CACHE / k[:2] / f"{k}.json"
+
+
+def _disassemble(cubin: bytes) -> dict[str, str]:
     text = _run("cuobjdump", ["-sass"], cubin)
     marks = list(_FUNC.finditer(text))
     result: dict[str, str] = {}

@@ -161,9 +161,9 @@ def find(name: str) -> Exercise:
     exercise nor its debugging exercise), or a file name/path named after it (``.../ch02_smem_tiling.cu``)."""
     stem = Path(name).name.split(".", 1)[0] if ("/" in name or "." in name) else name
     stem = RENAMED.get(stem, stem)
-    ids = all_ids()
-    if stem in ids:
+    if "@" not in stem and (stem in _drills() or spec_file(stem) is not None):  # an id: only its spec loads
         return get(stem)
+    ids = all_ids()
     matches = [i for i in ids if i.startswith(stem)] or [i for i in ids if stem.startswith(i)]
     drills = _drills()
     main = [i for i in matches if i not in drills and not get(i).design and get(i).kind != "debug"]

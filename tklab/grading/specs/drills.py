@@ -116,7 +116,8 @@ def _block_domain() -> list[tuple[int, ...]]:
 
 def _sample(rng_seed: int, n: int, *choices: Any) -> list[tuple[int, ...]]:
     rng = np.random.default_rng(rng_seed)
-    return [tuple(int(rng.choice(c)) for c in choices) for _ in range(n)]
+    arrays = [np.asarray(c) for c in choices]  # once: ``choice`` of a range builds its array on every call
+    return [tuple(int(rng.choice(a)) for a in arrays) for _ in range(n)]
 
 
 _MMA_A = layouts.fragment("mma.m16n8k16", "A")
