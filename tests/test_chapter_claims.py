@@ -793,3 +793,21 @@ def test_ch10_against_flashattention_4_as_the_cited_run_measured() -> None:
                      r"\*\*([\d.]+)\*\* \| ([\d.]+) \|", rows, re.M).groups()
     assert f"busy {pipe[1]} % of the time at d = 128 against FlashAttention-4's {pipe[2]} %, {pipe[4]} % against " \
            f"{pipe[5]} % at d = 64" in prose
+
+
+def test_ch11_exercise_counts_its_planted_suite() -> None:
+    """11 · the exercise: the numbers of planted mistakes and benign variants the prose gives are the suite's."""
+    import tomllib
+
+    suite = tomllib.loads((ROOT / "solutions" / "ch11_flash_bwd" / "planted.toml").read_text())
+    prose = _text("11", "f0c38eb4")
+    assert f"The check must fail {len(suite['mistake'])} planted typical mistakes" in prose
+    assert f"pass {len(suite['benign'])} benign variants" in prose
+
+
+def test_ch11_the_picture_cell_asserts_the_fragment_equality() -> None:
+    """11 · section 2: the picture's cell printed the equality of the accumulator's k-slice and the A operand as
+    True, and that S's key column spans all four warps (both computed from tklab.models.layouts)."""
+    out = _output("11", "a1c0f3e1")
+    assert "= its A-operand elements 0..7 of k-slice s: True" in out
+    assert "sits in warps [0, 1, 2, 3]" in out
