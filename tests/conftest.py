@@ -19,6 +19,25 @@ os.environ.setdefault("TKLAB_HINT_STATE", os.path.join(os.path.dirname(__file__)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "test_full: a slow guard that `make test-full` adds to `make test` (the "
                             "Makefile says why each is not needed on every commit)")
+    if not hasattr(config, "workerinput"):  # once, in the process that starts the xdist workers (or the only one)
+        _compile_sources()
+
+
+def _compile_sources() -> None:
+    """Byte-compile tklab and the exercises' specs before any test starts a Python process.
+
+    Where ``PYTHONDONTWRITEBYTECODE`` is set (as on our CI machine) Python never writes ``__pycache__``, so every
+    process the tests start (each ``python -m tklab check``, each sandboxed child, each notebook kernel) compiled
+    tklab from its source again: about 0.1 s of CPU a process, thousands of them. ``compileall`` writes the
+    bytecode whatever that variable says (a file whose bytecode is current is only looked at); Python checks each
+    file's bytecode against the source's time and size on import, so an edited file is compiled again."""
+    import compileall
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    compileall.compile_dir(root / "tklab", quiet=2)
+    for spec in sorted((root / "solutions").glob("*/spec.py")):
+        compileall.compile_file(spec, quiet=2)
 
 
 def _gpu_arch() -> str | None:
