@@ -79,6 +79,15 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     # the defaults with K_j handed back right after the wait for S_j, before the softmax: the planted mistake
     # below, which is how the kernel once read; ptxas then waits for P V before the exponentials
     "ch10 defaults, K released before the softmax": ("hopper", {}, (64, 128)),
+    # the softmax's options (solutions/variants/ch10_softmax_split.cu) over the defaults: EXP2_SPLIT=n exponentiates n
+    # of each 8 scores by a cubic on the FMA pipe instead of MUFU (d = 64 is MUFU-bound after the tensor pipe);
+    # MASK_SPLIT=1 runs the blocks without a mask through a loop without the mask code
+    "ch10 split exp2 1/8": ("hopper", {"EXP2_SPLIT": 1}, (64, 128)),
+    "ch10 split exp2 2/8": ("hopper", {"EXP2_SPLIT": 2}, (64, 128)),
+    "ch10 split exp2 3/8": ("hopper", {"EXP2_SPLIT": 3}, (64,)),
+    "ch10 split mask": ("hopper", {"MASK_SPLIT": 1}, (64, 128)),
+    "ch10 split mask + exp2 1/8": ("hopper", {"MASK_SPLIT": 1, "EXP2_SPLIT": 1}, (64, 128)),
+    "ch10 split mask + exp2 2/8": ("hopper", {"MASK_SPLIT": 1, "EXP2_SPLIT": 2}, (64,)),
 }
 #: "@base" variants: chapter 10's kernel and the tile library as another commit had them, compiled in this process
 #: beside today's (an A/B with rounds interleaved). `python bench/flash_fwd.py base REV` unpacks REV's cuda/ and

@@ -173,8 +173,12 @@ class Build:
 
     @property
     def source(self) -> Path:
-        """The shipped file: the chapter's kernel, or under PERSISTENT its variant (``PERSISTENT_FILE``)."""
-        return PERSISTENT_FILE if self.persistent else solution(KERNELS[self.kernel])
+        """The shipped file: the chapter's kernel, under PERSISTENT its variant (``PERSISTENT_FILE``), under
+        EXP2_SPLIT or MASK_SPLIT the softmax's (``SPLIT_FILE``)."""
+        if self.persistent:
+            return PERSISTENT_FILE
+        return SPLIT_FILE if any(f.startswith(f"-D{o}=") for o in SPLIT_OPTIONS for f in self.options) \
+            else solution(KERNELS[self.kernel])
 
     @property
     def persistent(self) -> int:
@@ -216,9 +220,16 @@ DEFAULTS: dict[str, dict[int, dict[str, int]]] = {
 #: PERSISTENT: 1 one block per SM walking (query block, head, batch) items, 2 a causal run's items ranked by cost
 #: and dealt in a snake, 3 1's order on a block per item. It gained at some shapes and lost at others on the H200
 #: (bench/results/flash_fwd_bench_*.md), so it lives in a variant of the chapter's file, PERSISTENT_FILE.
-OPT_IN: dict[str, dict[str, int]] = {"tiles": {}, "hopper": {"PERSISTENT": 0}}
+#: EXP2_SPLIT=n (0-8): n of the 8 scores a lane holds per 16 x 16 subtile exponentiated by a cubic on the FMA pipe
+#: (fast::exp2_poly), the rest by MUFU; MASK_SPLIT=1: the key loop split into blocks without a mask and the masked
+#: rest. Not measured yet on the H200, so they live in a variant of the chapter's file, SPLIT_FILE.
+OPT_IN: dict[str, dict[str, int]] = {"tiles": {}, "hopper": {"PERSISTENT": 0, "EXP2_SPLIT": 0, "MASK_SPLIT": 0}}
 #: The chapter's kernel plus solutions/variants/ch10_persistent.patch (``python -m tklab exercises --derive``).
 PERSISTENT_FILE = SOLUTIONS / "variants" / "ch10_persistent.cu"
+#: The chapter's kernel plus solutions/variants/ch10_softmax_split.patch: the softmax's two options, both passed
+#: whenever one is on (with both 0 it compiles to the chapter kernel's SASS).
+SPLIT_FILE = SOLUTIONS / "variants" / "ch10_softmax_split.cu"
+SPLIT_OPTIONS = ("EXP2_SPLIT", "MASK_SPLIT")
 _KV_ALIGN, _TILE_ALIGN = 1024, 1024  # swizzled tiles start on 1024-byte boundaries
 
 
@@ -255,6 +266,16 @@ def build(kernel: str = "hopper", head_dim: int = 128, *, source_text: str | Non
                               f"SM walking a list of them), 2 (1, with a causal run's items ranked by cost over "
                               f"every head and dealt in a snake) or 3 (1's order on a grid of a block per item: the "
                               f"GPU deals them); got {opts['PERSISTENT']}")
+        split = {o: opts[o] for o in SPLIT_OPTIONS}
+        if not 0 <= split["EXP2_SPLIT"] <= 8 or split["MASK_SPLIT"] not in (0, 1):
+            raise ConfigError(f"EXP2_SPLIT must be 0-8 (how many of each 8 scores take the cubic instead of MUFU) and "
+                              f"MASK_SPLIT 0 or 1; got {split}")
+        if any(split.values()) and opts["PERSISTENT"]:
+            raise ConfigError(f"EXP2_SPLIT and MASK_SPLIT are options of the chapter's grid ({SPLIT_FILE.name}), not "
+                              f"of PERSISTENT's variant; got {split} with PERSISTENT={opts['PERSISTENT']}")
+        if split["MASK_SPLIT"] and not schedule:
+            raise ConfigError("MASK_SPLIT=1 splits the key loop of SCHEDULE 1 and 2 (overlap, ping-pong); SCHEDULE=0 "
+                              "has none to split")
         if schedule and cons < 2:
             raise ConfigError(f"SCHEDULE={schedule} ({'ping-pong' if schedule == 2 else 'overlap'}) has consumer "
                               "warpgroups take turns, so it needs at least 2 of them (CONSUMERS >= 2); with one "
@@ -262,8 +283,10 @@ def build(kernel: str = "hopper", head_dim: int = 128, *, source_text: str | Non
         tiles = cons * 64 * head_dim * bf16 + 2 * stages * bc * head_dim * bf16
         barriers = 2 * stages * 2 * 8 + 8 + 8 * bool(opts["PERSISTENT"])  # two pipelines' full/empty, q_full (q_empty)
         threads, rows, smem = (cons + 1) * 128, 64 * cons, _round_up(tiles + barriers, _TILE_ALIGN) + 1024
+    split_on = kernel == "hopper" and any(opts[o] for o in SPLIT_OPTIONS)
     flags = (f"-DHEAD_DIM={head_dim}",) + tuple(f"-D{k}={v}" for k, v in sorted(opts.items())
-                                                if k not in OPT_IN[kernel] or v != OPT_IN[kernel][k])
+                                                if k not in OPT_IN[kernel] or v != OPT_IN[kernel][k]
+                                                or (split_on and k in SPLIT_OPTIONS))
     b = Build(kernel, head_dim, flags, threads, rows, smem, source_text)
     check_shared(f"attention.build({kernel!r}, {head_dim}, {', '.join(f'{k}={v}' for k, v in sorted(opts.items()))})",
                  smem, b.arch)
