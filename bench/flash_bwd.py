@@ -108,24 +108,26 @@ def check() -> list[dict[str, Any]]:
 
 def determinism(n: int = 4097, d: int = 128, runs: int = 5) -> list[dict[str, Any]]:
     """Run the same backward several times: how many elements of dQ (summed by atomic additions in an
-    order the blocks' timing decides, DQ_MODE 0 and 1; in a fixed order from slots, DQ_MODE 2) and of dK, dV
-    (each written by one block) differ bit for bit."""
+    order the blocks' timing decides, DQ_MODE 0 and 1; in a fixed order from slots, DQ_MODE 2; by reduce-adds in
+    turns, DETERMINISTIC=1) and of dK, dV (each written by one block) differ bit for bit."""
     import torch
 
     q, k, v, do = _inputs(2, 4, n, d)
     o, lse = attention.flash_fwd(q, k, v, causal=False)
     rows = []
-    for mode in (0, 1, 2):
-        first = attention_bwd.flash_bwd(q, k, v, o, lse, do, DQ_MODE=mode)
+    for opts in ({"DQ_MODE": 0}, {"DQ_MODE": 1}, {"DQ_MODE": 2}, {"DETERMINISTIC": 1}):
+        mode = opts.get("DQ_MODE", 1)
+        first = attention_bwd.flash_bwd(q, k, v, o, lse, do, **opts)
         differ = [0, 0, 0]
         for _ in range(runs - 1):
-            again = attention_bwd.flash_bwd(q, k, v, o, lse, do, DQ_MODE=mode)
+            again = attention_bwd.flash_bwd(q, k, v, o, lse, do, **opts)
             for j in range(3):
                 differ[j] = max(differ[j], int((again[j].view(torch.int16) != first[j].view(torch.int16)).sum()))
-        rows.append({"dq_mode": mode, "shape": [2, 4, n, d], "runs": runs, "dq_elements_differing": differ[0],
+        rows.append({"dq_mode": mode, "options": ",".join(f"{key}={val}" for key, val in opts.items()),
+                     "shape": [2, 4, n, d], "runs": runs, "dq_elements_differing": differ[0],
                      "dk_elements_differing": differ[1], "dv_elements_differing": differ[2],
                      "elements": first[0].numel()})
-        print(f"determinism DQ_MODE={mode}: {rows[-1]}", flush=True)
+        print(f"determinism {rows[-1]['options']}: {rows[-1]}", flush=True)
     return rows
 
 
@@ -161,12 +163,15 @@ VARIANTS: dict[str, dict[str, int]] = {
     "ch11 swapAB dQ by consumers": {"SWAPAB": 1, "DQ_WRITER": 0},  # no dQ writer warp: each consumer sends its own
     "ch11 swapAB uniform dQ by consumers": {"SWAPAB": 1, "UNIFORM": 1, "DQ_WRITER": 0},  # the writer's A/B at d=128
     "ch11 swapAB 80": {"SWAPAB": 1, "QSTEP": 80},  # d = 128 only: 80-query steps, dQ^T stored transposed
+    # the chapter's kernel with dQ the same bit for bit: the key blocks add each step's dQ in turns (no O(N^2) slots)
+    "ch11 deterministic": {"DETERMINISTIC": 1},
 }
 #: Options checked against float64 autograd besides the two dQ modes, per head dimension.
 CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"PINGPONG": 1}, {"STAGES": 3}, {"SWAPAB": 1},
-                                                        {"SWAPAB": 1, "UNIFORM": 1}],
+                                                        {"SWAPAB": 1, "UNIFORM": 1}, {"DETERMINISTIC": 1}],
                                                    128: [{"PINGPONG": 0}, {"UNIFORM": 0}, {"SWAPAB": 1},
-                                                         {"SWAPAB": 1, "UNIFORM": 0}, {"SWAPAB": 1, "QSTEP": 80}]}
+                                                         {"SWAPAB": 1, "UNIFORM": 0}, {"SWAPAB": 1, "QSTEP": 80},
+                                                         {"DETERMINISTIC": 1}]}
 DEFAULT_VARIANTS = ["ch11 default", "ch11 dQ TMA reduce"]
 
 

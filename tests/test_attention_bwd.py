@@ -631,3 +631,226 @@ def test_a_zero_gradient_is_compared_with_an_absolute_floor_not_divided_by_zero(
     assert attention_bwd.grad_errors("dq", zero + 3e-6, zero).ok()
     assert not attention_bwd.grad_errors("dq", zero + 0.05, zero).ok()
     assert not attention_bwd.grad_errors("dq", zero + np.nan, zero).ok()
+
+
+# ---- DETERMINISTIC=1: the key blocks add each step's dQ in turns ----------------------------------------------
+# An int32 counter per (batch, head, step), zeroed by flash_bwd_prep; key block kv adds step i when the counter reads
+# kv, then counts it up once its adds have landed. Run through attention_bwd's own launch (_Launches: it allocates the
+# counters, filled with -1 on the CPU, so that only the first pass's zeroing lets the blocks go). The emulator runs
+# blocks one after another in blockIdx order with one worker (the order the turns impose), and concurrently, on
+# real threads, with several: there a block that does not wait for its turn adds when its timing says, and under
+# a causal mask key block 2 reaches step 2 at its first step, key block 0 at its third, so without the turns the
+# order (and dQ's last bits) changes.
+DET_WORKERS = 3
+
+
+def _deterministic_run(x: dict[str, np.ndarray], causal: bool, *, workers: int = 1, src: str | None = None,
+                       monkeypatch: Any = None, time_limit: float = 60.0,
+                       **options: int) -> tuple[Any, list[Any], np.ndarray]:
+    """The backward with DETERMINISTIC=1 through attention_bwd._Launches on the emulator, flash_bwd on ``workers``
+    threads (``src``: a planted kernel in place of the chapter's). Returns the launch (its fp32 dQ accumulator
+    dq_acc and its counters turns), the gradient errors against float64, and dQ's bf16 bits."""
+    if src is not None:
+        monkeypatch.setattr(attention_bwd, "compiled", lambda b, target="gpu": _module(src, b))
+    f = {name: bf16_to_float32(a).astype(np.float64) for name, a in x.items()}
+    ref = attention_bwd.reference(f["q"], f["k"], f["v"], f["do"], causal=causal)
+    o, lse = to_bf16_bits(ref.o.astype(np.float32)), ref.lse.astype(np.float32)
+    grads = [np.full(x["q"].shape, 0xFFFF, np.uint16) for _ in range(3)]
+    launch = attention_bwd._Launches(x["q"], x["k"], x["v"], o, lse, x["do"], *grads, causal=causal, scale=None,
+                                     cpu=True, DETERMINISTIC=1, **options)
+    for j, (kernel, grid, threads, args, smem) in enumerate(launch.steps):  # prep, flash_bwd, the last pass
+        kernel(grid, threads, args, shared_mem=smem, workers=workers if j == 1 else 1, time_limit=time_limit)
+    errs = [attention_bwd.grad_errors(name, bf16_to_float32(g), want)
+            for name, g, want in zip(("dq", "dk", "dv"), grads, (ref.dq, ref.dk, ref.dv), strict=True)]
+    return launch, errs, grads[0]
+
+
+def _adders_per_step(n: int, causal: bool, cfg: attention_bwd.BwdBuild) -> list[int]:
+    """How many key blocks add to each query step: every one, or under the causal mask those whose first step
+    (the kernel's steps_of: kv * KV_BLOCK // QSTEP) is at or before it."""
+    blocks, steps = -(-n // cfg.kv_block), -(-n // cfg.qstep)
+    return [sum(1 for kv in range(blocks) if not causal or kv * cfg.kv_block // cfg.qstep <= i) for i in range(steps)]
+
+
+# (d, n, heads, causal, extra options): one query; ragged lengths; three key blocks (n = 300) causal and not;
+# 80-query steps that straddle key blocks
+DET_CASES = [(64, 1, 1, False, {}), (64, 77, 2, True, {}), (64, 300, 2, True, {}), (64, 300, 2, False, {}),
+             (128, 1, 1, True, {}), (128, 77, 2, False, {}), (128, 300, 1, True, {}), (128, 300, 2, False, {}),
+             (128, 300, 1, True, {"QSTEP": 80})]
+
+
+@pytest.mark.parametrize("d,n,heads,causal,extra", DET_CASES)
+def test_deterministic_matches_float64_and_every_step_gets_each_key_blocks_turn(d: int, n: int, heads: int,
+                                                                                causal: bool,
+                                                                                extra: dict[str, int]) -> None:
+    """Blocks running concurrently: the gradients match float64, and every step's counter ends at the number of key
+    blocks that add to it (each took its turn once, none was skipped or doubled)."""
+    launch, errs, _ = _deterministic_run(_inputs(d, n, heads=heads, seed=n), causal, workers=DET_WORKERS, **extra)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+    cfg = attention_bwd.build(d, DETERMINISTIC=1, **extra)
+    want = np.broadcast_to(np.array(_adders_per_step(n, causal, cfg), np.int32),
+                           attention_bwd.turns_shape(1, heads, n, cfg))
+    assert np.array_equal(launch.turns, want), (launch.turns, want)
+
+
+@pytest.mark.parametrize("d,causal", [(64, True), (64, False), (128, True)])
+def test_deterministic_dq_is_the_same_bit_for_bit_in_whatever_order_the_blocks_run(d: int, causal: bool) -> None:
+    """One worker (the blocks one after another, in blockIdx order) and two runs of three concurrent workers give
+    the same fp32 accumulator and dQ, bit for bit (tests below plant the mistakes that break this)."""
+    x = _inputs(d, 300, heads=2, seed=7)
+    first, _, dq = _deterministic_run(x, causal)
+    for _ in range(2):
+        again, errs, dq_again = _deterministic_run(x, causal, workers=DET_WORKERS)
+        assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+        assert np.array_equal(again.dq_acc.view(np.uint32), first.dq_acc.view(np.uint32))
+        assert np.array_equal(dq_again, dq)
+
+
+DET_SRC = attention_bwd.source(attention_bwd.build(64, DETERMINISTIC=1))
+_TURN_WAIT = "        if constexpr (DETERMINISTIC) turn::wait_for(turns + bh_steps + i, kv);"
+_TURN_PASS = "        if constexpr (DETERMINISTIC) turn::pass_after_bulk_stores(turns + bh_steps + i);"
+_RELEASE = ('        if constexpr (DETERMINISTIC) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" '
+            '::"l"(turns + bh_steps + i) : "memory");')
+# (what, the lines replaced: old -> new, how it shows). "order": dQ's bits differ from the blockIdx-order run in at
+# least one of three concurrent runs; "hang": a block waits for a turn that never comes (the launch's time limit).
+DET_MISTAKES = [
+    ("the turn not waited for", [(_TURN_WAIT, "        //")], "order"),
+    ("the turn passed before this block's adds (an increment before their completion)",
+     [(_TURN_PASS, "        //"), (_TURN_WAIT, _TURN_WAIT + "\n" + _RELEASE + "\n        //")], "order"),
+    ("the counters not zeroed by the first pass",
+     [("if (DETERMINISTIC && row % QSTEP == 0) dq_turns[bh * steps + row / QSTEP] = 0;", "")], "hang"),
+]
+
+
+@pytest.mark.parametrize("what,edits,caught", DET_MISTAKES, ids=[m[0] for m in DET_MISTAKES])
+def test_deterministic_planted_mistake_is_caught(what: str, edits: list[tuple[str, str]], caught: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """d = 64, n = 300, causal: three key blocks, and step 2 gets all three adds. What the emulator cannot show: the
+    turn passed after cp.async.bulk.wait_group.read instead of the full wait (it performs a TMA store at the
+    issuing thread's next bulk wait, .read or not, so the adds have always landed by then), and the proxy fences
+    (accepted, ordering nothing for global memory there)."""
+    src = DET_SRC
+    for old, new in edits:
+        assert src.count(old) == 1, what
+        src = src.replace(old, new)
+    x = _inputs(64, 300, heads=2, seed=7)
+    if caught == "hang":
+        with pytest.raises(Exception, match="(?i)time limit"):
+            _deterministic_run(x, True, workers=DET_WORKERS, src=src, monkeypatch=monkeypatch, time_limit=10.0)
+        return
+    good, _, _ = _deterministic_run(x, True)  # the chapter's kernel, blocks in blockIdx order
+    runs = []
+    for _ in range(3):
+        bad, errs, _ = _deterministic_run(x, True, workers=DET_WORKERS, src=src, monkeypatch=monkeypatch)
+        assert all(e.ok() for e in errs), f"{what}: the order, not the numbers, is what breaks ({errs})"
+        runs.append(int((bad.dq_acc.view(np.uint32) != good.dq_acc.view(np.uint32)).sum()))
+        if runs[-1]:
+            return
+    pytest.fail(f"{what}: dQ the same bit for bit in {len(runs)} concurrent runs, not caught")
+
+
+def test_deterministic_is_an_opt_in_of_the_chapters_kernel_with_its_dq_writer() -> None:
+    for d in (64, 128):
+        assert attention_bwd.build(d, DETERMINISTIC=0).options == attention_bwd.build(d).options  # the default
+        cfg = attention_bwd.build(d, DETERMINISTIC=1)
+        assert cfg.swapab and cfg.deterministic and "-DDETERMINISTIC=1" in cfg.options
+        assert not attention_bwd.build(d).deterministic
+        assert cfg.shared_bytes == attention_bwd.build(d).shared_bytes  # the counters live in global memory
+    assert attention_bwd.build(128, DETERMINISTIC=1, QSTEP=80).qstep == 80
+    for d, opts in [(64, {"SWAPAB": 0}), (128, {"DQ_MODE": 2}), (128, {"PINGPONG": 1}), (64, {"DQ_WRITER": 0}),
+                    (64, {"CONSUMERS": 1})]:
+        with pytest.raises(ValueError, match="DETERMINISTIC=1 is an option of SWAPAB=1's kernel"):
+            attention_bwd.build(d, DETERMINISTIC=1, **opts)
+    with pytest.raises(ValueError, match="DETERMINISTIC must be 0 or 1"):
+        attention_bwd.build(64, DETERMINISTIC=2)
+    # one counter per (batch, head, step): O(N), against DQ_MODE 2's copy of dQ per key block
+    cfg = attention_bwd.build(128, DETERMINISTIC=1)
+    assert attention_bwd.turns_shape(2, 16, 4096, cfg) == (2, 16, 64)
+    assert attention_bwd.dq_scratch_shape(2, 16, 4096, cfg) == (2, 16, 4096, 128)
+    # the autograd op's deterministic path: the turns on the chapter's kernel, the slots on the rows kernel
+    assert attention_bwd.deterministic_options(64) == {"DETERMINISTIC": 1}
+    assert attention_bwd.deterministic_options(128, SWAPAB=0) == {"SWAPAB": 0, "DQ_MODE": 2}
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_deterministic_on_the_gpu_is_right_and_the_same_bit_for_bit_on_every_run(causal: bool, d: int) -> None:
+    """DETERMINISTIC=1 at B = 2, H = 16, N = 4096 (32 key blocks per head in turns): against float64 autograd,
+    then three more runs bit for bit the same (the default's reduce-adds are not: bench/flash_bwd.py's determinism
+    count); and through the autograd op's deterministic path."""
+    import torch
+
+    from tklab.kernels.attention_autograd import attention as course_attention
+
+    q, k, v, do = _torch_case(2, 16, 4096, d)
+    o, lse, first = _check_gpu(q, k, v, do, causal=causal, DETERMINISTIC=1)
+    for _ in range(3):
+        again = attention_bwd.flash_bwd(q, k, v, o, lse, do, causal=causal, DETERMINISTIC=1)
+        assert all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(first, again, strict=True))
+    grads = []
+    for _ in range(2):
+        qg, kg, vg = (x.detach().clone().requires_grad_() for x in (q, k, v))
+        course_attention(qg, kg, vg, causal=causal, deterministic=True).backward(do)
+        grads.append([x.grad for x in (qg, kg, vg)])
+    assert all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(*grads, strict=True))
+    assert torch.equal(grads[0][0].view(torch.int16), first[0].view(torch.int16))
+
+
+def _writer_tail(sass: str) -> list[str]:
+    """flash_bwd's instructions from the last TMA reduce-add to the turn's release (REDG ... STRONG.GPU), opcodes
+    with their operands; [] without a release."""
+    import re
+
+    lines = [ln.split(";")[0].strip() for ln in sass.splitlines() if ";" in ln]
+    ops = [re.sub(r"^/\*[0-9a-f]+\*/\s*", "", ln) for ln in lines]
+    release = [j for j, op in enumerate(ops) if op.startswith("REDG") and "STRONG.GPU" in op]
+    if not release:
+        return []
+    start = max(j for j, op in enumerate(ops[:release[-1]]) if op.startswith("UTMAREDG"))
+    return ops[start:release[-1] + 1]
+
+
+@pytest.mark.parametrize("d,extra", [(64, {}), (128, {}), (128, {"QSTEP": 80})])
+def test_deterministic_build_compiles_to_an_acquire_spin_and_a_release_after_the_adds_complete(
+        d: int, extra: dict[str, int]) -> None:
+    """What the turns compiled to (the emulator lands a TMA store at the issuing thread's first bulk wait, so it
+    cannot tell wait_group.read from the full wait): the spin is a strong GPU-scope load with NANOSLEEP; after the
+    writer's last reduce-add come two bulk waits, the source read (before the buffer goes back to the consumers)
+    and the adds' completion. ptxas gives both the same DEPBAR.LE SB0, 0x0; the full wait adds CCTL.IVALL (this
+    SM's L1 dropped, so that what completed in global memory is what it reads next). Then the proxy fence
+    (FENCE.VIEW.ASYNC.G), a GPU-scope fence, and only then the release (REDG ... STRONG.GPU). The default build has
+    none of it; DETERMINISTIC builds neither spill nor serialize wgmma. A planted pass_after_bulk_stores that waits
+    with .read only compiles without the CCTL.IVALL, and fails here."""
+    import re
+
+    import tklab
+
+    cfg = attention_bwd.build(d, DETERMINISTIC=1, **extra)
+    srcs = {"chapter": attention_bwd.source(cfg),
+            # the planted mistake: the turn passed once the adds have READ shared memory, not once they completed
+            "read only": attention_bwd.source(cfg).replace("#include \"tk/hopper/turns.cuh\"",
+                                                          "#define store_wait store_wait_read\n"
+                                                          "#include \"tk/hopper/turns.cuh\"")}
+    tails = {}
+    for name, src in srcs.items():
+        mod = tklab.compile(src, arch="sm_90a", name=attention_bwd.KERNEL.name, options=cfg.options)
+        sass = mod["flash_bwd"].sass
+        tails[name] = _writer_tail(sass)
+        if name == "chapter":
+            assert mod.constants["flash_bwd_shared_bytes"] == cfg.shared_bytes
+            assert mod["flash_bwd"].spill_bytes == 0 and not [ln for ln in mod.log.splitlines() if "C75" in ln]
+            assert "NANOSLEEP" in sass and re.search(r"LDG\.E\.STRONG\.GPU", sass)
+    tail = tails["chapter"]
+    assert tail, "no release after the reduce-adds"
+    waits = [j for j, op in enumerate(tail) if op.startswith("DEPBAR.LE SB0, 0x0")]
+    assert len(waits) == 2, tail
+    after = tail[waits[-1]:]  # from the adds' completion to the release, in this order
+    steps = [next(j for j, op in enumerate(after) if op.startswith(name))
+             for name in ("CCTL.IVALL", "FENCE.VIEW.ASYNC.G", "MEMBAR.ALL.GPU", "REDG")]
+    assert steps == sorted(steps), after
+    assert tails["read only"] and "CCTL.IVALL" not in tails["read only"], tails["read only"]
+    default = tklab.compile(attention_bwd.source(attention_bwd.build(d, **extra)), arch="sm_90a",
+                            name=attention_bwd.KERNEL.name, options=attention_bwd.build(d, **extra).options)
+    assert not _writer_tail(default["flash_bwd"].sass) and "NANOSLEEP" not in default["flash_bwd"].sass

@@ -26,13 +26,19 @@
 // d = 128, where dK and dV alone take 128 registers; or 80 (QSTEP=80): 80 rows are no wgmma M, so consumer c
 // forms dQ^T's rows [64c, +64) = K^T dS^T and stores them transposed.
 // dQ's last bits depend on the order the key blocks' reduce-adds land: not bit-for-bit reproducible from run to
-// run (dK and dV are). solutions/variants/ch11_bwd_rows.cu (SWAPAB=0) has a deterministic mode.
+// run (dK and dV are). DETERMINISTIC=1 fixes the order: an int32 counter per (batch, head, step), zeroed by the
+// first pass, lets the key blocks add a step's dQ in blockIdx order (write_dq; tk/hopper/turns.cuh), for no
+// memory beyond the counters. It costs time, hence opt-in: a block waits at every step for the blocks before it to
+// have added theirs, and for its own adds to land in global memory before it passes the turn on, so the blocks
+// of a head advance in a staircase and every step's adds form one chain through them (bench/flash_bwd.py measures
+// it: "ch11 deterministic").
 //
 // Layouts: Q, K, V, O, dO, dQ, dK, dV bf16 [batch, heads, seq, HEAD_DIM] (rank-4 TMA maps, so any strides with
 // a contiguous last dimension; tiles past the end of a head read zeros and are not written back); the dQ
 // accumulator fp32 [batch, heads, seq, HEAD_DIM]; the per-step statistics: see step_stats.
 #include "tk.cuh"
 #include "tk/hopper/tma_reduce.cuh"  // TMA reduce-add with rank-4 coordinates
+#include "tk/hopper/turns.cuh"       // DETERMINISTIC: turns in global memory
 #include "tk/types/shared/panel.cuh"  // one 64-column panel of a tile as a tile
 
 using namespace tk;
@@ -52,6 +58,15 @@ using namespace tk;
 #ifndef UNIFORM
 #define UNIFORM (HEAD_DIM == 128)  // 1: the consumer index from a shuffle (its descriptors in uniform registers)
 #endif
+#ifndef DETERMINISTIC
+#define DETERMINISTIC 0  // 1: the key blocks add each step's dQ in their order (see write_dq)
+#endif
+#if DETERMINISTIC  // one more argument of flash_bwd_prep (zeroes them) and flash_bwd: the turn counters
+#define TURNS_PARAM , int* dq_turns
+#else
+#define TURNS_PARAM
+constexpr int* dq_turns = nullptr;
+#endif
 // Options tklab.kernels.attention_bwd passes for every build; this kernel is written for these values.
 #if defined(SWAPAB) && SWAPAB != 1
 #error "SWAPAB=0 names solutions/variants/ch11_bwd_rows.cu, not this file"
@@ -63,6 +78,7 @@ using namespace tk;
 #define DQ_MODE 1
 #endif
 static_assert(CONSUMERS == 2 && DQ_MODE == 1, "two consumer warpgroups, dQ added by TMA reduce-add");
+static_assert(!DETERMINISTIC || DQ_WRITER, "the turns are the dQ writer's");
 static_assert((HEAD_DIM == 64 && QSTEP == 128) || (HEAD_DIM == 128 && (QSTEP == 64 || QSTEP == 80)),
               "steps of 128 queries at d = 64, of 64 or 80 at d = 128");
 constexpr int KV_BLOCK = 64 * CONSUMERS;      // keys per block
@@ -114,10 +130,11 @@ extern "C" __device__ int flash_bwd_kv_block = KV_BLOCK;
 extern "C" __device__ int flash_bwd_threads = (CONSUMERS + 1) * 128;
 
 // ---- 1. the first pass: D = rowsum(dO o O) and L log2 e, laid out per step; the dQ accumulator zeroed ----
-/// One warp per query row of the padded length (whole steps). stats: fp32 [b, h, steps x step_stats].
+/// One warp per query row of the padded length (whole steps). stats: fp32 [b, h, steps x step_stats];
+/// DETERMINISTIC: dq_turns int32 [b, h, steps].
 extern "C" __global__ void flash_bwd_prep(const bf16* o, const bf16* dout, const float* lse, float* stats,
                                           float* dq_acc, int heads, int seq, long o_sb, long o_sh, long o_sn,
-                                          long do_sb, long do_sh, long do_sn) {
+                                          long do_sb, long do_sh, long do_sn TURNS_PARAM) {
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z;
     const int steps = (seq + QSTEP - 1) / QSTEP;
     if (row >= steps * QSTEP) return;
@@ -140,6 +157,7 @@ extern "C" __global__ void flash_bwd_prep(const bf16* o, const bf16* dout, const
         step_stats& s = reinterpret_cast<step_stats*>(stats)[bh * steps + row / QSTEP];
         s.l2[row % QSTEP] = row < seq ? lse[bh * seq + row] * LOG2E : __int_as_float(0x7f800000);  // +inf
         s.d[row % QSTEP] = sum;
+        if (DETERMINISTIC && row % QSTEP == 0) dq_turns[bh * steps + row / QSTEP] = 0;  // key block 0's turn
     }
 }
 
@@ -220,16 +238,22 @@ __device__ inline coord4 dq_box(int b, int h, int i, int g) {
 
 /// DQ_WRITER: the dQ writer (one lane of the producer's warp 1). Per step: wait until all consumer warps
 /// wrote their parts, add both into the accumulator, and once the copy engine has read them hand the buffer back.
-__device__ inline void write_dq(smem_layout& sm, const CUtensorMap& map_dq, int seq, int causal) {
+/// DETERMINISTIC: the key blocks that reach step i are 0, 1, .. up to the last whose first step is <= i (steps_of),
+/// so this block's rank among them is kv: it adds after key block kv - 1 and waits only for lower ones.
+__device__ inline void write_dq(smem_layout& sm, const CUtensorMap& map_dq, int heads, int seq, int causal,
+                                int* turns) {
     const auto [kv, h, b] = this_block();
     const auto [first, end] = steps_of(kv, seq, causal);
     if (!warpgroup::elect_one()) return;
+    const size_t bh_steps = (size_t(b) * heads + h) * end;  // DETERMINISTIC: this head's step 0 counter
     for (int i = first; i < end; ++i) {
+        if constexpr (DETERMINISTIC) turn::wait_for(turns + bh_steps + i, kv);  // key blocks 0 .. kv - 1 added step i
         wait(sm.dq_full, uint32_t(i - first) & 1);
         for (int g = 0; g < CONSUMERS; ++g) tma::store_add_async(map_dq, sm.dq[g], dq_box(b, h, i, g));
         tma::store_commit();
         tma::store_wait_read<0>();
         arrive(sm.dq_empty);
+        if constexpr (DETERMINISTIC) turn::pass_after_bulk_stores(turns + bh_steps + i);  // once the adds have landed
     }
 }
 
@@ -263,7 +287,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
           const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_do,
           const __grid_constant__ CUtensorMap map_dk, const __grid_constant__ CUtensorMap map_dv,
           const __grid_constant__ CUtensorMap map_dq, const __grid_constant__ CUtensorMap map_stats,
-          int heads, int seq, float scale, int causal) {
+          int heads, int seq, float scale, int causal TURNS_PARAM) {
     extern __shared__ char smem[];
     shared_allocator alloc(smem);
     smem_layout& sm = alloc.take<smem_layout>();
@@ -278,7 +302,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     if (warpgroup::groupid() == 0) {
         split::producer();
         if (warpgroup::warp() == 0) produce_steps(sm, map_q, map_k, map_v, map_do, map_stats, seq, causal);
-        if (DQ_WRITER && warpgroup::warp() == 1) write_dq(sm, map_dq, seq, causal);
+        if (DQ_WRITER && warpgroup::warp() == 1) write_dq(sm, map_dq, heads, seq, causal, dq_turns);
         return;
     }
 

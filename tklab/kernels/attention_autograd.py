@@ -4,8 +4,10 @@ Why a module: a training loop calls ``attention(q, k, v, causal=True)`` like PyT
 ``scaled_dot_product_attention`` and gets gradients from the learner's own kernels. torch is imported
 only when the op is first used (the course installs without it; it is on the GPU machines).
 
-    attention(q, k, v, *, causal=False, scale=None) -> o     q, k, v: bf16 CUDA tensors [batch, heads, seq, d],
-                                                            d = 64 or 128, last dimension contiguous
+    attention(q, k, v, *, causal=False, scale=None, deterministic=False) -> o
+                                                            q, k, v: bf16 CUDA tensors [batch, heads, seq, d],
+                                                            d = 64 or 128, last dimension contiguous;
+                                                            deterministic: dQ the same bit for bit on every run
     function() -> the torch.autograd.Function class itself  (for torch.autograd.gradcheck-style use)
 """
 
@@ -40,24 +42,30 @@ def function() -> Any:
         """O = softmax(scale Q K^T) V with chapter 10's forward; its backward is chapter 11's kernel."""
 
         @staticmethod
-        def forward(ctx: Any, q: Any, k: Any, v: Any, causal: bool, scale: float | None) -> Any:  # type: ignore[override]
+        def forward(ctx: Any, q: Any, k: Any, v: Any, causal: bool, scale: float | None,  # type: ignore[override]
+                    deterministic: bool) -> Any:
             q, k, v = (_usable(x) for x in (q, k, v))
             o, lse = fwd.flash_fwd(q, k, v, causal=causal, scale=scale, kernel="hopper")
             ctx.save_for_backward(q, k, v, o, lse)
             ctx.causal, ctx.scale = causal, scale
+            # the backward's options: dQ's key blocks adding in a fixed order (the chapter's kernel: DETERMINISTIC=1)
+            ctx.options = bwd.deterministic_options(q.shape[-1]) if deterministic else {}
             return o
 
         @staticmethod
         def backward(ctx: Any, do: Any) -> Any:  # type: ignore[override]
             # o comes back as the op's output, part of the graph: detach for the kernel's raw-memory view
             q, k, v, o, lse = (t.detach() for t in ctx.saved_tensors)
-            dq, dk, dv = bwd.flash_bwd(q, k, v, o, lse, _usable(do), causal=ctx.causal, scale=ctx.scale)
-            return dq, dk, dv, None, None
+            dq, dk, dv = bwd.flash_bwd(q, k, v, o, lse, _usable(do), causal=ctx.causal, scale=ctx.scale, **ctx.options)
+            return dq, dk, dv, None, None, None
 
     return FlashAttention
 
 
-def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None) -> Any:
+def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
+              deterministic: bool = False) -> Any:
     """softmax(scale Q K^T) V, differentiable (scale defaults to 1/sqrt(d)); bf16 CUDA tensors
-    [batch, heads, seq, d] with d = 64 or 128 (an H100/H200: the kernels use TMA and wgmma)."""
-    return function().apply(q, k, v, causal, scale)
+    [batch, heads, seq, d] with d = 64 or 128 (an H100/H200: the kernels use TMA and wgmma).
+    ``deterministic=True``: the gradients are the same bit for bit on every run (dK and dV always are; dQ's key
+    blocks then add in a fixed order, attention_bwd.deterministic_options), at some cost in speed."""
+    return function().apply(q, k, v, causal, scale, deterministic)

@@ -53,10 +53,14 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: L and D by TMA from a per-step layout its own first pass writes (so that build's prep and main kernels take other
 #: arguments). QSTEP (SWAPAB=1 only): the queries per step, 128 at d = 64; 64 or 80 at d = 128. DQ_WRITER
 #: (SWAPAB=1 only): 1, one warp of the producer's warpgroup sends each step's dQ (both consumers' parts); 0, each
-#: consumer sends its own after a barrier of its warpgroup.
+#: consumer sends its own after a barrier of its warpgroup. DETERMINISTIC (SWAPAB=1 with the dQ writer only): 1, the
+#: key blocks add each step's dQ in blockIdx order, taking turns on an int32 counter per (batch, head, step) that the
+#: first pass zeroes (turns_shape): dQ the same bit for bit on every run, for no memory beyond the counters (DQ_MODE 2,
+#: the rows kernel's way, keeps a copy of dQ per key block). Opt-in: the blocks of a head wait for each other.
 OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1},
                                      "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}, "SWAPAB": {64: 0, 128: 0},
-                                     "DQ_WRITER": {64: 1, 128: 1}, "QSTEP": {64: 128, 128: 64}}
+                                     "DQ_WRITER": {64: 1, 128: 1}, "QSTEP": {64: 128, 128: 64},
+                                     "DETERMINISTIC": {64: 0, 128: 0}}
 #: SWAPAB=0: the backward with the queries as rows (one or two consumers, DQ_MODE 0, 1 or 2), a file of its own.
 ROWS_FILE = SOLUTIONS / "variants" / "ch11_bwd_rows.cu"
 #: DQ_LAG and PINGPONG's flash_bwd, built as ROWS_FILE (its flash_bwd renamed) followed by this one.
@@ -179,6 +183,11 @@ class BwdBuild:
         return self.qstep if self.qstep % 64 else 64
 
     @property
+    def deterministic(self) -> bool:
+        """DETERMINISTIC=1: the key blocks add dQ in turns (flash_bwd_prep and flash_bwd take the counters too)."""
+        return "-DDETERMINISTIC=1" in self.options
+
+    @property
     def threads(self) -> int:
         return (self.consumers + 1) * 128
 
@@ -255,6 +264,10 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
                          f"dimension {head_dim}, {opts}")
     if ("DQ_WRITER" in opt_in or "QSTEP" in opt_in) and not swapab:
         raise ValueError(f"DQ_WRITER and QSTEP are options of SWAPAB=1's kernel; got {opts}")
+    if opt_in.get("DETERMINISTIC") and (not swapab or opts.get("DQ_WRITER", 1) != 1):
+        raise ValueError(f"DETERMINISTIC=1 is an option of SWAPAB=1's kernel with its dQ writer (DQ_WRITER=1): the "
+                         f"writer takes the turns; the queries-as-rows kernel's deterministic dQ is DQ_MODE=2; got "
+                         f"head dimension {head_dim}, {opts}")
     if swapab and opts.get("QSTEP", SWAPAB_QSTEP[head_dim]) not in ((128,) if head_dim == 64 else (64, 80)):
         raise ValueError(f"QSTEP (queries per step) is 128 at head dimension 64, 64 or 80 at 128; got {opts}")
     variant = bool(opts.get("DQ_LAG") or opts.get("PINGPONG"))
@@ -364,6 +377,20 @@ def stats_shape(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int, i
     return (b, h, -(-n // cfg.qstep) * STATS_ROWS, stats_cols(cfg))
 
 
+def turns_shape(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int]:
+    """DETERMINISTIC=1's turn counters, int32: one per (batch, head, query step), zeroed by flash_bwd_prep; the
+    key blocks that add to a step count it up from 0 in blockIdx order."""
+    return (b, h, -(-n // cfg.qstep))
+
+
+def deterministic_options(head_dim: int, **options: int) -> dict[str, int]:
+    """``options`` with dQ made the same bit for bit on every run: DETERMINISTIC=1 where the build is the chapter's
+    kernel (SWAPAB=1, the default), DQ_MODE=2 (a slot per key block) for the queries-as-rows kernel."""
+    if build(head_dim, **options).swapab:
+        return options | {"DETERMINISTIC": 1}
+    return options | {"DQ_MODE": 2}
+
+
 def stats_len(cfg: BwdBuild) -> int:
     """SWAPAB=1: the step's queries rounded up to 32, the length of its L and of its D in a statistics box (a
     box's sides are multiples of 8)."""
@@ -407,6 +434,17 @@ def _strides(x: Any) -> tuple[int, int, int]:
     return sb, sh, sn
 
 
+def _int32_zeros(like: Any, shape: tuple[int, ...]) -> Any:
+    """A zeroed int32 array on like's device, of like's library."""
+    if _is_torch(like):
+        import torch
+
+        return torch.zeros(shape, dtype=torch.int32, device=like.device)
+    import cupy as cp
+
+    return cp.zeros(shape, dtype=cp.int32)
+
+
 class _Launches:
     """The three launches of one backward, their arguments packed once."""
 
@@ -432,6 +470,8 @@ class _Launches:
 
             self.delta = np.zeros(stats_shape(b, h, n, cfg) if cfg.swapab else (b, h, n), np.float32)
             self.dq_acc = np.zeros(acc_shape, np.float32)
+            # DETERMINISTIC: the turn counters, garbage until flash_bwd_prep zeroes them (as on the GPU)
+            self.turns = np.full(turns_shape(b, h, n, cfg), -1, np.int32) if cfg.deterministic else None
         else:
             from ..run import tma
 
@@ -444,6 +484,7 @@ class _Launches:
 
             self.delta = _empty(q, stats_shape(b, h, n, cfg) if cfg.swapab else (b, h, n), "float32")
             self.dq_acc = _empty(q, acc_shape, "float32")
+            self.turns = _int32_zeros(q, turns_shape(b, h, n, cfg)) if cfg.deterministic else None
         mod = compiled(cfg, "cpu" if cpu else "gpu")
         smem = cfg.shared_bytes if cpu else mod.constants["flash_bwd_shared_bytes"]
         grids = _grids(b, h, n, cfg)
@@ -453,6 +494,8 @@ class _Launches:
             stats_map = tmap(self.delta, STATS_ROWS, stats_cols(cfg), "float32", swizzle=0)
             prep_args = (o, do, lse, self.delta, self.dq_acc, h, n, *_strides(o), *_strides(do))
             main_args = (*maps, stats_map, h, n, sc, int(causal))
+            if cfg.deterministic:  # prep zeroes the counters on every run, flash_bwd takes turns on them
+                prep_args, main_args = (*prep_args, self.turns), (*main_args, self.turns)
         else:
             prep_args = (o, do, self.delta, self.dq_acc, h, n, *_strides(o), *_strides(do))
             main_args = (*maps, lse, self.delta, self.dq_acc, h, n, sc, int(causal))
