@@ -17,10 +17,14 @@
 //   * the adds are made by the async proxy (the copy engine), the counter by ordinary (generic-proxy) atomics.
 //     The PTX memory model orders the two proxies only across a proxy fence: fence.proxy.async.global after the
 //     wait and before the release here, and after the acquire and before the next adds in wait_for.
+//   On sm_90a ptxas compiles both waits to the same DEPBAR on the bulk-copy scoreboard; the full wait adds
+//   CCTL.IVALL (this SM's L1 dropped, so what the adds wrote is what it reads next). Whether the hardware's
+//   scoreboard already covers the writes is not documented: the PTX-level full wait is what is promised.
 // Forward progress: a block only ever waits for blocks of LOWER rank, which must already be running or done.
-// CUDA does not promise an order in which blocks start, but the hardware hands them out in blockIdx order, so a
-// rank that grows with blockIdx (within one sum) never waits for a block that cannot start; a rank that
-// falls with blockIdx can deadlock once the grid is larger than what fits on the GPU at once.
+// CUDA does not promise an order in which blocks start; in practice they start in increasing linear blockIdx
+// (FlashAttention-3's deterministic backward relies on the same), so a rank that grows with blockIdx within one
+// sum never waits for a block that has not started; a rank that falls with blockIdx can deadlock once the grid
+// is larger than what fits on the GPU at once.
 // The counters start at 0 (a memset or a kernel that runs before); one int32 per sum.
 #pragma once
 
