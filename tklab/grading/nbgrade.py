@@ -11,22 +11,21 @@ submit, ``collect``, the formgrader, ``generate_feedback``); tklab adds two comm
 * ``python -m tklab nbgrade collect <exercise id> --course DIR`` is ``nbgrader collect`` that does not follow
   what students left in the exchange's inbound folder: a link (to a classmate's submission, say), a FIFO or a device
   there is left out and named with its student (``nbcollect``; exit 1), everything else is collected as nbgrader does.
-* ``python -m tklab nbgrade autograde <exercise id> --course DIR`` grades the submissions. First, for each
-  student, the check runs on the submitted exercise file in a separate process, the learner's kernel in
-  ``tklab.grading.sandbox`` (exactly as ``tklab grade`` does), and the points of every check are computed from
-  its result and kept in ``DIR/tklab_verdicts/``, outside every submission (the submitted file is read by
-  ``intake``, a child with limits; ``--jobs`` checks at once). Then ``nbgrader autograde`` runs on copies
-  ``intake`` made of each submission's notebook, exercise file and nbgrader's two files (``stage_submissions``:
-  nbgrader never opens what a student left in ``submitted/``; a notebook refused or not JSON is replaced by the
-  released one), told not to overwrite the learner's file with the released copy and to keep at most 64 KiB of a
-  cell's output (``nbkernel.BoundedExecute``), every notebook executed by a kernel started in the sandbox a check's
-  run gets
-  (``nbkernel``: it sees a copy of that student's file and the verdict kept for it, nothing of the course, the
-  exchange or the grader's, and every process it started dies with it); its test cells show the verdicts kept
-  for the submitted file. Last, the score of every tklab cell in the gradebook is set to the points computed
-  outside the notebook, and any cell whose score in the executed notebook differed is named (a notebook cell
-  that tampered with the result shows up here). A notebook nbgrader could not run (its kernel died) costs only
-  that student's autograded notebook: everyone's points are written, and the student is named (exit 1).
+* ``python -m tklab nbgrade autograde <exercise id> --course DIR`` grades the submissions. First, for each student,
+  the check runs on the submitted exercise file in a separate process, the learner's kernel in
+  ``tklab.grading.sandbox`` (exactly as ``tklab grade`` does), and the points of every check are computed from its
+  result and kept in ``DIR/tklab_verdicts/``, outside every submission (the submitted file is read by ``intake``, a
+  child with limits; ``--jobs`` checks at once). Then ``nbgrader autograde`` (``--jobs`` processes, each a share of
+  the class) runs on copies ``intake`` made of each submission's notebook, exercise file and nbgrader's two files
+  (``stage_submissions``: nbgrader never opens what a student left in ``submitted/``; a notebook refused or not JSON
+  is replaced by the released one), told not to overwrite the learner's file with the released copy and to keep at
+  most 64 KiB of a cell's output (``nbkernel.BoundedExecute``), every notebook executed by a kernel started in the
+  sandbox a check's run gets (``nbkernel``: it sees a copy of that student's file and the verdict kept for it, nothing
+  of the course, the exchange or the grader's, and every process it started dies with it); its test cells show the
+  verdicts kept for the submitted file. Last, the score of every tklab cell in the gradebook is set to the points
+  computed outside the notebook, and any cell whose score in the executed notebook differed is named (a notebook cell
+  that tampered with the result shows up here). A notebook nbgrader could not run (its kernel died) costs only that
+  student's autograded notebook: everyone's points are written, and the student is named (exit 1).
 
 Why outside: ``nbgrader autograde`` runs the submitted notebook in one kernel, cells the student added
 included, so anything computed in that kernel can be changed by the student's code (an exception hook
@@ -483,14 +482,15 @@ def stage_submissions(course: Path, assignment: str, filename: str, dest: Path, 
     return replaced
 
 
-def run_nbgrader_autograde(course: Path, assignment: str, student: str | None = None, extra: Sequence[str] = ()
-                           ) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+def run_nbgrader_autograde(course: Path, assignment: str, student: str | Sequence[str] | None = None,
+                           extra: Sequence[str] = ()) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
     """``nbgrader autograde`` in the course folder (so its nbgrader_config.py applies) on copies of the submissions
     (``stage_submissions``), the learner's file not overwritten by the released copy, every notebook executed by a
     kernel in the sandbox (``nbkernel``): it sees a copy of the student's own file and the verdict kept for it,
     nothing of the course, the exchange or the grader's, and its processes are killed when it ends; nbgrader keeps
-    at most 64 KiB of a cell's output (``nbkernel.BoundedExecute``). Returns (nbgrader's process, {student: why
-    their notebook was replaced})."""
+    at most 64 KiB of a cell's output (``nbkernel.BoundedExecute``). ``student``: one student (nbgrader's
+    ``--student``), a share of the class (only theirs are staged, so nbgrader finds only theirs), or None (everyone).
+    Returns (nbgrader's process, {student: why their notebook was replaced})."""
     from nbgrader.converters.autograde import Autograde
     from nbgrader.preprocessors import Execute
 
@@ -502,7 +502,8 @@ def run_nbgrader_autograde(course: Path, assignment: str, student: str | None = 
     try:
         staged = scratch / "submitted"
         staged.mkdir(mode=0o700)
-        replaced = stage_submissions(course, assignment, spec.filename, staged, [student] if student else None)
+        replaced = stage_submissions(course, assignment, spec.filename, staged,
+                                     [student] if isinstance(student, str) else student)
         name = nbkernel.kernelspec(scratch)
         # nbgrader's ends of the kernels' ZeroMQ sockets (one kernel at a time), bound by the kernel's launcher, which
         # relays them to the kernel's own (``nbkernel._Relay``): out of the sandbox's sight, the grader's alone
@@ -521,7 +522,7 @@ def run_nbgrader_autograde(course: Path, assignment: str, student: str | None = 
                f"--Autograde.exclude_overwriting={keep}", *(f"--Autograde.autograde_preprocessors={p}" for p in steps),
                f"--Execute.kernel_name={name}", "--KernelManager.transport=ipc",
                f"--KernelManager.ip={scratch / 'sockets' / 'kernel'}"]
-        if student is not None:
+        if isinstance(student, str):
             cmd.append(f"--student={student}")
         return subprocess.run([*cmd, *extra], cwd=course, env=env, capture_output=True, text=True,
                               preexec_fn=_die_with_parent), replaced
@@ -565,6 +566,24 @@ def apply_scores(course: Path, assignment: str, verdicts: dict[str, dict[str, An
     return differed
 
 
+def _run_notebooks(course: Path, assignment: str, names: list[str], named: bool, extra: Sequence[str], jobs: int
+                   ) -> list[tuple[subprocess.CompletedProcess[str], dict[str, str]]]:
+    """nbgrader's runs of the notebooks (``run_nbgrader_autograde``), in order. One job: one run for the class, or one
+    per student ``named`` on the command line (nbgrader's --student takes one name, or a glob). More jobs: the
+    students dealt into that many shares, each share one nbgrader process, the shares at once. A notebook's run is
+    mostly its kernel's start and a cell's wait (a cell past nbgrader's time limit waits it out), so two processes
+    keep two cores busy where one left one idle; each kernel is in a sandbox of its own with a user of its own
+    (``nbkernel``, ``uids``), the gradebook is nbgrader's database, which takes one writer at a time, and the
+    verdicts were computed before (no timing shares the machine)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    shares = [names[i::jobs] for i in range(min(jobs, len(names)))]
+    if len(shares) <= 1:
+        return [run_nbgrader_autograde(course, assignment, who, extra) for who in (names if named else [None])]
+    with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+        return list(pool.map(lambda share: run_nbgrader_autograde(course, assignment, share, extra), shares))
+
+
 def autograde(course: Path, assignment: str, *, students: Sequence[str] | None = None, timeout: float = 60.0,
               bench: bool = False, extra: Sequence[str] = (), db_url: str | None = None, jobs: int = 1) -> int:
     """The three steps (see the module docstring); prints a summary. Exit status: 0 done, 1 nbgrader
@@ -572,8 +591,7 @@ def autograde(course: Path, assignment: str, *, students: Sequence[str] | None =
     verdicts = compute_verdicts(course, assignment, students=students, timeout=timeout, bench=bench, jobs=jobs)
     replaced: dict[str, str] = {}
     failed: list[str] = []
-    for who in (list(verdicts) if students else [None]):  # nbgrader's --student takes one name (or a glob)
-        proc, notes = run_nbgrader_autograde(course, assignment, who, extra)
+    for proc, notes in _run_notebooks(course, assignment, list(verdicts), bool(students), extra, jobs):
         replaced.update(notes)
         if proc.returncode != 0:
             log = proc.stdout + proc.stderr
@@ -633,8 +651,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--timeout", type=float, default=60.0, help="seconds for each run of a learner's kernel")
     g.add_argument("--db", default=None, help="the gradebook's database URL, when nbgrader_config.py sets "
                    "CourseDirectory.db_url (default: sqlite:///<course>/gradebook.db, nbgrader's own default)")
-    g.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="checks run at once (default: the "
-                   "CPUs, at most 4; one at a time where the speed is measured)")
+    g.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1), help="checks run at once, and nbgrader "
+                   "processes running shares of the notebooks (default: the CPUs, at most 4; checks one at a time "
+                   "where the speed is measured)")
     g.add_argument("--bench", action="store_true", help="time against the library even without a speed cell "
                    "(an assignment with a speed cell is always timed; timing needs a GPU)")
     g.add_argument("--allow-unsandboxed", action="store_true",
