@@ -87,7 +87,7 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch10 split exp2 3/8": ("hopper", {"EXP2_SPLIT": 3}, (64,)),
     "ch10 split mask": ("hopper", {"MASK_SPLIT": 1}, (64, 128)),
     "ch10 split mask + exp2 1/8": ("hopper", {"MASK_SPLIT": 1, "EXP2_SPLIT": 1}, (64, 128)),
-    "ch10 split mask + exp2 2/8": ("hopper", {"MASK_SPLIT": 1, "EXP2_SPLIT": 2}, (64,)),
+    "ch10 split mask + exp2 2/8": ("hopper", {"MASK_SPLIT": 1, "EXP2_SPLIT": 2}, (64, 128)),
 }
 #: "@base" variants: chapter 10's kernel and the tile library as another commit had them, compiled in this process
 #: beside today's (an A/B with rounds interleaved). `python bench/flash_fwd.py base REV` unpacks REV's cuda/ and
