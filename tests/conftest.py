@@ -67,7 +67,8 @@ def xdist_scope(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)  # optional: a hook of pytest-xdist, which may be absent
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """``--dist loadscope`` with the scopes of ``xdist_scope``; any other ``--dist`` is xdist's own."""
+    """``--dist loadscope`` with the scopes of ``xdist_scope``, handed out in the order the workers collected them
+    (``_longest_first``); any other ``--dist`` is xdist's own."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -76,10 +77,49 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
         def _split_scope(self, nodeid: str) -> str:
             return xdist_scope(nodeid)
 
+    config.option.loadscopereorder = False  # xdist's own order (most tests first) would undo ``_longest_first``
     return ByModuleAndExercise(config, log)
 
 
+#: Seconds of the longest units of work (``xdist_scope``) in the main step of a fresh clone's ``make test`` on our
+#: 2-core CI machine (``--durations=0``, summed per unit), for the order only: a unit not named here counts
+#: ``_PER_TEST`` seconds a test. Refresh it from such a run when the long units change; a stale entry costs only
+#: balance, never a test.
+_LONG = {"tests/test_check.py": 109, "planted-ch10_flash": 98, "tests/test_attention_bwd.py": 70,
+         "tests/test_grade.py": 60, "planted-ch09_flash": 59, "tests/test_redteam_nbgrade.py": 54,
+         "planted-ch04_swizzle": 53, "tests/test_isolation.py": 42, "tests/test_redteam_class.py": 35,
+         "planted-ch07_tma_ring": 35, "planted-ch01_naive_matmul": 32, "planted-ch08_wgmma": 30,
+         "tests/test_redteam_isolation.py": 28, "tests/test_nbgrade.py": 28, "tests/test_grade_shards.py": 26,
+         "tests/test_overlap.py": 24, "tests/test_portable_emulator.py": 19, "planted-ch03_register_blocking": 17,
+         "planted-ch02_smem_tiling": 16, "tests/test_deploy.py": 14, "tests/test_redteam_sheets.py": 13,
+         "tests/test_attention_persistent.py": 13, "planted-ch07_ring_protocol": 13, "planted-ch06_tiles": 13,
+         "tests/test_new_exercise.py": 12, "tests/test_hosted_start.py": 12, "tests/test_grading_rate.py": 12,
+         "planted-ch05_mma": 12, "tests/test_kernel_guards.py": 10}
+_PER_TEST = 0.05
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    """The units of work longest first, each unit's tests in their order: a worker that takes a long unit last keeps
+    the others waiting at the end; longest first, the short ones fill in at the end. Every worker sorts its
+    collection the same way, and xdist hands the units out in that order (``pytest_xdist_make_scheduler``)."""
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        units.setdefault(xdist_scope(item.nodeid), []).append(item)
+    order = sorted(units, key=lambda u: -_LONG.get(u, _PER_TEST * len(units[u])))
+    items[:] = [item for u in order for item in units[u]]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    """Tell each worker of ``--dist loadscope`` to collect longest first (a worker's own ``dist`` option reads "no")."""
+    config = node.config  # type: ignore[attr-defined]
+    if config.getvalue("dist") == "loadscope":
+        node.workerinput["tklab_longest_first"] = True  # type: ignore[attr-defined]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if getattr(config, "workerinput", {}).get("tklab_longest_first"):
+        _longest_first(items)
     arch = _gpu_arch()
     no_gpu = pytest.mark.skip(reason="needs an NVIDIA GPU (run `make gpu-check` on a GPU machine)")
     no_hopper = pytest.mark.skip(reason=f"needs an sm_90 GPU (H100/H200); this machine has {arch or 'no GPU'}")
