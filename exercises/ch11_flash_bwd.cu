@@ -21,7 +21,8 @@
 //                   once; every key block ADDS its share of a step's dQ into the accumulator (TMA reduce-add);
 //   flash_bwd_dq    dQ = scale * accumulator, rounded to bf16.
 // flash_bwd's roles (warp specialisation, chapter 10): warpgroup 0 is the PRODUCER (warp 0: K and V once, then
-// each step's Q, dO, L and D by TMA into a ring of STAGES; warp 1: the dQ WRITER, one reduce-add per step);
+// each step's Q, dO, L and D by TMA into a ring of STAGES; warp 1: the dQ WRITER, both consumers' parts
+// added per step);
 // two CONSUMER warpgroups each own 64 of the block's keys.
 // Queries per step (QSTEP): 128 at d = 64 (one wgmma of N = 128 reads K once for twice the queries); 64 at
 // d = 128, where dK and dV alone take 128 registers; or 80 (QSTEP=80): 80 rows are no wgmma M, so consumer c
@@ -117,7 +118,7 @@ static_assert(sizeof(step_stats) == STATS_ROWS * STATS_COLS * 4, "one TMA box pe
 struct smem_layout {
     kv_tile k[CONSUMERS], v[CONSUMERS];
     qstep_tile q[STAGES], dout[STAGES];
-    dst_tile ds[2][CONSUMERS];  // [step parity][whose]: two, so ONE barrier a step suffices (see the loop)
+    dst_tile ds[2][CONSUMERS];  // [step parity][whose]: two, so ONE barrier a step suffices
     st_fl<DQ_ROWS, 64> dq[CONSUMERS];  // each consumer's dQ part on its way to the reduce-add
     step_stats stats[STAGES];
     pipeline<STAGES> q_pipe;

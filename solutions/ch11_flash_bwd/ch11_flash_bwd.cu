@@ -20,7 +20,8 @@
 //                   once; every key block ADDS its share of a step's dQ into the accumulator (TMA reduce-add);
 //   flash_bwd_dq    dQ = scale * accumulator, rounded to bf16.
 // flash_bwd's roles (warp specialisation, chapter 10): warpgroup 0 is the PRODUCER (warp 0: K and V once, then
-// each step's Q, dO, L and D by TMA into a ring of STAGES; warp 1: the dQ WRITER, one reduce-add per step);
+// each step's Q, dO, L and D by TMA into a ring of STAGES; warp 1: the dQ WRITER, both consumers' parts
+// added per step);
 // two CONSUMER warpgroups each own 64 of the block's keys.
 // Queries per step (QSTEP): 128 at d = 64 (one wgmma of N = 128 reads K once for twice the queries); 64 at
 // d = 128, where dK and dV alone take 128 registers; or 80 (QSTEP=80): 80 rows are no wgmma M, so consumer c
@@ -116,7 +117,7 @@ static_assert(sizeof(step_stats) == STATS_ROWS * STATS_COLS * 4, "one TMA box pe
 struct smem_layout {
     kv_tile k[CONSUMERS], v[CONSUMERS];
     qstep_tile q[STAGES], dout[STAGES];
-    dst_tile ds[2][CONSUMERS];  // [step parity][whose]: two, so ONE barrier a step suffices (see the loop)
+    dst_tile ds[2][CONSUMERS];  // [step parity][whose]: two, so ONE barrier a step suffices
     st_fl<DQ_ROWS, 64> dq[CONSUMERS];  // each consumer's dQ part on its way to the reduce-add
     step_stats stats[STAGES];
     pipeline<STAGES> q_pipe;
@@ -353,12 +354,13 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         copy(p_t16, p_t);
         copy(ds_t16, ds_t);
         warpgroup::mma_AB(dv, p_t16, sm.dout[stage]);  // dV += P^T dO  (A from registers)
-        warpgroup::mma_AB(dk, ds_t16, sm.q[stage]);    // dK += dS^T Q
-        // dS^T to shared memory while dV and dK run: the other consumer's dQ needs it. Buffer buf was last
-        // read by both consumers' dQ two steps ago, and each waited for that dQ before the previous step's
-        // barrier, which this thread has passed: so one barrier a step (the next one) is all it takes.
+        // dS^T to shared memory while dV runs, for the other consumer's dQ; before dK is issued, as no other
+        // instruction may touch a wgmma's A registers until its group is waited for. Buffer buf was last read
+        // by both consumers' dQ two steps ago, and each waited for that dQ before the previous step's barrier,
+        // which this thread has passed: so one barrier a step (the next one) is all it takes.
         tk::store(sm.ds[buf][me], ds_t16, {w, 0});
         fence_proxy_async();  // our ordinary stores, then wgmma (the async proxy) reads them
+        warpgroup::mma_AB(dk, ds_t16, sm.q[stage]);    // dK += dS^T Q
         both::sync();
         // dQ's part: dS (the step's queries x both consumers' keys, summed over g) times K.
         if constexpr (DQ_TRANSPOSED) warpgroup::mma_async_wait<0>(dv, dk, p_t16, ds_t16);  // registers free
