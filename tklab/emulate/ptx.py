@@ -91,6 +91,7 @@ class _Block:
         self.locals: dict[str, str] = {}
         self.code: list[str] = []
         self.tmp = 0
+        self.bound: set[int] = set()  # input operands bound by reference (``__iN``): their homes are needed
 
     # ---- operands -------------------------------------------------------------------------------------
     def reg(self, tok: str) -> str:
@@ -146,13 +147,21 @@ class _Block:
         return name
 
     def homes(self, regs: list[str]) -> str:
-        """An array of the C++ variables' addresses behind output registers (``nullptr`` for PTX locals):
-        where an asynchronous instruction (wgmma) writes its result later."""
+        """An array of the C++ variables' addresses behind registers (``nullptr`` for PTX locals and for inputs
+        that are not lvalues): where an asynchronous instruction (wgmma) writes its result later, or keeps
+        reading its register A operand until its group retires."""
         homes = []
         for r in regs:
             m = re.fullmatch(r"__r\[(\d+)\]", r)
-            homes.append(f"static_cast<void*>(&__o{m.group(1)})" if m and self.ops[int(m.group(1))].output
-                         else "nullptr")
+            if not m:
+                homes.append("nullptr")
+            elif self.ops[int(m.group(1))].output:
+                homes.append(f"static_cast<void*>(&__o{m.group(1)})")
+            elif not self.ops[int(m.group(1))].constraint[:1].isdigit():
+                self.bound.add(int(m.group(1)))
+                homes.append(f"::tkemu::home_of<decltype(__i{m.group(1)})>(__i{m.group(1)})")
+            else:
+                homes.append("nullptr")
         name = f"__h{self.tmp}"
         self.tmp += 1
         self.code.append(f"void* const {name}[] = {{{', '.join(homes)}}};")
@@ -388,19 +397,23 @@ class _Block:
             raise PtxError(f"wgmma m64n{n}k16 with f32 accumulators has {n // 2} of them, not {len(d)}")
         rs = a[1].strip().startswith("{")
         if rs:
-            areg, adesc = self.vals(self.vec(a[1])), "uint64_t(0)"
+            avec = self.vec(a[1])
+            if len(avec) != 4:
+                raise PtxError(f"wgmma with matrix A in registers names 4 of them, not {len(avec)}")
+            areg, ahome, adesc = self.vals(avec), self.homes(avec), "uint64_t(0)"
             rest = a[2:]
             bdesc, scale_d, sa, sb = rest[0], rest[1], rest[2], rest[3]
             tnsp_a, tnsp_b = "0", (rest[4] if len(rest) > 4 else "0")
         else:
-            areg, adesc = "nullptr", self.reg(a[1])
+            areg, ahome, adesc = "nullptr", "nullptr", self.reg(a[1])
             rest = a[2:]
             bdesc, scale_d, sa, sb = rest[0], rest[1], rest[2], rest[3]
             tnsp_a, tnsp_b = (rest[4] if len(rest) > 4 else "0"), (rest[5] if len(rest) > 5 else "0")
         self.emit(f"{T}wgmma({n}, {_TYPES[types[0]]}, {_TYPES[types[1]]}, {_TYPES[types[2]]}, {self.ptrs(d)}, "
                   f"{self.homes(d)}, "
-                  f"{areg}, {adesc}, {self.reg(bdesc)}, int({self.reg(scale_d)} & 1), int(int64_t({self.reg(sa)})), "
-                  f"int(int64_t({self.reg(sb)})), int({self.reg(tnsp_a)}), int({self.reg(tnsp_b)}));")
+                  f"{areg}, {ahome}, {adesc}, {self.reg(bdesc)}, int({self.reg(scale_d)} & 1), "
+                  f"int(int64_t({self.reg(sa)})), int(int64_t({self.reg(sb)})), int({self.reg(tnsp_a)}), "
+                  f"int({self.reg(tnsp_b)}));")
 
     def mov(self, mods: list[str], a: list[str]) -> None:
         w = _width(mods)
@@ -572,6 +585,8 @@ def translate(template: str, operands: list[Operand]) -> str:
         elif letter.isdigit():
             tied = int(op.constraint)
             pre.append(f"__r[{i}] = __r[{tied}] = ::tkemu::reg_in(({op.expr}));")
+        elif i in block.bound:  # a register A operand: its home is tracked while the wgmma reads it
+            pre.append(f"auto&& __i{i} = ({op.expr}); __r[{i}] = {_LOAD.get(letter, '::tkemu::reg_in')}(__i{i});")
         else:
             pre.append(f"__r[{i}] = {_LOAD.get(letter, '::tkemu::reg_in')}(({op.expr}));")
     if "wgmma.mma_async" in template:  # its operand loads and stores are the instruction's, not a touch

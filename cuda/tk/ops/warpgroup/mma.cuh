@@ -56,8 +56,9 @@ __device__ inline void mma(rt<float, 16, N>& d, const A& a, const SB& b, bool ac
 #pragma unroll
     for (int k = 0; k < K / 16; ++k) {
         if constexpr (in_registers) {
-            const uint32_t regs[4] = {as_u32<T>(a.tiles[0][k].data[0]), as_u32<T>(a.tiles[0][k].data[1]),
-                                      as_u32<T>(a.tiles[0][k].data[2]), as_u32<T>(a.tiles[0][k].data[3])};
+            // The tile's own registers, not a copy, so that the instruction names them (the CPU emulator
+            // holds them as A's until the group retires, as the tensor cores read them until then).
+            const uint32_t(&regs)[4] = reinterpret_cast<const uint32_t(&)[4]>(a.tiles[0][k].data);
             wgmma::instr<T, N>::template rs<MB == major::mn>(d, regs, wgmma::descriptor<MB>(b, k), accumulate || k > 0);
         } else {
             wgmma::instr<T, N>::template ss<MA == major::mn, MB == major::mn>(

@@ -69,6 +69,7 @@ struct AccSlot {
 /// A wgmma group (the wgmma.mma_async instructions between two commits) of one warpgroup.
 struct WgGroup {
     std::vector<AccSlot> acc;     // what retiring it writes
+    std::vector<AccSlot> a_regs;  // the register A operands it reads (bits unused): retiring it frees them
     std::vector<uint32_t> reads;  // the 2-byte shared elements its instructions read (with repeats)
     std::vector<std::pair<uint32_t, uint32_t>> spans;  // [first, last byte] of each operand it reads
     uintptr_t pc = 0;             // its first instruction
@@ -91,9 +92,11 @@ struct WgState {
     WgGroup open;
     std::deque<WgGroup> committed;
     std::unordered_map<void*, std::pair<uint32_t, uint32_t>> pending;  // accumulator -> (seq of its group, value)
+    std::unordered_map<void*, uint32_t> a_pending;  // register A operand -> seq of the newest group reading it
     uint32_t next_seq = 1;
     int commits = 0;
     int pending_in_warp[4] = {0, 0, 0, 0};  // entries of `pending` each warp holds
+    int a_pending_in_warp[4] = {0, 0, 0, 0};  // ... and of `a_pending`
 };
 
 struct Thread {
@@ -127,6 +130,7 @@ struct Thread {
     uint32_t latched_phase = 0;  // the barrier's completed phases when it was latched
     std::vector<uint32_t> latched_vc;
     uintptr_t acc_lo = 0, acc_hi = 0;  // where its pending wgmma accumulators lie (0, 0: none)
+    uintptr_t a_lo = 0, a_hi = 0;      // ... and the register A operands of its warpgroup's pending groups
     bool in_wgmma = false;             // inside a wgmma asm statement: its own operand traffic is no touch
     int red_pred = 0;
     int red_result[3] = {0, 0, 0};

@@ -10,8 +10,9 @@
 // read or written.
 //
 // Registers: one 64-bit slot per PTX register (of every function; calls do not recurse), starting as garbage
-// (0xfe bytes), as GPU registers do. A wgmma group's accumulators are register slots: reading or writing one
-// before the wgmma.wait_group that retires it is the runtime's asynchronous hazard (accumulator_touch).
+// (0xfe bytes), as GPU registers do. A wgmma group's accumulators, and the registers it reads matrix A from, are
+// register slots: reading or writing one before the wgmma.wait_group that retires it is the runtime's
+// asynchronous hazard (accumulator_touch).
 // Code addresses in messages are instruction numbers (INSTR_TAG | n); Python maps them to the learner's lines
 // through the PTX's .loc records.
 #include "interp.h"

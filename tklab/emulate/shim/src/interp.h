@@ -215,7 +215,7 @@ private:
     // -- registers ----------------------------------------------------------------------------------------------
     inline void touch(uint64_t* slot, bool write) {
         const uintptr_t a = uintptr_t(slot);
-        if (a - T.acc_lo < T.acc_hi - T.acc_lo) accumulator_touch(B, a, 4, write, T.pc);
+        if (a - T.acc_lo < T.acc_hi - T.acc_lo || a - T.a_lo < T.a_hi - T.a_lo) accumulator_touch(B, a, 4, write, T.pc);
     }
     inline uint64_t reg(int32_t r) {
         uint64_t* s = R + r;

@@ -217,9 +217,19 @@ void Thread_::tensor(const Instr& in) {
                 dptr[i] = d[i];
             }
             uint64_t ar[4] = {};
+            void* ahome[4] = {};
             uint64_t adesc = 0;
-            if (a_regs) sources(av, ar, 4);
-            else adesc = value(av);
+            if (a_regs) {
+                // A's registers are read here without a touch: several wgmma may read the same A while an earlier
+                // one is pending; ptx::wgmma checks them against its warpgroup's pending groups and tracks them.
+                if (av.n != 4) stop("invalid", "wgmma: matrix A in registers is four registers, not " +
+                                    std::to_string(av.n));
+                for (int k = 0; k < 4; ++k) {
+                    const Operand& o = P.ops[av.reg + k];
+                    if (o.kind == K_REG) ahome[k] = R + o.reg, ar[k] = R[o.reg];
+                    else ar[k] = value(o);
+                }
+            } else adesc = value(av);
             const uint64_t bdesc = value(opnd(in, 2));
             const int scale_d = int(value(opnd(in, 3)) & 1);
             const int sa = int(sext(value(opnd(in, 4)), 4)), sb = int(sext(value(opnd(in, 5)), 4));
@@ -230,8 +240,8 @@ void Thread_::tensor(const Instr& in) {
             if (tid % 128 == 0) W.stats[ST_TENSOR_FLOPS] += uint64_t(2) * 64 * uint64_t(n) * 16;
             if (g_turn_hi > g_turn_lo && !holding_turn) W.stats[ST_WGMMA_OUTSIDE_TURN]++;
             T.in_wgmma = true;
-            ptx::wgmma(n, ptx_type(in.t), ptx_type(in.t2), ptx_type(int(in.y)), d, dptr, a_regs ? ar : nullptr, adesc,
-                       bdesc, scale_d, sa, sb, ta, tb);
+            ptx::wgmma(n, ptx_type(in.t), ptx_type(in.t2), ptx_type(int(in.y)), d, dptr, a_regs ? ar : nullptr, ahome,
+                       adesc, bdesc, scale_d, sa, sb, ta, tb);
             T.in_wgmma = false;
             return;
         }

@@ -701,6 +701,7 @@ struct WgData {
     uint64_t* const* d;
     void* const* dptr;  // where the thread keeps each accumulator register (written when the group retires)
     const uint64_t* a_regs;
+    void* const* a_homes;  // where the thread keeps its A registers (RS form; nullptr entries: untracked)
     uint64_t a_desc, b_desc;
     int scale_d, scale_a, scale_b, tnsp_a, tnsp_b;
 };
@@ -729,8 +730,27 @@ uint32_t desc_addr(uint64_t desc, int mn, int k, bool mn_major) {
 
 constexpr uint32_t POISON32 = 0xffffffffu;  // what a pending accumulator register reads as (NaN)
 
+/// Before a thread's part of a wgmma joins the instruction: its register operands may not be what an earlier,
+/// unretired group of its warpgroup still owns -- an A register that is a pending accumulator is read too early,
+/// an accumulator that a pending group reads as its A is written too early. (Several wgmma may read the same A
+/// registers, and accumulate into the same accumulators of one shape: those are allowed.)
+static void wgmma_register_check(Block& b, int n, void* const* dptr, void* const* a_homes) {
+    Thread& t = *b.cur;
+    if ((t.acc_hi == 0 && t.a_hi == 0) || size_t(t.id / 128) >= b.wgs.size()) return;  // nothing of its is pending
+    const WgState& ws = b.wgs[t.id / 128];
+    if (a_homes && t.acc_hi)
+        for (int r = 0; r < 4; ++r)
+            if (uintptr_t(a_homes[r]) - t.acc_lo < t.acc_hi - t.acc_lo && ws.pending.count(a_homes[r]))
+                accumulator_touch(b, uintptr_t(a_homes[r]), 4, false, t.pc);
+    if (dptr && t.a_hi)
+        for (int i = 0; i < n / 2; ++i)
+            if (uintptr_t(dptr[i]) - t.a_lo < t.a_hi - t.a_lo && ws.a_pending.count(dptr[i]))
+                accumulator_touch(b, uintptr_t(dptr[i]), 4, true, t.pc);
+}
+
 void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, void* const* dptr, const uint64_t* a_regs,
-                uint64_t a_desc, uint64_t b_desc, int scale_d, int scale_a, int scale_b, int tnsp_a, int tnsp_b) {
+                void* const* a_homes, uint64_t a_desc, uint64_t b_desc, int scale_d, int scale_a, int scale_b,
+                int tnsp_a, int tnsp_b) {
     TKEMU_ENTER();
     Block& blk = *t_block;
     if (dtype != F32) not_emulated("wgmma.mma_async", "only f32 accumulators are emulated");
@@ -739,7 +759,9 @@ void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, void
     if (n % 8 || n < 8 || n > 256) fail("invalid", "wgmma m64nNk16 needs N in 8..256, a multiple of 8 (got %d)", n);
     if (((blk.cur->id / 128) + 1) * 128 > blk.n)
         fail("invalid", "wgmma needs a whole warpgroup of 128 threads; this block has %d threads", blk.n);
-    WgData data{n, dtype, atype, d, dptr, a_regs, a_desc, b_desc, scale_d, scale_a, scale_b, tnsp_a, tnsp_b};
+    if (!a_regs) a_homes = nullptr;
+    wgmma_register_check(blk, n, dptr, a_homes);
+    WgData data{n, dtype, atype, d, dptr, a_regs, a_homes, a_desc, b_desc, scale_d, scale_a, scale_b, tnsp_a, tnsp_b};
     collective(128, 20, "wgmma.mma_async", 0xffffffffu, &data, [](Block& b, Rendezvous& rv) {
         const auto* x0 = static_cast<WgData*>(rv.data[0]);
         const int n = x0->n, first = (b.cur->id / 128) * 128;
@@ -782,6 +804,19 @@ void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, void
                 for (int r = 0; r < 4; ++r)
                     for (int e = 0; e < 2; ++e)
                         A[16 * w + g + 8 * (r & 1)][2 * tt + e + 8 * (r >> 1)] = elem16(x0->atype, half_of(x->a_regs[r], e));
+                // The tensor cores read A's registers until the group retires: they are the group's until then.
+                for (int r = 0; x->a_homes && r < 4; ++r) {
+                    void* p = x->a_homes[r];
+                    if (!p) continue;
+                    auto [it, fresh] = ws.a_pending.try_emplace(p, group.seq);
+                    if (fresh) ws.a_pending_in_warp[w]++;
+                    if (fresh || it->second != group.seq) group.a_regs.push_back({p, 0, w});
+                    it->second = group.seq;
+                    Thread& th = b.threads[first + t];
+                    const uintptr_t pa = uintptr_t(p);
+                    if (th.a_hi == 0) th.a_lo = pa, th.a_hi = pa + 4;
+                    else th.a_lo = std::min(th.a_lo, pa), th.a_hi = std::max(th.a_hi, pa + 4);
+                }
             }
         } else {
             for (int m = 0; m < 64; ++m)
@@ -845,25 +880,39 @@ void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, void
 
 void ptx::wgmma_operands(bool begin) { t_block->cur->in_wgmma = begin; }
 
+/// A register of group `seq` (an accumulator, or one of matrix A's) touched by the current thread too early.
+[[noreturn]] static void register_hazard(Block& b, const WgState& ws, uint32_t seq, bool a_operand, bool write,
+                                         uintptr_t pc) {
+    Thread& t = *b.cur;
+    const WgGroup* g = nullptr;
+    for (const WgGroup& c : ws.committed)
+        if (c.seq == seq) g = &c;
+    if (!g && ws.open.seq == seq) g = &ws.open;
+    t.pc = pc;
+    const std::string issued = " of the wgmma group that its warpgroup issued" + (g ? pc_mark(g->pc) : std::string()) +
+                               " before the wgmma.wait_group that retires it: ";
+    const char* wait = "wait first (warpgroup::mma_async_wait<N>, N = how many newer groups may still run)";
+    const std::string msg =
+        "asynchronous hazard in " + block_desc(b) + ": " + thread_desc(b, t.id) + (write ? " wrote" : " read") +
+        (a_operand ? " a register of matrix A" + pc_mark(pc) + issued +
+                         "the tensor cores read A's registers at any moment until then, so " + wait +
+                         ", or touch them before issuing"
+                   : " an accumulator register" + pc_mark(pc) + issued +
+                         "the tensor cores write the accumulators at any moment until then, so " + wait);
+    fail_json(error_json("async", msg));
+}
+
 void accumulator_touch(Block& b, uintptr_t a, size_t n, bool write, uintptr_t pc) {
     Thread& t = *b.cur;
     if (size_t(t.id / 128) >= b.wgs.size()) return;
     const WgState& ws = b.wgs[t.id / 128];
     for (uintptr_t p = a & ~uintptr_t(3); p < a + n; p += 4) {
-        auto it = ws.pending.find(reinterpret_cast<void*>(p));
-        if (it == ws.pending.end()) continue;
-        const WgGroup* g = nullptr;
-        for (const WgGroup& c : ws.committed)
-            if (c.seq == it->second.first) g = &c;
-        if (!g && ws.open.seq == it->second.first) g = &ws.open;
-        t.pc = pc;
-        const std::string msg =
-            "asynchronous hazard in " + block_desc(b) + ": " + thread_desc(b, t.id) +
-            (write ? " wrote" : " read") + " an accumulator register" + pc_mark(pc) +
-            " of the wgmma group that its warpgroup issued" + (g ? pc_mark(g->pc) : std::string()) +
-            " before the wgmma.wait_group that retires it: the tensor cores write the accumulators at any moment "
-            "until then, so wait first (warpgroup::mma_async_wait<N>, N = how many newer groups may still run)";
-        fail_json(error_json("async", msg));
+        void* const key = reinterpret_cast<void*>(p);
+        if (auto it = ws.pending.find(key); it != ws.pending.end())
+            register_hazard(b, ws, it->second.first, false, write, pc);
+        if (ws.a_pending.empty()) continue;
+        if (auto it = ws.a_pending.find(key); it != ws.a_pending.end())
+            register_hazard(b, ws, it->second, true, write, pc);
     }
 }
 
@@ -904,6 +953,13 @@ static void wgmma_retire(Block& b, WgState& ws, WgGroup& g, int w, int first, ui
         std::memcpy(a.ptr, &it->second.second, 4);
         ws.pending.erase(it);
         ws.pending_in_warp[w]--;
+    }
+    for (const AccSlot& a : g.a_regs) {  // its register A operands, unless a later group reads them too
+        if (a.warp != w) continue;
+        auto it = ws.a_pending.find(a.ptr);
+        if (it == ws.a_pending.end() || it->second != g.seq) continue;
+        ws.a_pending.erase(it);
+        ws.a_pending_in_warp[w]--;
     }
     g.retired |= uint8_t(1u << w);
     g.wait_clk[w] = clock_of(b, first);
@@ -955,6 +1011,8 @@ void ptx::wgmma_wait(int n) {
             ws.committed.pop_front();
         if (ws.pending_in_warp[w] == 0)
             for (int t = first; t < first + 32 && t < b.n; ++t) b.threads[t].acc_lo = b.threads[t].acc_hi = 0;
+        if (ws.a_pending_in_warp[w] == 0)
+            for (int t = first; t < first + 32 && t < b.n; ++t) b.threads[t].a_lo = b.threads[t].a_hi = 0;
     });
     (void)blk;
 }

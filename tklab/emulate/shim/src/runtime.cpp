@@ -797,7 +797,9 @@ static inline void on_access(void* p, size_t n, bool write, uintptr_t pc, bool a
     Block* b = t_block;
     if (!b || !b->cur) return;
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    if (a + n > b->cur->acc_lo && a < b->cur->acc_hi && !b->cur->in_wgmma) accumulator_touch(*b, a, n, write, pc);
+    const Thread& t = *b->cur;
+    if (((a + n > t.acc_lo && a < t.acc_hi) || (a + n > t.a_lo && a < t.a_hi)) && !t.in_wgmma)
+        accumulator_touch(*b, a, n, write, pc);
     const uintptr_t s = a - uintptr_t(b->arena);
     if (s < ARENA_BYTES) {
         if (s < RESERVED || s + n > RESERVED + b->limit || (s + n > b->static_top && s < b->global_bottom)) {

@@ -70,6 +70,13 @@ inline uint64_t reg_in(const T& v) {
     else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) return uint64_t(int64_t(v));
     else return to_bits(v);
 }
+/// Where an inline-asm input operand lives, when it names a variable (``Ref`` is ``decltype`` of the ``auto&&``
+/// that bound it: an lvalue reference); nullptr for a value computed on the spot.
+template <typename Ref, typename T>
+inline void* home_of(T& v) {
+    if constexpr (std::is_lvalue_reference_v<Ref>) return const_cast<void*>(static_cast<const void*>(&v));
+    else return nullptr;
+}
 template <typename T>
 inline void reg_out(T& dst, uint64_t bits) {
     if constexpr (std::is_pointer_v<T>) dst = reinterpret_cast<T>(uintptr_t(bits));

@@ -88,8 +88,10 @@ void tma_load(int dims, uint64_t dst, uint64_t map, const int32_t* coords, uint6
 void tma_store(int dims, uint64_t map, const int32_t* coords, uint64_t src, int reduce);
 void bulk_commit();
 void bulk_wait(int n, bool read);
+// a_homes: where the thread keeps each of its four A registers (nullptr: none, or not one to track).
 void wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, void* const* dptr, const uint64_t* a_regs,
-           uint64_t a_desc, uint64_t b_desc, int scale_d, int scale_a, int scale_b, int tnsp_a, int tnsp_b);
+           void* const* a_homes, uint64_t a_desc, uint64_t b_desc, int scale_d, int scale_a, int scale_b, int tnsp_a,
+           int tnsp_b);
 void wgmma_fence();
 void wgmma_commit();
 void wgmma_wait(int n);
