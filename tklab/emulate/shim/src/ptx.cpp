@@ -730,22 +730,16 @@ uint32_t desc_addr(uint64_t desc, int mn, int k, bool mn_major) {
 
 constexpr uint32_t POISON32 = 0xffffffffu;  // what a pending accumulator register reads as (NaN)
 
-/// Before a thread's part of a wgmma joins the instruction: its register operands may not be what an earlier,
-/// unretired group of its warpgroup still owns -- an A register that is a pending accumulator is read too early,
-/// an accumulator that a pending group reads as its A is written too early. (Several wgmma may read the same A
-/// registers, and accumulate into the same accumulators of one shape: those are allowed.)
-static void wgmma_register_check(Block& b, int n, void* const* dptr, void* const* a_homes) {
+/// Before a thread's part of a wgmma joins the instruction: an A register of it that is an accumulator of an
+/// earlier, unretired group is read too early. (A's registers are read without a touch, as several wgmma may read
+/// the same A registers; accumulating into the same accumulators with one shape is allowed as well.)
+static void wgmma_register_check(Block& b, void* const* a_homes) {
     Thread& t = *b.cur;
-    if ((t.acc_hi == 0 && t.a_hi == 0) || size_t(t.id / 128) >= b.wgs.size()) return;  // nothing of its is pending
+    if (!a_homes || t.acc_hi == 0 || size_t(t.id / 128) >= b.wgs.size()) return;
     const WgState& ws = b.wgs[t.id / 128];
-    if (a_homes && t.acc_hi)
-        for (int r = 0; r < 4; ++r)
-            if (uintptr_t(a_homes[r]) - t.acc_lo < t.acc_hi - t.acc_lo && ws.pending.count(a_homes[r]))
-                accumulator_touch(b, uintptr_t(a_homes[r]), 4, false, t.pc);
-    if (dptr && t.a_hi)
-        for (int i = 0; i < n / 2; ++i)
-            if (uintptr_t(dptr[i]) - t.a_lo < t.a_hi - t.a_lo && ws.a_pending.count(dptr[i]))
-                accumulator_touch(b, uintptr_t(dptr[i]), 4, true, t.pc);
+    for (int r = 0; r < 4; ++r)
+        if (uintptr_t(a_homes[r]) - t.acc_lo < t.acc_hi - t.acc_lo && ws.pending.count(a_homes[r]))
+            accumulator_touch(b, uintptr_t(a_homes[r]), 4, false, t.pc);
 }
 
 void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, void* const* dptr, const uint64_t* a_regs,
@@ -760,7 +754,7 @@ void ptx::wgmma(int n, int dtype, int atype, int btype, uint64_t* const* d, void
     if (((blk.cur->id / 128) + 1) * 128 > blk.n)
         fail("invalid", "wgmma needs a whole warpgroup of 128 threads; this block has %d threads", blk.n);
     if (!a_regs) a_homes = nullptr;
-    wgmma_register_check(blk, n, dptr, a_homes);
+    wgmma_register_check(blk, a_homes);
     WgData data{n, dtype, atype, d, dptr, a_regs, a_homes, a_desc, b_desc, scale_d, scale_a, scale_b, tnsp_a, tnsp_b};
     collective(128, 20, "wgmma.mma_async", 0xffffffffu, &data, [](Block& b, Rendezvous& rv) {
         const auto* x0 = static_cast<WgData*>(rv.data[0]);
@@ -889,6 +883,7 @@ void ptx::wgmma_operands(bool begin) { t_block->cur->in_wgmma = begin; }
         if (c.seq == seq) g = &c;
     if (!g && ws.open.seq == seq) g = &ws.open;
     t.pc = pc;
+    pc = pc_chain(pc);  // native build: from the access (a library's line, often) out to the kernel's
     const std::string issued = " of the wgmma group that its warpgroup issued" + (g ? pc_mark(g->pc) : std::string()) +
                                " before the wgmma.wait_group that retires it: ";
     const char* wait = "wait first (warpgroup::mma_async_wait<N>, N = how many newer groups may still run)";
