@@ -123,7 +123,8 @@ TEST_FULL := test_full
 # A browser driving JupyterLab and a JupyterHub with four students: run after the rest, one at a time (beside the
 # planted suites' emulator builds on a 2-core machine the lab's terminal once took longer than the test waits). So
 # does the class through nbgrader (tests/test_class_load.py: its checks on every core, then nbgrader runs the
-# notebooks one after the other), which beside another worker's tests would not keep within CI's budget.
+# notebooks, a share of the class in each of two processes), which beside another worker's tests would not keep
+# within CI's budget.
 SERIAL_TESTS := tests/test_browser.py tests/test_hub.py tests/test_class_load.py
 XDIST := -n auto --maxprocesses $(TEST_WORKERS) --dist loadscope
 test: install chromium sandbox-tool
