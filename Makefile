@@ -118,7 +118,8 @@ TEST_WORKERS ?= 8
 #   same check machinery; the slow suites add chapter 11's 26 planted variants and the debugging exercises', the
 #   challenges' and the design exercises' suites (moved out so that `make test` keeps within 15 minutes on 2 cores).
 # - tests marked test_full elsewhere (tests/test_gpu_case_references.py: every GPU case's float64 reference within
-#   6 GiB, what a GPU check's parent needs; half a minute of references).
+#   6 GiB, what a GPU check's parent needs; half a minute of references; the opt-in kernel options' further emulator
+#   shapes -- chapter 10's EXP2_SPLIT/MASK_SPLIT, chapter 11's DETERMINISTIC -- whose core cases stay in `make test`).
 TEST_FULL := test_full
 # A browser driving JupyterLab and a JupyterHub with four students: run after the rest, one at a time (beside the
 # planted suites' emulator builds on a 2-core machine the lab's terminal once took longer than the test waits). So
