@@ -29,10 +29,10 @@
 // dQ's last bits depend on the order the key blocks' reduce-adds land: not bit-for-bit reproducible from run to
 // run (dK and dV are). DETERMINISTIC=1 fixes the order: an int32 counter per (batch, head, step), zeroed by the
 // first pass, lets the key blocks add a step's dQ in blockIdx order (write_dq; tk/hopper/turns.cuh), for no
-// memory beyond the counters. It costs time, hence opt-in: a block waits at every step for the blocks before it to
-// have added theirs, and for its own adds to land in global memory before it passes the turn on, so the blocks
-// of a head advance in a staircase and every step's adds form one chain through them (bench/flash_bwd.py measures
-// it: "ch11 deterministic").
+// memory beyond the counters. It is expected to cost time, hence opt-in: a block waits at every step for the blocks
+// before it to have added theirs, and for its own adds to land in global memory before it passes the turn on, so
+// the blocks of a head advance in a staircase and every step's adds form one chain through them (bench/flash_bwd.py
+// can time it, "ch11 deterministic"; not yet run on the H200).
 //
 // Layouts: Q, K, V, O, dO, dQ, dK, dV bf16 [batch, heads, seq, HEAD_DIM] (rank-4 TMA maps, so any strides with
 // a contiguous last dimension; tiles past the end of a head read zeros and are not written back); the dQ
