@@ -182,6 +182,10 @@ class BwdBuild:
         """Rows of the dQ accumulator map's box: 64, or 80 with 80-query steps (dQ^T's rows stored transposed)."""
         return self.qstep if self.qstep % 64 else 64
 
+    def steps(self, seq: int) -> int:
+        """Query steps of flash_bwd over ``seq`` queries (the last one ragged): qstep queries each."""
+        return -(-seq // self.qstep)
+
     @property
     def deterministic(self) -> bool:
         """DETERMINISTIC=1: the key blocks add dQ in turns (flash_bwd_prep and flash_bwd take the counters too)."""
@@ -374,13 +378,13 @@ def main_grid(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int]:
 def stats_shape(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int, int]:
     """SWAPAB=1's per-step statistics, fp32: per (batch, head) one STATS_ROWS x stats_cols box per step (L log2 e,
     then D, for the step's queries)."""
-    return (b, h, -(-n // cfg.qstep) * STATS_ROWS, stats_cols(cfg))
+    return (b, h, cfg.steps(n) * STATS_ROWS, stats_cols(cfg))
 
 
 def turns_shape(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int]:
     """DETERMINISTIC=1's turn counters, int32: one per (batch, head, query step), zeroed by flash_bwd_prep; the
     key blocks that add to a step count it up from 0 in blockIdx order."""
-    return (b, h, -(-n // cfg.qstep))
+    return (b, h, cfg.steps(n))
 
 
 def deterministic_options(head_dim: int, **options: int) -> dict[str, int]:
@@ -407,7 +411,7 @@ def host_stats(lse: np.ndarray, delta: np.ndarray, cfg: BwdBuild) -> np.ndarray:
     D of the step's queries, each padded to stats_len (padding: L = +inf, so P = 0; D = 0), as stats_shape's fp32
     array. For a check that runs flash_bwd alone from the forward's L and a given D."""
     b, h, n = lse.shape
-    steps, q, length = -(-n // cfg.qstep), cfg.qstep, stats_len(cfg)
+    steps, q, length = cfg.steps(n), cfg.qstep, stats_len(cfg)
     l2 = np.full((b, h, steps * q), np.inf, np.float32)
     d = np.zeros((b, h, steps * q), np.float32)
     l2[..., :n] = lse.astype(np.float32) * np.float32(LOG2E)
@@ -420,7 +424,7 @@ def host_stats(lse: np.ndarray, delta: np.ndarray, cfg: BwdBuild) -> np.ndarray:
 
 def prep_rows(n: int, cfg: BwdBuild) -> int:
     """The query rows flash_bwd_prep walks: n, or with SWAPAB=1 whole steps (the padding gets L = +inf, D = 0)."""
-    return -(-n // cfg.qstep) * cfg.qstep if cfg.swapab else n
+    return cfg.steps(n) * cfg.qstep if cfg.swapab else n
 
 
 def _grids(b: int, h: int, n: int, cfg: BwdBuild) -> dict[str, tuple[int, int, int]]:
