@@ -334,10 +334,12 @@ def test_swapab_is_refused_where_it_does_not_apply() -> None:
         (64, {"SWAPAB": 0}), (128, {"PINGPONG": 0}), (64, {"DQ_MODE": 0}), (64, {"DQ_MODE": 2}),
         (64, {"CONSUMERS": 1}), (64, {"STAGES": 3}), (128, {"UNIFORM": 0}), (64, {"PINGPONG": 1})])
     assert attention_bwd.build(64, SWAPAB=1, DQ_WRITER=1).options == attention_bwd.build(64, SWAPAB=1).options
-    with pytest.raises(ValueError, match="DQ_WRITER and QSTEP are options of SWAPAB=1"):
+    with pytest.raises(ValueError, match="DQ_WRITER, QSTEP and DQ_UNDER_DK are options of SWAPAB=1"):
         attention_bwd.build(64, SWAPAB=0, DQ_WRITER=0)
-    with pytest.raises(ValueError, match="DQ_WRITER and QSTEP are options of SWAPAB=1"):
+    with pytest.raises(ValueError, match="DQ_WRITER, QSTEP and DQ_UNDER_DK are options of SWAPAB=1"):
         attention_bwd.build(128, PINGPONG=0, QSTEP=80)
+    with pytest.raises(ValueError, match="DQ_WRITER, QSTEP and DQ_UNDER_DK are options of SWAPAB=1"):
+        attention_bwd.build(64, SWAPAB=0, DQ_UNDER_DK=1)
     for d, q in [(64, 80), (64, 64), (128, 96), (128, 128)]:
         with pytest.raises(ValueError, match="QSTEP .* is 128 at head dimension 64, 64 or 80 at 128"):
             attention_bwd.build(d, SWAPAB=1, QSTEP=q)
@@ -410,6 +412,100 @@ def test_swapab_planted_mistake_is_caught(what: str, old: str, new: str, caught:
     else:
         with pytest.raises(Exception, match=f"(?i){caught}"):
             _run_emulated(src, 64, _inputs(64, 300), True, SWAPAB=1)
+
+
+# DQ_UNDER_DK=1 (solutions/variants/ch11_dq_under_dk.cu): the step issues dQ's part before dK and stores it for the
+# writer while dK runs. Right against float64 at both head dimensions, with 80-query steps, without the writer and
+# with the turns; off, the file is the chapter's kernel to the instruction; on, the SASS does what it says.
+DQ_UNDER_DK_CASES = [(128, 200, 1, True, 1.0, {}), (64, 300, 1, True, 1.0, {}), (128, 161, 2, True, 8.0, {"QSTEP": 80}),
+                     (64, 1, 1, False, 1.0, {}), (128, 130, 1, False, 1.0, {"DQ_WRITER": 0}),
+                     (64, 260, 2, False, 8.0, {"DQ_WRITER": 0})]
+DQ_UNDER_DK_CORE = {(128, 200), (64, 300), (128, 161)}
+DQ_UNDER_DK_SRC = attention_bwd.DQ_UNDER_DK_FILE.read_text()
+
+
+@pytest.mark.parametrize("d,n,heads,causal,mult,extra",
+                         [pytest.param(*c, marks=() if c[:2] in DQ_UNDER_DK_CORE else pytest.mark.test_full)
+                          for c in DQ_UNDER_DK_CASES])
+def test_dq_under_dk_matches_float64(d: int, n: int, heads: int, causal: bool, mult: float,
+                                     extra: dict[str, int]) -> None:
+    options = {"DQ_UNDER_DK": 1} | extra
+    assert attention_bwd.source(attention_bwd.build(d, **options)) == DQ_UNDER_DK_SRC
+    errs = _run_emulated(SRC, d, _inputs(d, n, heads=heads, q_mult=mult), causal, **options)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+
+
+def test_dq_under_dk_with_the_turns_matches_float64_on_concurrent_blocks() -> None:
+    launch, errs, _ = _deterministic_run(_inputs(128, 300, heads=1, seed=300), True, workers=DET_WORKERS,
+                                         DQ_UNDER_DK=1)
+    assert all(e.ok() for e in errs), "; ".join(map(str, errs))
+    cfg = attention_bwd.build(128, DETERMINISTIC=1, DQ_UNDER_DK=1)
+    want = np.broadcast_to(np.array(_adders_per_step(300, True, cfg), np.int32),
+                           attention_bwd.turns_shape(1, 1, 300, cfg))
+    assert np.array_equal(launch.turns, want), (launch.turns, want)
+
+
+def _hot_loop(src: str, cfg: attention_bwd.BwdBuild) -> list[tuple[str, str]]:
+    """(opcode, operands) of the main loop of flash_bwd compiled from ``src`` with ``cfg``'s options."""
+    import tklab
+    from tklab.toolchain.sass import loops, main_loop
+
+    sass = tklab.compile(src, arch="sm_90a", name=attention_bwd.KERNEL.name, options=cfg.options)["flash_bwd"].sass
+    ops = main_loop(sass)
+    return [(o, a) for _, o, a in next(b for b in loops(sass) if [o for _, o, _ in b] == ops)]
+
+
+@pytest.mark.parametrize("d,extra", [(64, {}), (128, {}), (128, {"QSTEP": 80})])
+def test_dq_under_dk_off_is_the_chapter_kernel_and_on_stores_dq_while_dk_runs(d: int, extra: dict[str, int]) -> None:
+    """Off: the variant's loop is the chapter kernel's, instruction for instruction. On: the last wgmma issued in the
+    step is dK (A from registers); a wait that leaves one group in flight follows it, then dQ's part's shared stores,
+    and only after them the wait for every group -- where the chapter's step waits for every group before them."""
+    chapter = _hot_loop(SRC, attention_bwd.build(d, **extra))
+    assert _hot_loop(DQ_UNDER_DK_SRC, attention_bwd.build(d, **extra)) == chapter
+    for loop, under in ((chapter, False), (_hot_loop(DQ_UNDER_DK_SRC, attention_bwd.build(d, DQ_UNDER_DK=1, **extra)),
+                                           True)):
+        ops = [o for o, _ in loop]
+        last = max(i for i, o in enumerate(ops) if o.startswith("HGMMA"))
+        # the step's last wgmma: dK (A from registers) here, dQ's part (both operands in shared memory) in the chapter
+        assert ("gdesc" not in loop[last][1].split(",")[1]) == under, loop[last]
+        waits = [(i, a) for i, (o, a) in enumerate(loop) if o == "WARPGROUP.DEPBAR.LE" and i > last]
+        stores = [i for i, o in enumerate(ops) if o in ("STS", "STS.64", "STS.128") and i > last]
+        assert stores, ops[last:]
+        kinds = [a.split(";")[0].replace(" ", "") for _, a in waits]
+        if under:
+            assert kinds == ["gsb0,0x1", "gsb0,0x0"], waits
+            assert waits[0][0] < stores[0] and stores[-1] < waits[1][0], (waits, stores)
+        else:
+            assert kinds == ["gsb0,0x0"] and waits[0][0] < stores[0], (waits, stores)
+
+
+def _dk_before_dq(src: str) -> tuple[str, str]:
+    """(old, new) that move DQ_UNDER_DK's dK issue back before dQ's part (the chapter's order), found in the source
+    rather than spelled here (the lines are the exercise's answer: tests/test_answers_nowhere.py)."""
+    start = src.index("#if DQ_UNDER_DK\n")
+    old = src[start:src.index("#else", start)]
+    lines = old.split("\n")
+    dk = next(i for i, line in enumerate(lines) if "mma_AB(dk," in line)
+    dq = next(i for i, line in enumerate(lines) if "add_dq_part(" in line) - 1  # its #pragma unroll
+    assert dq < dk and lines[dq].strip() == "#pragma unroll", lines
+    moved = lines[:dq] + [lines[dk]] + lines[dq:dk] + lines[dk + 1:]
+    return old, "\n".join(moved)
+
+
+DQ_UNDER_DK_MISTAKES = [
+    ("dK issued before dQ's part: the wait for one group leaves dQ's part in flight", *_dk_before_dq(DQ_UNDER_DK_SRC),
+     "hazard"),
+    ("the step's Q handed back while dK still reads it",
+     "        warpgroup::mma_async_wait<0>(dk, ds_t16);\n        sm.q_pipe.release(stage);\n#else",
+     "        sm.q_pipe.release(stage);\n        warpgroup::mma_async_wait<0>(dk, ds_t16);\n#else", "race|hazard"),
+]
+
+
+@pytest.mark.parametrize("what,old,new,caught", DQ_UNDER_DK_MISTAKES, ids=[m[0] for m in DQ_UNDER_DK_MISTAKES])
+def test_dq_under_dk_planted_mistake_is_caught(what: str, old: str, new: str, caught: str) -> None:
+    assert DQ_UNDER_DK_SRC.count(old) == 1, what
+    with pytest.raises(Exception, match=f"(?i){caught}"):
+        _run_emulated(DQ_UNDER_DK_SRC.replace(old, new), 128, _inputs(128, 300), True, DQ_UNDER_DK=1)
 
 
 P_STORE = "warpgroup::store(sm.p[me], s);"  # P into shared memory (ROWS_FILE)

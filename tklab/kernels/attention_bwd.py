@@ -57,14 +57,20 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: key blocks add each step's dQ in blockIdx order, taking turns on an int32 counter per (batch, head, step) that the
 #: first pass zeroes (turns_shape): dQ the same bit for bit on every run, for no memory beyond the counters (DQ_MODE 2,
 #: the rows kernel's way, keeps a copy of dQ per key block). Opt-in: the blocks of a head wait for each other.
+#: DQ_UNDER_DK (SWAPAB=1 only): 1 issues each step's dQ part before dK and stores it for the writer while dK runs
+#: (FlashAttention-3/-4's order), where the chapter's step waits for every product first. Not measured yet on the
+#: H200, so it lives in a variant of the chapter's file, DQ_UNDER_DK_FILE.
 OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1},
                                      "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}, "SWAPAB": {64: 0, 128: 0},
                                      "DQ_WRITER": {64: 1, 128: 1}, "QSTEP": {64: 128, 128: 64},
-                                     "DETERMINISTIC": {64: 0, 128: 0}}
+                                     "DETERMINISTIC": {64: 0, 128: 0}, "DQ_UNDER_DK": {64: 0, 128: 0}}
 #: SWAPAB=0: the backward with the queries as rows (one or two consumers, DQ_MODE 0, 1 or 2), a file of its own.
 ROWS_FILE = SOLUTIONS / "variants" / "ch11_bwd_rows.cu"
 #: DQ_LAG and PINGPONG's flash_bwd, built as ROWS_FILE (its flash_bwd renamed) followed by this one.
 LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
+#: DQ_UNDER_DK=1: the chapter's kernel plus solutions/variants/ch11_dq_under_dk.patch (``python -m tklab exercises
+#: --derive``); with DQ_UNDER_DK=0 it compiles to the chapter kernel's SASS.
+DQ_UNDER_DK_FILE = SOLUTIONS / "variants" / "ch11_dq_under_dk.cu"
 #: SWAPAB=1: queries per step by head dimension; the per-step statistics box is fp32 STATS_ROWS x (queries / 4)
 #: (L log2 e, then D).
 SWAPAB_QSTEP, STATS_ROWS = {64: 128, 128: 64}, 8
@@ -266,8 +272,8 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if swapab and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts.get("DQ_LAG") or opts.get("PINGPONG")):
         raise ValueError(f"SWAPAB=1 is written for CONSUMERS=2 and DQ_MODE=1, without DQ_LAG or PINGPONG; got head "
                          f"dimension {head_dim}, {opts}")
-    if ("DQ_WRITER" in opt_in or "QSTEP" in opt_in) and not swapab:
-        raise ValueError(f"DQ_WRITER and QSTEP are options of SWAPAB=1's kernel; got {opts}")
+    if ("DQ_WRITER" in opt_in or "QSTEP" in opt_in or "DQ_UNDER_DK" in opt_in) and not swapab:
+        raise ValueError(f"DQ_WRITER, QSTEP and DQ_UNDER_DK are options of SWAPAB=1's kernel; got {opts}")
     if opt_in.get("DETERMINISTIC") and (not swapab or opts.get("DQ_WRITER", 1) != 1):
         raise ValueError(f"DETERMINISTIC=1 is an option of SWAPAB=1's kernel with its dQ writer (DQ_WRITER=1): the "
                          f"writer takes the turns; the queries-as-rows kernel's deterministic dQ is DQ_MODE=2; got "
@@ -319,10 +325,11 @@ def compiled(b: BwdBuild, target: str = "gpu") -> Any:
 
 
 def source(b: BwdBuild) -> str:
-    """The CUDA source of a build: the chapter's file (SWAPAB=1, the default), ROWS_FILE (SWAPAB=0), or for DQ_LAG
-    and PINGPONG ROWS_FILE with its main kernel renamed (flash_bwd_chapter) followed by LAG_FILE's flash_bwd."""
+    """The CUDA source of a build: the chapter's file (SWAPAB=1, the default; DQ_UNDER_DK_FILE with DQ_UNDER_DK=1),
+    ROWS_FILE (SWAPAB=0), or for DQ_LAG and PINGPONG ROWS_FILE with its main kernel renamed (flash_bwd_chapter)
+    followed by LAG_FILE's flash_bwd."""
     if b.swapab:
-        return KERNEL.read_text()
+        return (DQ_UNDER_DK_FILE if "-DDQ_UNDER_DK=1" in b.options else KERNEL).read_text()
     if not b.variant:
         return ROWS_FILE.read_text()
     renamed = ("flash_bwd", "flash_bwd_shared_bytes")
