@@ -334,11 +334,11 @@ def test_swapab_is_refused_where_it_does_not_apply() -> None:
         (64, {"SWAPAB": 0}), (128, {"PINGPONG": 0}), (64, {"DQ_MODE": 0}), (64, {"DQ_MODE": 2}),
         (64, {"CONSUMERS": 1}), (64, {"STAGES": 3}), (128, {"UNIFORM": 0}), (64, {"PINGPONG": 1})])
     assert attention_bwd.build(64, SWAPAB=1, DQ_WRITER=1).options == attention_bwd.build(64, SWAPAB=1).options
-    with pytest.raises(ValueError, match="DQ_WRITER, QSTEP and DQ_UNDER_DK are options of SWAPAB=1"):
+    with pytest.raises(ValueError, match="DQ_WRITER, QSTEP, DQ_UNDER_DK and DQ_FRAGMENTS are options of SWAPAB=1"):
         attention_bwd.build(64, SWAPAB=0, DQ_WRITER=0)
-    with pytest.raises(ValueError, match="DQ_WRITER, QSTEP and DQ_UNDER_DK are options of SWAPAB=1"):
+    with pytest.raises(ValueError, match="DQ_WRITER, QSTEP, DQ_UNDER_DK and DQ_FRAGMENTS are options of SWAPAB=1"):
         attention_bwd.build(128, PINGPONG=0, QSTEP=80)
-    with pytest.raises(ValueError, match="DQ_WRITER, QSTEP and DQ_UNDER_DK are options of SWAPAB=1"):
+    with pytest.raises(ValueError, match="DQ_WRITER, QSTEP, DQ_UNDER_DK and DQ_FRAGMENTS are options of SWAPAB=1"):
         attention_bwd.build(64, SWAPAB=0, DQ_UNDER_DK=1)
     for d, q in [(64, 80), (64, 64), (128, 96), (128, 128)]:
         with pytest.raises(ValueError, match="QSTEP .* is 128 at head dimension 64, 64 or 80 at 128"):
@@ -414,32 +414,57 @@ def test_swapab_planted_mistake_is_caught(what: str, old: str, new: str, caught:
             _run_emulated(src, 64, _inputs(64, 300), True, SWAPAB=1)
 
 
-# DQ_UNDER_DK=1 (solutions/variants/ch11_dq_under_dk.cu): the step issues dQ's part before dK and stores it for the
-# writer while dK runs. Right against float64 at both head dimensions, with 80-query steps, without the writer and
-# with the turns; off, the file is the chapter's kernel to the instruction; on, the SASS does what it says.
-DQ_UNDER_DK_CASES = [(128, 200, 1, True, 1.0, {}), (64, 300, 1, True, 1.0, {}), (128, 161, 2, True, 8.0, {"QSTEP": 80}),
-                     (64, 1, 1, False, 1.0, {}), (128, 130, 1, False, 1.0, {"DQ_WRITER": 0}),
-                     (64, 260, 2, False, 8.0, {"DQ_WRITER": 0})]
-DQ_UNDER_DK_CORE = {(128, 200), (64, 300), (128, 161)}
-DQ_UNDER_DK_SRC = attention_bwd.DQ_UNDER_DK_FILE.read_text()
+# The hand-over options (solutions/variants/ch11_dq_handoff.cu): DQ_UNDER_DK=1 issues dQ's part before dK and stores
+# it for the writer while dK runs; DQ_FRAGMENTS=1 parks it in register order (16-byte stores) into an accumulator
+# the last pass reads back part by part. Right against float64 at both head dimensions, with 80-query steps,
+# without the writer and with the turns (through the Python launch, its fp32 accumulator poisoned first: NaN
+# where prep does not zero it); off, the file is the chapter's kernel to the instruction; on, the SASS does what
+# each option says.
+DQ_HANDOFF_SRC = attention_bwd.DQ_HANDOFF_FILE.read_text()
+UNDER, FRAGMENTS, BOTH = {"DQ_UNDER_DK": 1}, {"DQ_FRAGMENTS": 1}, {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1}
+HANDOFF_CASES = [(128, 200, 1, True, 1.0, BOTH), (64, 300, 2, True, 1.0, BOTH), (128, 161, 2, True, 8.0,
+                                                                                   BOTH | {"QSTEP": 80}),
+                 (128, 200, 1, True, 1.0, UNDER), (64, 260, 1, False, 1.0, FRAGMENTS),
+                 (64, 1, 1, False, 1.0, BOTH), (128, 130, 1, False, 1.0, BOTH | {"DQ_WRITER": 0}),
+                 (64, 260, 2, False, 8.0, UNDER | {"DQ_WRITER": 0}),
+                 (128, 77, 1, False, 1.0, FRAGMENTS | {"QSTEP": 80})]
+HANDOFF_CORE = {(128, 200, 1), (64, 300, 2), (128, 161, 2), (64, 260, 1)}
 
 
-@pytest.mark.parametrize("d,n,heads,causal,mult,extra",
-                         [pytest.param(*c, marks=() if c[:2] in DQ_UNDER_DK_CORE else pytest.mark.test_full)
-                          for c in DQ_UNDER_DK_CASES])
-def test_dq_under_dk_matches_float64(d: int, n: int, heads: int, causal: bool, mult: float,
-                                     extra: dict[str, int]) -> None:
-    options = {"DQ_UNDER_DK": 1} | extra
-    assert attention_bwd.source(attention_bwd.build(d, **options)) == DQ_UNDER_DK_SRC
-    errs = _run_emulated(SRC, d, _inputs(d, n, heads=heads, q_mult=mult), causal, **options)
+def _launch_run(x: dict[str, np.ndarray], causal: bool, *, src: str | None = None, monkeypatch: Any = None,
+                workers: int = 1, **options: int) -> tuple[Any, list[Any]]:
+    """The backward through attention_bwd._Launches on the emulator (``src``: a planted kernel in place of the
+    build's), its fp32 dQ accumulator NaN before the first pass; the launch and the gradient errors."""
+    if src is not None:
+        monkeypatch.setattr(attention_bwd, "compiled", lambda b, target="gpu": _module(src, b))
+    f = {name: bf16_to_float32(a).astype(np.float64) for name, a in x.items()}
+    ref = attention_bwd.reference(f["q"], f["k"], f["v"], f["do"], causal=causal)
+    o, lse = to_bf16_bits(ref.o.astype(np.float32)), ref.lse.astype(np.float32)
+    grads = [np.full(x["q"].shape, 0xFFFF, np.uint16) for _ in range(3)]
+    launch = attention_bwd._Launches(x["q"], x["k"], x["v"], o, lse, x["do"], *grads, causal=causal, scale=None,
+                                     cpu=True, **options)
+    launch.dq_acc[...] = np.nan  # as garbage on the GPU: prep must zero what flash_bwd adds into
+    for j, (kernel, grid, threads, args, smem) in enumerate(launch.steps):
+        kernel(grid, threads, args, shared_mem=smem, workers=workers if j == 1 else 1)
+    return launch, [attention_bwd.grad_errors(name, bf16_to_float32(g), want)
+                    for name, g, want in zip(("dq", "dk", "dv"), grads, (ref.dq, ref.dk, ref.dv), strict=True)]
+
+
+@pytest.mark.parametrize("d,n,heads,causal,mult,options",
+                         [pytest.param(*c, marks=() if c[:3] in HANDOFF_CORE else pytest.mark.test_full)
+                          for c in HANDOFF_CASES])
+def test_dq_handoff_options_match_float64(d: int, n: int, heads: int, causal: bool, mult: float,
+                                          options: dict[str, int]) -> None:
+    cfg = attention_bwd.build(d, **options)
+    assert attention_bwd.source(cfg) == DQ_HANDOFF_SRC
+    _, errs = _launch_run(_inputs(d, n, heads=heads, q_mult=mult, seed=n), causal, **options)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
 
-def test_dq_under_dk_with_the_turns_matches_float64_on_concurrent_blocks() -> None:
-    launch, errs, _ = _deterministic_run(_inputs(128, 300, heads=1, seed=300), True, workers=DET_WORKERS,
-                                         DQ_UNDER_DK=1)
+def test_dq_handoff_with_the_turns_matches_float64_on_concurrent_blocks() -> None:
+    launch, errs, _ = _deterministic_run(_inputs(128, 300, heads=1, seed=300), True, workers=DET_WORKERS, **BOTH)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
-    cfg = attention_bwd.build(128, DETERMINISTIC=1, DQ_UNDER_DK=1)
+    cfg = attention_bwd.build(128, DETERMINISTIC=1, **BOTH)
     want = np.broadcast_to(np.array(_adders_per_step(300, True, cfg), np.int32),
                            attention_bwd.turns_shape(1, 1, 300, cfg))
     assert np.array_equal(launch.turns, want), (launch.turns, want)
@@ -456,27 +481,33 @@ def _hot_loop(src: str, cfg: attention_bwd.BwdBuild) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("d,extra", [(64, {}), (128, {}), (128, {"QSTEP": 80})])
-def test_dq_under_dk_off_is_the_chapter_kernel_and_on_stores_dq_while_dk_runs(d: int, extra: dict[str, int]) -> None:
-    """Off: the variant's loop is the chapter kernel's, instruction for instruction. On: the last wgmma issued in the
-    step is dK (A from registers); a wait that leaves one group in flight follows it, then dQ's part's shared stores,
-    and only after them the wait for every group -- where the chapter's step waits for every group before them."""
+def test_dq_handoff_off_is_the_chapter_kernel_and_each_option_does_what_it_says(d: int, extra: dict[str, int]) -> None:
+    """Off: the variant's loop is the chapter kernel's, instruction for instruction. DQ_UNDER_DK: the last wgmma
+    issued in the step is dK (A from registers); a wait that leaves one group in flight follows it, then dQ's part's
+    shared stores, and only after them the wait for every group -- where the chapter's step waits for every group
+    before them. DQ_FRAGMENTS: those stores are one 16-byte store per 4 registers of the part, and nothing else."""
     chapter = _hot_loop(SRC, attention_bwd.build(d, **extra))
-    assert _hot_loop(DQ_UNDER_DK_SRC, attention_bwd.build(d, **extra)) == chapter
-    for loop, under in ((chapter, False), (_hot_loop(DQ_UNDER_DK_SRC, attention_bwd.build(d, DQ_UNDER_DK=1, **extra)),
-                                           True)):
+    assert _hot_loop(DQ_HANDOFF_SRC, attention_bwd.build(d, **extra)) == chapter
+    part_floats = 64 * attention_bwd.build(d, **extra).dq_box_rows // 128  # a thread's share of the 64 x N part
+    for options in ({}, UNDER, FRAGMENTS, BOTH):
+        loop = chapter if not options else _hot_loop(DQ_HANDOFF_SRC, attention_bwd.build(d, **options, **extra))
         ops = [o for o, _ in loop]
         last = max(i for i, o in enumerate(ops) if o.startswith("HGMMA"))
+        under = "DQ_UNDER_DK" in options
         # the step's last wgmma: dK (A from registers) here, dQ's part (both operands in shared memory) in the chapter
         assert ("gdesc" not in loop[last][1].split(",")[1]) == under, loop[last]
         waits = [(i, a) for i, (o, a) in enumerate(loop) if o == "WARPGROUP.DEPBAR.LE" and i > last]
-        stores = [i for i, o in enumerate(ops) if o in ("STS", "STS.64", "STS.128") and i > last]
-        assert stores, ops[last:]
+        stores = [(i, o) for i, o in enumerate(ops) if o.startswith("STS") and i > last]
         kinds = [a.split(";")[0].replace(" ", "") for _, a in waits]
         if under:
             assert kinds == ["gsb0,0x1", "gsb0,0x0"], waits
-            assert waits[0][0] < stores[0] and stores[-1] < waits[1][0], (waits, stores)
+            assert waits[0][0] < stores[0][0] and stores[-1][0] < waits[1][0], (waits, stores)
         else:
-            assert kinds == ["gsb0,0x0"] and waits[0][0] < stores[0], (waits, stores)
+            assert kinds == ["gsb0,0x0"] and waits[0][0] < stores[0][0], (waits, stores)
+        if "DQ_FRAGMENTS" in options:
+            assert [o for _, o in stores] == ["STS.128"] * (part_floats // 4), stores
+        else:
+            assert "STS.128" not in [o for _, o in stores] and len(stores) >= part_floats // 2, stores
 
 
 def _dk_before_dq(src: str) -> tuple[str, str]:
@@ -492,20 +523,34 @@ def _dk_before_dq(src: str) -> tuple[str, str]:
     return old, "\n".join(moved)
 
 
-DQ_UNDER_DK_MISTAKES = [
-    ("dK issued before dQ's part: the wait for one group leaves dQ's part in flight", *_dk_before_dq(DQ_UNDER_DK_SRC),
+# Each caught on n = 300, causal, at d = 128 with both options: as a hazard the emulator names, or as wrong numbers
+DQ_HANDOFF_MISTAKES = [
+    ("dK issued before dQ's part: the wait for one group leaves dQ's part in flight", *_dk_before_dq(DQ_HANDOFF_SRC),
      "hazard"),
     ("the step's Q handed back while dK still reads it",
      "        warpgroup::mma_async_wait<0>(dk, ds_t16);\n        sm.q_pipe.release(stage);\n#else",
      "        sm.q_pipe.release(stage);\n        warpgroup::mma_async_wait<0>(dk, ds_t16);\n#else", "race|hazard"),
+    ("the last pass reads the two consumers' parts the wrong way round",
+     "const int i = blockIdx.x / 2, g = blockIdx.x % 2,", "const int i = blockIdx.x / 2, g = 1 - blockIdx.x % 2,",
+     "wrong"),
+    ("the first pass zeroes the accumulator only for rows before the end (its rows are no queries)",
+     "    if (DQ_FRAGMENTS) {  // the accumulator", "    if (DQ_FRAGMENTS && row < seq) {  // the accumulator",
+     "wrong"),
+    ("a part added where the other consumer's goes", "(2 * i + g) * DQ_ROWS", "(2 * i + 1 - g) * DQ_ROWS", "wrong"),
 ]
 
 
-@pytest.mark.parametrize("what,old,new,caught", DQ_UNDER_DK_MISTAKES, ids=[m[0] for m in DQ_UNDER_DK_MISTAKES])
-def test_dq_under_dk_planted_mistake_is_caught(what: str, old: str, new: str, caught: str) -> None:
-    assert DQ_UNDER_DK_SRC.count(old) == 1, what
-    with pytest.raises(Exception, match=f"(?i){caught}"):
-        _run_emulated(DQ_UNDER_DK_SRC.replace(old, new), 128, _inputs(128, 300), True, DQ_UNDER_DK=1)
+@pytest.mark.parametrize("what,old,new,caught", DQ_HANDOFF_MISTAKES, ids=[m[0] for m in DQ_HANDOFF_MISTAKES])
+def test_dq_handoff_planted_mistake_is_caught(what: str, old: str, new: str, caught: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    assert DQ_HANDOFF_SRC.count(old) == 1, what
+    x = _inputs(128, 300, seed=300)
+    if caught == "wrong":
+        _, errs = _launch_run(x, True, src=DQ_HANDOFF_SRC.replace(old, new), monkeypatch=monkeypatch, **BOTH)
+        assert not all(e.ok() for e in errs), f"{what}: not caught ({'; '.join(map(str, errs))})"
+    else:
+        with pytest.raises(Exception, match=f"(?i){caught}"):
+            _launch_run(x, True, src=DQ_HANDOFF_SRC.replace(old, new), monkeypatch=monkeypatch, **BOTH)
 
 
 P_STORE = "warpgroup::store(sm.p[me], s);"  # P into shared memory (ROWS_FILE)
@@ -676,6 +721,22 @@ def test_backward_on_the_gpu_with_swapab_80_query_steps(n: int, causal: bool, ca
     """SWAPAB with QSTEP=80 (d = 128): dQ^T stored transposed, 80-row boxes, steps across key blocks."""
     _check_gpu(*_torch_case(2, 3, n, 128, bnhd=case == "bnhd", mult=8.0 if case == "large_logits" else 1.0),
                causal=causal, SWAPAB=1, QSTEP=80)
+
+
+@pytest.mark.gpu
+@pytest.mark.hopper
+@pytest.mark.parametrize("d,options", [(64, BOTH), (128, BOTH), (128, BOTH | {"QSTEP": 80}), (128, UNDER),
+                                       (64, FRAGMENTS), (128, BOTH | {"DQ_WRITER": 0}),
+                                       (128, BOTH | {"DETERMINISTIC": 1})],
+                         ids=["both_64", "both_128", "both_128_q80", "under_128", "fragments_64", "both_no_writer",
+                              "both_deterministic"])
+@pytest.mark.parametrize("n,causal,case", [(1, False, ""), (77, True, ""), (1000, False, ""), (4097, True, ""),
+                                           (333, True, "bnhd")])
+def test_backward_on_the_gpu_with_the_dq_handoff_options(n: int, causal: bool, case: str, d: int,
+                                                         options: dict[str, int]) -> None:
+    """DQ_UNDER_DK and DQ_FRAGMENTS (solutions/variants/ch11_dq_handoff.cu) on the real asynchrony: dQ's part stored
+    while dK runs, parked in register order, put in place by the last pass."""
+    _check_gpu(*_torch_case(2, 3, n, d, bnhd=case == "bnhd"), causal=causal, **options)
 
 
 def _check_gpu(q: Any, k: Any, v: Any, do: Any, *, causal: bool, **options: int) -> tuple[Any, Any, Any]:

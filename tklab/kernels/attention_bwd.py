@@ -57,20 +57,24 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: key blocks add each step's dQ in blockIdx order, taking turns on an int32 counter per (batch, head, step) that the
 #: first pass zeroes (turns_shape): dQ the same bit for bit on every run, for no memory beyond the counters (DQ_MODE 2,
 #: the rows kernel's way, keeps a copy of dQ per key block). Opt-in: the blocks of a head wait for each other.
-#: DQ_UNDER_DK (SWAPAB=1 only): 1 issues each step's dQ part before dK and stores it for the writer while dK runs
-#: (FlashAttention-3/-4's order), where the chapter's step waits for every product first. Not measured yet on the
-#: H200, so it lives in a variant of the chapter's file, DQ_UNDER_DK_FILE.
+#: DQ_UNDER_DK and DQ_FRAGMENTS (SWAPAB=1 only), how a step hands dQ's part to the writer: DQ_UNDER_DK=1 issues the
+#: part before dK and stores it while dK runs (FlashAttention-3/-4's order), where the chapter's step waits for every
+#: product first; DQ_FRAGMENTS=1 stores it as it sits in registers (16-byte stores, no swizzled addresses) into an
+#: accumulator kept in that order, which the last pass reads back part by part. Not measured yet on the H200, so
+#: they live in a variant of the chapter's file, DQ_HANDOFF_FILE.
 OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1},
                                      "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}, "SWAPAB": {64: 0, 128: 0},
                                      "DQ_WRITER": {64: 1, 128: 1}, "QSTEP": {64: 128, 128: 64},
-                                     "DETERMINISTIC": {64: 0, 128: 0}, "DQ_UNDER_DK": {64: 0, 128: 0}}
+                                     "DETERMINISTIC": {64: 0, 128: 0}, "DQ_UNDER_DK": {64: 0, 128: 0},
+                                     "DQ_FRAGMENTS": {64: 0, 128: 0}}
 #: SWAPAB=0: the backward with the queries as rows (one or two consumers, DQ_MODE 0, 1 or 2), a file of its own.
 ROWS_FILE = SOLUTIONS / "variants" / "ch11_bwd_rows.cu"
 #: DQ_LAG and PINGPONG's flash_bwd, built as ROWS_FILE (its flash_bwd renamed) followed by this one.
 LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
-#: DQ_UNDER_DK=1: the chapter's kernel plus solutions/variants/ch11_dq_under_dk.patch (``python -m tklab exercises
-#: --derive``); with DQ_UNDER_DK=0 it compiles to the chapter kernel's SASS.
-DQ_UNDER_DK_FILE = SOLUTIONS / "variants" / "ch11_dq_under_dk.cu"
+#: DQ_HANDOFF_OPTIONS: the chapter's kernel plus solutions/variants/ch11_dq_handoff.patch (``python -m tklab
+#: exercises --derive``); with both options 0 it compiles to the chapter kernel's SASS.
+DQ_HANDOFF_FILE = SOLUTIONS / "variants" / "ch11_dq_handoff.cu"
+DQ_HANDOFF_OPTIONS = ("DQ_UNDER_DK", "DQ_FRAGMENTS")
 #: SWAPAB=1: queries per step by head dimension; the per-step statistics box is fp32 STATS_ROWS x (queries / 4)
 #: (L log2 e, then D).
 SWAPAB_QSTEP, STATS_ROWS = {64: 128, 128: 64}, 8
@@ -193,6 +197,17 @@ class BwdBuild:
         return -(-seq // self.qstep)
 
     @property
+    def dq_handoff(self) -> bool:
+        """DQ_UNDER_DK=1 or DQ_FRAGMENTS=1: built from DQ_HANDOFF_FILE."""
+        return any(f"-D{o}=1" in self.options for o in DQ_HANDOFF_OPTIONS)
+
+    @property
+    def dq_fragments(self) -> bool:
+        """DQ_FRAGMENTS=1: the dQ accumulator in whole steps, each step's two parts in register order (the last pass
+        runs a 128-thread block per part)."""
+        return "-DDQ_FRAGMENTS=1" in self.options
+
+    @property
     def deterministic(self) -> bool:
         """DETERMINISTIC=1: the key blocks add dQ in turns (flash_bwd_prep and flash_bwd take the counters too)."""
         return "-DDETERMINISTIC=1" in self.options
@@ -272,8 +287,8 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if swapab and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts.get("DQ_LAG") or opts.get("PINGPONG")):
         raise ValueError(f"SWAPAB=1 is written for CONSUMERS=2 and DQ_MODE=1, without DQ_LAG or PINGPONG; got head "
                          f"dimension {head_dim}, {opts}")
-    if ("DQ_WRITER" in opt_in or "QSTEP" in opt_in or "DQ_UNDER_DK" in opt_in) and not swapab:
-        raise ValueError(f"DQ_WRITER, QSTEP and DQ_UNDER_DK are options of SWAPAB=1's kernel; got {opts}")
+    if ({"DQ_WRITER", "QSTEP", *DQ_HANDOFF_OPTIONS} & set(opt_in)) and not swapab:
+        raise ValueError(f"DQ_WRITER, QSTEP, DQ_UNDER_DK and DQ_FRAGMENTS are options of SWAPAB=1's kernel; got {opts}")
     if opt_in.get("DETERMINISTIC") and (not swapab or opts.get("DQ_WRITER", 1) != 1):
         raise ValueError(f"DETERMINISTIC=1 is an option of SWAPAB=1's kernel with its dQ writer (DQ_WRITER=1): the "
                          f"writer takes the turns; the queries-as-rows kernel's deterministic dQ is DQ_MODE=2; got "
@@ -325,11 +340,11 @@ def compiled(b: BwdBuild, target: str = "gpu") -> Any:
 
 
 def source(b: BwdBuild) -> str:
-    """The CUDA source of a build: the chapter's file (SWAPAB=1, the default; DQ_UNDER_DK_FILE with DQ_UNDER_DK=1),
+    """The CUDA source of a build: the chapter's file (SWAPAB=1, the default; DQ_HANDOFF_FILE with its options),
     ROWS_FILE (SWAPAB=0), or for DQ_LAG and PINGPONG ROWS_FILE with its main kernel renamed (flash_bwd_chapter)
     followed by LAG_FILE's flash_bwd."""
     if b.swapab:
-        return (DQ_UNDER_DK_FILE if "-DDQ_UNDER_DK=1" in b.options else KERNEL).read_text()
+        return (DQ_HANDOFF_FILE if b.dq_handoff else KERNEL).read_text()
     if not b.variant:
         return ROWS_FILE.read_text()
     renamed = ("flash_bwd", "flash_bwd_shared_bytes")
@@ -342,6 +357,8 @@ def source(b: BwdBuild) -> str:
 def dq_scratch_shape(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int, int]:
     """The fp32 dQ scratch one backward allocates: the accumulator (B, H, N, d), or with DQ_MODE 2 every key
     block's slot of shares, (B, H, key blocks x slots per key block x query blocks x 64, d): O(N^2)."""
+    if cfg.dq_fragments:  # whole steps: a part holds values of every query of its step
+        return (b, h, cfg.steps(n) * cfg.qstep, cfg.head_dim)
     return (b, h, cfg.dq_slots(n) * cfg.q_rows(n) if cfg.dq_mode == 2 else n, cfg.head_dim)
 
 
@@ -437,7 +454,7 @@ def prep_rows(n: int, cfg: BwdBuild) -> int:
 def _grids(b: int, h: int, n: int, cfg: BwdBuild) -> dict[str, tuple[int, int, int]]:
     pairs = n * cfg.head_dim // 2
     return {"prep": (-(-prep_rows(n, cfg) // _PREP_ROWS), h, b), "main": main_grid(b, h, n, cfg),
-            "dq": (-(-pairs // _DQ_THREADS), h, b)}
+            "dq": (2 * cfg.steps(n), h, b) if cfg.dq_fragments else (-(-pairs // _DQ_THREADS), h, b)}
 
 
 def _strides(x: Any) -> tuple[int, int, int]:
@@ -500,7 +517,10 @@ class _Launches:
         smem = cfg.shared_bytes if cpu else mod.constants["flash_bwd_shared_bytes"]
         grids = _grids(b, h, n, cfg)
         maps = [tmap(x, cfg.step_box_rows if x is q or x is do else 64) for x in (q, k, v, do, dk, dv)]
-        maps.append(tmap(self.dq_acc, cfg.dq_box_rows, cfg.dq_cols, "float32"))
+        if cfg.dq_fragments:  # rows of 64 floats, one unswizzled box per part (its values in register order)
+            maps.append(tmap(self.dq_acc.reshape(b, h, -1, 64), cfg.dq_box_rows, 64, "float32", swizzle=0))
+        else:
+            maps.append(tmap(self.dq_acc, cfg.dq_box_rows, cfg.dq_cols, "float32"))
         if cfg.swapab:  # self.delta holds the per-step L and D; one unswizzled 8 x 32 box per step
             stats_map = tmap(self.delta, STATS_ROWS, stats_cols(cfg), "float32", swizzle=0)
             prep_args = (o, do, lse, self.delta, self.dq_acc, h, n, *_strides(o), *_strides(do))
@@ -513,7 +533,7 @@ class _Launches:
         self.steps = [
             (mod["flash_bwd_prep"], grids["prep"], (32 * _PREP_ROWS,), prep_args, 0),
             (mod["flash_bwd"], grids["main"], (cfg.threads,), main_args, smem),
-            (mod["flash_bwd_dq"], grids["dq"], (_DQ_THREADS,),
+            (mod["flash_bwd_dq"], grids["dq"], (128 if cfg.dq_fragments else _DQ_THREADS,),
              (self.dq_acc, dq, h, n, *_strides(dq), sc, int(causal)), 0),
         ]
         self.cpu, self.stream, self.cfg = cpu, stream, cfg
