@@ -165,22 +165,27 @@ VARIANTS: dict[str, dict[str, int]] = {
     "ch11 swapAB 80": {"SWAPAB": 1, "QSTEP": 80},  # d = 128 only: 80-query steps, dQ^T stored transposed
     # the chapter's kernel with dQ the same bit for bit: the key blocks add each step's dQ in turns (no O(N^2) slots)
     "ch11 deterministic": {"DETERMINISTIC": 1},
-    # solutions/variants/ch11_dq_handoff.cu: dQ's part issued before dK and stored for the writer while dK runs
-    # (DQ_UNDER_DK), parked in register order with 16-byte stores (DQ_FRAGMENTS)
+    # solutions/variants/ch11_step_options.cu: dQ's part issued before dK and stored for the writer while dK runs
+    # (DQ_UNDER_DK), parked in register order with 16-byte stores (DQ_FRAGMENTS); L and D loaded early (STATS_EARLY)
     "ch11 dQ under dK": {"DQ_UNDER_DK": 1},
     "ch11 dQ fragments": {"DQ_FRAGMENTS": 1},
     "ch11 dQ under dK + fragments": {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1},
     "ch11 dQ under dK + fragments 80": {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "QSTEP": 80},  # d = 128 only
     "ch11 dQ under dK + fragments deterministic": {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "DETERMINISTIC": 1},
+    "ch11 stats early": {"STATS_EARLY": 1},  # L and D loaded before the waits for S^T and dP^T
+    "ch11 FA4 step": {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "STATS_EARLY": 1},  # all three
+    "ch11 FA4 step 80": {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "STATS_EARLY": 1, "QSTEP": 80},  # d = 128 only
 }
 #: Options checked against float64 autograd besides the two dQ modes, per head dimension.
 CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"PINGPONG": 1}, {"STAGES": 3}, {"SWAPAB": 1},
                                                         {"SWAPAB": 1, "UNIFORM": 1}, {"DETERMINISTIC": 1},
-                                                        {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1}],
+                                                        {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "STATS_EARLY": 1}],
                                                    128: [{"PINGPONG": 0}, {"UNIFORM": 0}, {"SWAPAB": 1},
                                                          {"SWAPAB": 1, "UNIFORM": 0}, {"SWAPAB": 1, "QSTEP": 80},
-                                                         {"DETERMINISTIC": 1}, {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1},
-                                                         {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "QSTEP": 80}]}
+                                                         {"DETERMINISTIC": 1},
+                                                         {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "STATS_EARLY": 1},
+                                                         {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "STATS_EARLY": 1,
+                                                          "QSTEP": 80}]}
 DEFAULT_VARIANTS = ["ch11 default", "ch11 dQ TMA reduce"]
 
 

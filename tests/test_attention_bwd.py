@@ -323,6 +323,9 @@ def test_swapab_through_the_python_launch_and_uniform() -> None:
         assert e.ok(), str(e)
 
 
+SWAPAB_ONLY = "DQ_WRITER, QSTEP, DQ_UNDER_DK, DQ_FRAGMENTS, STATS_EARLY are options of SWAPAB=1"
+
+
 def test_swapab_is_refused_where_it_does_not_apply() -> None:
     # the default at both head dimensions (measured faster than the chapter's kernel and its turns); SWAPAB=0, or
     # an option only the chapter's kernel has, builds the chapter's kernel
@@ -334,11 +337,11 @@ def test_swapab_is_refused_where_it_does_not_apply() -> None:
         (64, {"SWAPAB": 0}), (128, {"PINGPONG": 0}), (64, {"DQ_MODE": 0}), (64, {"DQ_MODE": 2}),
         (64, {"CONSUMERS": 1}), (64, {"STAGES": 3}), (128, {"UNIFORM": 0}), (64, {"PINGPONG": 1})])
     assert attention_bwd.build(64, SWAPAB=1, DQ_WRITER=1).options == attention_bwd.build(64, SWAPAB=1).options
-    with pytest.raises(ValueError, match="DQ_WRITER, QSTEP, DQ_UNDER_DK and DQ_FRAGMENTS are options of SWAPAB=1"):
+    with pytest.raises(ValueError, match=SWAPAB_ONLY):
         attention_bwd.build(64, SWAPAB=0, DQ_WRITER=0)
-    with pytest.raises(ValueError, match="DQ_WRITER, QSTEP, DQ_UNDER_DK and DQ_FRAGMENTS are options of SWAPAB=1"):
+    with pytest.raises(ValueError, match=SWAPAB_ONLY):
         attention_bwd.build(128, PINGPONG=0, QSTEP=80)
-    with pytest.raises(ValueError, match="DQ_WRITER, QSTEP, DQ_UNDER_DK and DQ_FRAGMENTS are options of SWAPAB=1"):
+    with pytest.raises(ValueError, match=SWAPAB_ONLY):
         attention_bwd.build(64, SWAPAB=0, DQ_UNDER_DK=1)
     for d, q in [(64, 80), (64, 64), (128, 96), (128, 128)]:
         with pytest.raises(ValueError, match="QSTEP .* is 128 at head dimension 64, 64 or 80 at 128"):
@@ -414,21 +417,21 @@ def test_swapab_planted_mistake_is_caught(what: str, old: str, new: str, caught:
             _run_emulated(src, 64, _inputs(64, 300), True, SWAPAB=1)
 
 
-# The hand-over options (solutions/variants/ch11_dq_handoff.cu): DQ_UNDER_DK=1 issues dQ's part before dK and stores
+# The hand-over options (solutions/variants/ch11_step_options.cu): DQ_UNDER_DK=1 issues dQ's part before dK and stores
 # it for the writer while dK runs; DQ_FRAGMENTS=1 parks it in register order (16-byte stores) into an accumulator
 # the last pass reads back part by part. Right against float64 at both head dimensions, with 80-query steps,
 # without the writer and with the turns (through the Python launch, its fp32 accumulator poisoned first: NaN
 # where prep does not zero it); off, the file is the chapter's kernel to the instruction; on, the SASS does what
 # each option says.
-DQ_HANDOFF_SRC = attention_bwd.DQ_HANDOFF_FILE.read_text()
+STEP_SRC = attention_bwd.STEP_FILE.read_text()
 UNDER, FRAGMENTS, BOTH = {"DQ_UNDER_DK": 1}, {"DQ_FRAGMENTS": 1}, {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1}
-HANDOFF_CASES = [(128, 200, 1, True, 1.0, BOTH), (64, 300, 2, True, 1.0, BOTH), (128, 161, 2, True, 8.0,
-                                                                                   BOTH | {"QSTEP": 80}),
-                 (128, 200, 1, True, 1.0, UNDER), (64, 260, 1, False, 1.0, FRAGMENTS),
-                 (64, 1, 1, False, 1.0, BOTH), (128, 130, 1, False, 1.0, BOTH | {"DQ_WRITER": 0}),
-                 (64, 260, 2, False, 8.0, UNDER | {"DQ_WRITER": 0}),
-                 (128, 77, 1, False, 1.0, FRAGMENTS | {"QSTEP": 80})]
-HANDOFF_CORE = {(128, 200, 1), (64, 300, 2), (128, 161, 2), (64, 260, 1)}
+ALL3 = BOTH | {"STATS_EARLY": 1}
+STEP_CASES = [(128, 200, 1, True, 1.0, ALL3), (64, 300, 2, True, 1.0, ALL3),
+              (128, 161, 2, True, 8.0, ALL3 | {"QSTEP": 80}), (128, 200, 1, True, 1.0, UNDER),
+              (64, 260, 1, False, 1.0, FRAGMENTS), (128, 130, 1, True, 8.0, {"STATS_EARLY": 1}),
+              (64, 1, 1, False, 1.0, ALL3), (128, 130, 1, False, 1.0, BOTH | {"DQ_WRITER": 0}),
+              (64, 260, 2, False, 8.0, UNDER | {"DQ_WRITER": 0}), (128, 77, 1, False, 1.0, FRAGMENTS | {"QSTEP": 80})]
+STEP_CORE = {(128, 200, 1), (64, 300, 2), (128, 161, 2), (64, 260, 1), (128, 130, 1)}
 
 
 def _launch_run(x: dict[str, np.ndarray], causal: bool, *, src: str | None = None, monkeypatch: Any = None,
@@ -451,17 +454,17 @@ def _launch_run(x: dict[str, np.ndarray], causal: bool, *, src: str | None = Non
 
 
 @pytest.mark.parametrize("d,n,heads,causal,mult,options",
-                         [pytest.param(*c, marks=() if c[:3] in HANDOFF_CORE else pytest.mark.test_full)
-                          for c in HANDOFF_CASES])
-def test_dq_handoff_options_match_float64(d: int, n: int, heads: int, causal: bool, mult: float,
+                         [pytest.param(*c, marks=() if c[:3] in STEP_CORE else pytest.mark.test_full)
+                          for c in STEP_CASES])
+def test_step_options_match_float64(d: int, n: int, heads: int, causal: bool, mult: float,
                                           options: dict[str, int]) -> None:
     cfg = attention_bwd.build(d, **options)
-    assert attention_bwd.source(cfg) == DQ_HANDOFF_SRC
+    assert attention_bwd.source(cfg) == STEP_SRC
     _, errs = _launch_run(_inputs(d, n, heads=heads, q_mult=mult, seed=n), causal, **options)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
 
-def test_dq_handoff_with_the_turns_matches_float64_on_concurrent_blocks() -> None:
+def test_step_options_with_the_turns_matches_float64_on_concurrent_blocks() -> None:
     launch, errs, _ = _deterministic_run(_inputs(128, 300, heads=1, seed=300), True, workers=DET_WORKERS, **BOTH)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
     cfg = attention_bwd.build(128, DETERMINISTIC=1, **BOTH)
@@ -481,16 +484,19 @@ def _hot_loop(src: str, cfg: attention_bwd.BwdBuild) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("d,extra", [(64, {}), (128, {}), (128, {"QSTEP": 80})])
-def test_dq_handoff_off_is_the_chapter_kernel_and_each_option_does_what_it_says(d: int, extra: dict[str, int]) -> None:
+def test_step_options_off_are_the_chapter_kernel_and_on_do_what_they_say(d: int, extra: dict[str, int]) -> None:
     """Off: the variant's loop is the chapter kernel's, instruction for instruction. DQ_UNDER_DK: the last wgmma
     issued in the step is dK (A from registers); a wait that leaves one group in flight follows it, then dQ's part's
     shared stores, and only after them the wait for every group -- where the chapter's step waits for every group
-    before them. DQ_FRAGMENTS: those stores are one 16-byte store per 4 registers of the part, and nothing else."""
+    before them. DQ_FRAGMENTS: those stores are one 16-byte store per 4 registers of the part, and nothing else.
+    STATS_EARLY: L's loads (QSTEP / 8 of 8 bytes) stand before the wait for S^T and none between the wait for dP^T and
+    the next wgmma; in the chapter's step none stands before the first wait."""
     chapter = _hot_loop(SRC, attention_bwd.build(d, **extra))
-    assert _hot_loop(DQ_HANDOFF_SRC, attention_bwd.build(d, **extra)) == chapter
-    part_floats = 64 * attention_bwd.build(d, **extra).dq_box_rows // 128  # a thread's share of the 64 x N part
-    for options in ({}, UNDER, FRAGMENTS, BOTH):
-        loop = chapter if not options else _hot_loop(DQ_HANDOFF_SRC, attention_bwd.build(d, **options, **extra))
+    assert _hot_loop(STEP_SRC, attention_bwd.build(d, **extra)) == chapter
+    cfg = attention_bwd.build(d, **extra)
+    part_floats = 64 * cfg.dq_box_rows // 128  # a thread's share of the 64 x N part
+    for options in ({}, UNDER, FRAGMENTS, BOTH, {"STATS_EARLY": 1}):
+        loop = chapter if not options else _hot_loop(STEP_SRC, attention_bwd.build(d, **options, **extra))
         ops = [o for o, _ in loop]
         last = max(i for i, o in enumerate(ops) if o.startswith("HGMMA"))
         under = "DQ_UNDER_DK" in options
@@ -508,6 +514,14 @@ def test_dq_handoff_off_is_the_chapter_kernel_and_each_option_does_what_it_says(
             assert [o for _, o in stores] == ["STS.128"] * (part_floats // 4), stores
         else:
             assert "STS.128" not in [o for _, o in stores] and len(stores) >= part_floats // 2, stores
+        first_wait, dp_wait = [i for i, o in enumerate(ops) if o == "WARPGROUP.DEPBAR.LE"][:2]
+        next_mma = next(i for i in range(dp_wait, len(ops)) if ops[i].startswith("HGMMA"))
+        loads = [i for i, o in enumerate(ops) if o.startswith("LDS")]
+        if "STATS_EARLY" in options:
+            assert len([i for i in loads if i < first_wait]) >= cfg.qstep // 8, (first_wait, loads)
+            assert not [i for i in loads if dp_wait < i < next_mma], (dp_wait, next_mma, loads)
+        else:
+            assert not [i for i in loads if i < first_wait], (first_wait, loads)
 
 
 def _dk_before_dq(src: str) -> tuple[str, str]:
@@ -523,9 +537,19 @@ def _dk_before_dq(src: str) -> tuple[str, str]:
     return old, "\n".join(moved)
 
 
-# Each caught on n = 300, causal, at d = 128 with both options: as a hazard the emulator names, or as wrong numbers
-DQ_HANDOFF_MISTAKES = [
-    ("dK issued before dQ's part: the wait for one group leaves dQ's part in flight", *_dk_before_dq(DQ_HANDOFF_SRC),
+def _l_before_the_barrier(src: str) -> tuple[str, str]:
+    """(old, new) that move STATS_EARLY's load of L above the wait for the step's stage (found in the source)."""
+    wait = "        wait(sm.q_pipe.full[stage], ring.phase);\n"
+    start = src.index(wait)
+    end = src.index("#endif\n", src.index("#if STATS_EARLY\n", start)) + len("#endif\n")
+    old = src[start:end]
+    block = old[old.index("#if STATS_EARLY\n"):]
+    return old, block + old[:old.index("#if STATS_EARLY\n")]
+
+
+# Each caught on n = 300, causal, at d = 128 with the options on: as a hazard the emulator names, or as wrong numbers
+STEP_MISTAKES = [
+    ("dK issued before dQ's part: the wait for one group leaves dQ's part in flight", *_dk_before_dq(STEP_SRC),
      "hazard"),
     ("the step's Q handed back while dK still reads it",
      "        warpgroup::mma_async_wait<0>(dk, ds_t16);\n        sm.q_pipe.release(stage);\n#else",
@@ -537,20 +561,22 @@ DQ_HANDOFF_MISTAKES = [
      "    if (DQ_FRAGMENTS) {  // the accumulator", "    if (DQ_FRAGMENTS && row < seq) {  // the accumulator",
      "wrong"),
     ("a part added where the other consumer's goes", "(2 * i + g) * DQ_ROWS", "(2 * i + 1 - g) * DQ_ROWS", "wrong"),
+    ("STATS_EARLY: L read before the stage's barrier says the copy engine wrote it",
+     *_l_before_the_barrier(STEP_SRC), "race|hazard"),
 ]
 
 
-@pytest.mark.parametrize("what,old,new,caught", DQ_HANDOFF_MISTAKES, ids=[m[0] for m in DQ_HANDOFF_MISTAKES])
-def test_dq_handoff_planted_mistake_is_caught(what: str, old: str, new: str, caught: str,
+@pytest.mark.parametrize("what,old,new,caught", STEP_MISTAKES, ids=[m[0] for m in STEP_MISTAKES])
+def test_step_options_planted_mistake_is_caught(what: str, old: str, new: str, caught: str,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    assert DQ_HANDOFF_SRC.count(old) == 1, what
-    x = _inputs(128, 300, seed=300)
+    assert STEP_SRC.count(old) == 1, what
+    x, options = _inputs(128, 300, seed=300), BOTH | {"STATS_EARLY": 1}
     if caught == "wrong":
-        _, errs = _launch_run(x, True, src=DQ_HANDOFF_SRC.replace(old, new), monkeypatch=monkeypatch, **BOTH)
+        _, errs = _launch_run(x, True, src=STEP_SRC.replace(old, new), monkeypatch=monkeypatch, **options)
         assert not all(e.ok() for e in errs), f"{what}: not caught ({'; '.join(map(str, errs))})"
     else:
         with pytest.raises(Exception, match=f"(?i){caught}"):
-            _launch_run(x, True, src=DQ_HANDOFF_SRC.replace(old, new), monkeypatch=monkeypatch, **BOTH)
+            _launch_run(x, True, src=STEP_SRC.replace(old, new), monkeypatch=monkeypatch, **options)
 
 
 P_STORE = "warpgroup::store(sm.p[me], s);"  # P into shared memory (ROWS_FILE)
@@ -732,9 +758,9 @@ def test_backward_on_the_gpu_with_swapab_80_query_steps(n: int, causal: bool, ca
                               "both_deterministic"])
 @pytest.mark.parametrize("n,causal,case", [(1, False, ""), (77, True, ""), (1000, False, ""), (4097, True, ""),
                                            (333, True, "bnhd")])
-def test_backward_on_the_gpu_with_the_dq_handoff_options(n: int, causal: bool, case: str, d: int,
+def test_backward_on_the_gpu_with_the_step_options(n: int, causal: bool, case: str, d: int,
                                                          options: dict[str, int]) -> None:
-    """DQ_UNDER_DK and DQ_FRAGMENTS (solutions/variants/ch11_dq_handoff.cu) on the real asynchrony: dQ's part stored
+    """DQ_UNDER_DK and DQ_FRAGMENTS (solutions/variants/ch11_step_options.cu) on the real asynchrony: dQ's part stored
     while dK runs, parked in register order, put in place by the last pass."""
     _check_gpu(*_torch_case(2, 3, n, d, bnhd=case == "bnhd"), causal=causal, **options)
 

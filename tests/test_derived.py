@@ -28,7 +28,7 @@ def _copy(tmp_path: Path) -> Path:
 #: Kernels' variants kept out of the exercises (an option measured slower, or not measured yet), derived the same way.
 VARIANT_FROM_KERNEL = {"variants/ch10_persistent.cu": "ch10_flash/ch10_flash.cu",
                        "variants/ch10_softmax_split.cu": "ch10_flash/ch10_flash.cu",
-                       "variants/ch11_dq_handoff.cu": "ch11_flash_bwd/ch11_flash_bwd.cu"}
+                       "variants/ch11_step_options.cu": "ch11_flash_bwd/ch11_flash_bwd.cu"}
 
 
 def test_each_design_exercise_is_its_kernel_plus_a_patch() -> None:

@@ -57,24 +57,25 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: key blocks add each step's dQ in blockIdx order, taking turns on an int32 counter per (batch, head, step) that the
 #: first pass zeroes (turns_shape): dQ the same bit for bit on every run, for no memory beyond the counters (DQ_MODE 2,
 #: the rows kernel's way, keeps a copy of dQ per key block). Opt-in: the blocks of a head wait for each other.
-#: DQ_UNDER_DK and DQ_FRAGMENTS (SWAPAB=1 only), how a step hands dQ's part to the writer: DQ_UNDER_DK=1 issues the
-#: part before dK and stores it while dK runs (FlashAttention-3/-4's order), where the chapter's step waits for every
-#: product first; DQ_FRAGMENTS=1 stores it as it sits in registers (16-byte stores, no swizzled addresses) into an
-#: accumulator kept in that order, which the last pass reads back part by part. Not measured yet on the H200, so
-#: they live in a variant of the chapter's file, DQ_HANDOFF_FILE.
+#: DQ_UNDER_DK, DQ_FRAGMENTS and STATS_EARLY (SWAPAB=1 only), the step ordered as FlashAttention-3/-4 order theirs:
+#: DQ_UNDER_DK=1 issues dQ's part before dK and stores it for the writer while dK runs, where the chapter's step waits
+#: for every product first; DQ_FRAGMENTS=1 stores that part as it sits in registers (16-byte stores, no swizzled
+#: addresses) into an accumulator kept in that order, which the last pass reads back part by part; STATS_EARLY=1 loads
+#: L and D from shared memory before the waits for S^T and dP^T, not after. Not measured yet on the H200, so they live
+#: in a variant of the chapter's file, STEP_FILE.
 OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1},
                                      "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}, "SWAPAB": {64: 0, 128: 0},
                                      "DQ_WRITER": {64: 1, 128: 1}, "QSTEP": {64: 128, 128: 64},
                                      "DETERMINISTIC": {64: 0, 128: 0}, "DQ_UNDER_DK": {64: 0, 128: 0},
-                                     "DQ_FRAGMENTS": {64: 0, 128: 0}}
+                                     "DQ_FRAGMENTS": {64: 0, 128: 0}, "STATS_EARLY": {64: 0, 128: 0}}
 #: SWAPAB=0: the backward with the queries as rows (one or two consumers, DQ_MODE 0, 1 or 2), a file of its own.
 ROWS_FILE = SOLUTIONS / "variants" / "ch11_bwd_rows.cu"
 #: DQ_LAG and PINGPONG's flash_bwd, built as ROWS_FILE (its flash_bwd renamed) followed by this one.
 LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
-#: DQ_HANDOFF_OPTIONS: the chapter's kernel plus solutions/variants/ch11_dq_handoff.patch (``python -m tklab
+#: STEP_OPTIONS: the chapter's kernel plus solutions/variants/ch11_step_options.patch (``python -m tklab
 #: exercises --derive``); with both options 0 it compiles to the chapter kernel's SASS.
-DQ_HANDOFF_FILE = SOLUTIONS / "variants" / "ch11_dq_handoff.cu"
-DQ_HANDOFF_OPTIONS = ("DQ_UNDER_DK", "DQ_FRAGMENTS")
+STEP_FILE = SOLUTIONS / "variants" / "ch11_step_options.cu"
+STEP_OPTIONS = ("DQ_UNDER_DK", "DQ_FRAGMENTS", "STATS_EARLY")
 #: SWAPAB=1: queries per step by head dimension; the per-step statistics box is fp32 STATS_ROWS x (queries / 4)
 #: (L log2 e, then D).
 SWAPAB_QSTEP, STATS_ROWS = {64: 128, 128: 64}, 8
@@ -197,9 +198,9 @@ class BwdBuild:
         return -(-seq // self.qstep)
 
     @property
-    def dq_handoff(self) -> bool:
-        """DQ_UNDER_DK=1 or DQ_FRAGMENTS=1: built from DQ_HANDOFF_FILE."""
-        return any(f"-D{o}=1" in self.options for o in DQ_HANDOFF_OPTIONS)
+    def step_options(self) -> bool:
+        """One of STEP_OPTIONS set: built from STEP_FILE."""
+        return any(f"-D{o}=1" in self.options for o in STEP_OPTIONS)
 
     @property
     def dq_fragments(self) -> bool:
@@ -287,8 +288,8 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if swapab and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts.get("DQ_LAG") or opts.get("PINGPONG")):
         raise ValueError(f"SWAPAB=1 is written for CONSUMERS=2 and DQ_MODE=1, without DQ_LAG or PINGPONG; got head "
                          f"dimension {head_dim}, {opts}")
-    if ({"DQ_WRITER", "QSTEP", *DQ_HANDOFF_OPTIONS} & set(opt_in)) and not swapab:
-        raise ValueError(f"DQ_WRITER, QSTEP, DQ_UNDER_DK and DQ_FRAGMENTS are options of SWAPAB=1's kernel; got {opts}")
+    if ({"DQ_WRITER", "QSTEP", *STEP_OPTIONS} & set(opt_in)) and not swapab:
+        raise ValueError(f"DQ_WRITER, QSTEP, {', '.join(STEP_OPTIONS)} are options of SWAPAB=1's kernel; got {opts}")
     if opt_in.get("DETERMINISTIC") and (not swapab or opts.get("DQ_WRITER", 1) != 1):
         raise ValueError(f"DETERMINISTIC=1 is an option of SWAPAB=1's kernel with its dQ writer (DQ_WRITER=1): the "
                          f"writer takes the turns; the queries-as-rows kernel's deterministic dQ is DQ_MODE=2; got "
@@ -335,16 +336,24 @@ def compiled(b: BwdBuild, target: str = "gpu") -> Any:
     from ..toolchain.compiler import compile as nvrtc_compile
 
     if target == "cpu":
-        return emulate.compile(source(b), arch="sm_90a", name=KERNEL.name, options=b.options)
-    return nvrtc_compile(source(b), arch="sm_90a", name=KERNEL.name, options=b.options)
+        return emulate.compile(source(b), arch="sm_90a", name=source_name(b), options=b.options)
+    return nvrtc_compile(source(b), arch="sm_90a", name=source_name(b), options=b.options)
+
+
+def source_name(b: BwdBuild) -> str:
+    """The file a build's source comes from, by name (what the compiler's and the emulator's messages cite; DQ_LAG and
+    PINGPONG's source starts with ROWS_FILE, LAG_FILE follows it)."""
+    if b.swapab:
+        return (STEP_FILE if b.step_options else KERNEL).name
+    return ROWS_FILE.name
 
 
 def source(b: BwdBuild) -> str:
-    """The CUDA source of a build: the chapter's file (SWAPAB=1, the default; DQ_HANDOFF_FILE with its options),
+    """The CUDA source of a build: the chapter's file (SWAPAB=1, the default; STEP_FILE with its options),
     ROWS_FILE (SWAPAB=0), or for DQ_LAG and PINGPONG ROWS_FILE with its main kernel renamed (flash_bwd_chapter)
     followed by LAG_FILE's flash_bwd."""
     if b.swapab:
-        return (DQ_HANDOFF_FILE if b.dq_handoff else KERNEL).read_text()
+        return (STEP_FILE if b.step_options else KERNEL).read_text()
     if not b.variant:
         return ROWS_FILE.read_text()
     renamed = ("flash_bwd", "flash_bwd_shared_bytes")

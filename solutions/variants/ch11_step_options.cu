@@ -1,8 +1,10 @@
-// Chapter 11's backward with two ways to hand dQ's part to the writer, off in the chapter's kernel until measured
-// faster: solutions/ch11_flash_bwd/ch11_flash_bwd.cu plus solutions/variants/ch11_dq_handoff.patch (python -m tklab
-// exercises --derive writes it); tklab.kernels.attention_bwd.build(..., DQ_UNDER_DK=1 and/or DQ_FRAGMENTS=1) compiles
-// this file, and bench/flash_bwd.py's "dQ under dK" / "dQ fragments" variants measure it. With both 0 it compiles to
-// the chapter kernel's SASS. (bench/sass_vs_fa4.py sets the loops beside FlashAttention-4's, instruction by instruction.)
+// Chapter 11's backward with its step ordered as FlashAttention-3 and -4 order theirs, three options off in the
+// chapter's kernel until measured faster: solutions/ch11_flash_bwd/ch11_flash_bwd.cu plus
+// solutions/variants/ch11_step_options.patch (python -m tklab exercises --derive writes it);
+// tklab.kernels.attention_bwd.build(..., DQ_UNDER_DK=1, DQ_FRAGMENTS=1, STATS_EARLY=1) compiles this file, and
+// bench/flash_bwd.py's "dQ under dK" / "dQ fragments" / "stats early" variants measure it. With all three 0 it compiles
+// to the chapter kernel's SASS. (bench/sass_vs_fa4.py sets the loops beside FlashAttention-4's, instruction by
+// instruction: bench/results/sass_vs_fa4_*.md.)
 //   DQ_UNDER_DK=1: the chapter's step issues dK before the consumers' barrier and dQ's part after it, so it must wait
 //     for every product before it can store dQ's part for the writer: both consumers meet at the barrier every step,
 //     so that store (32-40 shared stores a thread, their addresses and a proxy fence) runs while the tensor cores of
@@ -15,6 +17,9 @@
 //     SASS, where FlashAttention-4 issues 8-10 16-byte stores). The copy engine adds the parts as they are into an
 //     accumulator kept in that order (whole steps, part after part), and the last pass reads each part back into
 //     the register tile it came from (load_fragments) to put every value in its place.
+//   STATS_EARLY=1: L and D, this step's per-query statistics, are read from shared memory into registers while S^T
+//     and dP^T run (L before the wait for S^T, D among the exponentials), not after the waits: the chapter's step
+//     starts P^T and dS^T with ~8 loads whose latency nothing hides (the wgmma wait is a barrier to the compiler).
 //
 // The chapter's kernel:
 // Chapter 11 solution: FlashAttention backward for Hopper, with the KEYS as rows (FlashAttention-3's layout).
@@ -81,6 +86,9 @@ using namespace tk;
 #endif
 #ifndef DQ_UNDER_DK
 #define DQ_UNDER_DK 0  // 1: dQ's part issued before dK and stored for the writer while dK runs (see the top)
+#endif
+#ifndef STATS_EARLY
+#define STATS_EARLY 0  // 1: L and D loaded before the waits for S^T and dP^T (see the top)
 #endif
 #ifndef DQ_FRAGMENTS
 #define DQ_FRAGMENTS 0  // 1: dQ's part parked in register order, put in place by the last pass (see the top)
@@ -407,15 +415,27 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         warpgroup::mm_ABt(dp_t, sm.v[me], sm.dout[stage]);  // dP^T = V dO^T
         // P^T while dP^T is still on the tensor cores. Keys past the end need no mask: their K and V rows
         // arrived as zeros, so they add nothing to dQ, and their dK, dV rows are never written.
+#if STATS_EARLY
+        const query_values l2 = column_values(sm.stats[stage].l2);  // loaded while S^T and dP^T run
+#endif
         warpgroup::mma_async_wait<1>(s_t);
         kq_acc& p_t = s_t;  // P^T, in place: one value per (key, query), L per query column
+#if STATS_EARLY
+        map_col(p_t, s_t, l2, [scale_log2](float s, float l) { return fast::exp2(scale_log2 * s - l); });
+        const query_values dd = column_values(sm.stats[stage].d);  // loaded while dP^T runs
+#else
         map_col(p_t, s_t, column_values(sm.stats[stage].l2),
                 [scale_log2](float s, float l) { return fast::exp2(scale_log2 * s - l); });
+#endif
         if (causal && key0 + 15 > i * QSTEP)  // the diagonal step: a query sees no later key
             mask_if(p_t, key0, i * QSTEP, [](int key, int query) { return key > query; }, 0.0f);
         warpgroup::mma_async_wait<0>(dp_t);
         kq_acc& ds_t = dp_t;  // dS^T = P^T o (dP^T - D), in place
+#if STATS_EARLY
+        map_col(ds_t, dp_t, dd, [](float dp, float d) { return dp - d; });
+#else
         map_col(ds_t, dp_t, column_values(sm.stats[stage].d), [](float dp, float d) { return dp - d; });
+#endif
         mul(ds_t, ds_t, p_t);
         copy(p_t16, p_t);
         copy(ds_t16, ds_t);
