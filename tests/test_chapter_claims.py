@@ -811,3 +811,42 @@ def test_ch11_the_picture_cell_asserts_the_fragment_equality() -> None:
     out = _output("11", "a1c0f3e1")
     assert "= its A-operand elements 0..7 of k-slice s: True" in out
     assert "sits in warps [0, 1, 2, 3]" in out
+
+
+def test_ch11_fa4_step_is_the_reports_and_the_masks_branch_the_sass() -> None:
+    """11 · section 8: FlashAttention-4's step beside this kernel's, from the report the cell reads (written by
+    bench/sass_vs_fa4.py): the instruction counts the prose quotes, FA4's ten 16-byte stores and this kernel's
+    smaller ones after its last wait, and the causal mask's branch of the 80-query FA4-step build, counted in its
+    SASS as the instructions the step jumps over (a branch inside the loop whose target is the end of the mask)."""
+    import tklab
+    from tklab.kernels import attention_bwd
+    from tklab.toolchain.sass import loops, main_loop
+
+    name = re.search(r'results / "(sass_vs_fa4_[^"]+\.md)"', "".join(_cells("11")["2170a3d5"]["source"])).group(1)
+    lines = (RESULTS / name).read_text().splitlines()
+
+    def loop(who: str) -> int:
+        return int(next(ln for ln in lines if ln.startswith(f"| bwd d=128 | {who} |")).strip("|").split("|")[3])
+
+    def events(who: str) -> str:
+        return next(ln for ln in lines if ln.startswith(f"- bwd d=128, {who}:")).split("`")[1]
+
+    fa4, ours = loop("FlashAttention-4"), loop("ch11 default")
+    step, step80 = loop("ch11 FA4 step (DQ_UNDER_DK, DQ_FRAGMENTS, STATS_EARLY)"), loop("ch11 FA4 step, QSTEP=80")
+    text, out = _text("11", "2170a3d6"), _output("11", "2170a3d5")
+    assert f"Its step is {step} instructions instead of {ours}, and {step80} per 80-query step where " \
+           f"FlashAttention-4 has {fa4}" in text
+    assert f"FlashAttention-4: a step of 16x80 (keys x queries) per warp, {fa4} instructions" in out
+    assert "STS.128x10" in events("FlashAttention-4") and "ten 16-byte stores" in text
+    tail = events("ch11 default").split("wait<=0")[-1]
+    stores = sum(int(m.group(2) or 1) for m in re.finditer(r"\bSTS(\.64)?(?:x(\d+))?\b", tail))
+    assert f"{stores} stores of 4 or 8 bytes" in text, tail  # 32 floats: 4 pairs and 24 singles
+    cfg = attention_bwd.build(128, DQ_UNDER_DK=1, DQ_FRAGMENTS=1, STATS_EARLY=1, QSTEP=80)
+    sass = tklab.compile(attention_bwd.source(cfg), arch="sm_90a", name=attention_bwd.source_name(cfg),
+                         options=cfg.options)["flash_bwd"].sass
+    ops = main_loop(sass)
+    body = next(b for b in loops(sass) if [o for _, o, _ in b] == ops)
+    end = next(i for i, (_, o, _) in enumerate(body) if o.startswith("BSYNC"))
+    jump = next(i for i, (_, o, a) in enumerate(body)
+                if i < end and o == "BRA" and int(a.split(";")[0].split()[-1], 16) == body[end][0])
+    assert len(body) == step80 and f"{end - jump - 1} of the difference are the causal mask's branch" in text
