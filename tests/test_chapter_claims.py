@@ -850,3 +850,29 @@ def test_ch11_fa4_step_is_the_reports_and_the_masks_branch_the_sass() -> None:
     jump = next(i for i, (_, o, a) in enumerate(body)
                 if i < end and o == "BRA" and int(a.split(";")[0].split()[-1], 16) == body[end][0])
     assert len(body) == step80 and f"{end - jump - 1} of the difference are the causal mask's branch" in text
+
+
+def test_ch10_fa4_key_block_is_the_reports() -> None:
+    """10 · what is left: FlashAttention-4's key block beside the chapter's, from the report the cell reads: where
+    FA4 waits for its P·V (after how many of its exponentials), the mask code's share of the loop, and the
+    per-score counts with MASK_SPLIT=1 at both head dimensions."""
+    name = re.search(r'"(sass_vs_fa4_[^"]+\.md)"', "".join(_cells("10")["1025f939"]["source"])).group(1)
+    lines = (RESULTS / name).read_text().splitlines()
+
+    def row(d: int, who: str) -> list[str]:
+        return [c.strip() for c in next(ln for ln in lines if ln.startswith(f"| fwd d={d} | {who} |")).strip("|")
+                .split("|")]
+
+    def events(who: str) -> str:
+        return next(ln for ln in lines if ln.startswith(f"- fwd d=128, {who}:")).split("`")[1]
+
+    text = _text("10", "1025f93b")
+    fa4 = events("FlashAttention-4")
+    before = re.search(r"wait<=1 expx(\d+) SYNCS\.ARRIVE wait<=0", fa4)
+    total = sum(int(n or 1) for n in re.findall(r"\bexp(?:x(\d+))?\b", fa4))
+    assert before and f"after {before.group(1)} of its {total} exponentials" in text, fa4
+    assert re.search(r"wait<=1 expx\d+ SYNCS\.ARRIVE wait<=0", events("ch10 default"))  # all under its own P·V
+    long = int(row(128, "ch10 default")[3]) / int(row(128, "ch10 MASK_SPLIT=1")[3])
+    assert f"{long:.1f} times as long" in text
+    per = {d: (row(d, "ch10 MASK_SPLIT=1")[4], row(d, "FlashAttention-4")[4]) for d in (128, 64)}
+    assert f"({per[128][0]} and {per[128][1]} per 1024 scores at d = 128, {per[64][0]} and {per[64][1]} at" in text
