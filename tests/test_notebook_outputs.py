@@ -190,3 +190,32 @@ def test_cells_compared_by_nbval_are_tagged_not_commented(path: Path) -> None:
     the cells it compares carry the tag ``nbval-check-output`` instead."""
     marked = [c.get("id") for c in _cells(path) if c["cell_type"] == "code" and "NBVAL" in _src(c)]
     assert not marked, f"{path.name}: cells {marked} show an nbval marker; tag them nbval-check-output"
+
+
+TODO_AT = re.compile(r"exercises/([\w]+\.(?:cu|py))</code>.*?fill in the TODO at line (\d+)", re.S)
+
+
+def _stored_todo_lines() -> list[tuple[str, str, int]]:
+    """(notebook, exercise file, line) for every stored check output that points the learner at a TODO."""
+    found = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in _cells(path):
+            for out in cell.get("outputs", []):
+                text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/html", ""))
+                found += [(path.name, m.group(1), int(m.group(2))) for m in TODO_AT.finditer(text)]
+    return found
+
+
+def test_stored_checks_point_at_the_todo_where_it_is() -> None:
+    """A stored "not started" verdict names the line of the exercise's first TODO: on a fresh clone the learner
+    reads it before running anything, so it must be the line the file has now, not the one it had when the
+    notebook was last executed (10 said line 264 for a TODO at 194 after the exercise was shortened)."""
+    stored = _stored_todo_lines()
+    assert {name for _, name, _ in stored} >= {"ch10_flash.cu", "ch11_flash_bwd.cu"}, stored  # the check can fail
+    stale = []
+    for notebook, name, line in stored:
+        lines = (ROOT / "exercises" / name).read_text().splitlines()
+        first = next(i for i, text in enumerate(lines, 1) if "TODO" in text and "GENERATED" not in text)
+        if line != first:
+            stale.append(f"{notebook}: {name} TODO at line {line}, the file has it at {first}")
+    assert not stale, "stale stored verdicts (python -m tklab.course.nbrefresh NOTEBOOK):\n" + "\n".join(stale)
