@@ -154,7 +154,7 @@ def ours(kind: str, d: int, causal: bool, options: dict[str, int]) -> tuple[list
     from tklab.kernels import attention_bwd
 
     b = attention_bwd.build(d, **options)
-    sass = tklab.compile(attention_bwd.source(b), arch="sm_90a", name=attention_bwd.KERNEL.name,
+    sass = tklab.compile(attention_bwd.source(b), arch="sm_90a", name=attention_bwd.source_name(b),
                          options=b.options)["flash_bwd"].sass
     return hot_loop(sass), 16, b.qstep
 

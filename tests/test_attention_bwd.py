@@ -218,7 +218,7 @@ _MODULES: dict[tuple[str, tuple[str, ...]], Any] = {}
 def _module(src: str, cfg: attention_bwd.BwdBuild) -> Any:
     key = (src, cfg.options)
     if key not in _MODULES:
-        _MODULES[key] = emu.compile(src, arch="sm_90a", name=attention_bwd.KERNEL.name, options=cfg.options)
+        _MODULES[key] = emu.compile(src, arch="sm_90a", name=attention_bwd.source_name(cfg), options=cfg.options)
     return _MODULES[key]
 
 
@@ -430,7 +430,9 @@ STEP_CASES = [(128, 200, 1, True, 1.0, ALL3), (64, 300, 2, True, 1.0, ALL3),
               (128, 161, 2, True, 8.0, ALL3 | {"QSTEP": 80}), (128, 200, 1, True, 1.0, UNDER),
               (64, 260, 1, False, 1.0, FRAGMENTS), (128, 130, 1, True, 8.0, {"STATS_EARLY": 1}),
               (64, 1, 1, False, 1.0, ALL3), (128, 130, 1, False, 1.0, BOTH | {"DQ_WRITER": 0}),
-              (64, 260, 2, False, 8.0, UNDER | {"DQ_WRITER": 0}), (128, 77, 1, False, 1.0, FRAGMENTS | {"QSTEP": 80})]
+              (64, 260, 2, False, 8.0, UNDER | {"DQ_WRITER": 0}), (128, 77, 1, False, 1.0, FRAGMENTS | {"QSTEP": 80}),
+              (128, 161, 1, True, 8.0, UNDER | {"QSTEP": 80}),
+              (128, 200, 2, False, 1.0, ALL3 | {"QSTEP": 80, "DQ_WRITER": 0})]
 STEP_CORE = {(128, 200, 1), (64, 300, 2), (128, 161, 2), (64, 260, 1), (128, 130, 1)}
 
 
@@ -464,13 +466,18 @@ def test_step_options_match_float64(d: int, n: int, heads: int, causal: bool, mu
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
 
-def test_step_options_with_the_turns_matches_float64_on_concurrent_blocks() -> None:
-    launch, errs, _ = _deterministic_run(_inputs(128, 300, heads=1, seed=300), True, workers=DET_WORKERS, **BOTH)
+def test_step_options_with_the_turns_match_float64_and_the_same_bits_on_concurrent_blocks() -> None:
+    """DETERMINISTIC with the step options: right, every step's turns taken once, and dQ the same bit for bit when
+    the blocks run one after another and when they run concurrently."""
+    x = _inputs(128, 300, heads=1, seed=300)
+    first, _, dq = _deterministic_run(x, True, **ALL3)
+    launch, errs, dq_again = _deterministic_run(x, True, workers=DET_WORKERS, **ALL3)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
-    cfg = attention_bwd.build(128, DETERMINISTIC=1, **BOTH)
+    cfg = attention_bwd.build(128, DETERMINISTIC=1, **ALL3)
     want = np.broadcast_to(np.array(_adders_per_step(300, True, cfg), np.int32),
                            attention_bwd.turns_shape(1, 1, 300, cfg))
     assert np.array_equal(launch.turns, want), (launch.turns, want)
+    assert np.array_equal(first.dq_acc.view(np.uint32), launch.dq_acc.view(np.uint32)) and np.array_equal(dq, dq_again)
 
 
 def _hot_loop(src: str, cfg: attention_bwd.BwdBuild) -> list[tuple[str, str]]:
@@ -478,7 +485,7 @@ def _hot_loop(src: str, cfg: attention_bwd.BwdBuild) -> list[tuple[str, str]]:
     import tklab
     from tklab.toolchain.sass import loops, main_loop
 
-    sass = tklab.compile(src, arch="sm_90a", name=attention_bwd.KERNEL.name, options=cfg.options)["flash_bwd"].sass
+    sass = tklab.compile(src, arch="sm_90a", name=attention_bwd.source_name(cfg), options=cfg.options)["flash_bwd"].sass
     ops = main_loop(sass)
     return [(o, a) for _, o, a in next(b for b in loops(sass) if [o for _, o, _ in b] == ops)]
 
@@ -751,10 +758,11 @@ def test_backward_on_the_gpu_with_swapab_80_query_steps(n: int, causal: bool, ca
 
 @pytest.mark.gpu
 @pytest.mark.hopper
-@pytest.mark.parametrize("d,options", [(64, BOTH), (128, BOTH), (128, BOTH | {"QSTEP": 80}), (128, UNDER),
+@pytest.mark.parametrize("d,options", [(64, ALL3), (128, ALL3), (128, ALL3 | {"QSTEP": 80}),
+                                       (128, UNDER | {"QSTEP": 80}),
                                        (64, FRAGMENTS), (128, BOTH | {"DQ_WRITER": 0}),
                                        (128, BOTH | {"DETERMINISTIC": 1})],
-                         ids=["both_64", "both_128", "both_128_q80", "under_128", "fragments_64", "both_no_writer",
+                         ids=["all3_64", "all3_128", "all3_128_q80", "under_128_q80", "fragments_64", "both_no_writer",
                               "both_deterministic"])
 @pytest.mark.parametrize("n,causal,case", [(1, False, ""), (77, True, ""), (1000, False, ""), (4097, True, ""),
                                            (333, True, "bnhd")])

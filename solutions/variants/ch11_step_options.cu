@@ -11,6 +11,9 @@
 //     the whole SM idle. Here dQ's part is issued first and dK last (its A operand, dS^T, is still in registers), the
 //     step waits only until one group is left (dK's), and stores dQ's part while dK runs (FlashAttention-3 and -4
 //     order their Hopper backward's step this way: dV, barrier, dQ, dK, dQ's store, then wait for dK).
+//     The step's stage (Q, dO, L, D) is handed back after dK as before, which now also comes after dQ's store and
+//     the wait for the writer's buffer: a writer slow to free it holds the stage longer (a profile will say; STAGES=3
+//     would give the producer room).
 //   DQ_FRAGMENTS=1: dQ's part goes to shared memory as it sits in registers (warpgroup::store_fragments: one
 //     16-byte store per 4 registers, thread after thread) instead of at its (row, column) in a swizzled tile (a
 //     4-byte store and its swizzled address per value: 32-40 stores and 60-200 address instructions a step in the
@@ -60,7 +63,8 @@
 //
 // Layouts: Q, K, V, O, dO, dQ, dK, dV bf16 [batch, heads, seq, HEAD_DIM] (rank-4 TMA maps, so any strides with
 // a contiguous last dimension; tiles past the end of a head read zeros and are not written back); the dQ
-// accumulator fp32 [batch, heads, seq, HEAD_DIM]; the per-step statistics: see step_stats.
+// accumulator fp32 [batch, heads, seq, HEAD_DIM] (DQ_FRAGMENTS: [batch, heads, whole steps x QSTEP, HEAD_DIM], each
+// step two parts in register order); the per-step statistics: see step_stats.
 #include "tk.cuh"
 #include "tk/hopper/tma_reduce.cuh"  // TMA reduce-add with rank-4 coordinates
 #include "tk/hopper/turns.cuh"       // DETERMINISTIC: turns in global memory
@@ -121,6 +125,8 @@ constexpr float LOG2E = 1.4426950408889634f;
 constexpr bool DQ_BY_ROWS = QSTEP == 128;     // consumer c: dQ rows [64c, +64) (d = 64), else columns (d = 128)
 constexpr bool DQ_TRANSPOSED = QSTEP == 80;   // ... formed as dQ^T's rows (80 queries are no wgmma M)
 constexpr int DQ_ROWS = DQ_TRANSPOSED ? QSTEP : 64;  // rows of a consumer's dQ part in shared memory
+static_assert(2 * DQ_ROWS * 64 == QSTEP * HEAD_DIM, "DQ_FRAGMENTS: a step's two parts are its QSTEP x HEAD_DIM "
+              "floats (the first pass zeroes, the last pass reads and the host sizes the accumulator so)");
 // Named barriers (0 is __syncthreads): both consumers together (1); each consumer alone before its TMA stores
 // (5, 6). Checked disjoint, so an option that shifts one stops the build.
 constexpr int CONSUMERS_BARRIER = 1, STORE_BARRIERS = 5;

@@ -73,7 +73,7 @@ ROWS_FILE = SOLUTIONS / "variants" / "ch11_bwd_rows.cu"
 #: DQ_LAG and PINGPONG's flash_bwd, built as ROWS_FILE (its flash_bwd renamed) followed by this one.
 LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
 #: STEP_OPTIONS: the chapter's kernel plus solutions/variants/ch11_step_options.patch (``python -m tklab
-#: exercises --derive``); with both options 0 it compiles to the chapter kernel's SASS.
+#: exercises --derive``); with all of them 0 it compiles to the chapter kernel's SASS.
 STEP_FILE = SOLUTIONS / "variants" / "ch11_step_options.cu"
 STEP_OPTIONS = ("DQ_UNDER_DK", "DQ_FRAGMENTS", "STATS_EARLY")
 #: SWAPAB=1: queries per step by head dimension; the per-step statistics box is fp32 STATS_ROWS x (queries / 4)
@@ -364,8 +364,9 @@ def source(b: BwdBuild) -> str:
 
 # ---- launching -----------------------------------------------------------------------------------------
 def dq_scratch_shape(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int, int]:
-    """The fp32 dQ scratch one backward allocates: the accumulator (B, H, N, d), or with DQ_MODE 2 every key
-    block's slot of shares, (B, H, key blocks x slots per key block x query blocks x 64, d): O(N^2)."""
+    """The fp32 dQ scratch one backward allocates: the accumulator (B, H, N, d); with DQ_FRAGMENTS (B, H, whole
+    steps x queries per step, d), each step's two parts in register order; or with DQ_MODE 2 every key block's slot
+    of shares, (B, H, key blocks x slots per key block x query blocks x 64, d): O(N^2)."""
     if cfg.dq_fragments:  # whole steps: a part holds values of every query of its step
         return (b, h, cfg.steps(n) * cfg.qstep, cfg.head_dim)
     return (b, h, cfg.dq_slots(n) * cfg.q_rows(n) if cfg.dq_mode == 2 else n, cfg.head_dim)
