@@ -24,7 +24,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,76 +89,30 @@ def _version(dist: str) -> str:
 
 
 # ---- step 2, in tklab's environment ----------------------------------------------------------------------
-def hot_loop(sass: str) -> list[tuple[str, str]]:
-    """(opcode, operands) of a kernel's main loop (tklab.toolchain.sass.main_loop's choice)."""
-    from tklab.toolchain.sass import loops, main_loop
-
-    ops = main_loop(sass)
-    body = next(b for b in loops(sass) if [o for _, o, _ in b] == ops)
-    return [(o, a.split(";")[0].strip()) for _, o, a in body]
-
-
-GROUPS = {  # what a column of the table counts: opcode prefixes
-    "wgmma": ("HGMMA",), "exp": ("MUFU",), "max": ("FMNMX",), "fp32 math": ("FFMA", "FMUL", "FADD"),
-    "select": ("FSEL",), "to bf16": ("F2FP",), "shared ld": ("LDS", "LDSM"), "shared st": ("STS", "STSM"),
-    "uniform": ("U",), "int/addr": ("IMAD", "LOP3", "LEA", "SHF", "IADD3", "VIADD", "ISETP", "SEL", "PLOP3"),
-    "sync": ("BAR", "SYNCS", "WARPGROUP", "MEMBAR", "FENCE"), "shuffle": ("SHFL",),
-}
-
-
-def profile(loop: list[tuple[str, str]]) -> dict[str, int]:
-    ops = [o for o, _ in loop]
-    row = {"loop": len(ops)}
-    for name, prefixes in GROUPS.items():
-        row[name] = sum(1 for o in ops if o.startswith(prefixes) and not (name == "uniform" and o.startswith("UTMA")))
-    row["16-byte st"] = sum(1 for o in ops if o.startswith("STS.128"))
-    return row
-
-
-def timeline(loop: list[tuple[str, str]]) -> str:
-    """The loop's order of events, runs merged: wgmma (A from registers marked 'r'), waits, barriers, shared stores."""
-    runs: list[list[Any]] = []  # [tag, count]
-    for o, a in loop:
-        if o.startswith("HGMMA"):
-            shape = re.search(r"x(\d+)x16", o + " " + a)
-            tag = f"mma{shape.group(1) if shape else ''}{'r' if 'gdesc' not in a.split(',')[1] else ''}"
-        elif o.startswith("WARPGROUP.DEPBAR"):
-            tag = f"wait<={int(a.split(',')[-1], 0)}"
-        elif o.startswith(("BAR.", "SYNCS.ARRIVE", "SYNCS.PHASECHK")):
-            tag = ".".join(o.split(".")[:2])
-        elif o.startswith(("STS", "STSM")):
-            tag = o
-        elif o.startswith("MUFU.EX2"):
-            tag = "exp"
-        else:
-            continue
-        if runs and runs[-1][0] == tag:
-            runs[-1][1] += 1
-        else:
-            runs.append([tag, 1])
-    return " ".join(tag if n == 1 else f"{tag}x{n}" for tag, n in runs)
-
-
+# The loop's reading (events in order, counts by kind) is tklab.toolchain.loop_events: notebooks use it too.
 def ours(kind: str, d: int, causal: bool, options: dict[str, int]) -> tuple[list[tuple[str, str]], int, int]:
     """Our kernel's hot loop, and the work one iteration of one warp does: (rows, keys) for the forward (its 16
     query rows x BC keys), (keys, queries) for the backward (its 16 keys x QSTEP queries)."""
     import tklab
+    from tklab.toolchain import loop_events
 
     if kind == "fwd":
         from tklab import attention
 
         cfg = attention.build("hopper", d, **options)
         sass = tklab.compile(cfg.text(), arch="sm_90a", name=cfg.source.name, options=cfg.options)["flash_fwd"].sass
-        return hot_loop(sass), 16, cfg.option("BC")
+        return loop_events.hot_loop(sass), 16, cfg.option("BC")
     from tklab.kernels import attention_bwd
 
     b = attention_bwd.build(d, **options)
     sass = tklab.compile(attention_bwd.source(b), arch="sm_90a", name=attention_bwd.source_name(b),
                          options=b.options)["flash_bwd"].sass
-    return hot_loop(sass), 16, b.qstep
+    return loop_events.hot_loop(sass), 16, b.qstep
 
 
 def compare(fa4_dir: Path, out: Path | None, variants: dict[str, dict[str, dict[str, int]]]) -> Path:
+    from tklab.toolchain import loop_events
+    from tklab.toolchain.loop_events import GROUPS
     from tklab.toolchain.sass import disassemble
 
     tiles = json.loads((fa4_dir / "tiles.json").read_text())
@@ -177,7 +130,7 @@ def compare(fa4_dir: Path, out: Path | None, variants: dict[str, dict[str, dict[
              " the backward's query step (its 16 keys x the step's queries). `per 1k` = loop instructions per 1024 "
              "score elements of that work. A static count: a branch's both sides are in it (our kernels decide "
              "causal masking at run time, FA4 compiles a kernel per case), and it says nothing of stalls.", ""]
-    head = ["kernel", "who", "work", "loop", "per 1k", *GROUPS, "16-byte st"]
+    head = ["kernel", "who", "work", "loop", "per 1k", *GROUPS, "16-byte st"]  # GROUPS: loop_events' kinds
     for kind in ("fwd", "bwd"):
         lines += [f"## {'Forward' if kind == 'fwd' else 'Backward'}", "", "| " + " | ".join(head) + " |",
                   "|" + "---|" * len(head)]
@@ -185,7 +138,7 @@ def compare(fa4_dir: Path, out: Path | None, variants: dict[str, dict[str, dict[
         for d, causal in CASES:
             key = f"{kind}_d{d}_c{int(causal)}"
             sass = next(iter(disassemble((fa4_dir / f"{key}.cubin").read_bytes()).values()))
-            loop, t = hot_loop(sass), tiles[key]
+            loop, t = loop_events.hot_loop(sass), tiles[key]
             work = 16 * (t["keys"] if kind == "fwd" else t["queries"])
             rows = [("FlashAttention-4", loop, work)]
             for name, opts in variants[kind].items():
@@ -195,11 +148,11 @@ def compare(fa4_dir: Path, out: Path | None, variants: dict[str, dict[str, dict[
                     continue
                 rows.append((name, ol, a * b))
             for who, lp, w in rows:
-                p = profile(lp)
+                p = loop_events.counts(lp)
                 lines.append(f"| {kind} d={d}{' causal' if causal else ''} | {who} | 16x{w // 16} | {p['loop']} | "
                              f"{1024 * p['loop'] / w:.0f} | " + " | ".join(str(p[g]) for g in GROUPS)
                              + f" | {p['16-byte st']} |")
-                orders.append(f"- {kind} d={d}{' causal' if causal else ''}, {who}: `{timeline(lp)}`")
+                orders.append(f"- {kind} d={d}{' causal' if causal else ''}, {who}: `{loop_events.events(lp)}`")
         lines += ["", "Order of events in the loop (runs merged; `mma64r`: a wgmma of N = 64 with A from registers):",
                   "", *orders, ""]
     path = out or ROOT / "bench" / "results" / f"sass_vs_fa4_{today}_{commit}.md"
