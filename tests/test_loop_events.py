@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from tklab.course import loops
 from tklab.toolchain import loop_events
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,18 +52,18 @@ def test_beside_sets_the_learners_step_by_the_references_and_fa4s(tmp_path: Path
 
     folder = tmp_path / "exercises"
     folder.mkdir()
-    missing = loop_events.beside("ch11_flash_bwd", REPORT, exercises_dir=folder)
+    missing = loops.beside("ch11_flash_bwd", REPORT, exercises_dir=folder)
     assert "exercises/ch11_flash_bwd.cu is missing" in missing
     shutil.copy(ex.EXERCISES / "ch11_flash_bwd.cu", folder)  # the generated stub
-    stub = loop_events.beside("ch11_flash_bwd", REPORT, exercises_dir=folder)
+    stub = loops.beside("ch11_flash_bwd", REPORT, exercises_dir=folder)
     assert "still the stub" in stub and "yours" not in stub
-    fa4 = loop_events.report_line(REPORT, "bwd", 128, "FlashAttention-4")[1]
+    fa4 = loops.report_line(REPORT, "bwd", 128, "FlashAttention-4")[1]
     assert fa4.split()[0] in stub and "the chapter's reference:" in stub
     solution = (ex.SOLUTIONS / "ch11_flash_bwd" / "ch11_flash_bwd.cu").read_text()
     (folder / "ch11_flash_bwd.cu").write_text(solution)
-    filled = loop_events.beside("ch11_flash_bwd", REPORT, exercises_dir=folder)
+    filled = loops.beside("ch11_flash_bwd", REPORT, exercises_dir=folder)
     ref, yours = filled.split("the chapter's reference:\n")[1].split("yours (exercises/ch11_flash_bwd.cu):\n")
     assert " ".join(ref.split()) == " ".join(yours.split()), filled
     (folder / "ch11_flash_bwd.cu").write_text(solution.replace("warpgroup::mm_ABt(s_t,", "warpgroup::mm_ABt(s_t"))
-    broken = loop_events.beside("ch11_flash_bwd", REPORT, exercises_dir=folder)
+    broken = loops.beside("ch11_flash_bwd", REPORT, exercises_dir=folder)
     assert "did not compile" in broken and "yours" not in broken
