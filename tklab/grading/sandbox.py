@@ -851,6 +851,30 @@ class Sandbox:
                     total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         return total
 
+    #: How long a run that has exited gets for its last processes to finish exiting on their own before the ones
+    #: still there are killed and reported as left behind: on a loaded machine (a class checking at once) a
+    #: process of the run can still be on its way out when the run's pipes close, and was reported as left behind.
+    EXIT_GRACE_SECONDS = 0.25
+
+    def _left(self, token: bytes) -> dict[int, int]:
+        """{pid: starttime} of the run's processes other than the child, alive now (the /proc walk)."""
+        alive = dict(self._seen)
+        alive.update(_run_processes(self.proc.pid, token, descendants=self.proc.returncode is None,
+                                    known_children=self._known))
+        return {p: s for p, s in alive.items() if (st := _stat(p)) is not None and st[3] == s and p != self.proc.pid}
+
+    def _after_exits(self, still_there: Callable[[], set[int]]) -> set[int]:
+        """The processes ``still_there`` names, once a run that has exited gave them EXIT_GRACE_SECONDS to finish
+        exiting (nothing waits while the child still runs: then it is the run's end that is forced)."""
+        left = still_there()
+        if self.proc.poll() is None:
+            return left
+        deadline = time.monotonic() + self.EXIT_GRACE_SECONDS
+        while left and time.monotonic() < deadline:
+            time.sleep(0.02)
+            left = still_there()
+        return left
+
     def kill(self) -> int:
         """Kill every process of the run; returns how many were still alive."""
         if self.proc is None:
@@ -859,18 +883,16 @@ class Sandbox:
         killed = 0
         if self.group is not None:  # every process of the run, wherever its session or environment went
             self.oom_kills = self.group.oom_kills()
-            alive = self.group.pids() - {self.proc.pid}
+            alive = self._after_exits(lambda: self.group.pids() - {self.proc.pid})
             self.group.kill()
             killed = len(alive)  # (the child itself is not counted: it is the run)
+        else:
+            self._after_exits(lambda: set(self._left(token)))
         if self.proc.returncode is None:  # (once the child is reaped, its number is not ours to signal)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
         for _ in range(50):
-            alive = dict(self._seen)
-            alive.update(_run_processes(self.proc.pid, token, descendants=self.proc.returncode is None,
-                                        known_children=self._known))
-            alive = {p: s for p, s in alive.items() if (st := _stat(p)) is not None and st[3] == s
-                     and p != self.proc.pid}
+            alive = self._left(token)
             if self.proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     self.proc.kill()
