@@ -4,6 +4,7 @@ the reference and FlashAttention-4's (``beside``): stub, missing, not compiling,
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -67,3 +68,13 @@ def test_beside_sets_the_learners_step_by_the_references_and_fa4s(tmp_path: Path
     (folder / "ch11_flash_bwd.cu").write_text(solution.replace("warpgroup::mm_ABt(s_t,", "warpgroup::mm_ABt(s_t"))
     broken = loops.beside("ch11_flash_bwd", REPORT, exercises_dir=folder)
     assert "did not compile" in broken and "yours" not in broken
+
+
+def test_beside_reads_the_forward_too() -> None:
+    """Chapter 10's key loop: FlashAttention-4's forward line from the report, the reference's loop (all of its
+    exponentials between the two waits), the learner's stub named as such."""
+    text = loops.beside("ch10_flash", REPORT, kind="fwd")
+    fa4 = loops.report_line(REPORT, "fwd", 128, "FlashAttention-4")[1]
+    ref = " ".join(text.split("the chapter's reference:\n")[1].split("exercises/")[0].split())
+    assert fa4.split()[2] in text and re.search(r"wait<=1 expx\d+ SYNCS\.ARRIVE wait<=0", ref), text
+    assert "exercises/ch10_flash.cu is still the stub" in text
