@@ -337,13 +337,12 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         wait(sm.q_pipe.full[stage], ring.phase);
         if (!DQ_WRITER && issuer) tma::store_wait_read<0>();  // the last dQ part has left sm.dq[me]
 
-        // TODO: your code here (about 22 lines).
-        // Goal: with this consumer's K and V and the step's Q, dO, L and D in shared memory, add this step's
-        //       share to dV and dK, and form this consumer's part of the step's dQ in dq, with the keys as
-        //       rows
+        // TODO: your code here (about 23 lines).
+        // Goal: with this consumer's K and V and the step's Q, dO, L and D in shared memory, issue this
+        //       step's share of dV and dK, and form this consumer's part of the step's dQ in dq, with the
+        //       keys as rows; the code after yours stores dq to shared memory, then waits for every group
+        //       and hands the stage back
         // Stuck? tklab.hint("ch11_flash_bwd") in a notebook, or python -m tklab hint ch11_flash_bwd.
-        warpgroup::mma_async_wait<0>(dv, dk, dq, p_t16, ds_t16);
-        sm.q_pipe.release(stage);
         if constexpr (DQ_WRITER) wait(sm.dq_empty, (uint32_t(i - first) & 1) ^ 1);  // the last step's was sent
         store_dq(sm.dq[me], dq);
         fence_proxy_async();
@@ -356,6 +355,8 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
                 tma::store_commit();
             }
         }
+        warpgroup::mma_async_wait<0>(dk, ds_t16);
+        sm.q_pipe.release(stage);  // Q, dO, L and D read by every product of the step
     }
 
     // Epilogue: dK, dV out through this consumer's K and V tiles, once the OTHER consumer's last dQ has

@@ -342,7 +342,7 @@ def test_swapab_is_refused_where_it_does_not_apply() -> None:
     with pytest.raises(ValueError, match=SWAPAB_ONLY):
         attention_bwd.build(128, PINGPONG=0, QSTEP=80)
     with pytest.raises(ValueError, match=SWAPAB_ONLY):
-        attention_bwd.build(64, SWAPAB=0, DQ_UNDER_DK=1)
+        attention_bwd.build(64, SWAPAB=0, DQ_UNDER_DK=0)
     for d, q in [(64, 80), (64, 64), (128, 96), (128, 128)]:
         with pytest.raises(ValueError, match="QSTEP .* is 128 at head dimension 64, 64 or 80 at 128"):
             attention_bwd.build(d, SWAPAB=1, QSTEP=q)
@@ -417,21 +417,22 @@ def test_swapab_planted_mistake_is_caught(what: str, old: str, new: str, caught:
             _run_emulated(src, 64, _inputs(64, 300), True, SWAPAB=1)
 
 
-# The hand-over options (solutions/variants/ch11_step_options.cu): DQ_UNDER_DK=1 issues dQ's part before dK and stores
-# it for the writer while dK runs; DQ_FRAGMENTS=1 parks it in register order (16-byte stores) into an accumulator
-# the last pass reads back part by part. Right against float64 at both head dimensions, with 80-query steps,
+# The hand-over options (solutions/variants/ch11_step_options.cu): DQ_UNDER_DK=1 (the chapter's order) issues dQ's
+# part before dK and stores it for the writer while dK runs, DQ_UNDER_DK=0 (the order before) issues dK first and
+# waits for every product before the store; DQ_FRAGMENTS=1 parks it in register order (16-byte stores) into an
+# accumulator the last pass reads back part by part. Right against float64 at both head dimensions, with 80-query steps,
 # without the writer and with the turns (through the Python launch, its fp32 accumulator poisoned first: NaN
-# where prep does not zero it); off, the file is the chapter's kernel to the instruction; on, the SASS does what
-# each option says.
+# where prep does not zero it); at the chapter's values, the file is the chapter's kernel to the instruction; else the
+# SASS does what each option says.
 STEP_SRC = attention_bwd.STEP_FILE.read_text()
-UNDER, FRAGMENTS, BOTH = {"DQ_UNDER_DK": 1}, {"DQ_FRAGMENTS": 1}, {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1}
+AFTER, FRAGMENTS, BOTH = {"DQ_UNDER_DK": 0}, {"DQ_FRAGMENTS": 1}, {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1}
 ALL3 = BOTH | {"STATS_EARLY": 1}
 STEP_CASES = [(128, 200, 1, True, 1.0, ALL3), (64, 300, 2, True, 1.0, ALL3),
-              (128, 161, 2, True, 8.0, ALL3 | {"QSTEP": 80}), (128, 200, 1, True, 1.0, UNDER),
+              (128, 161, 2, True, 8.0, ALL3 | {"QSTEP": 80}), (128, 200, 1, True, 1.0, AFTER),
               (64, 260, 1, False, 1.0, FRAGMENTS), (128, 130, 1, True, 8.0, {"STATS_EARLY": 1}),
               (64, 1, 1, False, 1.0, ALL3), (128, 130, 1, False, 1.0, BOTH | {"DQ_WRITER": 0}),
-              (64, 260, 2, False, 8.0, UNDER | {"DQ_WRITER": 0}), (128, 77, 1, False, 1.0, FRAGMENTS | {"QSTEP": 80}),
-              (128, 161, 1, True, 8.0, UNDER | {"QSTEP": 80}),
+              (64, 260, 2, False, 8.0, AFTER | {"DQ_WRITER": 0}), (128, 77, 1, False, 1.0, FRAGMENTS | {"QSTEP": 80}),
+              (128, 161, 1, True, 8.0, AFTER | {"QSTEP": 80}),
               (128, 200, 2, False, 1.0, ALL3 | {"QSTEP": 80, "DQ_WRITER": 0})]
 STEP_CORE = {(128, 200, 1), (64, 300, 2), (128, 161, 2), (64, 260, 1), (128, 130, 1)}
 
@@ -492,22 +493,24 @@ def _hot_loop(src: str, cfg: attention_bwd.BwdBuild) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("d,extra", [(64, {}), (128, {}), (128, {"QSTEP": 80})])
 def test_step_options_off_are_the_chapter_kernel_and_on_do_what_they_say(d: int, extra: dict[str, int]) -> None:
-    """Off: the variant's loop is the chapter kernel's, instruction for instruction. DQ_UNDER_DK: the last wgmma
-    issued in the step is dK (A from registers); a wait that leaves one group in flight follows it, then dQ's part's
-    shared stores, and only after them the wait for every group -- where the chapter's step waits for every group
-    before them. DQ_FRAGMENTS: those stores are one 16-byte store per 4 registers of the part, and nothing else.
+    """At the chapter's values the variant's loop is the chapter kernel's, instruction for instruction. DQ_UNDER_DK=1
+    (the chapter's): the last wgmma issued in the step is dK (A from registers); a wait that leaves one group in
+    flight follows it, then dQ's part's shared stores, and only after them the wait for every group -- where
+    DQ_UNDER_DK=0's step waits for every group before them. DQ_FRAGMENTS: those stores are one 16-byte store per 4
+    registers of the part, and nothing else.
     STATS_EARLY: L's loads (QSTEP / 8 of 8 bytes) stand before the wait for S^T and none between the wait for dP^T and
     the next wgmma; in the chapter's step none stands before the first wait."""
     chapter = _hot_loop(SRC, attention_bwd.build(d, **extra))
     assert _hot_loop(STEP_SRC, attention_bwd.build(d, **extra)) == chapter
     cfg = attention_bwd.build(d, **extra)
     part_floats = 64 * cfg.dq_box_rows // 128  # a thread's share of the 64 x N part
-    for options in ({}, UNDER, FRAGMENTS, BOTH, {"STATS_EARLY": 1}):
+    for options in ({}, AFTER, FRAGMENTS, AFTER | FRAGMENTS, {"STATS_EARLY": 1}):
         loop = chapter if not options else _hot_loop(STEP_SRC, attention_bwd.build(d, **options, **extra))
         ops = [o for o, _ in loop]
         last = max(i for i, o in enumerate(ops) if o.startswith("HGMMA"))
-        under = "DQ_UNDER_DK" in options
-        # the step's last wgmma: dK (A from registers) here, dQ's part (both operands in shared memory) in the chapter
+        under = options.get("DQ_UNDER_DK", 1) == 1
+        # the step's last wgmma: dK (A from registers) in the chapter's order, dQ's part (both operands in shared
+        # memory) in the order before
         assert ("gdesc" not in loop[last][1].split(",")[1]) == under, loop[last]
         waits = [(i, a) for i, (o, a) in enumerate(loop) if o == "WARPGROUP.DEPBAR.LE" and i > last]
         stores = [(i, o) for i, o in enumerate(ops) if o.startswith("STS") and i > last]
@@ -559,8 +562,9 @@ STEP_MISTAKES = [
     ("dK issued before dQ's part: the wait for one group leaves dQ's part in flight", *_dk_before_dq(STEP_SRC),
      "hazard"),
     ("the step's Q handed back while dK still reads it",
-     "        warpgroup::mma_async_wait<0>(dk, ds_t16);\n        sm.q_pipe.release(stage);\n#else",
-     "        sm.q_pipe.release(stage);\n        warpgroup::mma_async_wait<0>(dk, ds_t16);\n#else", "race|hazard"),
+     "        warpgroup::mma_async_wait<0>(dk, ds_t16);\n        sm.q_pipe.release(stage);  // Q, dO, L and D",
+     "        sm.q_pipe.release(stage);\n        warpgroup::mma_async_wait<0>(dk, ds_t16);  // Q, dO, L and D",
+     "race|hazard"),
     ("the last pass reads the two consumers' parts the wrong way round",
      "const int i = blockIdx.x / 2, g = blockIdx.x % 2,", "const int i = blockIdx.x / 2, g = 1 - blockIdx.x % 2,",
      "wrong"),
@@ -759,10 +763,10 @@ def test_backward_on_the_gpu_with_swapab_80_query_steps(n: int, causal: bool, ca
 @pytest.mark.gpu
 @pytest.mark.hopper
 @pytest.mark.parametrize("d,options", [(64, ALL3), (128, ALL3), (128, ALL3 | {"QSTEP": 80}),
-                                       (128, UNDER | {"QSTEP": 80}),
+                                       (128, AFTER | {"QSTEP": 80}),
                                        (64, FRAGMENTS), (128, BOTH | {"DQ_WRITER": 0}),
                                        (128, BOTH | {"DETERMINISTIC": 1})],
-                         ids=["all3_64", "all3_128", "all3_128_q80", "under_128_q80", "fragments_64", "both_no_writer",
+                         ids=["all3_64", "all3_128", "all3_128_q80", "after_128_q80", "fragments_64", "both_no_writer",
                               "both_deterministic"])
 @pytest.mark.parametrize("n,causal,case", [(1, False, ""), (77, True, ""), (1000, False, ""), (4097, True, ""),
                                            (333, True, "bnhd")])

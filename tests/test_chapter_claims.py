@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from functools import cache
 from pathlib import Path
 
@@ -534,17 +535,33 @@ def test_ch11_what_is_left_quotes_its_runs() -> None:
     left = _text("11", "2170a3d2")
     report = re.search(r"`bench/results/(flash_bwd_[^`]+)\.md`", left).group(1)
     rows = _bwd_rows(f"{report}.json")
-    c128, c64 = (_bwd_range(rows, "ch11 default", "sdpa cudnn", d) for d in (128, 64))
-    fa4, fa4_cudnn = _bwd_range(rows, "ch11 default", "FlashAttention-4"), _bwd_range(rows, "FlashAttention-4",
-                                                                                         "sdpa cudnn")
-    assert f"the default runs {c128[0]:.2f}–{c128[1]:.2f}× cuDNN at d = 128 and {c64[0]:.2f}–{c64[1]:.2f}× " \
+    ours, before = re.search(r"This kernel, the report's `([^`]+)`", left).group(1), "ch11 default"
+    c128, c64 = (_bwd_range(rows, ours, "sdpa cudnn", d) for d in (128, 64))
+    fa4, fa4_cudnn = _bwd_range(rows, ours, "FlashAttention-4"), _bwd_range(rows, "FlashAttention-4", "sdpa cudnn")
+    flat = " ".join(left.split())
+    assert f"runs {c128[0]:.2f}–{c128[1]:.2f}× cuDNN at d = 128 and {c64[0]:.2f}–{c64[1]:.2f}× " \
            f"at d = 64, {fa4[0]:.2f}–{fa4[1]:.2f}× FlashAttention-4 (whose backward ran " \
-           f"{fa4_cudnn[0]:.2f}–{fa4_cudnn[1]:.2f}× cuDNN" in left
+           f"{fa4_cudnn[0]:.2f}–{fa4_cudnn[1]:.2f}× cuDNN" in flat
+    # the order before, slower by the median over rounds per shape, the range over shapes at each d
+    for d in (128, 64):
+        gain = [100 * (statistics.median(r["tflops"] for r in rows if (r["d"], r["n"], r["causal"]) == s
+                                          and r["who"] == ours)
+                       / statistics.median(r["tflops"] for r in rows if (r["d"], r["n"], r["causal"]) == s
+                                           and r["who"] == before) - 1)
+                for s in {(r["d"], r["n"], r["causal"]) for r in rows if r["d"] == d}]
+        assert f"{min(gain):.1f}–{max(gain):.1f} % {'slower at d = 128' if d == 128 else 'at d = 64'}" in flat, gain
     from tklab.kernels import attention_bwd
 
+    assert attention_bwd.build(128).options == attention_bwd.build(128, DQ_UNDER_DK=1).options  # "this kernel"
     assert attention_bwd.build(64).swapab and attention_bwd.build(128).swapab  # "That build is the default"
-    step = json.loads((RESULTS / "train_tiny_gpt_2026-12-01_a2b4b3b.json").read_text())["summary"]["median_step_ms"]
-    assert f"took {step['course']:.1f} ms with the course's kernels against SDPA's {step['sdpa']:.1f} ms" in left
+    from tklab import recorded
+
+    run = recorded.newest(RESULTS.glob("train_tiny_gpt_*.json"), lambda p: json.loads(p.read_text())["meta"]["date"])
+    summary = json.loads(run.read_text())["summary"]  # the record section 7 plots: the newest by its own date
+    step = summary["median_step_ms"]
+    assert f"took {step['course']:.1f} ms with the course's kernels against SDPA's {step['sdpa']:.1f} ms" in flat
+    assert f"parted by {summary['max_abs_deviation_smoothed']:.3f} nats" in flat
+    assert ("more than the" in flat) == (not summary["agree"]), "the prose says whether the criterion was met"
 
 
 def test_ch11_transposes_as_the_hardware_does_them() -> None:
@@ -831,16 +848,16 @@ def test_ch11_fa4_step_is_the_reports_and_the_masks_branch_the_sass() -> None:
     def events(who: str) -> str:
         return next(ln for ln in lines if ln.startswith(f"- bwd d=128, {who}:")).split("`")[1]
 
-    fa4, ours = loop("FlashAttention-4"), loop("ch11 default")
+    fa4, ours = loop("FlashAttention-4"), loop("ch11 DQ_UNDER_DK=1")  # the chapter's kernel, named by its order
     step, step80 = loop("ch11 FA4 step (DQ_UNDER_DK, DQ_FRAGMENTS, STATS_EARLY)"), loop("ch11 FA4 step, QSTEP=80")
     text, out = _text("11", "2170a3d6"), _output("11", "2170a3d5")
-    assert f"Its step is {step} instructions instead of {ours}, and {step80} per 80-query step where " \
-           f"FlashAttention-4 has {fa4}" in text
+    assert f"its step is {step} instructions instead of {ours}, and {step80} per 80-query step where " \
+           f"FlashAttention-4 has {fa4}" in " ".join(text.split())
     assert f"FlashAttention-4: a step of 16x80 (keys x queries) per warp, {fa4} instructions" in out
     assert "STS.128x10" in events("FlashAttention-4") and "ten 16-byte stores" in text
-    tail = events("ch11 default").split("wait<=0")[-1]
+    tail = events("ch11 DQ_UNDER_DK=1").split("wait<=1")[-1].split("wait<=0")[0]  # stored while dK runs
     stores = sum(int(m.group(2) or 1) for m in re.finditer(r"\bSTS(\.64)?(?:x(\d+))?\b", tail))
-    assert f"{stores} stores of 4 or 8 bytes" in text, tail  # 32 floats: 4 pairs and 24 singles
+    assert f"{stores} stores of 4 or 8 bytes" in " ".join(text.split()), tail  # 32 floats: 4 pairs, 24 singles
     cfg = attention_bwd.build(128, DQ_UNDER_DK=1, DQ_FRAGMENTS=1, STATS_EARLY=1, QSTEP=80)
     sass = tklab.compile(attention_bwd.source(cfg), arch="sm_90a", name=attention_bwd.source_name(cfg),
                          options=cfg.options)["flash_bwd"].sass
@@ -876,3 +893,24 @@ def test_ch10_fa4_key_block_is_the_reports() -> None:
     assert f"{long:.1f} times as long" in text
     per = {d: (row(d, "ch10 MASK_SPLIT=1")[4], row(d, "FlashAttention-4")[4]) for d in (128, 64)}
     assert f"({per[128][0]} and {per[128][1]} per 1024 scores at d = 128, {per[64][0]} and {per[64][1]} at" in text
+
+
+def test_ch11_next_steps_quote_the_profile_beside_fa4() -> None:
+    """11 · section 8, what the profiles point at: the instruction counts, their ratio and the tensor pipe's busy
+    share of this kernel and FlashAttention-4 at d = 128 from the ncu table the cell names, and the instructions a
+    query costs each step from the SASS report the section reads (the chapter's row is named by its order)."""
+    text = " ".join(_text("11", "2170a3d3").split())
+    name = re.search(r"`bench/results/(ncu_ch11_vs_fa4_[^`]+\.md)`", text).group(1)
+    table = _ncu_table(name)  # columns: ch11 (dK first), ch11 DQ_UNDER_DK=1, FA4 at d = 128, then the same at 64
+    ours, fa4 = (float(table["instructions executed (M)"][i]) for i in (1, 2))  # DQ_UNDER_DK=1 d=128, FA4 d=128
+    pipe = [table["shared pipe (wgmma) active, % of active cycles"][i] for i in (1, 2)]
+    assert f"executes {ours / fa4:.2f}× FlashAttention-4's instructions for the same work ({ours:.0f} M against " \
+           f"{fa4:.0f} M) and keeps the tensor pipe busy {pipe[0]} % of the time against {pipe[1]} %" in text
+    lines = (RESULTS / "sass_vs_fa4_2026-12-05_0f4d383.md").read_text().splitlines()
+
+    def per_query(who: str) -> float:
+        row = next(ln for ln in lines if ln.startswith(f"| bwd d=128 | {who} |")).strip("|").split("|")
+        return int(row[3]) / int(row[2].strip().split("x")[1])
+
+    assert f"a query costs this kernel's step {per_query('ch11 DQ_UNDER_DK=1'):.1f} instructions and " \
+           f"FlashAttention-4's {per_query('FlashAttention-4'):.1f}" in text

@@ -336,7 +336,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         wait(sm.q_pipe.full[stage], ring.phase);
         if (!DQ_WRITER && issuer) tma::store_wait_read<0>();  // the last dQ part has left sm.dq[me]
 
-        // BEGIN SOLUTION hint: with this consumer's K and V and the step's Q, dO, L and D in shared memory, add this step's share to dV and dK, and form this consumer's part of the step's dQ in dq, with the keys as rows
+        // BEGIN SOLUTION hint: with this consumer's K and V and the step's Q, dO, L and D in shared memory, issue this step's share of dV and dK, and form this consumer's part of the step's dQ in dq, with the keys as rows; the code after yours stores dq to shared memory, then waits for every group and hands the stage back
         warpgroup::mm_ABt(s_t, sm.k[me], sm.q[stage]);      // S^T  = K Q^T
         warpgroup::mm_ABt(dp_t, sm.v[me], sm.dout[stage]);  // dP^T = V dO^T
         // P^T while dP^T is still on the tensor cores. Keys past the end need no mask: their K and V rows
@@ -354,21 +354,22 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         copy(p_t16, p_t);
         copy(ds_t16, ds_t);
         warpgroup::mma_AB(dv, p_t16, sm.dout[stage]);  // dV += P^T dO  (A from registers)
-        // dS^T to shared memory while dV runs, for the other consumer's dQ; before dK is issued, as no other
-        // instruction may touch a wgmma's A registers until its group is waited for. Buffer buf was last read
-        // by both consumers' dQ two steps ago, and each waited for that dQ before the previous step's barrier,
-        // which this thread has passed: so one barrier a step (the next one) is all it takes.
+        // dS^T to shared memory while dV runs, for the other consumer's dQ. Buffer buf was last read by both
+        // consumers' dQ two steps ago, and each waited for that dQ before the previous step's barrier, which this
+        // thread has passed: so one barrier a step (the next one) is all it takes.
         tk::store(sm.ds[buf][me], ds_t16, {w, 0});
         fence_proxy_async();  // our ordinary stores, then wgmma (the async proxy) reads them
-        warpgroup::mma_AB(dk, ds_t16, sm.q[stage]);    // dK += dS^T Q
         both::sync();
-        // dQ's part: dS (the step's queries x both consumers' keys, summed over g) times K.
-        if constexpr (DQ_TRANSPOSED) warpgroup::mma_async_wait<0>(dv, dk, p_t16, ds_t16);  // registers free
+        // dQ's part first: dS (the step's queries x both consumers' keys, summed over g) times K. Then dK, whose A
+        // operand dS^T is still in registers (no instruction may touch a wgmma's A registers until its group is
+        // waited for, which the store above did before it was issued). Groups retire in order, so waiting until one
+        // is left retires dV and dQ's part while dK still runs: dQ's part goes to shared memory under dK.
+        if constexpr (DQ_TRANSPOSED) warpgroup::mma_async_wait<0>(dv, p_t16);  // registers free for dQ^T
 #pragma unroll
         for (int g = 0; g < CONSUMERS; ++g) add_dq_part(dq, sm.ds[buf][g], sm.k[g], me, g > 0);
+        warpgroup::mma_AB(dk, ds_t16, sm.q[stage]);    // dK += dS^T Q, last
+        warpgroup::mma_async_wait<1>(dv, dq, p_t16);   // dV and dQ's part done; dK may still run
         // END SOLUTION
-        warpgroup::mma_async_wait<0>(dv, dk, dq, p_t16, ds_t16);
-        sm.q_pipe.release(stage);
         if constexpr (DQ_WRITER) wait(sm.dq_empty, (uint32_t(i - first) & 1) ^ 1);  // the last step's was sent
         store_dq(sm.dq[me], dq);
         fence_proxy_async();
@@ -381,6 +382,8 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
                 tma::store_commit();
             }
         }
+        warpgroup::mma_async_wait<0>(dk, ds_t16);
+        sm.q_pipe.release(stage);  // Q, dO, L and D read by every product of the step
     }
 
     // Epilogue: dK, dV out through this consumer's K and V tiles, once the OTHER consumer's last dQ has

@@ -1,19 +1,18 @@
-// Chapter 11's backward with its step ordered as FlashAttention-3 and -4 order theirs, three options off in the
-// chapter's kernel until measured faster: solutions/ch11_flash_bwd/ch11_flash_bwd.cu plus
-// solutions/variants/ch11_step_options.patch (python -m tklab exercises --derive writes it);
-// tklab.kernels.attention_bwd.build(..., DQ_UNDER_DK=1, DQ_FRAGMENTS=1, STATS_EARLY=1) compiles this file, and
-// bench/flash_bwd.py's "dQ under dK" / "dQ fragments" / "stats early" variants measure it. With all three 0 it compiles
-// to the chapter kernel's SASS. (bench/sass_vs_fa4.py sets the loops beside FlashAttention-4's, instruction by
-// instruction: bench/results/sass_vs_fa4_*.md.)
-//   DQ_UNDER_DK=1: the chapter's step issues dK before the consumers' barrier and dQ's part after it, so it must wait
-//     for every product before it can store dQ's part for the writer: both consumers meet at the barrier every step,
-//     so that store (32-40 shared stores a thread, their addresses and a proxy fence) runs while the tensor cores of
-//     the whole SM idle. Here dQ's part is issued first and dK last (its A operand, dS^T, is still in registers), the
-//     step waits only until one group is left (dK's), and stores dQ's part while dK runs (FlashAttention-3 and -4
-//     order their Hopper backward's step this way: dV, barrier, dQ, dK, dQ's store, then wait for dK).
-//     The step's stage (Q, dO, L, D) is handed back after dK as before, which now also comes after dQ's store and
-//     the wait for the writer's buffer: a writer slow to free it holds the stage longer (a profile will say; STAGES=3
-//     would give the producer room).
+// Chapter 11's backward with options of its step that FlashAttention-3 and -4 take or that were measured beside
+// them: solutions/ch11_flash_bwd/ch11_flash_bwd.cu plus solutions/variants/ch11_step_options.patch (python -m
+// tklab exercises --derive writes it); tklab.kernels.attention_bwd.build(..., DQ_UNDER_DK=0, DQ_FRAGMENTS=1,
+// STATS_EARLY=1) compiles this file, and bench/flash_bwd.py's "dQ after dK" / "dQ fragments" / "stats early"
+// variants measure it. With the defaults (DQ_UNDER_DK=1, the others 0) it compiles to the chapter kernel's SASS.
+// (bench/sass_vs_fa4.py sets the loops beside FlashAttention-4's, instruction by instruction:
+// bench/results/sass_vs_fa4_*.md.)
+//   DQ_UNDER_DK=1 (the chapter's order since it measured 1-6 % faster at every anchor on the H200, median over
+//     rounds in two runs, bench/results/flash_bwd_2026-12-05_5f59144.md): dQ's part is issued first and dK last (its A operand, dS^T,
+//     is still in registers), the step waits only until one group is left (dK's), and stores dQ's part while dK
+//     runs (FlashAttention-3 and -4 order their Hopper backward's step this way: dV, barrier, dQ, dK, dQ's store,
+//     then wait for dK). DQ_UNDER_DK=0 is the order before: dK issued before the consumers' barrier and dQ's part
+//     after it, so the step waits for every product before it can store dQ's part for the writer, a store (32-40
+//     shared stores a thread, their addresses and a proxy fence) that runs while the tensor cores of the whole SM
+//     idle.
 //   DQ_FRAGMENTS=1: dQ's part goes to shared memory as it sits in registers (warpgroup::store_fragments: one
 //     16-byte store per 4 registers, thread after thread) instead of at its (row, column) in a swizzled tile (a
 //     4-byte store and its swizzled address per value: 32-40 stores and 60-200 address instructions a step in the
@@ -89,7 +88,7 @@ using namespace tk;
 #define UNIFORM (HEAD_DIM == 128)  // 1: the consumer index from a shuffle (its descriptors in uniform registers)
 #endif
 #ifndef DQ_UNDER_DK
-#define DQ_UNDER_DK 0  // 1: dQ's part issued before dK and stored for the writer while dK runs (see the top)
+#define DQ_UNDER_DK 1  // 0: dK issued before the consumers' barrier, dQ's part stored after every wait (see the top)
 #endif
 #ifndef STATS_EARLY
 #define STATS_EARLY 0  // 1: L and D loaded before the waits for S^T and dP^T (see the top)
@@ -446,36 +445,22 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         copy(p_t16, p_t);
         copy(ds_t16, ds_t);
         warpgroup::mma_AB(dv, p_t16, sm.dout[stage]);  // dV += P^T dO  (A from registers)
-        // dS^T to shared memory while dV runs, for the other consumer's dQ; before dK is issued, as no other
-        // instruction may touch a wgmma's A registers until its group is waited for. Buffer buf was last read
-        // by both consumers' dQ two steps ago, and each waited for that dQ before the previous step's barrier,
-        // which this thread has passed: so one barrier a step (the next one) is all it takes.
+        // dS^T to shared memory while dV runs, for the other consumer's dQ. Buffer buf was last read by both
+        // consumers' dQ two steps ago, and each waited for that dQ before the previous step's barrier, which this
+        // thread has passed: so one barrier a step (the next one) is all it takes.
         tk::store(sm.ds[buf][me], ds_t16, {w, 0});
         fence_proxy_async();  // our ordinary stores, then wgmma (the async proxy) reads them
 #if DQ_UNDER_DK
         both::sync();
-        // dQ's part first: dS (the step's queries x both consumers' keys, summed over g) times K; then dK, whose A
-        // operand dS^T is still in registers. Waiting until one group is left retires dV and dQ's part (groups
-        // retire in order) while dK runs, and dQ's part goes to shared memory under it.
+        // dQ's part first: dS (the step's queries x both consumers' keys, summed over g) times K. Then dK, whose A
+        // operand dS^T is still in registers (no instruction may touch a wgmma's A registers until its group is
+        // waited for, which the store above did before it was issued). Groups retire in order, so waiting until one
+        // is left retires dV and dQ's part while dK still runs: dQ's part goes to shared memory under dK.
         if constexpr (DQ_TRANSPOSED) warpgroup::mma_async_wait<0>(dv, p_t16);  // registers free for dQ^T
 #pragma unroll
         for (int g = 0; g < CONSUMERS; ++g) add_dq_part(dq, sm.ds[buf][g], sm.k[g], me, g > 0);
         warpgroup::mma_AB(dk, ds_t16, sm.q[stage]);    // dK += dS^T Q, last
         warpgroup::mma_async_wait<1>(dv, dq, p_t16);   // dV and dQ's part done; dK may still run
-        if constexpr (DQ_WRITER) wait(sm.dq_empty, (uint32_t(i - first) & 1) ^ 1);  // the last step's was sent
-        store_dq(sm.dq[me], dq);
-        fence_proxy_async();
-        if constexpr (DQ_WRITER) {
-            arrive_warp(sm.dq_full);
-        } else {
-            warpgroup::sync_group<STORE_BARRIERS, CONSUMERS>(me);
-            if (issuer) {
-                send_dq_part(map_dq, sm.dq[me], b, h, i, me);
-                tma::store_commit();
-            }
-        }
-        warpgroup::mma_async_wait<0>(dk, ds_t16);
-        sm.q_pipe.release(stage);
 #else
         warpgroup::mma_AB(dk, ds_t16, sm.q[stage]);    // dK += dS^T Q
         both::sync();
@@ -485,6 +470,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         for (int g = 0; g < CONSUMERS; ++g) add_dq_part(dq, sm.ds[buf][g], sm.k[g], me, g > 0);
         warpgroup::mma_async_wait<0>(dv, dk, dq, p_t16, ds_t16);
         sm.q_pipe.release(stage);
+#endif
         if constexpr (DQ_WRITER) wait(sm.dq_empty, (uint32_t(i - first) & 1) ^ 1);  // the last step's was sent
         store_dq(sm.dq[me], dq);
         fence_proxy_async();
@@ -497,6 +483,9 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
                 tma::store_commit();
             }
         }
+#if DQ_UNDER_DK
+        warpgroup::mma_async_wait<0>(dk, ds_t16);
+        sm.q_pipe.release(stage);  // Q, dO, L and D read by every product of the step
 #endif
     }
 

@@ -57,23 +57,25 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: key blocks add each step's dQ in blockIdx order, taking turns on an int32 counter per (batch, head, step) that the
 #: first pass zeroes (turns_shape): dQ the same bit for bit on every run, for no memory beyond the counters (DQ_MODE 2,
 #: the rows kernel's way, keeps a copy of dQ per key block). Opt-in: the blocks of a head wait for each other.
-#: DQ_UNDER_DK, DQ_FRAGMENTS and STATS_EARLY (SWAPAB=1 only), the step ordered as FlashAttention-3/-4 order theirs:
-#: DQ_UNDER_DK=1 issues dQ's part before dK and stores it for the writer while dK runs, where the chapter's step waits
-#: for every product first; DQ_FRAGMENTS=1 stores that part as it sits in registers (16-byte stores, no swizzled
-#: addresses) into an accumulator kept in that order, which the last pass reads back part by part; STATS_EARLY=1 loads
-#: L and D from shared memory before the waits for S^T and dP^T, not after. Not measured yet on the H200, so they live
-#: in a variant of the chapter's file, STEP_FILE.
+#: DQ_UNDER_DK, DQ_FRAGMENTS and STATS_EARLY (SWAPAB=1 only), how the step is ordered: DQ_UNDER_DK=1 (the chapter's
+#: kernel since it measured 1-6 % faster at every anchor on the H200, median over rounds in two runs,
+#: bench/results/flash_bwd_2026-12-05_5f59144.md) issues dQ's part before dK and stores it for the writer while dK
+#: runs, as FlashAttention-3/-4 do; 0 is the order before (dK before the consumers' barrier, every product waited for
+#: before dQ's store). DQ_FRAGMENTS=1 stores that part as it sits in registers (16-byte stores, no swizzled addresses)
+#: into an accumulator kept in that order, which the last pass reads back part by part; STATS_EARLY=1 loads L and D
+#: from shared memory before the waits for S^T and dP^T, not after (1-8 % slower on the H200, same runs). A value
+#: other than the chapter's builds STEP_FILE.
 OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1},
                                      "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}, "SWAPAB": {64: 0, 128: 0},
                                      "DQ_WRITER": {64: 1, 128: 1}, "QSTEP": {64: 128, 128: 64},
-                                     "DETERMINISTIC": {64: 0, 128: 0}, "DQ_UNDER_DK": {64: 0, 128: 0},
+                                     "DETERMINISTIC": {64: 0, 128: 0}, "DQ_UNDER_DK": {64: 1, 128: 1},
                                      "DQ_FRAGMENTS": {64: 0, 128: 0}, "STATS_EARLY": {64: 0, 128: 0}}
 #: SWAPAB=0: the backward with the queries as rows (one or two consumers, DQ_MODE 0, 1 or 2), a file of its own.
 ROWS_FILE = SOLUTIONS / "variants" / "ch11_bwd_rows.cu"
 #: DQ_LAG and PINGPONG's flash_bwd, built as ROWS_FILE (its flash_bwd renamed) followed by this one.
 LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
 #: STEP_OPTIONS: the chapter's kernel plus solutions/variants/ch11_step_options.patch (``python -m tklab
-#: exercises --derive``); with all of them 0 it compiles to the chapter kernel's SASS.
+#: exercises --derive``); with the chapter's values (OPT_IN) it compiles to the chapter kernel's SASS.
 STEP_FILE = SOLUTIONS / "variants" / "ch11_step_options.cu"
 STEP_OPTIONS = ("DQ_UNDER_DK", "DQ_FRAGMENTS", "STATS_EARLY")
 #: SWAPAB=1: queries per step by head dimension; the per-step statistics box is fp32 STATS_ROWS x (queries / 4)
@@ -199,8 +201,8 @@ class BwdBuild:
 
     @property
     def step_options(self) -> bool:
-        """One of STEP_OPTIONS set: built from STEP_FILE."""
-        return any(f"-D{o}=1" in self.options for o in STEP_OPTIONS)
+        """One of STEP_OPTIONS away from the chapter's value (only those reach the flags): built from STEP_FILE."""
+        return any(f"-D{o}=" in opt for o in STEP_OPTIONS for opt in self.options)
 
     @property
     def dq_fragments(self) -> bool:
