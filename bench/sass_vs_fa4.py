@@ -160,9 +160,10 @@ def compare(fa4_dir: Path, out: Path | None, variants: dict[str, dict[str, dict[
     return path
 
 
-#: Our builds beside FA4's: the defaults and the options written to close the gap (not yet timed on the H200).
+#: Our builds beside FA4's: the defaults and the options written to close the gap (bench/results/flash_bwd_*.md times them).
 VARIANTS = {"fwd": {"ch10 default": {}, "ch10 MASK_SPLIT=1": {"MASK_SPLIT": 1}},
-            "bwd": {"ch11 default": {}, "ch11 DQ_UNDER_DK=1": {"DQ_UNDER_DK": 1},
+            "bwd": {"ch11 default": {}, "ch11 DQ_UNDER_DK=1": {"DQ_UNDER_DK": 1},  # = the default since 12-05
+                    "ch11 DQ_UNDER_DK=0 (dK first, before 12-05)": {"DQ_UNDER_DK": 0},
                     "ch11 FA4 step (DQ_UNDER_DK, DQ_FRAGMENTS, STATS_EARLY)":
                         {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "STATS_EARLY": 1},
                     "ch11 QSTEP=80": {"QSTEP": 80},
