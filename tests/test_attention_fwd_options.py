@@ -147,6 +147,37 @@ def test_mask_split_gives_the_unmasked_blocks_a_loop_without_the_mask(d: int) ->
     assert _ex2(unmasked) == _ex2(masked) == _ex2(base)  # the same exponentials, only the mask gone
 
 
+#: A generic lambda: one with an ``auto`` parameter or a template parameter list (``[&](int j, auto m)``,
+#: ``[&]<bool M>(...)``). NVRTC 13.0 (13.0.88, the H200's) takes its operator() template for a host function and
+#: refuses it in device code ("host functions are not allowed in JIT mode"); 13.5 compiles it, so a build here
+#: cannot tell. MASK_SPLIT's step was one until 2026-12-05 (bench/flash_fwd.py's "ch10 split mask" failed there).
+GENERIC_LAMBDA = re.compile(r"\[[^\]\n]*\]\s*(?:<\s*(?:class|typename|bool|int|auto)\b[^>]*>\s*)?(?:__device__\s*)?"
+                            r"\([^)\n]*\bauto\b|\[[^\]\n]*\]\s*<\s*(?:class|typename|bool|int)\b")
+
+
+def test_no_device_source_has_a_generic_lambda_which_nvrtc_13_0_refuses() -> None:
+    for line, generic in [("auto step = [&](int j, auto masked) {", True), ("auto s = [&]<bool M>(int j) {", True),
+                          ("[](auto x) { return x; }", True), ("x = a[i] < b;", False),
+                          ("for_each_pair(t, [&](const float2& v, rc at, rc e0, rc e1) {", False)]:
+        assert bool(GENERIC_LAMBDA.search(line)) == generic, line
+    sources = [p for pattern in ("solutions/**/*.cu", "exercises/*.cu", "cuda/**/*.cuh", "cuda/**/*.cu",
+                                 "tests/kernels/*.cu") for p in sorted(ROOT.glob(pattern))]
+    assert attention.SPLIT_FILE in sources
+    found = [f"{p.relative_to(ROOT)}:{i}: {text.strip()}" for p in sources
+             for i, text in enumerate(p.read_text().splitlines(), 1) if GENERIC_LAMBDA.search(text)]
+    assert not found, "generic lambdas, which NVRTC 13.0 refuses in device code:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_mask_split_compiles_for_every_bench_variant(d: int) -> None:
+    """MASK_SPLIT=1 as bench/flash_fwd.py builds it (alone, with EXP2_SPLIT, under ping-pong) compiles with this
+    NVRTC; with NVRTC 13.0 too since its step is no generic lambda (the test above)."""
+    for opts in ({"MASK_SPLIT": 1}, {"MASK_SPLIT": 1, "EXP2_SPLIT": 1}, {"MASK_SPLIT": 1, "EXP2_SPLIT": 2},
+                 {"MASK_SPLIT": 1, "SCHEDULE": 1}):
+        k = attention.compiled(attention.build("hopper", d, **opts), "sm_90a")
+        assert k.spill_bytes == 0, (opts, k.spill_bytes)
+
+
 def test_build_refuses_what_the_options_cannot_do() -> None:
     with pytest.raises(ConfigError, match="EXP2_SPLIT must be 0-8"):
         attention.build("hopper", 64, EXP2_SPLIT=9)

@@ -122,8 +122,6 @@ struct softmax_state {
 /// turn on. Block 0 issues S_0 alone, the key loop S_j with P V_{j-1}, the last step P V alone; the last
 /// step ends the block's turns (`pass_last`: nobody is left to take another).
 enum class after { pass, last };
-/// MASK_SPLIT's loops: which body a step compiles, as a type (a lambda's argument cannot be a constant).
-template <bool Masked> struct with_mask { static constexpr bool value = Masked; };
 // (Turn is a template parameter so that a build without ping-pong, e.g. one consumer, never instantiates
 // turns<.., 1>, whose static_assert asks for two groups.)
 template <bool PingPong, typename Issue, typename Turn = turn>
@@ -217,7 +215,11 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
     // last block) through a body without the mask, then the others through the masked one.
     const int first_row = q_block * BR + me * 64;
     const int unmasked = min(causal ? (first_row + 1) / BC : kv_blocks, seq / BC);
-    auto step = [&](int j, auto masked) {  // masked: with_mask<true> or <false>, known at compile time
+    // masked is a constant at each of the two calls below: step is inlined into both loops, so each gets its own
+    // body, the unmasked one without the mask code. (Not a generic lambda taking the choice as a type: NVRTC 13.0
+    // takes its operator() template for a host function and refuses it in device code; 13.5 compiles both to the
+    // same SASS.)
+    auto step = [&](int j, bool masked) {
         wait(sm.k_pipe.full[at_k.stage], at_k.phase);
         wait(sm.v_pipe.full[at_v.stage], at_v.phase);
         in_turn<pingpong>(me, [&] {
@@ -225,7 +227,8 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
             warpgroup::mma_AB(rows.o, rows.p, sm.v[at_v.stage]);
         });
         warpgroup::mma_async_wait<1>(rows.s);  // S_j is done; P V may still run
-        rows.exponentiate<decltype(masked)::value>(j, row0, seq, c, causal);
+        if (masked) rows.exponentiate<true>(j, row0, seq, c, causal);
+        else rows.exponentiate<false>(j, row0, seq, c, causal);
         // Nothing reads K_j since the wait above, but released there, ptxas puts the wait for P V before
         // the exponentials and the softmax no longer runs under the product (the SASS is the truth:
         // tklab.toolchain.overlap counts them). Behind a test on the softmax's result, both stay after it.
@@ -235,8 +238,8 @@ flash_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         rows.rescale_and_round();
     };
     int j = 1;
-    for (; j < unmasked; ++j, at_k.advance(), at_v.advance()) step(j, with_mask<false>{});
-    for (; j < kv_blocks; ++j, at_k.advance(), at_v.advance()) step(j, with_mask<true>{});
+    for (; j < unmasked; ++j, at_k.advance(), at_v.advance()) step(j, false);
+    for (; j < kv_blocks; ++j, at_k.advance(), at_v.advance()) step(j, true);
 #else
     // Blocks 1 ..: issue S_j and O += P_{j-1} V_{j-1} back to back, exponentiate S_j under the second.
     for (int j = 1; j < kv_blocks; ++j, at_k.advance(), at_v.advance()) {
