@@ -93,6 +93,34 @@ def test_static_shared_memory_matches_cuobjdump():
     assert mod.histogram["BAR"] >= 1 and mod.histogram["STS"] >= 1 and mod.histogram["LDS"] >= 1
 
 
+def test_static_shared_memory_leaves_out_the_kilobyte_the_system_reserves_from_sm90_on():
+    """A cubin for sm_90 or later lays out the kilobyte the system reserves in every block, and ``cuobjdump
+    -res-usage`` counts it in SHARED (12000 B read 13024, dynamic shared memory only 1024); ptxas and the driver leave
+    it out, as the per-block limit does (227 KiB on sm_90). Read from the cubin it was taken for the kernel's own and a
+    launch of the most a block may have refused (tests/test_attention_bwd_smem.py)."""
+    from tklab import sass
+
+    src = r"""
+    extern "C" __global__ void smem(float* out) {
+      __shared__ float buf[3][1000];
+      buf[threadIdx.x % 3][threadIdx.x] = threadIdx.x; __syncthreads();
+      out[threadIdx.x] = buf[(threadIdx.x + 1) % 3][threadIdx.x];
+    }
+    extern "C" __global__ void dyn(float* out) {
+      extern __shared__ float buf[];
+      buf[threadIdx.x] = threadIdx.x; __syncthreads();
+      out[threadIdx.x] = buf[threadIdx.x ^ 1];
+    }
+    extern "C" __global__ void none(float* out) { out[threadIdx.x] = 1.0f; }"""
+    for arch in ("sm_90a", "sm_80"):
+        mod = tklab.compile(src, arch=arch)
+        usage = sass.resource_usage(mod.cubin)
+        assert [usage[k]["SHARED"] for k in ("smem", "dyn", "none")] == [12000, 0, 0], (arch, usage)
+        assert [mod[k].shared_bytes for k in ("smem", "dyn", "none")] == [12000, 0, 0], arch
+    assert sass.RESERVED_SHARED == 1024 and sass._has_reserved_shared(tklab.compile(src, arch="sm_90a").cubin)
+    assert not sass._has_reserved_shared(mod.cubin) and sass._section_names(b"not an ELF file") == []
+
+
 def test_syntax_error_points_at_the_cell_line():
     src = "extern \"C\" __global__ void f(int* x) {\n  int y = 1;\n  x[0] = y +;\n}\n"
     with pytest.raises(tklab.CompileError) as e:

@@ -339,7 +339,29 @@ def compiled(b: BwdBuild, target: str = "gpu") -> Any:
 
     if target == "cpu":
         return emulate.compile(source(b), arch="sm_90a", name=source_name(b), options=b.options)
-    return nvrtc_compile(source(b), arch="sm_90a", name=source_name(b), options=b.options)
+    mod = nvrtc_compile(source(b), arch="sm_90a", name=source_name(b), options=b.options)
+    check_shared_fits(b, mod)
+    return mod
+
+
+def shared_needs(mod: Any) -> tuple[int, int]:
+    """flash_bwd's (dynamic, static) shared memory in a compiled module: the dynamic bytes the kernel exports (what a
+    launch asks for) and the static bytes its cubin declares, the system's reserved kilobyte not counted (as neither
+    ptxas nor the driver count it; tklab.toolchain.sass.RESERVED_SHARED)."""
+    return mod.constants["flash_bwd_shared_bytes"], mod["flash_bwd"].shared_bytes
+
+
+def check_shared_fits(b: BwdBuild, mod: Any) -> None:
+    """ValueError, naming the build's options and the bytes, when flash_bwd's dynamic plus static shared memory is
+    more than a block may have on sm_90 (SHARED_OPTIN[90], 232448 B): refused when the variant is built, where
+    bench/flash_bwd.py's contenders() reports it and goes on, not by the launch. build() refuses what its model
+    (BwdBuild.shared_bytes) already shows; only the compiled module knows the static part."""
+    dynamic, static = shared_needs(mod)
+    if dynamic + static > SHARED_OPTIN[90]:
+        options = ", ".join(f.removeprefix("-D") for f in b.options)
+        raise ValueError(f"the attention backward built with {options} ({source_name(b)}) needs {dynamic:,} B of "
+                         f"dynamic + {static:,} B of static shared memory per block = {dynamic + static:,} B, more "
+                         f"than the {SHARED_OPTIN[90]:,} B a block may have on sm_90")
 
 
 def source_name(b: BwdBuild) -> str:

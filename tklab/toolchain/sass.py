@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import struct
 import subprocess
 import tempfile
 from collections import Counter
@@ -124,15 +125,51 @@ def _disassemble(cubin: bytes) -> dict[str, str]:
 
 _RES = re.compile(r"Function (\S+):\s*\n\s*(.*)")
 
+#: Shared memory the system reserves in every block (CUDA's reservedSharedMemPerBlock, 1 KiB from sm_80 on), outside
+#: what a block may ask for: the opt-in limit of sm_90 (232448 B) is its 228 KiB less this. A cubin for sm_90 or later
+#: lays it out at the start of each kernel's shared window (section ``.nv.shared.reserved.0``; a kernel's
+#: ``.nv.shared.<name>`` section then holds it before the kernel's own variables), so ``cuobjdump -res-usage`` counts
+#: it in SHARED: a kernel with dynamic shared memory only reads 1024 there, where ptxas -v says 0 and the driver's
+#: static size (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES) and limit leave it out. ``resource_usage`` takes it off.
+RESERVED_SHARED = 1024
+
 
 def resource_usage(cubin: bytes) -> dict[str, dict[str, int]]:
-    """``cuobjdump -res-usage``: {kernel: {"REG": .., "STACK": .., "SHARED": .., "LOCAL": ..}}."""
+    """``cuobjdump -res-usage``: {kernel: {"REG": .., "STACK": .., "SHARED": .., "LOCAL": ..}}. SHARED is the kernel's
+    own static shared memory, as ptxas and the driver count it: without the system's reserved kilobyte that a cubin
+    for sm_90 or later includes (``RESERVED_SHARED``; on the H200 it made tklab refuse a launch of 232448 B dynamic,
+    the most a block may have, as 1024 B over)."""
     text = _run("cuobjdump", ["-res-usage"], cubin)
+    reserved = RESERVED_SHARED if _has_reserved_shared(cubin) else 0
     result: dict[str, dict[str, int]] = {}
     for m in _RES.finditer(text):
-        fields = dict(re.findall(r"([A-Z]+(?:\[\d+\])?):(\d+)", m.group(2)))
-        result[m.group(1)] = {k: int(v) for k, v in fields.items()}
+        fields = {k: int(v) for k, v in re.findall(r"([A-Z]+(?:\[\d+\])?):(\d+)", m.group(2))}
+        if "SHARED" in fields and fields["SHARED"] >= reserved:
+            fields["SHARED"] -= reserved
+        result[m.group(1)] = fields
     return result
+
+
+def _has_reserved_shared(cubin: bytes) -> bool:
+    """Whether the cubin (ELF64) lays out the system's reserved shared memory: a ``.nv.shared.reserved.*`` section."""
+    return any(name.startswith(".nv.shared.reserved.") for name in _section_names(cubin))
+
+
+def _section_names(cubin: bytes) -> list[str]:
+    """The ELF64 (little-endian) cubin's section names; none for bytes that are no such ELF file."""
+    if len(cubin) < 64 or cubin[:5] != b"\x7fELF\x02":
+        return []
+    try:
+        (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+        strings = struct.unpack_from("<Q", cubin, shoff + shstrndx * shentsize + 0x18)[0]  # its sh_offset
+        names = []
+        for i in range(shnum):
+            (at,) = struct.unpack_from("<I", cubin, shoff + i * shentsize)
+            names.append(cubin[strings + at:cubin.index(b"\0", strings + at)].decode(errors="replace"))
+        return names
+    except (struct.error, ValueError):
+        return []
 
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
