@@ -160,7 +160,7 @@ def compare(fa4_dir: Path, out: Path | None, variants: dict[str, dict[str, dict[
     return path
 
 
-#: Our builds beside FA4's: the defaults and the options written to close the gap (bench/results/flash_bwd_*.md times them).
+#: Our builds beside FA4's: the defaults and the options written to close the gap (timed: bench/results/flash_bwd_*).
 VARIANTS = {"fwd": {"ch10 default": {}, "ch10 MASK_SPLIT=1": {"MASK_SPLIT": 1}},
             "bwd": {"ch11 default": {}, "ch11 DQ_UNDER_DK=1": {"DQ_UNDER_DK": 1},  # = the default since 12-05
                     "ch11 DQ_UNDER_DK=0 (dK first, before 12-05)": {"DQ_UNDER_DK": 0},

@@ -914,3 +914,36 @@ def test_ch11_next_steps_quote_the_profile_beside_fa4() -> None:
 
     assert f"a query costs this kernel's step {per_query('ch11 DQ_UNDER_DK=1'):.1f} instructions and " \
            f"FlashAttention-4's {per_query('FlashAttention-4'):.1f}" in text
+
+
+def test_ch11_fragments_timing_is_the_reports() -> None:
+    """11 · section 8: DQ_FRAGMENTS against this kernel, per shape the median over rounds, the range over shapes and
+    over both runs the cell names; its ratio to cuDNN per round; the 80-query step against the 64-query one."""
+    text = " ".join(_text("11", "2170a3d6").split())
+    runs = [_bwd_rows(name) for name in ("flash_bwd_2026-12-05_63ccedc_fragments.json",
+                                         "flash_bwd_2026-12-05_63ccedc_fragments_d128.json")]
+    assert "`bench/results/flash_bwd_2026-12-05_63ccedc_fragments.md` and `..._fragments_d128.md`" in text
+
+    def gains(who: str, base: str, d: int) -> list[float]:
+        out = []
+        for rows in runs:
+            for shape in {(r["d"], r["n"], r["causal"]) for r in rows if r["d"] == d}:
+                sel = [r for r in rows if (r["d"], r["n"], r["causal"]) == shape]
+                if not any(r["who"] == who for r in sel):
+                    continue
+                out.append(100 * (statistics.median(r["tflops"] for r in sel if r["who"] == who)
+                                  / statistics.median(r["tflops"] for r in sel if r["who"] == base) - 1))
+        return out
+
+    frag, default = "ch11 dQ under dK + fragments", "ch11 default"
+    g128, g64 = gains(frag, default, 128), gains(frag, default, 64)
+    assert min(g128) > 0 and max(g64) < 0, (g128, g64)
+    assert f"at d = 128 {min(g128):.1f}–{max(g128):.1f} % faster than this kernel" in text
+    assert f"at d = 64 {-max(g64):.1f}–{-min(g64):.1f} % slower" in text
+    ratios = []
+    for rows in runs:
+        lo, hi = _bwd_range(rows, frag, "sdpa cudnn", 128)
+        ratios += [lo, hi]
+    assert f"{min(ratios):.2f}–{max(ratios):.2f}× cuDNN" in text
+    step80 = gains(frag + " 80", frag, 128)
+    assert f"within {max(abs(x) for x in step80):.1f} % of the 64-query one" in text
