@@ -166,7 +166,7 @@ VARIANTS: dict[str, dict[str, int]] = {
     # the chapter's kernel with dQ the same bit for bit: the key blocks add each step's dQ in turns (no O(N^2) slots)
     "ch11 deterministic": {"DETERMINISTIC": 1},
     # solutions/variants/ch11_step_options.cu: dQ's part issued before dK and stored for the writer while dK runs
-    # (DQ_UNDER_DK=1, the chapter's order since 2026-12-05, so "ch11 dQ under dK" is the default now, kept for the
+    # (DQ_UNDER_DK=1, the chapter's order now, so "ch11 dQ under dK" is the default now, kept for the
     # reports that name it; DQ_UNDER_DK=0 is the order before), dQ parked in register order with 16-byte stores
     # (DQ_FRAGMENTS), L and D loaded early (STATS_EARLY)
     "ch11 dQ under dK": {"DQ_UNDER_DK": 1},

@@ -150,7 +150,7 @@ def test_mask_split_gives_the_unmasked_blocks_a_loop_without_the_mask(d: int) ->
 #: A generic lambda: one with an ``auto`` parameter or a template parameter list (``[&](int j, auto m)``,
 #: ``[&]<bool M>(...)``). NVRTC 13.0 (13.0.88, the H200's) takes its operator() template for a host function and
 #: refuses it in device code ("host functions are not allowed in JIT mode"); 13.5 compiles it, so a build here
-#: cannot tell. MASK_SPLIT's step was one until 2026-12-05 (bench/flash_fwd.py's "ch10 split mask" failed there).
+#: cannot tell. MASK_SPLIT's step was one once (bench/flash_fwd.py's "ch10 split mask" failed on the H200).
 GENERIC_LAMBDA = re.compile(r"\[[^\]\n]*\]\s*(?:<\s*(?:class|typename|bool|int|auto)\b[^>]*>\s*)?(?:__device__\s*)?"
                             r"\([^)\n]*\bauto\b|\[[^\]\n]*\]\s*<\s*(?:class|typename|bool|int)\b")
 

@@ -38,12 +38,15 @@ def test_profile_counts_each_group() -> None:
 
 def test_our_backward_loop_reads_as_the_chapter_says() -> None:
     """The chapter kernel at d = 128: 32 wgmma, S^T and dP^T (N = 64 queries) before the first wait, dV and dK with
-    A from registers, one wait for every group before dQ's stores (what section 8 compares with FlashAttention-4)."""
+    A from registers, dQ's part issued before dK and stored after a wait that leaves dK's group running, then the
+    wait for every group (FlashAttention-4's order, what section 8 compares)."""
     loop, rows, queries = s.ours("bwd", 128, False, {})
     events = loop_events.events(loop)
     assert (rows, queries) == (16, 64) and loop_events.counts(loop)["wgmma"] == 32
     assert events.startswith("SYNCS.PHASECHK mma64x16 wait<=1 expx32 wait<=0 mma128rx4"), events
-    assert "mma64x8 wait<=0" in events and events.count("wait<=") == 3, events
+    assert "BAR.SYNC mma64x8 mma128rx4 wait<=1" in events and events.count("wait<=") == 4, events
+    stores = events.split("mma128rx4 wait<=1")[-1].split("wait<=0")[0]
+    assert "STS" in stores, events  # dQ's part goes to shared memory while dK runs
 
 
 def test_beside_sets_the_learners_step_by_the_references_and_fa4s(tmp_path: Path) -> None:

@@ -532,12 +532,19 @@ cgroups = pytest.mark.skipif(not _cgroups_here(), reason="this grader may not ma
 @cgroups
 def test_a_runs_processes_share_one_memory_bound(tmp_path, level):
     """The address-space limit is per process: four processes of 200 MiB each fit under 512 MiB apiece. The run's
-    cgroup bounds them together: the kernel stops the run, and the report says it was memory."""
+    cgroup bounds them together: the kernel stops the run, and the report says it was memory. Each child holds its
+    block until all four have one (or 10 s have passed: a child the kernel stopped never says it has one), so the
+    800 MiB are held at once however the children are scheduled; without that hold, on a loaded 2-core machine one
+    child could finish before the next had touched its block, and the run stayed under the bound (seen once in CI)."""
     from tklab.grading.sandbox import Limits, limits_for
 
-    hogs = ("import os\npids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
+    hogs = ("import os, select\nready_r, ready_w = os.pipe()\ngo_r, go_w = os.pipe()\npids = []\n"
+            "for _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n        os.close(go_w)\n"
             "        block = bytearray(200 << 20)\n        for i in range(0, len(block), 4096):\n"
-            "            block[i] = 1\n        os._exit(0)\n    pids.append(pid)\n"
+            "            block[i] = 1\n        os.write(ready_w, b'x')\n        os.read(go_r, 1)\n"
+            "        os._exit(0)\n    pids.append(pid)\n"
+            "held = 0\nwhile held < 4 and select.select([ready_r], [], [], 10)[0]:\n"
+            "    held += len(os.read(ready_r, 4))\nos.close(go_w)\nprint('HELD', held)\n"
             "codes = [os.waitpid(p, 0)[1] for p in pids]\nprint('CHILDREN', codes)\n")
     box = _run_program(tmp_path, hogs, limits_for(Limits(wall_seconds=60, memory=512 << 20)))
     out, fin = _finish(box)

@@ -6,7 +6,7 @@
 // (bench/sass_vs_fa4.py sets the loops beside FlashAttention-4's, instruction by instruction:
 // bench/results/sass_vs_fa4_*.md.)
 //   DQ_UNDER_DK=1 (the chapter's order since it measured 1-6 % faster at every anchor on the H200, median over
-//     rounds in two runs, bench/results/flash_bwd_2026-12-05_5f59144.md): dQ's part is issued first and dK last (its A operand, dS^T,
+//     rounds in two runs, bench/results/flash_bwd_*.md): dQ's part is issued first and dK last (its A operand, dS^T,
 //     is still in registers), the step waits only until one group is left (dK's), and stores dQ's part while dK
 //     runs (FlashAttention-3 and -4 order their Hopper backward's step this way: dV, barrier, dQ, dK, dQ's store,
 //     then wait for dK). DQ_UNDER_DK=0 is the order before: dK issued before the consumers' barrier and dQ's part

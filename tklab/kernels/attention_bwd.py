@@ -59,7 +59,7 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: the rows kernel's way, keeps a copy of dQ per key block). Opt-in: the blocks of a head wait for each other.
 #: DQ_UNDER_DK, DQ_FRAGMENTS and STATS_EARLY (SWAPAB=1 only), how the step is ordered: DQ_UNDER_DK=1 (the chapter's
 #: kernel since it measured 1-6 % faster at every anchor on the H200, median over rounds in two runs,
-#: bench/results/flash_bwd_2026-12-05_5f59144.md) issues dQ's part before dK and stores it for the writer while dK
+#: bench/results/flash_bwd_*.md) issues dQ's part before dK and stores it for the writer while dK
 #: runs, as FlashAttention-3/-4 do; 0 is the order before (dK before the consumers' barrier, every product waited for
 #: before dQ's store). DQ_FRAGMENTS=1 stores that part as it sits in registers (16-byte stores, no swizzled addresses)
 #: into an accumulator kept in that order, which the last pass reads back part by part; STATS_EARLY=1 loads L and D
