@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One H200 round of the attention work, in parts that fit a lent machine's 10-minute calls:
+#   bash bench/attention_gpu_round.sh PART [PART ...]
+# PARTs (each with its own time limit, seconds):
+#   fa4-a | fa4-b   install FlashAttention-4 from ../shared/tools/fa4_wheels.sh's files (carried as .fa4a, .fa4b):
+#                   fa4-a copies .fa4a/* aside, fa4-b adds .fa4b/* and installs (the machine must stay warm between)
+#   notebooks       nbval of chapters 07-11 through tklab.course.report (wheels from bench/notebook_wheels.sh in .whl)
+#   bwd             bench/flash_bwd.py: the chapter's kernel against DQ_FRAGMENTS (64- and 80-query steps) and the
+#                   libraries, 3 rounds (FA4 beside it when installed)
+#   fwd             bench/flash_fwd.py check + bench of MASK_SPLIT beside the defaults, 2 rounds
+#   ncu             bench/ncu_flash_bwd.sh: the chapter's kernel, DQ_FRAGMENTS=1 and FA4 at d=128 and 64, N=8192
+#   train           bench/train_tiny_gpt.py --seeds 4 --profile (the criterion's noise floor, the host time)
+#   planted         bench/planted_gpu.py --seeds 1 for chapters 10 and 11
+# Writes into bench/results/ (as each script does) and, where $OUT is set (the device tool), one tarball of every
+# file this round wrote there. Every result names device, commit and date itself. Why a script: the session record
+# (bench/results/gpu-session_*.md) can then cite the part that ran, and anyone can run it again.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export TKLAB_COMMIT="${TKLAB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || cat bench/_base/REV 2>/dev/null || echo unknown)}"
+FA4_SITE=${FA4_SITE:-/root/fa4site} FA4_PARTS=${FA4_PARTS:-/root/fa4p}
+stamp=$(mktemp); log=${OUT:-/tmp}/attention_gpu_round.log
+say() { echo "== $*" | tee -a "$log"; }
+[ -d "$FA4_SITE" ] && export PYTHONPATH="$PYTHONPATH:$FA4_SITE:$FA4_SITE/nvidia_cutlass_dsl/dsl_packages"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader 2>&1 | tee -a "$log"
+for part in "$@"; do
+  case $part in
+    fa4-a) say "FA4 part A aside"; mkdir -p "$FA4_PARTS" && cp .fa4a/* "$FA4_PARTS"/ ;;
+    fa4-b) say "FA4 install"; cp .fa4b/* "$FA4_PARTS"/ && mkdir -p "$FA4_SITE"
+           # unzipped, not pip-installed: the DSL's wheels share one package folder (as ../shared/tools/fa4_wheels.sh)
+           for w in "$FA4_PARTS"/*.whl; do python3 -m zipfile -e "$w" "$FA4_SITE"/; done
+           cat "$FA4_PARTS"/cu13libs.part.* | tar -xJ -C "$FA4_SITE"
+           export PYTHONPATH="$PYTHONPATH:$FA4_SITE:$FA4_SITE/nvidia_cutlass_dsl/dsl_packages"
+           python3 -c "from flash_attn.cute import flash_attn_func" 2>&1 | tail -1 | tee -a "$log" ;;
+    notebooks) say "notebooks 07-11"
+           python3 -m pip install -q --no-index --find-links .whl nbval ipykernel ipywidgets nbclient matplotlib 2>&1 |
+             tail -2 | tee -a "$log"
+           for nb in "11:11*" "10:10*" "07-09:0[7-9]*"; do
+             timeout -s INT 250 python3 -m tklab.course.report --skip tests,bench --notebooks "${nb#*:}" \
+               --part "nb-${nb%%:*}" --timeout 240 2>&1 | tail -6 | tee -a "$log"
+           done ;;
+    bwd) say "backward bench"
+         timeout -s INT 300 python3 bench/flash_bwd.py bench --rounds 3 --variants \
+           "ch11 default,ch11 dQ under dK + fragments,ch11 dQ under dK + fragments 80" 2>&1 | grep -v "^  d=" |
+           tail -45 | tee -a "$log" ;;
+    fwd) say "forward check and bench"
+         timeout -s INT 90 python3 bench/flash_fwd.py check --variants "ch10 split mask" 2>&1 | tail -4 | tee -a "$log"
+         timeout -s INT 200 python3 bench/flash_fwd.py bench --rounds 2 --variants "ch10 defaults" "ch10 split mask" \
+           2>&1 | grep "^| " | tail -45 | tee -a "$log" ;;
+    ncu) say "ncu of the backward"
+         WHO="ch11 fa4" timeout 200 bash bench/ncu_flash_bwd.sh 128,8192 64,8192 2>&1 | tee -a "$log"
+         WHO=ch11 OPTIONS=DQ_FRAGMENTS=1 timeout 120 bash bench/ncu_flash_bwd.sh 128,8192 64,8192 2>&1 | tee -a "$log" ;;
+    train) say "training"
+           timeout -s INT 300 python3 bench/train_tiny_gpt.py --seeds 4 --profile 2>&1 | tail -30 | tee -a "$log" ;;
+    planted) say "planted mistakes on the GPU"
+             timeout -s INT 250 python3 bench/planted_gpu.py --seeds 1 --only ch11_flash_bwd ch10_flash 2>&1 |
+               tail -3 | tee -a "$log" ;;
+    *) echo "unknown part: $part (see the header)" >&2; exit 2 ;;
+  esac
+done
+if [ -n "${OUT:-}" ]; then
+  find bench/results -newer "$stamp" -type f | tar -czf "$OUT/results_$(date +%H%M%S).tgz" -T - 2>/dev/null
+fi
