@@ -437,10 +437,12 @@ STEP_CASES = [(128, 200, 1, True, 1.0, ALL3), (64, 300, 2, True, 1.0, ALL3),
 STEP_CORE = {(128, 200, 1), (64, 300, 2), (128, 161, 2), (64, 260, 1), (128, 130, 1)}
 
 
-def _launch_run(x: dict[str, np.ndarray], causal: bool, *, src: str | None = None, monkeypatch: Any = None,
-                workers: int = 1, **options: int) -> tuple[Any, list[Any]]:
+def _emulated_backward(x: dict[str, np.ndarray], causal: bool, *, src: str | None = None, monkeypatch: Any = None,
+                       workers: int = 1, poison: bool = True, time_limit: float | None = None,
+                       **options: int) -> tuple[Any, list[Any], list[np.ndarray]]:
     """The backward through attention_bwd._Launches on the emulator (``src``: a planted kernel in place of the
-    build's), its fp32 dQ accumulator NaN before the first pass; the launch and the gradient errors."""
+    build's), flash_bwd on ``workers`` threads; ``poison``: its fp32 dQ accumulator NaN before the first pass. The
+    launch, the gradient errors against float64 and the bf16 gradients (dq, dk, dv)."""
     if src is not None:
         monkeypatch.setattr(attention_bwd, "compiled", lambda b, target="gpu": _module(src, b))
     f = {name: bf16_to_float32(a).astype(np.float64) for name, a in x.items()}
@@ -449,11 +451,21 @@ def _launch_run(x: dict[str, np.ndarray], causal: bool, *, src: str | None = Non
     grads = [np.full(x["q"].shape, 0xFFFF, np.uint16) for _ in range(3)]
     launch = attention_bwd._Launches(x["q"], x["k"], x["v"], o, lse, x["do"], *grads, causal=causal, scale=None,
                                      cpu=True, **options)
-    launch.dq_acc[...] = np.nan  # as garbage on the GPU: prep must zero what flash_bwd adds into
-    for j, (kernel, grid, threads, args, smem) in enumerate(launch.steps):
-        kernel(grid, threads, args, shared_mem=smem, workers=workers if j == 1 else 1)
-    return launch, [attention_bwd.grad_errors(name, bf16_to_float32(g), want)
-                    for name, g, want in zip(("dq", "dk", "dv"), grads, (ref.dq, ref.dk, ref.dv), strict=True)]
+    if poison:
+        launch.dq_acc[...] = np.nan  # as garbage on the GPU: prep must zero what flash_bwd adds into
+    limit = {} if time_limit is None else {"time_limit": time_limit}
+    for j, (kernel, grid, threads, args, smem) in enumerate(launch.steps):  # prep, flash_bwd, the last pass
+        kernel(grid, threads, args, shared_mem=smem, workers=workers if j == 1 else 1, **limit)
+    errs = [attention_bwd.grad_errors(name, bf16_to_float32(g), want)
+            for name, g, want in zip(("dq", "dk", "dv"), grads, (ref.dq, ref.dk, ref.dv), strict=True)]
+    return launch, errs, grads
+
+
+def _launch_run(x: dict[str, np.ndarray], causal: bool, *, src: str | None = None, monkeypatch: Any = None,
+                workers: int = 1, **options: int) -> tuple[Any, list[Any]]:
+    """The backward on the emulator, its dQ accumulator poisoned first: the launch and the gradient errors."""
+    launch, errs, _ = _emulated_backward(x, causal, src=src, monkeypatch=monkeypatch, workers=workers, **options)
+    return launch, errs
 
 
 @pytest.mark.parametrize("d,n,heads,causal,mult,options",
@@ -845,18 +857,8 @@ def _deterministic_run(x: dict[str, np.ndarray], causal: bool, *, workers: int =
     """The backward with DETERMINISTIC=1 through attention_bwd._Launches on the emulator, flash_bwd on ``workers``
     threads (``src``: a planted kernel in place of the chapter's). Returns the launch (its fp32 dQ accumulator
     dq_acc and its counters turns), the gradient errors against float64, and dQ's bf16 bits."""
-    if src is not None:
-        monkeypatch.setattr(attention_bwd, "compiled", lambda b, target="gpu": _module(src, b))
-    f = {name: bf16_to_float32(a).astype(np.float64) for name, a in x.items()}
-    ref = attention_bwd.reference(f["q"], f["k"], f["v"], f["do"], causal=causal)
-    o, lse = to_bf16_bits(ref.o.astype(np.float32)), ref.lse.astype(np.float32)
-    grads = [np.full(x["q"].shape, 0xFFFF, np.uint16) for _ in range(3)]
-    launch = attention_bwd._Launches(x["q"], x["k"], x["v"], o, lse, x["do"], *grads, causal=causal, scale=None,
-                                     cpu=True, DETERMINISTIC=1, **options)
-    for j, (kernel, grid, threads, args, smem) in enumerate(launch.steps):  # prep, flash_bwd, the last pass
-        kernel(grid, threads, args, shared_mem=smem, workers=workers if j == 1 else 1, time_limit=time_limit)
-    errs = [attention_bwd.grad_errors(name, bf16_to_float32(g), want)
-            for name, g, want in zip(("dq", "dk", "dv"), grads, (ref.dq, ref.dk, ref.dv), strict=True)]
+    launch, errs, grads = _emulated_backward(x, causal, src=src, monkeypatch=monkeypatch, workers=workers,
+                                             poison=False, time_limit=time_limit, DETERMINISTIC=1, **options)
     return launch, errs, grads[0]
 
 

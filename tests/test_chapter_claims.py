@@ -835,9 +835,6 @@ def test_ch11_fa4_step_is_the_reports_and_the_masks_branch_the_sass() -> None:
     bench/sass_vs_fa4.py): the instruction counts the prose quotes, FA4's ten 16-byte stores and this kernel's
     smaller ones after its last wait, and the causal mask's branch of the 80-query FA4-step build, counted in its
     SASS as the instructions the step jumps over (a branch inside the loop whose target is the end of the mask)."""
-    import tklab
-    from tklab.kernels import attention_bwd
-    from tklab.toolchain.sass import loops, main_loop
 
     name = re.search(r'results / "(sass_vs_fa4_[^"]+\.md)"', "".join(_cells("11")["2170a3d5"]["source"])).group(1)
     lines = (RESULTS / name).read_text().splitlines()
@@ -858,15 +855,8 @@ def test_ch11_fa4_step_is_the_reports_and_the_masks_branch_the_sass() -> None:
     tail = events("ch11 DQ_UNDER_DK=1").split("wait<=1")[-1].split("wait<=0")[0]  # stored while dK runs
     stores = sum(int(m.group(2) or 1) for m in re.finditer(r"\bSTS(\.64)?(?:x(\d+))?\b", tail))
     assert f"{stores} stores of 4 or 8 bytes" in " ".join(text.split()), tail  # 32 floats: 4 pairs, 24 singles
-    cfg = attention_bwd.build(128, DQ_UNDER_DK=1, DQ_FRAGMENTS=1, STATS_EARLY=1, QSTEP=80)
-    sass = tklab.compile(attention_bwd.source(cfg), arch="sm_90a", name=attention_bwd.source_name(cfg),
-                         options=cfg.options)["flash_bwd"].sass
-    ops = main_loop(sass)
-    body = next(b for b in loops(sass) if [o for _, o, _ in b] == ops)
-    end = next(i for i, (_, o, _) in enumerate(body) if o.startswith("BSYNC"))
-    jump = next(i for i, (_, o, a) in enumerate(body)
-                if i < end and o == "BRA" and int(a.split(";")[0].split()[-1], 16) == body[end][0])
-    assert len(body) == step80 and f"{end - jump - 1} of the difference are the causal mask's branch" in text
+    length, branch, _ = _bwd_loop_and_mask_branch(DQ_UNDER_DK=1, DQ_FRAGMENTS=1, STATS_EARLY=1, QSTEP=80)
+    assert length == step80 and f"{branch} of the difference are the causal mask's branch" in text
 
 
 def test_ch10_fa4_key_block_is_the_reports() -> None:
@@ -909,19 +899,8 @@ def test_ch11_next_steps_quote_the_profile_beside_fa4() -> None:
     lines = (RESULTS / "sass_vs_fa4_2026-12-05_0f4d383.md").read_text().splitlines()
     row = next(ln for ln in lines if ln.startswith("| bwd d=128 | FlashAttention-4 |")).strip("|").split("|")
     fa4_per_query = int(row[3]) / int(row[2].strip().split("x")[1])  # its non-causal kernel has no mask code
-    import tklab
-    from tklab.kernels import attention_bwd
-    from tklab.toolchain.sass import loops, main_loop
-
-    cfg = attention_bwd.build(128)  # the chapter's kernel: an unmasked step jumps over the causal mask's code
-    sass = tklab.compile(attention_bwd.source(cfg), arch="sm_90a", name=attention_bwd.source_name(cfg),
-                         options=cfg.options)["flash_bwd"].sass
-    ops = main_loop(sass)
-    body = next(b for b in loops(sass) if [o for _, o, _ in b] == ops)
-    end = next(i for i, (_, o, _) in enumerate(body) if o.startswith("BSYNC"))
-    jump = next(i for i, (_, o, a) in enumerate(body)
-                if i < end and o == "BRA" and int(a.split(";")[0].split()[-1], 16) == body[end][0])
-    unmasked = (len(body) - (end - jump - 1)) / cfg.qstep
+    length, branch, qstep = _bwd_loop_and_mask_branch()  # the chapter's kernel: an unmasked step jumps the mask
+    unmasked = (length - branch) / qstep
     assert f"an unmasked step of this kernel runs {unmasked:.1f} instructions a query and FlashAttention-4's " \
            f"{fa4_per_query:.1f}" in text
 
@@ -958,3 +937,22 @@ def test_ch11_fragments_timing_is_the_reports() -> None:
     assert f"{min(ratios):.2f}–{max(ratios):.2f}× cuDNN" in text
     step80 = gains(frag + " 80", frag, 128)
     assert f"within {max(abs(x) for x in step80):.1f} % of the 64-query one" in text
+
+
+def _bwd_loop_and_mask_branch(**options: int) -> tuple[int, int, int]:
+    """The backward's main loop as compiled for sm_90a at d = 128 with ``options``: its length, the instructions its
+    causal mask's branch jumps over on an unmasked step (a BRA inside the loop to the mask's BSYNC), and the build's
+    queries per step."""
+    import tklab
+    from tklab.kernels import attention_bwd
+    from tklab.toolchain.sass import loops, main_loop
+
+    cfg = attention_bwd.build(128, **options)
+    sass = tklab.compile(attention_bwd.source(cfg), arch="sm_90a", name=attention_bwd.source_name(cfg),
+                         options=cfg.options)["flash_bwd"].sass
+    ops = main_loop(sass)
+    body = next(b for b in loops(sass) if [o for _, o, _ in b] == ops)
+    end = next(i for i, (_, o, _) in enumerate(body) if o.startswith("BSYNC"))
+    jump = next(i for i, (_, o, a) in enumerate(body)
+                if i < end and o == "BRA" and int(a.split(";")[0].split()[-1], 16) == body[end][0])
+    return len(body), end - jump - 1, cfg.qstep
