@@ -4,7 +4,9 @@
 # PARTs (each with its own time limit, seconds):
 #   fa4-a | fa4-b   install FlashAttention-4 from ../shared/tools/fa4_wheels.sh's files (carried as .fa4a, .fa4b):
 #                   fa4-a copies .fa4a/* aside, fa4-b adds .fa4b/* and installs (the machine must stay warm between)
-#   notebooks       nbval of chapters 07-11 through tklab.course.report (wheels from bench/notebook_wheels.sh in .whl)
+#   notebooks       nbval of chapters 07-11 through tklab.course.report (wheels from bench/notebook_wheels.sh in .whl);
+#                   NOTEBOOKS="11:11* 10:10*" picks some (part name:glob; default all three groups)
+#   host            bench/attention_host.py: the host time of tklab.attention's calls against SDPA's, with a cProfile
 #   bwd             bench/flash_bwd.py: the chapter's kernel against DQ_FRAGMENTS (64- and 80-query steps) and the
 #                   libraries, 3 rounds (FA4 beside it when installed)
 #   fwd             bench/flash_fwd.py check + bench of MASK_SPLIT beside the defaults, 2 rounds
@@ -35,10 +37,12 @@ for part in "$@"; do
     notebooks) say "notebooks 07-11"
            python3 -m pip install -q --no-index --find-links .whl nbval ipykernel ipywidgets nbclient matplotlib 2>&1 |
              tail -2 | tee -a "$log"
-           for nb in "11:11*" "10:10*" "07-09:0[7-9]*"; do
+           set -f; for nb in ${NOTEBOOKS:-11:11* 10:10* 07-09:0[7-9]*}; do set +f
              timeout -s INT 250 python3 -m tklab.course.report --skip tests,bench --notebooks "${nb#*:}" \
                --part "nb-${nb%%:*}" --timeout 240 2>&1 | tail -6 | tee -a "$log"
            done ;;
+    host) say "host time of the attention calls"
+          timeout -s INT 120 python3 bench/attention_host.py 2>&1 | tail -60 | tee -a "$log" ;;
     bwd) say "backward bench"
          timeout -s INT 300 python3 bench/flash_bwd.py bench --rounds 3 --variants \
            "ch11 default,ch11 dQ under dK + fragments,ch11 dQ under dK + fragments 80" 2>&1 | grep -v "^  d=" |
