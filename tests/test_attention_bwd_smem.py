@@ -12,11 +12,11 @@ the limit with its static shared memory read both ways: from ptxas's report and 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scripts import load_script
 
 from tklab.kernels import attention_bwd
 from tklab.run.limits import SHARED_OPTIN
@@ -26,14 +26,7 @@ pytestmark = pytest.mark.nvrtc
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location("flash_bwd_bench", ROOT / "bench" / "flash_bwd.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-BENCH = _bench()
+BENCH = load_script(ROOT / "bench" / "flash_bwd.py", "flash_bwd_bench")
 #: Every variant at every head dimension the bench runs it at (its CONFIGS: each variant runs at each d).
 CASES = [(name, d) for name in BENCH.VARIANTS for d in sorted({d for d, _, _ in BENCH.CONFIGS})]
 

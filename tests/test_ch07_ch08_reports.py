@@ -4,22 +4,20 @@ are test data, not measurements."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+from scripts import load_script
 
 from tklab import gemm
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("ch07_ch08_gpu", ROOT / "bench" / "ch07_ch08_gpu.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def _script() -> ModuleType:
+    return load_script(ROOT / "bench" / "ch07_ch08_gpu.py", "ch07_ch08_gpu")
 
 
 def _progression(final_ratio: float) -> dict:

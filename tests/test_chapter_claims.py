@@ -12,8 +12,10 @@ import re
 import statistics
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -334,13 +336,8 @@ def test_l2_is_quoted_in_the_units_the_device_reports() -> None:
     assert quotes and set(quotes) == {str(l2 // 2**20)}, quotes
 
 
-def _flash_bench():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("flash_bench", ROOT / "bench" / "flash_fwd.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _flash_bench() -> ModuleType:
+    return load_script(ROOT / "bench" / "flash_fwd.py", "flash_bench")
 
 
 def test_ch10_reads_the_newest_report_by_the_date_inside_it(tmp_path: Path) -> None:

@@ -5,13 +5,12 @@ with the same answers/reference/compare the check uses, so the suite stays fast.
 
 from __future__ import annotations
 
-import importlib.util
 import textwrap
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+from scripts import load_script
 
 from tklab.grading import drills, specs
 from tklab.grading.check import check
@@ -110,14 +109,6 @@ return 4 * (r % 8) + (col % 8) // 2, 4 * (col // 8) + 2 * (r // 8) + col % 2""")
 }
 
 
-def _module(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _judge(exercise: str, fn) -> dict:
     """What the check's parent concludes from ``fn``'s answers (the same inputs, reference and compare)."""
     spec = specs.get(exercise)
@@ -159,7 +150,7 @@ def test_every_chapter_02_to_10_ends_with_two_checked_exercises_or_drills():
 @pytest.mark.parametrize("exercise", DRILLS)
 def test_reference_answer_agrees_with_the_model_and_planted_mistakes_fail(exercise):
     spec = specs.get(exercise)
-    solution = _module(ROOT / spec.solution, f"solution_{exercise}")
+    solution = load_script(ROOT / spec.solution, f"solution_{exercise}")
     assert _judge(exercise, getattr(solution, spec.kernel))["ok"]
     for what, body in PLANTED[exercise]:
         verdict = _judge(exercise, _planted(exercise, body))
@@ -199,7 +190,7 @@ def test_wide_answers_are_compared_exactly():
     dims = spec.cases[0]
     x = spec.inputs(None, dims)
     ref = spec.reference(x, dims)["answer"]
-    solution = _module(ROOT / spec.solution, "solution_descriptor")
+    solution = load_script(ROOT / spec.solution, "solution_descriptor")
     off_by_one = drills.answers(spec, lambda *a: solution.descriptor(*a) ^ 1, x, dims)
     assert ref.shape == (dims["n"], 2) and np.all(ref < 2**32)
     assert not compare("answer", off_by_one, ref, 0.0, 0.0)["ok"]

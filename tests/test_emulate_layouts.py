@@ -8,13 +8,13 @@ outputs must equal the recorded hardware outputs bit for bit. The same file prov
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scripts import load_script
 
 from tklab import layouts
 
@@ -24,15 +24,8 @@ TABLE = json.loads((ROOT / "bench" / "results" / "layouts_h200.json").read_text(
 emu = pytest.importorskip("tklab.emulate")
 
 
-def _probe_module():
-    sys.path.insert(0, str(ROOT / "bench" / "probes"))
-    spec = importlib.util.spec_from_file_location("layouts_probe", ROOT / "bench" / "probes" / "layouts_probe.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-probe = _probe_module()
+sys.path.insert(0, str(ROOT / "bench" / "probes"))  # the probe imports common.py beside it
+probe = load_script(ROOT / "bench" / "probes" / "layouts_probe.py", "layouts_probe")
 
 
 @pytest.mark.parametrize("dt", ["bf16", "f16"])

@@ -14,6 +14,7 @@ import functools
 
 import numpy as np
 import pytest
+from scripts import load_script
 
 import tklab
 from tklab import gemm
@@ -150,11 +151,8 @@ def test_handing_back_a_stage_its_pending_group_still_reads_is_reported() -> Non
 
 def test_the_bench_takes_the_issues_shape_set_and_refuses_nonsense() -> None:
     import argparse
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gemm_bench", gemm.ROOT / "bench" / "gemm_wgmma.py")
-    bench = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(bench)  # type: ignore[union-attr]
+    bench = load_script(gemm.ROOT / "bench" / "gemm_wgmma.py", "gemm_bench")
     p = argparse.ArgumentParser()
     shapes = bench.parse_shapes(["issue27", "4096x4000x1032"], p)
     assert shapes[:5] == [4096, 8192, 4000, 2048, 1000] and (8192, 1024, 8192) in shapes
@@ -187,12 +185,9 @@ def test_a_null_workspace_pointer_is_profiled_as_null(tmp_path) -> None:
 
 def test_the_bench_keeps_what_it_measured_one_problem_at_a_time(tmp_path, monkeypatch) -> None:
     import argparse
-    import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("gemm_bench", gemm.ROOT / "bench" / "gemm_wgmma.py")
-    bench = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(bench)  # type: ignore[union-attr]
+    bench = load_script(gemm.ROOT / "bench" / "gemm_wgmma.py", "gemm_bench")
     calls = []
 
     def fake(sizes, rounds, steps, target_ms):  # noqa: ANN001, ANN202 - stands in for the GPU timing

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 import nbformat
+from scripts import load_script
 
 from tklab import recorded
 from tklab.grading import leaderboard
@@ -66,11 +66,7 @@ def test_the_challenge_record_is_the_newest_by_its_date(tmp_path: Path) -> None:
 
 def _flash_bench() -> ModuleType:
     sys.path.insert(0, str(ROOT))
-    spec = importlib.util.spec_from_file_location("flash_fwd_bench_newest", ROOT / "bench" / "flash_fwd.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "bench" / "flash_fwd.py", "flash_fwd_bench_newest")
 
 
 def test_the_bench_report_and_the_training_cell_use_the_helper() -> None:

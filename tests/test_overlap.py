@@ -5,10 +5,9 @@ chapter's words. No GPU: NVRTC and cuobjdump only."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import planted
 import pytest
+from scripts import load_script
 
 import tklab
 from tklab import attention, specs
@@ -66,10 +65,7 @@ def test_without_a_loop_of_products_and_exponentials_there_is_no_key_loop():
 # ---- every shipped build of chapter 10's kernel -------------------------------------------------------------
 def _bench_variants() -> dict[str, tuple[str, dict[str, int], tuple[int, ...]]]:
     """bench/flash_fwd.py's variants built from the shipped kernel (not its planted ones)."""
-    spec = importlib.util.spec_from_file_location("flash_fwd_bench", REPO / "bench" / "flash_fwd.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(REPO / "bench" / "flash_fwd.py", "flash_fwd_bench")
     # "@base" variants compile another commit's kernel (bench/_base/): not a shipped build
     return {name: v for name, v in module.VARIANTS.items() if name not in module.PLANTED and "@base" not in name}
 

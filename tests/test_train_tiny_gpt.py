@@ -4,7 +4,6 @@ arguments, and its refusal without a GPU. The training itself needs an H100/H200
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATEAU, AFTER, DROP, STEPS = 1.4, 0.5, 78, 300
@@ -20,11 +20,7 @@ PLATEAU, AFTER, DROP, STEPS = 1.4, 0.5, 78, 300
 
 def _bench() -> ModuleType:
     sys.path.insert(0, str(ROOT))
-    spec = importlib.util.spec_from_file_location("train_tiny_gpt_bench", ROOT / "bench" / "train_tiny_gpt.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "bench" / "train_tiny_gpt.py", "train_tiny_gpt_bench")
 
 
 tg = _bench()
