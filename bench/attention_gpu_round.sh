@@ -7,10 +7,11 @@
 #   notebooks       nbval of chapters 07-11 through tklab.course.report (wheels from bench/notebook_wheels.sh in .whl);
 #                   NOTEBOOKS="11:11* 10:10*" picks some (part name:glob; default all three groups)
 #   host            bench/attention_host.py: the host time of tklab.attention's calls against SDPA's, with a cProfile
-#   bwd             bench/flash_bwd.py: the chapter's kernel against DQ_FRAGMENTS (64- and 80-query steps) and the
-#                   libraries, 3 rounds (FA4 beside it when installed)
+#   bwd             bench/flash_bwd.py: the chapter's kernel (DQ_FRAGMENTS at d = 128) against it without (dQ as
+#                   tile), with at d = 64 (dQ fragments), 80-query steps, and the libraries, 3 rounds (FA4 beside it
+#                   when installed)
 #   fwd             bench/flash_fwd.py check + bench of MASK_SPLIT beside the defaults, 2 rounds
-#   ncu             bench/ncu_flash_bwd.sh: the chapter's kernel, DQ_FRAGMENTS=1 and FA4 at d=128 and 64, N=8192
+#   ncu             bench/ncu_flash_bwd.sh: the chapter's kernel and FA4 at d=128 and 64, DQ_FRAGMENTS=0 at 128, N=8192
 #   train           bench/train_tiny_gpt.py --seeds 4 --profile (the criterion's noise floor, the host time)
 #   planted         bench/planted_gpu.py --seeds 1 for chapters 10 and 11
 # Writes into bench/results/ (as each script does) and, where $OUT is set (the device tool), one tarball of every
@@ -45,7 +46,7 @@ for part in "$@"; do
           timeout -s INT 120 python3 bench/attention_host.py 2>&1 | tail -60 | tee -a "$log" ;;
     bwd) say "backward bench"
          timeout -s INT 300 python3 bench/flash_bwd.py bench --rounds 3 --variants \
-           "ch11 default,ch11 dQ under dK + fragments,ch11 dQ under dK + fragments 80" 2>&1 | grep -v "^  d=" |
+           "ch11 default,ch11 dQ as tile,ch11 dQ fragments,ch11 swapAB 80" 2>&1 | grep -v "^  d=" |
            tail -45 | tee -a "$log" ;;
     fwd) say "forward check and bench"
          timeout -s INT 90 python3 bench/flash_fwd.py check --variants "ch10 split mask" 2>&1 | tail -4 | tee -a "$log"
@@ -53,7 +54,7 @@ for part in "$@"; do
            2>&1 | grep "^| " | tail -45 | tee -a "$log" ;;
     ncu) say "ncu of the backward"
          WHO="ch11 fa4" timeout 200 bash bench/ncu_flash_bwd.sh 128,8192 64,8192 2>&1 | tee -a "$log"
-         WHO=ch11 OPTIONS=DQ_FRAGMENTS=1 timeout 120 bash bench/ncu_flash_bwd.sh 128,8192 64,8192 2>&1 | tee -a "$log" ;;
+         WHO=ch11 OPTIONS=DQ_FRAGMENTS=0 timeout 120 bash bench/ncu_flash_bwd.sh 128,8192 2>&1 | tee -a "$log" ;;
     train) say "training"
            timeout -s INT 300 python3 bench/train_tiny_gpt.py --seeds 4 --profile 2>&1 | tail -30 | tee -a "$log" ;;
     planted) say "planted mistakes on the GPU"

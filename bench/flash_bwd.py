@@ -167,11 +167,13 @@ VARIANTS: dict[str, dict[str, int]] = {
     "ch11 deterministic": {"DETERMINISTIC": 1},
     # solutions/variants/ch11_step_options.cu: dQ's part issued before dK and stored for the writer while dK runs
     # (DQ_UNDER_DK=1, the chapter's order now, so "ch11 dQ under dK" is the default now, kept for the
-    # reports that name it; DQ_UNDER_DK=0 is the order before), dQ parked in register order with 16-byte stores
-    # (DQ_FRAGMENTS), L and D loaded early (STATS_EARLY)
+    # reports that name it; DQ_UNDER_DK=0 is the order before), L and D loaded early (STATS_EARLY). The chapter's
+    # kernel: dQ parked in register order with 16-byte stores (DQ_FRAGMENTS, its default at d = 128; at d = 64
+    # "ch11 dQ fragments" turns it on, "ch11 dQ as tile" off at d = 128)
     "ch11 dQ under dK": {"DQ_UNDER_DK": 1},
     "ch11 dQ after dK": {"DQ_UNDER_DK": 0},
     "ch11 dQ fragments": {"DQ_FRAGMENTS": 1},
+    "ch11 dQ as tile": {"DQ_FRAGMENTS": 0},  # dQ's part at its (row, column) in a swizzled tile: d = 64's default
     "ch11 dQ under dK + fragments": {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1},
     "ch11 dQ under dK + fragments 80": {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "QSTEP": 80},  # d = 128 only
     "ch11 dQ under dK + fragments deterministic": {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "DETERMINISTIC": 1},
@@ -185,6 +187,7 @@ CHECK_VARIANTS: dict[int, list[dict[str, int]]] = {64: [{"PINGPONG": 1}, {"STAGE
                                                         {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "STATS_EARLY": 1}],
                                                    128: [{"PINGPONG": 0}, {"UNIFORM": 0}, {"SWAPAB": 1},
                                                          {"SWAPAB": 1, "UNIFORM": 0}, {"SWAPAB": 1, "QSTEP": 80},
+                                                         {"DQ_FRAGMENTS": 0},
                                                          {"DETERMINISTIC": 1},
                                                          {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "STATS_EARLY": 1},
                                                          {"DQ_UNDER_DK": 1, "DQ_FRAGMENTS": 1, "STATS_EARLY": 1,

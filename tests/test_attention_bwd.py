@@ -183,16 +183,19 @@ def _run_emulated(src: str, d: int, x: dict[str, np.ndarray], causal: bool, *, l
     mod = _module(attention_bwd.source(cfg) if src is SRC else src, cfg)  # SRC: the build's own source
     b, h, n, _ = x["q"].shape
     grads = [np.full((b, h, n, d), 0xFFFF, np.uint16) for _ in range(3)]
-    # NaN until written: with DQ_MODE 2 a slot the last pass reads but no key block wrote would show
-    acc_rows = cfg.dq_slots(n) * cfg.q_rows(n) if cfg.dq_mode == 2 else n
+    # NaN until written: with DQ_MODE 2 a slot the last pass reads but no key block wrote would show (DQ_FRAGMENTS:
+    # whole steps, each step's two parts in register order)
     # SWAPAB: the first pass lays out L and D per 128-query step (padding included), read by one TMA box a step
     delta = np.full(attention_bwd.stats_shape(b, h, n, cfg) if cfg.swapab else (b, h, n), np.nan, np.float32)
-    acc = np.full((b, h, acc_rows, d), np.nan, np.float32)
+    acc = np.full(attention_bwd.dq_scratch_shape(b, h, n, cfg), np.nan, np.float32)
     sc = np.float32(1 / math.sqrt(d))
     maps = [emu.tensor_map(a, (cfg.step_box_rows if name in ("q", "do") else 64, d), dtype="bfloat16")
             for name, a in (("q", x["q"]), ("k", x["k"]), ("v", x["v"]), ("do", x["do"]), ("dk", grads[1]),
                             ("dv", grads[2]))]
-    maps.append(emu.tensor_map(acc, (cfg.dq_box_rows, cfg.dq_cols), dtype="float32"))
+    if cfg.dq_fragments:  # rows of 64 floats, one unswizzled box per part
+        maps.append(emu.tensor_map(acc.reshape(b, h, -1, 64), (cfg.dq_box_rows, 64), dtype="float32", swizzle=0))
+    else:
+        maps.append(emu.tensor_map(acc, (cfg.dq_box_rows, cfg.dq_cols), dtype="float32"))
     strides = (h * n * d, n * d, d, h * n * d, n * d, d)
     if cfg.swapab:
         stats_map = emu.tensor_map(delta, (attention_bwd.STATS_ROWS, attention_bwd.stats_cols(cfg)), dtype="float32",
@@ -206,8 +209,8 @@ def _run_emulated(src: str, d: int, x: dict[str, np.ndarray], causal: bool, *, l
     res = mod["flash_bwd"](attention_bwd.main_grid(b, h, n, cfg), (cfg.threads,), args, shared_mem=cfg.shared_bytes)
     if launches is not None:
         launches.append(res)
-    mod["flash_bwd_dq"]((-(-n * d // 2 // 256), h, b), (256,), (acc, grads[0], h, n, h * n * d, n * d, d, sc,
-                                                               int(causal)))
+    mod["flash_bwd_dq"](attention_bwd._grids(b, h, n, cfg)["dq"], (128 if cfg.dq_fragments else 256,),
+                        (acc, grads[0], h, n, h * n * d, n * d, d, sc, int(causal)))
     return [attention_bwd.grad_errors(name, bf16_to_float32(g), want)
             for name, g, want in zip(("dq", "dk", "dv"), grads, (ref.dq, ref.dk, ref.dv), strict=True)]
 
@@ -419,8 +422,9 @@ def test_swapab_planted_mistake_is_caught(what: str, old: str, new: str, caught:
 
 # The hand-over options (solutions/variants/ch11_step_options.cu): DQ_UNDER_DK=1 (the chapter's order) issues dQ's
 # part before dK and stores it for the writer while dK runs, DQ_UNDER_DK=0 (the order before) issues dK first and
-# waits for every product before the store; DQ_FRAGMENTS=1 parks it in register order (16-byte stores) into an
-# accumulator the last pass reads back part by part. Right against float64 at both head dimensions, with 80-query steps,
+# waits for every product before the store; DQ_FRAGMENTS=1 (the chapter kernel's own, its default at d = 128) parks
+# it in register order (16-byte stores) into an accumulator the last pass reads back part by part.
+# Right against float64 at both head dimensions, with 80-query steps,
 # without the writer and with the turns (through the Python launch, its fp32 accumulator poisoned first: NaN
 # where prep does not zero it); at the chapter's values, the file is the chapter's kernel to the instruction; else the
 # SASS does what each option says.
@@ -474,7 +478,8 @@ def _launch_run(x: dict[str, np.ndarray], causal: bool, *, src: str | None = Non
 def test_step_options_match_float64(d: int, n: int, heads: int, causal: bool, mult: float,
                                           options: dict[str, int]) -> None:
     cfg = attention_bwd.build(d, **options)
-    assert attention_bwd.source(cfg) == STEP_SRC
+    # DQ_FRAGMENTS is the chapter kernel's own (its default at d = 128): alone it names the chapter's file
+    assert attention_bwd.source(cfg) == (STEP_SRC if cfg.step_options else SRC)
     _, errs = _launch_run(_inputs(d, n, heads=heads, q_mult=mult, seed=n), causal, **options)
     assert all(e.ok() for e in errs), "; ".join(map(str, errs))
 
@@ -516,7 +521,7 @@ def test_step_options_off_are_the_chapter_kernel_and_on_do_what_they_say(d: int,
     assert _hot_loop(STEP_SRC, attention_bwd.build(d, **extra)) == chapter
     cfg = attention_bwd.build(d, **extra)
     part_floats = 64 * cfg.dq_box_rows // 128  # a thread's share of the 64 x N part
-    for options in ({}, AFTER, FRAGMENTS, AFTER | FRAGMENTS, {"STATS_EARLY": 1}):
+    for options in ({}, AFTER, FRAGMENTS, AFTER | FRAGMENTS, {"DQ_FRAGMENTS": 0}, {"STATS_EARLY": 1}):
         loop = chapter if not options else _hot_loop(STEP_SRC, attention_bwd.build(d, **options, **extra))
         ops = [o for o, _ in loop]
         last = max(i for i, o in enumerate(ops) if o.startswith("HGMMA"))
@@ -532,7 +537,7 @@ def test_step_options_off_are_the_chapter_kernel_and_on_do_what_they_say(d: int,
             assert waits[0][0] < stores[0][0] and stores[-1][0] < waits[1][0], (waits, stores)
         else:
             assert kinds == ["gsb0,0x0"] and waits[0][0] < stores[0][0], (waits, stores)
-        if "DQ_FRAGMENTS" in options:
+        if attention_bwd.build(d, **options, **extra).dq_fragments:  # named, or the chapter's at d = 128
             assert [o for _, o in stores] == ["STS.128"] * (part_floats // 4), stores
         else:
             assert "STS.128" not in [o for _, o in stores] and len(stores) >= part_floats // 2, stores

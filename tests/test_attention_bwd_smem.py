@@ -62,6 +62,6 @@ def test_a_variant_over_the_limit_is_refused_naming_its_options_and_bytes() -> N
             return type("K", (), {"shared_bytes": 1024})()
 
     limit = SHARED_OPTIN[90]
-    with pytest.raises(ValueError, match=rf"DQ_FRAGMENTS=1.*QSTEP=80.*{limit:,} B of dynamic \+ 1,024 B of static "
+    with pytest.raises(ValueError, match=rf"QSTEP=80.*{limit:,} B of dynamic \+ 1,024 B of static "
                                          rf"shared memory per block = {limit + 1024:,} B, more than the {limit:,} B"):
         attention_bwd.check_shared_fits(b, OneMoreKilobyte())

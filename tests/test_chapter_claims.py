@@ -505,8 +505,11 @@ def test_ch11_build_shown_is_dq_mode_1() -> None:
     """11 · cell 8 describes the instructions of the build printed above it (DQ_MODE 1: UTMAREDG, no REDG)."""
     out = _output("11", "49702559")
     assert "-DDQ_MODE=1" in out and "'UTMAREDG': " in out and "REDG'" not in out.replace("UTMAREDG'", "")
-    prose = _text("11", "daa739d2")
+    prose = " ".join(_text("11", "daa739d2").split())
     assert "`UTMAREDG`" in prose and "`REDG`" not in prose
+    # d = 128 parks dQ's part: a thread's 32 floats of the 64 x 64 part in 16-byte stores, one reduce-add per part
+    assert attention_bwd_parks(128) and "'STS': 8," in out and "eight 16-byte stores a thread" in prose
+    assert "'UTMAREDG': 2," in out and "two per step" in prose
 
 
 def test_ch11_profile_clock_and_reductions() -> None:
@@ -849,6 +852,9 @@ def test_ch11_fa4_step_is_the_reports_and_the_masks_branch_the_sass() -> None:
            f"FlashAttention-4 has {fa4}" in " ".join(text.split())
     assert f"FlashAttention-4: a step of 16x80 (keys x queries) per warp, {fa4} instructions" in out
     assert "STS.128x10" in events("FlashAttention-4") and "ten 16-byte stores" in text
+    # the cell compiles this kernel both ways: parked (d = 128's build) eight 16-byte stores, at its place the report's
+    parked, placed = out.split("this kernel: a step")[1], out.split("this kernel, dQ's part at its (row, column)")[1]
+    assert "STS.128x8" in parked and "STS.128" not in placed.split("this kernel: a step")[0]
     tail = events("ch11 DQ_UNDER_DK=1").split("wait<=1")[-1].split("wait<=0")[0]  # stored while dK runs
     stores = sum(int(m.group(2) or 1) for m in re.finditer(r"\bSTS(\.64)?(?:x(\d+))?\b", tail))
     assert f"{stores} stores of 4 or 8 bytes" in " ".join(text.split()), tail  # 32 floats: 4 pairs, 24 singles
@@ -891,15 +897,18 @@ def test_ch11_next_steps_quote_the_profile_beside_fa4() -> None:
     table = _ncu_table(name)  # columns: ch11 (dK first), ch11 DQ_UNDER_DK=1, FA4 at d = 128, then the same at 64
     ours, fa4 = (float(table["instructions executed (M)"][i]) for i in (1, 2))  # DQ_UNDER_DK=1 d=128, FA4 d=128
     pipe = [table["shared pipe (wgmma) active, % of active cycles"][i] for i in (1, 2)]
-    assert f"executes {ours / fa4:.2f}× FlashAttention-4's instructions for the same work ({ours:.0f} M against " \
-           f"{fa4:.0f} M) and keeps the tensor pipe busy {pipe[0]} % of its active cycles against {pipe[1]} %" in text
+    assert f"executed {ours / fa4:.2f}× FlashAttention-4's instructions for the same work ({ours:.0f} M against " \
+           f"{fa4:.0f} M) and kept the tensor pipe busy {pipe[0]} % of its active cycles against {pipe[1]} %" in text
     lines = (RESULTS / "sass_vs_fa4_2026-12-05_0f4d383.md").read_text().splitlines()
     row = next(ln for ln in lines if ln.startswith("| bwd d=128 | FlashAttention-4 |")).strip("|").split("|")
     fa4_per_query = int(row[3]) / int(row[2].strip().split("x")[1])  # its non-causal kernel has no mask code
     length, branch, qstep = _bwd_loop_and_mask_branch()  # the chapter's kernel: an unmasked step jumps the mask
     unmasked = (length - branch) / qstep
-    assert f"an unmasked step of this kernel runs {unmasked:.1f} instructions a query and FlashAttention-4's " \
-           f"{fa4_per_query:.1f}" in text
+    length, branch, qstep = _bwd_loop_and_mask_branch(DQ_FRAGMENTS=0)  # the build ncu profiled: the part in place
+    placed = (length - branch) / qstep
+    assert f"an unmasked step of this kernel runs {unmasked:.1f} instructions a query ({placed:.1f} with the part at " \
+           f"its place) and FlashAttention-4's {fa4_per_query:.1f}" in text
+    assert "before dQ's part was parked" in text and attention_bwd_parks(128) and not attention_bwd_parks(64)
 
 
 def test_ch11_fragments_timing_is_the_reports() -> None:
@@ -925,7 +934,8 @@ def test_ch11_fragments_timing_is_the_reports() -> None:
     frag, default = "ch11 dQ under dK + fragments", "ch11 default"
     g128, g64 = gains(frag, default, 128), gains(frag, default, 64)
     assert min(g128) > 0 and max(g64) < 0, (g128, g64)
-    assert f"at d = 128 {min(g128):.1f}–{max(g128):.1f} % faster than this kernel" in text
+    assert f"at d = 128 {min(g128):.1f}–{max(g128):.1f} % faster than stored at its place" in text
+    assert "parked at d = 128 only" in text and attention_bwd_parks(128) and not attention_bwd_parks(64)
     assert f"at d = 64 {-max(g64):.1f}–{-min(g64):.1f} % slower" in text
     ratios = []
     for rows in runs:
@@ -934,6 +944,13 @@ def test_ch11_fragments_timing_is_the_reports() -> None:
     assert f"{min(ratios):.2f}–{max(ratios):.2f}× cuDNN" in text
     step80 = gains(frag + " 80", frag, 128)
     assert f"within {max(abs(x) for x in step80):.1f} % of the 64-query one" in text
+
+
+def attention_bwd_parks(d: int) -> bool:
+    """Whether the chapter's backward at head dimension ``d`` parks dQ's part in register order (DQ_FRAGMENTS)."""
+    from tklab.kernels import attention_bwd
+
+    return attention_bwd.build(d).dq_fragments
 
 
 def _bwd_loop_and_mask_branch(**options: int) -> tuple[int, int, int]:

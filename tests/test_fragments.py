@@ -121,3 +121,12 @@ def test_parking_in_shared_memory_is_one_16_byte_store_per_4_registers() -> None
     sass = tklab.compile(SRC, arch="sm_90a", name="fragments.cu")["park_shared"].sass
     stores = [line.split()[1] for line in sass.splitlines() if " STS" in line]
     assert stores == ["STS.128"] * 8, stores
+
+
+@pytest.mark.parametrize("n", [64, 80])
+def test_the_layout_model_of_a_parked_block_is_the_emulated_one(n: int) -> None:
+    """tklab.models.layouts.parked (what chapter 11's exercise check parks its reference with) is this file's
+    register-order model, which the emulated store_fragments matches (above)."""
+    from tklab.models.layouts import parked
+
+    np.testing.assert_array_equal([r * n + c for r, c in parked(n)], _register_order(n))

@@ -36,11 +36,13 @@
 //
 // Layouts: Q, K, V, O, dO, dQ, dK, dV bf16 [batch, heads, seq, HEAD_DIM] (rank-4 TMA maps, so any strides with
 // a contiguous last dimension; tiles past the end of a head read zeros and are not written back); the dQ
-// accumulator fp32 [batch, heads, seq, HEAD_DIM]; the per-step statistics: see step_stats.
+// accumulator fp32 [batch, heads, seq, HEAD_DIM], or with DQ_FRAGMENTS [batch, heads, whole steps x QSTEP,
+// HEAD_DIM], each step two parts in register order; the per-step statistics: see step_stats.
 #include "tk.cuh"
 #include "tk/hopper/tma_reduce.cuh"  // TMA reduce-add with rank-4 coordinates
 #include "tk/hopper/turns.cuh"       // DETERMINISTIC: turns in global memory
 #include "tk/types/shared/panel.cuh"  // one 64-column panel of a tile as a tile
+#include "tk/ops/warpgroup/fragments.cuh"  // DQ_FRAGMENTS: an accumulator parked in register order
 
 using namespace tk;
 
@@ -58,6 +60,13 @@ using namespace tk;
 #endif
 #ifndef UNIFORM
 #define UNIFORM (HEAD_DIM == 128)  // 1: the consumer index from a shuffle (its descriptors in uniform registers)
+#endif
+#ifndef DQ_FRAGMENTS
+// 1: each consumer parks its dQ part in shared memory as it sits in registers (one 16-byte store per 4 registers,
+// no swizzled addresses); the copy engine adds the parts as they are into an accumulator kept in that order, and
+// the last pass reads each back into the register tile it came from (tk/ops/warpgroup/fragments.cuh). On the H200
+// it ran 2.7-9.2 % faster at d = 128 and 1.1-3.3 % slower at d = 64 (bench/results/flash_bwd_*_fragments*.md).
+#define DQ_FRAGMENTS (HEAD_DIM == 128)
 #endif
 #ifndef DETERMINISTIC
 #define DETERMINISTIC 0  // 1: the key blocks add each step's dQ in their order (see write_dq)
@@ -87,6 +96,7 @@ constexpr float LOG2E = 1.4426950408889634f;
 constexpr bool DQ_BY_ROWS = QSTEP == 128;     // consumer c: dQ rows [64c, +64) (d = 64), else columns (d = 128)
 constexpr bool DQ_TRANSPOSED = QSTEP == 80;   // ... formed as dQ^T's rows (80 queries are no wgmma M)
 constexpr int DQ_ROWS = DQ_TRANSPOSED ? QSTEP : 64;  // rows of a consumer's dQ part in shared memory
+static_assert(2 * DQ_ROWS * 64 == QSTEP * HEAD_DIM, "a step's two dQ parts are its QSTEP x HEAD_DIM floats");
 // Named barriers (0 is __syncthreads): both consumers together (1); each consumer alone before its TMA stores
 // (5, 6). Checked disjoint, so an option that shifts one stops the build.
 constexpr int CONSUMERS_BARRIER = 1, STORE_BARRIERS = 5;
@@ -150,9 +160,14 @@ extern "C" __global__ void flash_bwd_prep(const bf16* o, const bf16* dout, const
             const float2 x = to_float2(*reinterpret_cast<const bf16_2*>(orow + c));
             const float2 y = to_float2(*reinterpret_cast<const bf16_2*>(drow + c));
             sum += x.x * y.x + x.y * y.y;
-            *reinterpret_cast<float2*>(dq_acc + (bh * seq + row) * HEAD_DIM + c) = make_float2(0.0f, 0.0f);
+            if (!DQ_FRAGMENTS)
+                *reinterpret_cast<float2*>(dq_acc + (bh * seq + row) * HEAD_DIM + c) = make_float2(0.0f, 0.0f);
         }
         for (int off = 16; off; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    }
+    if (DQ_FRAGMENTS) {  // the accumulator in whole steps, in the parts' order: zeroed as one flat range
+        for (int c = 2 * lane; c < HEAD_DIM; c += 64)
+            *reinterpret_cast<float2*>(dq_acc + (bh * steps * QSTEP + row) * HEAD_DIM + c) = make_float2(0.0f, 0.0f);
     }
     if (lane == 0) {
         step_stats& s = reinterpret_cast<step_stats*>(stats)[bh * steps + row / QSTEP];
@@ -163,6 +178,31 @@ extern "C" __global__ void flash_bwd_prep(const bf16* o, const bf16* dout, const
 }
 
 // ---- 3. the last pass: dQ = scale * accumulator, in bf16 ---------------------------------------------
+#if DQ_FRAGMENTS
+/// One 128-thread block per consumer part of a step (blockIdx.x = 2 step + consumer), parked by the main kernel in
+/// register order: read back into the register tile it came from, each value then to its (query, column) of dQ.
+extern "C" __global__ void flash_bwd_dq(const float* dq_acc, bf16* dq, int heads, int seq, long sb, long sh,
+                                        long sn, float scale, int causal) {
+    const int i = blockIdx.x / 2, g = blockIdx.x % 2, h = blockIdx.y, b = blockIdx.z;
+    const int steps = (seq + QSTEP - 1) / QSTEP;
+    rt_fl<16, DQ_ROWS> part;  // warp w: rows 16w.. of the consumer's 64 x DQ_ROWS accumulator, as it held them
+    warpgroup::load_fragments(part, dq_acc + ((size_t(b) * heads + h) * steps * 2 + blockIdx.x) * (64 * DQ_ROWS));
+    const int row0 = 16 * warpgroup::warp();
+    bf16* out = dq + b * sb + h * sh;
+    for_each_pair(part, [&](const float2& v, rc at, rc e0, rc e1) {
+        const int r = row0 + at.r + e0.r, c = at.c + e0.c;  // e1: the next column, (r, c + 1)
+        if constexpr (DQ_TRANSPOSED) {  // rows: columns 64g + r of dQ; columns: the step's queries
+            const int query = i * QSTEP + c;
+            if (query < seq) out[query * sn + 64 * g + r] = from_float<bf16>(scale * v.x);
+            if (query + 1 < seq) out[(query + 1) * sn + 64 * g + r] = from_float<bf16>(scale * v.y);
+        } else {  // rows: queries (d = 64: the step's 64g..; d = 128: all 64), columns (d = 128: 64g..)
+            const int query = i * QSTEP + (DQ_BY_ROWS ? 64 * g : 0) + r, col = (DQ_BY_ROWS ? 0 : 64 * g) + c;
+            if (query < seq)
+                *reinterpret_cast<bf16_2*>(out + query * sn + col) = from_float2<bf16>(make_float2(scale * v.x, scale * v.y));
+        }
+    });
+}
+#else
 /// One thread per pair of elements of one row; dq: element strides (batch, head, row).
 extern "C" __global__ void flash_bwd_dq(const float* dq_acc, bf16* dq, int heads, int seq, long sb, long sh,
                                         long sn, float scale, int causal) {
@@ -174,6 +214,7 @@ extern "C" __global__ void flash_bwd_dq(const float* dq_acc, bf16* dq, int heads
     const float2 x = *reinterpret_cast<const float2*>(dq_acc + ((size_t(b) * heads + h) * seq + row) * HEAD_DIM + c);
     *reinterpret_cast<bf16_2*>(dq + b * sb + h * sh + row * sn + c) = from_float2<bf16>(make_float2(scale * x.x, scale * x.y));
 }
+#endif
 
 // ---- 2. the main kernel ---------------------------------------------------------------------------------
 /// This block's key block, head and batch. Each role calls it after its register split: values computed
@@ -218,10 +259,13 @@ __device__ inline void add_dq_part(Acc& dq, DsTile& ds_t, KTile& k, int me, bool
     else warpgroup::mma_AtB(dq, ds_t, panel(k, me), accumulate);                            // its columns
 }
 
-/// A consumer's dQ part into its tile for the reduce-add; dQ^T element by element, transposed.
+/// A consumer's dQ part into its tile for the reduce-add: in register order (DQ_FRAGMENTS), else at its (row,
+/// column), dQ^T element by element, transposed.
 template <typename Acc, typename Tile>
 __device__ inline void store_dq(Tile& dst, const Acc& dq) {
-    if constexpr (DQ_TRANSPOSED) {
+    if constexpr (DQ_FRAGMENTS) {
+        warpgroup::store_fragments(&dst, dq);  // as it sits in registers: the last pass puts it in place
+    } else if constexpr (DQ_TRANSPOSED) {
         const int row0 = 16 * warpgroup::warp();  // this warp's rows of dQ^T: its columns of dQ
         for_each_pair(dq, [&](const float2& v, rc base, rc e0, rc e1) {
             dst(base.c + e0.c, row0 + base.r + e0.r) = v.x;
@@ -237,6 +281,14 @@ __device__ inline coord4 dq_box(int b, int h, int i, int g) {
     return DQ_BY_ROWS ? coord4{b, h, 2 * i + g, 0} : coord4{b, h, i, g};
 }
 
+/// Add consumer g's part of step i's dQ into the accumulator (one thread). DQ_FRAGMENTS: the accumulator seen as
+/// rows of 64 floats (an unswizzled map), part (i, g) its (2i + g)-th block of DQ_ROWS rows, in register order.
+template <typename Tile>
+__device__ inline void send_dq_part(const CUtensorMap& map_dq, const Tile& part, int b, int h, int i, int g) {
+    if constexpr (DQ_FRAGMENTS) tma::store_add_box(map_dq, &part, b, h, (2 * i + g) * DQ_ROWS, 0);
+    else tma::store_add_async(map_dq, part, dq_box(b, h, i, g));
+}
+
 /// DQ_WRITER: the dQ writer (one lane of the producer's warp 1). Per step: wait until all consumer warps
 /// wrote their parts, add both into the accumulator, and once the copy engine has read them hand the buffer back.
 /// DETERMINISTIC: the key blocks that reach step i are 0, 1, .. up to the last whose first step is <= i (steps_of),
@@ -250,7 +302,7 @@ __device__ inline void write_dq(smem_layout& sm, const CUtensorMap& map_dq, int 
     for (int i = first; i < end; ++i) {
         if constexpr (DETERMINISTIC) turn::wait_for(turns + bh_steps + i, kv);  // key blocks 0 .. kv - 1 added step i
         wait(sm.dq_full, uint32_t(i - first) & 1);
-        for (int g = 0; g < CONSUMERS; ++g) tma::store_add_async(map_dq, sm.dq[g], dq_box(b, h, i, g));
+        for (int g = 0; g < CONSUMERS; ++g) send_dq_part(map_dq, sm.dq[g], b, h, i, g);
         tma::store_commit();
         tma::store_wait_read<0>();
         arrive(sm.dq_empty);
@@ -378,7 +430,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
         } else {
             warpgroup::sync_group<STORE_BARRIERS, CONSUMERS>(me);
             if (issuer) {
-                tma::store_add_async(map_dq, sm.dq[me], dq_box(b, h, i, me));
+                send_dq_part(map_dq, sm.dq[me], b, h, i, me);
                 tma::store_commit();
             }
         }

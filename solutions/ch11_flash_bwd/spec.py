@@ -3,8 +3,10 @@ P^T and dS^T in registers, dV and dK with a register A operand, dS^T handed over
 
 The exercise is the main kernel, ``flash_bwd``; the check gives it what the first pass would (L log2 e and D laid
 out per step, ``attention_bwd.host_stats``, and the fp32 dQ accumulator zeroed) and reads dK, dV and the
-accumulator (dQ / scale) back. It builds the file twice: at d = 128 (64-query steps, each consumer forming dQ's
-columns; timed) and at d = 64 (``D64``, one of ``SPEC.builds``: 128-query steps, each consumer forming dQ's rows).
+accumulator (dQ / scale) back, as the kernel leaves it: at d = 128 (DQ_FRAGMENTS) each step's two parts in register
+order, compared with the reference parked the same way (``attention_bwd.park_dq``). It builds the file twice: at
+d = 128 (64-query steps, each consumer forming dQ's columns; timed) and at d = 64 (``D64``, one of
+``SPEC.builds``: 128-query steps, each consumer forming dQ's rows).
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ def _with_stats(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
 
 def outputs(d: Dims) -> dict[str, tuple[tuple[int, ...], str]]:
     shape = (d["B"], d["H"], d["N"], _head(d))
-    return {"DK": (shape, "uint16"), "DV": (shape, "uint16"), "DQ": (shape, "float32")}
+    acc = attention_bwd.dq_scratch_shape(*shape[:3], BUILDS[_head(d)])
+    return {"DK": (shape, "uint16"), "DV": (shape, "uint16"), "DQ": (acc, "float32")}
 
 
 def reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
@@ -118,7 +121,9 @@ def reference(x: dict[str, np.ndarray], d: Dims) -> dict[str, np.ndarray]:
     if d["causal"]:
         p = np.where(np.tril(np.ones(p.shape[-2:], bool)), p, 0.0)
     ds = p * (do @ np.swapaxes(v, -1, -2) - x["DELTA"].astype(np.float64)[..., None])
-    return {"DK": c * np.swapaxes(ds, -1, -2) @ q, "DV": np.swapaxes(p, -1, -2) @ do, "DQ": ds @ k}
+    dq, b = ds @ k, BUILDS[_head(d)]
+    return {"DK": c * np.swapaxes(ds, -1, -2) @ q, "DV": np.swapaxes(p, -1, -2) @ do,
+            "DQ": attention_bwd.park_dq(dq, b) if b.dq_fragments else dq}
 
 
 def launch(d: Dims) -> Launch:
@@ -132,7 +137,11 @@ def args(a: Arrays, d: Dims) -> tuple[Any, ...]:
     a["DQ"][...] = 0  # the accumulator starts at zero (flash_bwd_prep's job in the full backward)
     maps = [tensor_map(a[n], (b.step_box_rows if n in ("Q", "DO") else 64, head), dtype="bfloat16")
             for n in ("Q", "K", "V", "DO", "DK", "DV")]
-    maps.append(tensor_map(a["DQ"], (b.dq_box_rows, 64), dtype="float32"))
+    if b.dq_fragments:  # rows of 64 floats, one unswizzled box per part (its values in register order)
+        maps.append(tensor_map(a["DQ"].reshape(d["B"], d["H"], -1, 64), (b.dq_box_rows, 64), swizzle=0,
+                               dtype="float32"))
+    else:
+        maps.append(tensor_map(a["DQ"], (b.dq_box_rows, 64), dtype="float32"))
     maps.append(tensor_map(a["STATS"], (attention_bwd.STATS_ROWS, attention_bwd.stats_cols(b)), swizzle=0,
                            dtype="float32"))
     return (*maps, d["H"], d["N"], np.float32(_scale(head)), d["causal"])

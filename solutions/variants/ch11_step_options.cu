@@ -1,8 +1,8 @@
 // Chapter 11's backward with options of its step that FlashAttention-3 and -4 take or that were measured beside
 // them: solutions/ch11_flash_bwd/ch11_flash_bwd.cu plus solutions/variants/ch11_step_options.patch (python -m
-// tklab exercises --derive writes it); tklab.kernels.attention_bwd.build(..., DQ_UNDER_DK=0, DQ_FRAGMENTS=1,
-// STATS_EARLY=1) compiles this file, and bench/flash_bwd.py's "dQ after dK" / "dQ fragments" / "stats early"
-// variants measure it. With the defaults (DQ_UNDER_DK=1, the others 0) it compiles to the chapter kernel's SASS.
+// tklab exercises --derive writes it); tklab.kernels.attention_bwd.build(..., DQ_UNDER_DK=0, STATS_EARLY=1)
+// compiles this file, and bench/flash_bwd.py's "dQ after dK" / "stats early" variants measure it. With the
+// defaults (DQ_UNDER_DK=1, STATS_EARLY=0) it compiles to the chapter kernel's SASS.
 // (bench/sass_vs_fa4.py sets the loops beside FlashAttention-4's, instruction by instruction:
 // bench/results/sass_vs_fa4_*.md.)
 //   DQ_UNDER_DK=1 (the chapter's order since it measured 1-6 % faster at every anchor on the H200, median over
@@ -13,12 +13,6 @@
 //     after it, so the step waits for every product before it can store dQ's part for the writer, a store (32-40
 //     shared stores a thread, their addresses and a proxy fence) that runs while the tensor cores of the whole SM
 //     idle.
-//   DQ_FRAGMENTS=1: dQ's part goes to shared memory as it sits in registers (warpgroup::store_fragments: one
-//     16-byte store per 4 registers, thread after thread) instead of at its (row, column) in a swizzled tile (a
-//     4-byte store and its swizzled address per value: 32-40 stores and 60-200 address instructions a step in the
-//     SASS, where FlashAttention-4 issues 8-10 16-byte stores). The copy engine adds the parts as they are into an
-//     accumulator kept in that order (whole steps, part after part), and the last pass reads each part back into
-//     the register tile it came from (load_fragments) to put every value in its place.
 //   STATS_EARLY=1: L and D, this step's per-query statistics, are read from shared memory into registers while S^T
 //     and dP^T run (L before the wait for S^T, D among the exponentials), not after the waits: the chapter's step
 //     starts P^T and dS^T with ~8 loads whose latency nothing hides (the wgmma wait is a barrier to the compiler).
@@ -62,8 +56,8 @@
 //
 // Layouts: Q, K, V, O, dO, dQ, dK, dV bf16 [batch, heads, seq, HEAD_DIM] (rank-4 TMA maps, so any strides with
 // a contiguous last dimension; tiles past the end of a head read zeros and are not written back); the dQ
-// accumulator fp32 [batch, heads, seq, HEAD_DIM] (DQ_FRAGMENTS: [batch, heads, whole steps x QSTEP, HEAD_DIM], each
-// step two parts in register order); the per-step statistics: see step_stats.
+// accumulator fp32 [batch, heads, seq, HEAD_DIM], or with DQ_FRAGMENTS [batch, heads, whole steps x QSTEP,
+// HEAD_DIM], each step two parts in register order; the per-step statistics: see step_stats.
 #include "tk.cuh"
 #include "tk/hopper/tma_reduce.cuh"  // TMA reduce-add with rank-4 coordinates
 #include "tk/hopper/turns.cuh"       // DETERMINISTIC: turns in global memory
@@ -94,7 +88,11 @@ using namespace tk;
 #define STATS_EARLY 0  // 1: L and D loaded before the waits for S^T and dP^T (see the top)
 #endif
 #ifndef DQ_FRAGMENTS
-#define DQ_FRAGMENTS 0  // 1: dQ's part parked in register order, put in place by the last pass (see the top)
+// 1: each consumer parks its dQ part in shared memory as it sits in registers (one 16-byte store per 4 registers,
+// no swizzled addresses); the copy engine adds the parts as they are into an accumulator kept in that order, and
+// the last pass reads each back into the register tile it came from (tk/ops/warpgroup/fragments.cuh). On the H200
+// it ran 2.7-9.2 % faster at d = 128 and 1.1-3.3 % slower at d = 64 (bench/results/flash_bwd_*_fragments*.md).
+#define DQ_FRAGMENTS (HEAD_DIM == 128)
 #endif
 #ifndef DETERMINISTIC
 #define DETERMINISTIC 0  // 1: the key blocks add each step's dQ in their order (see write_dq)
@@ -124,8 +122,7 @@ constexpr float LOG2E = 1.4426950408889634f;
 constexpr bool DQ_BY_ROWS = QSTEP == 128;     // consumer c: dQ rows [64c, +64) (d = 64), else columns (d = 128)
 constexpr bool DQ_TRANSPOSED = QSTEP == 80;   // ... formed as dQ^T's rows (80 queries are no wgmma M)
 constexpr int DQ_ROWS = DQ_TRANSPOSED ? QSTEP : 64;  // rows of a consumer's dQ part in shared memory
-static_assert(2 * DQ_ROWS * 64 == QSTEP * HEAD_DIM, "DQ_FRAGMENTS: a step's two parts are its QSTEP x HEAD_DIM "
-              "floats (the first pass zeroes, the last pass reads and the host sizes the accumulator so)");
+static_assert(2 * DQ_ROWS * 64 == QSTEP * HEAD_DIM, "a step's two dQ parts are its QSTEP x HEAD_DIM floats");
 // Named barriers (0 is __syncthreads): both consumers together (1); each consumer alone before its TMA stores
 // (5, 6). Checked disjoint, so an option that shifts one stops the build.
 constexpr int CONSUMERS_BARRIER = 1, STORE_BARRIERS = 5;
@@ -194,7 +191,7 @@ extern "C" __global__ void flash_bwd_prep(const bf16* o, const bf16* dout, const
         }
         for (int off = 16; off; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
     }
-    if (DQ_FRAGMENTS) {  // the accumulator in whole steps, its order the parts': zeroed as one flat range
+    if (DQ_FRAGMENTS) {  // the accumulator in whole steps, in the parts' order: zeroed as one flat range
         for (int c = 2 * lane; c < HEAD_DIM; c += 64)
             *reinterpret_cast<float2*>(dq_acc + (bh * steps * QSTEP + row) * HEAD_DIM + c) = make_float2(0.0f, 0.0f);
     }
@@ -288,7 +285,8 @@ __device__ inline void add_dq_part(Acc& dq, DsTile& ds_t, KTile& k, int me, bool
     else warpgroup::mma_AtB(dq, ds_t, panel(k, me), accumulate);                            // its columns
 }
 
-/// A consumer's dQ part into its tile for the reduce-add; dQ^T element by element, transposed.
+/// A consumer's dQ part into its tile for the reduce-add: in register order (DQ_FRAGMENTS), else at its (row,
+/// column), dQ^T element by element, transposed.
 template <typename Acc, typename Tile>
 __device__ inline void store_dq(Tile& dst, const Acc& dq) {
     if constexpr (DQ_FRAGMENTS) {

@@ -57,19 +57,21 @@ DEFAULTS: dict[int, dict[str, int]] = {64: {"CONSUMERS": 2, "STAGES": 2, "DQ_MOD
 #: key blocks add each step's dQ in blockIdx order, taking turns on an int32 counter per (batch, head, step) that the
 #: first pass zeroes (turns_shape): dQ the same bit for bit on every run, for no memory beyond the counters (DQ_MODE 2,
 #: the rows kernel's way, keeps a copy of dQ per key block). Opt-in: the blocks of a head wait for each other.
-#: DQ_UNDER_DK, DQ_FRAGMENTS and STATS_EARLY (SWAPAB=1 only), how the step is ordered: DQ_UNDER_DK=1 (the chapter's
-#: kernel since it measured 1-6 % faster at every anchor on the H200, median over rounds in two runs,
-#: bench/results/flash_bwd_*.md) issues dQ's part before dK and stores it for the writer while dK
-#: runs, as FlashAttention-3/-4 do; 0 is the order before (dK before the consumers' barrier, every product waited for
-#: before dQ's store). DQ_FRAGMENTS=1 stores that part as it sits in registers (16-byte stores, no swizzled addresses)
-#: into an accumulator kept in that order, which the last pass reads back part by part; STATS_EARLY=1 loads L and D
+#: DQ_FRAGMENTS (SWAPAB=1 only; the chapter's kernel, on at d = 128): each consumer stores its dQ part as it sits in
+#: registers (16-byte stores, no swizzled addresses) into an accumulator kept in that order, which the last pass reads
+#: back part by part. On the H200 it ran 2.7-9.2 % faster at d = 128 and 1.1-3.3 % slower at d = 64
+#: (bench/results/flash_bwd_*_fragments*.md): hence on at d = 128 only.
+#: DQ_UNDER_DK and STATS_EARLY (SWAPAB=1 only), how the step is ordered: DQ_UNDER_DK=1 (the chapter's kernel since it
+#: measured 1-6 % faster at every anchor on the H200, median over rounds in two runs, bench/results/flash_bwd_*.md)
+#: issues dQ's part before dK and stores it for the writer while dK runs, as FlashAttention-3/-4 do; 0 is the order
+#: before (dK before the consumers' barrier, every product waited for before dQ's store); STATS_EARLY=1 loads L and D
 #: from shared memory before the waits for S^T and dP^T, not after (1-8 % slower on the H200, same runs). A value
 #: other than the chapter's builds STEP_FILE.
 OPT_IN: dict[str, dict[int, int]] = {"UNIFORM": {64: 0, 128: 1},
                                      "DQ_LAG": {64: 0, 128: 0}, "PINGPONG": {64: 0, 128: 0}, "SWAPAB": {64: 0, 128: 0},
                                      "DQ_WRITER": {64: 1, 128: 1}, "QSTEP": {64: 128, 128: 64},
                                      "DETERMINISTIC": {64: 0, 128: 0}, "DQ_UNDER_DK": {64: 1, 128: 1},
-                                     "DQ_FRAGMENTS": {64: 0, 128: 0}, "STATS_EARLY": {64: 0, 128: 0}}
+                                     "DQ_FRAGMENTS": {64: 0, 128: 1}, "STATS_EARLY": {64: 0, 128: 0}}
 #: SWAPAB=0: the backward with the queries as rows (one or two consumers, DQ_MODE 0, 1 or 2), a file of its own.
 ROWS_FILE = SOLUTIONS / "variants" / "ch11_bwd_rows.cu"
 #: DQ_LAG and PINGPONG's flash_bwd, built as ROWS_FILE (its flash_bwd renamed) followed by this one.
@@ -77,7 +79,7 @@ LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
 #: STEP_OPTIONS: the chapter's kernel plus solutions/variants/ch11_step_options.patch (``python -m tklab
 #: exercises --derive``); with the chapter's values (OPT_IN) it compiles to the chapter kernel's SASS.
 STEP_FILE = SOLUTIONS / "variants" / "ch11_step_options.cu"
-STEP_OPTIONS = ("DQ_UNDER_DK", "DQ_FRAGMENTS", "STATS_EARLY")
+STEP_OPTIONS = ("DQ_UNDER_DK", "STATS_EARLY")
 #: SWAPAB=1: queries per step by head dimension; the per-step statistics box is fp32 STATS_ROWS x (queries / 4)
 #: (L log2 e, then D).
 SWAPAB_QSTEP, STATS_ROWS = {64: 128, 128: 64}, 8
@@ -206,9 +208,11 @@ class BwdBuild:
 
     @property
     def dq_fragments(self) -> bool:
-        """DQ_FRAGMENTS=1: the dQ accumulator in whole steps, each step's two parts in register order (the last pass
-        runs a 128-thread block per part)."""
-        return "-DDQ_FRAGMENTS=1" in self.options
+        """DQ_FRAGMENTS=1 (the chapter's kernel at d = 128, or named): the dQ accumulator in whole steps, each step's
+        two parts in register order (the last pass runs a 128-thread block per part)."""
+        given = [f for f in self.options if f.startswith("-DDQ_FRAGMENTS=")]
+        on = given[-1] == "-DDQ_FRAGMENTS=1" if given else bool(OPT_IN["DQ_FRAGMENTS"][self.head_dim])
+        return self.swapab and on
 
     @property
     def deterministic(self) -> bool:
@@ -290,8 +294,9 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if swapab and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts.get("DQ_LAG") or opts.get("PINGPONG")):
         raise ValueError(f"SWAPAB=1 is written for CONSUMERS=2 and DQ_MODE=1, without DQ_LAG or PINGPONG; got head "
                          f"dimension {head_dim}, {opts}")
-    if ({"DQ_WRITER", "QSTEP", *STEP_OPTIONS} & set(opt_in)) and not swapab:
-        raise ValueError(f"DQ_WRITER, QSTEP, {', '.join(STEP_OPTIONS)} are options of SWAPAB=1's kernel; got {opts}")
+    if ({"DQ_WRITER", "QSTEP", "DQ_FRAGMENTS", *STEP_OPTIONS} & set(opt_in)) and not swapab:
+        raise ValueError(f"DQ_WRITER, QSTEP, DQ_UNDER_DK, DQ_FRAGMENTS, STATS_EARLY are options of SWAPAB=1's kernel; "
+                         f"got {opts}")
     if opt_in.get("DETERMINISTIC") and (not swapab or opts.get("DQ_WRITER", 1) != 1):
         raise ValueError(f"DETERMINISTIC=1 is an option of SWAPAB=1's kernel with its dQ writer (DQ_WRITER=1): the "
                          f"writer takes the turns; the queries-as-rows kernel's deterministic dQ is DQ_MODE=2; got "
@@ -387,6 +392,31 @@ def source(b: BwdBuild) -> str:
 
 
 # ---- launching -----------------------------------------------------------------------------------------
+def park_dq(acc: np.ndarray, cfg: BwdBuild) -> np.ndarray:
+    """A dQ accumulator [b, h, n, d] (fp32, dS K unscaled) as a DQ_FRAGMENTS build leaves it: [b, h, whole steps x
+    qstep, d] in memory, each step's two consumer parts (consumer g: d = 64 the step's queries 64g.., d = 128 dQ's
+    columns 64g..; 80-query steps dQ^T's rows 64g..) parked in register order (tklab.models.layouts.parked), queries
+    past the end zero. What chapter 11's exercise check compares the kernel's accumulator with."""
+    from ..models.layouts import parked
+
+    b, h, n, d = acc.shape
+    qstep, steps, rows = cfg.qstep, cfg.steps(n), cfg.dq_box_rows
+    padded = np.zeros((b, h, steps * qstep, d), acc.dtype)
+    padded[:, :, :n] = acc
+    order = np.array(parked(rows), np.int64)  # (row, col) of each parked float of a 64 x rows part
+    out = np.empty((b, h, steps, 2, 64 * rows), acc.dtype)
+    for g in range(2):
+        r, c = order[:, 0], order[:, 1]
+        if qstep == 80:  # dQ^T's rows: columns 64g + r of dQ; columns: the step's queries
+            query, col = c[None, :] + qstep * np.arange(steps)[:, None], 64 * g + r[None, :]
+        elif qstep == 128:  # d = 64: consumer g forms the step's queries 64g..
+            query, col = 64 * g + r[None, :] + qstep * np.arange(steps)[:, None], c[None, :]
+        else:  # d = 128, 64-query steps: consumer g forms dQ's columns 64g..
+            query, col = r[None, :] + qstep * np.arange(steps)[:, None], 64 * g + c[None, :]
+        out[:, :, :, g] = padded[:, :, query, np.broadcast_to(col, query.shape)]
+    return out.reshape(b, h, steps * qstep, d)
+
+
 def dq_scratch_shape(b: int, h: int, n: int, cfg: BwdBuild) -> tuple[int, int, int, int]:
     """The fp32 dQ scratch one backward allocates: the accumulator (B, H, N, d); with DQ_FRAGMENTS (B, H, whole
     steps x queries per step, d), each step's two parts in register order; or with DQ_MODE 2 every key block's slot

@@ -13,6 +13,7 @@ Public API::
     st_offset(row, col, rows=, cols=, itemsize=2, swizzle=None) -> int   # the tile library's st<> map
     tma_box_offset(row, col, box_cols=, itemsize=2, swizzle="none") -> int
     interleaved_offset(mn, k, lbo=, sbo=, itemsize=2) -> int              # wgmma's no-swizzle operand
+    parked(cols) -> list[(row, col)]                # a 64 x cols accumulator as store_fragments lays it out
 
 Fragment names (elements are numbered in register order, the low 16-bit half first):
 
@@ -317,6 +318,22 @@ def _make(name: str, operand: str | None) -> Fragment:
                         _rt(rows, cols, lay == "col"))
     raise ValueError(f"unknown fragment {name!r}; known: mma.m16n8k16, ldmatrix.x1/.x2/.x4[.trans], "
                      "stmatrix.x1/.x2/.x4, wgmma.m64nNk16 (N = 8..256), rt.RxC")
+
+
+def parked(cols: int) -> list[tuple[int, int]]:
+    """The (row, col) of every float of a warpgroup's 64 x ``cols`` fp32 accumulator parked by
+    ``warpgroup::store_fragments`` (tk/ops/warpgroup/fragments.cuh), in the parked block's order: thread t's
+    elements 4k .. 4k + 3 (wgmma's D layout, register order) are float4 number k * 128 + t. Why: what reads such a
+    block by position (chapter 11's exercise check, which compares the dQ accumulator the kernel leaves) needs the
+    permutation, and it follows from the accumulator layout alone."""
+    if cols % 8 or not 8 <= cols <= 256:
+        raise ValueError(f"a wgmma accumulator has 8 to 256 columns, a multiple of 8; got {cols}")
+    d = fragment(f"wgmma.m64n{cols}k16", "D")
+    out: list[tuple[int, int]] = []
+    for k in range(d.elements // 4):
+        for t in range(d.lanes):
+            out += [d.coords(t, 4 * k + e) for e in range(4)]  # type: ignore[misc]
+    return out
 
 
 def names() -> list[tuple[str, str | None]]:
