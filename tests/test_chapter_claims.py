@@ -386,6 +386,14 @@ def test_ch10_quotes_the_report_its_table_reads() -> None:
     assert below == [(4096, False)] and "below 1.00× in every round only at N = 4096, not causal" in left
     assert f"At d = 64 it is {min(r64):.2f}–{max(r64):.2f}×" in left
     assert min(short) == min(r64) and f"shortest at N = 4096 causal ({min(short):.2f}–{max(short):.2f}×)" in left
+    # and today's defaults, from the newer run the cell names (per-round ratios to cuDNN, every anchor)
+    newer = re.search(r"`bench/results/(flash_fwd_bench_[^`]+\.md)`", left).group(1)
+    per_round = [float(x) for m in re.finditer(r"^\| (?:64|128) \| \d+ \| (?:yes|no) \| [^|]+ \| ch10 defaults \| "
+                                                r"[^|]+ \| ([\d.]+)–([\d.]+) ", (RESULTS / newer).read_text(), re.M)
+                 for x in m.groups()]
+    assert len(per_round) == 16, per_round
+    assert f"today's defaults ran {min(per_round):.2f}–{max(per_round):.2f}× cuDNN over the eight anchors" in \
+        " ".join(left.split())
     slow = _flash_ranges(rows, "sdpa cudnn", "ch09 tiles", 128)
     single = _recorded("ch09.flash_tiles_d128")
     intro = _text("10", "34974f65")
@@ -409,10 +417,12 @@ def test_ch10_profile_numbers_are_the_files() -> None:
     """10 · the FlashAttention-3/4 cells: the XU pipe (measured, not 'to measure next'), the tensor pipe and the
     barrier stalls beside FlashAttention-4, and the d = 64 profile's busiest pipe."""
     t = _ncu_table("ncu_ch10_vs_fa4_2026-12-01.md")  # columns: ch10 d=128, FA4 d=128, ch10 d=64, FA4 d=64
-    xu, tensor, barrier = t["XU (exp2) pipe, % of peak"], t["tensor pipe active (% of elapsed)"], \
-        t["warps stalled on a barrier, per issue"]
-    fa = _text("10", "1025f936")
-    assert f"exponentials is {xu[2]} % busy against FlashAttention-4's {xu[3]} %" in fa
+    tensor, barrier = t["tensor pipe active (% of elapsed)"], t["warps stalled on a barrier, per issue"]
+    # columns: ch10 d=128 12-01, today, FA4 d=128 12-01, ch10 d=64 12-01, today, FA4 d=64 12-01 (today in bold)
+    xu = [c.strip("*") for c in _ncu_table("ncu_ch10_2026-12-04_76a3704.md")["XU (exp2) pipe, % of peak"]]
+    fa = " ".join(_text("10", "1025f936").split())
+    assert f"exponentials is {xu[4]} % busy in the defaults at d = 64 against FlashAttention-4's {xu[5]} %" in fa
+    assert "`bench/results/ncu_ch10_2026-12-04_76a3704.md`" in fa
     assert "to measure next" not in fa
     busiest = re.search(r"Tensor is the highest-utilized pipeline \(([\d.]+)%\)",
                         (RESULTS / "ncu" / "flash_fwd_ch10_pingpong3_d64_n8192_e9e13a5.txt").read_text())
@@ -549,7 +559,7 @@ def test_ch11_what_is_left_quotes_its_runs() -> None:
                        / statistics.median(r["tflops"] for r in rows if (r["d"], r["n"], r["causal"]) == s
                                            and r["who"] == before) - 1)
                 for s in {(r["d"], r["n"], r["causal"]) for r in rows if r["d"] == d}]
-        assert f"{min(gain):.1f}–{max(gain):.1f} % {'slower at d = 128' if d == 128 else 'at d = 64'}" in flat, gain
+        assert f"{min(gain):.1f}–{max(gain):.1f} % {'faster at d = 128' if d == 128 else 'at d = 64'}" in flat, gain
     from tklab.kernels import attention_bwd
 
     assert attention_bwd.build(128).options == attention_bwd.build(128, DQ_UNDER_DK=1).options  # "this kernel"
@@ -848,8 +858,15 @@ def test_ch11_fa4_step_is_the_reports_and_the_masks_branch_the_sass() -> None:
     fa4, ours = loop("FlashAttention-4"), loop("ch11 DQ_UNDER_DK=1")  # the chapter's kernel, named by its order
     step, step80 = loop("ch11 FA4 step (DQ_UNDER_DK, DQ_FRAGMENTS, STATS_EARLY)"), loop("ch11 FA4 step, QSTEP=80")
     text, out = _text("11", "2170a3d6"), _output("11", "2170a3d5")
-    assert f"its step is {step} instructions instead of {ours}, and {step80} per 80-query step where " \
-           f"FlashAttention-4 has {fa4}" in " ".join(text.split())
+    from tklab.kernels import attention_bwd
+    from tklab.toolchain.loop_events import hot_loop
+
+    live = len(hot_loop(attention_bwd.compiled(attention_bwd.build(128))["flash_bwd"].sass))  # the kernel read now
+    assert f"the step is {step} instructions against this kernel's {live} above, and {step80} per 80-query step " \
+           f"where FlashAttention-4 has {fa4}" in " ".join(text.split())
+    assert f"this kernel: a step of 16x64 (keys x queries) per warp, {live} instructions" in out
+    assert f"this kernel, dQ's part at its (row, column): a step of 16x64 (keys x queries) per warp, {ours} " \
+           "instructions" in out  # the report's row of the kernel before the parking, compiled again here
     assert f"FlashAttention-4: a step of 16x80 (keys x queries) per warp, {fa4} instructions" in out
     assert "STS.128x10" in events("FlashAttention-4") and "ten 16-byte stores" in text
     # the cell compiles this kernel both ways: parked (d = 128's build) eight 16-byte stores, at its place the report's
@@ -970,3 +987,47 @@ def _bwd_loop_and_mask_branch(**options: int) -> tuple[int, int, int]:
     jump = next(i for i, (_, o, a) in enumerate(body)
                 if i < end and o == "BRA" and int(a.split(";")[0].split()[-1], 16) == body[end][0])
     return len(body), end - jump - 1, cfg.qstep
+
+
+def test_ch07_ring_protocol_laps_are_the_checks_first_case() -> None:
+    """07 · the design exercise: the laps of each block's ring on the check's first case (tiles per block over the
+    stages), and the wraps one fewer."""
+    spec = load_script(ROOT / "solutions" / "ch07_ring_protocol" / "spec.py", "ch07_ring_protocol_spec")
+    from tklab.kernels.tma_copy import TILE_COLS, TILE_ROWS
+
+    case = spec.CASES[0]
+    tiles = -(-case["M"] // TILE_ROWS) * -(-case["N"] // TILE_COLS)
+    laps = -(-tiles // case["blocks"]) // spec.STAGES
+    text = " ".join(_text("07", "design-ch07_ring_protocol-todo").split())
+    assert f"({case['M']} × {case['N']}, {tiles} tiles) goes through {case['blocks']} blocks" in text
+    assert f"ring of {spec.STAGES} stages goes round {['zero', 'one', 'two', 'three', 'four', 'five', 'six'][laps]} " \
+           f"times (it wraps {['zero', 'one', 'two', 'three', 'four', 'five'][laps - 1]} times)" in text
+
+
+def test_ch08_launch_cost_is_the_records() -> None:
+    """08 · measured against cuBLAS: the host's cost of a call, the course's prepared launches and torch.matmul, from
+    the record the progression cell reads (host_us per row)."""
+    rows = _recorded("ch08.progression")["rows"]
+    ours = [r["host_us"] for r in rows if r["who"] != "cuBLAS"]
+    theirs = [r["host_us"] for r in rows if r["who"] == "cuBLAS"]
+    text = " ".join(_text("08", "c24").split())
+    assert f"{min(ours):.1f}–{max(ours):.1f} µs a call for the course's prepared launches, " \
+           f"{min(theirs):.1f}–{max(theirs):.1f} µs for `torch.matmul`" in text and "tens of µs" not in text
+
+
+def test_ch09_l2_model_against_the_profile() -> None:
+    """09 · is the traffic model right: the recorded profile's L2 bytes over the model's, as the prose says."""
+    from tklab.kernels import attention
+
+    measured = json.loads((RESULTS / "profiles.json").read_text())["ch09.flash_tiles"]["metrics"]["lts__t_bytes.sum"]
+    model = attention.traffic(2, 16, 8192, 128, block_rows=128, block_keys=64)["flash_l2"]
+    text = " ".join(_text("09", "c1c841e4").split())
+    assert f"come out at {measured / model:.2f}× the model's" in text
+
+
+def test_ch09_running_max_floor_is_the_kernels() -> None:
+    """09 · the base-2 softmax: the running maximum starts at the kernel's finite floor, named as the kernel does."""
+    src = (ROOT / "solutions" / "ch09_flash" / "ch09_flash.cu").read_text()
+    assert "constexpr float NO_MAX_YET = -1e30f;" in src and "fill(m, NO_MAX_YET);" in src
+    text = _text("09", "41129618")
+    assert "(`NO_MAX_YET`, $-10^{30}$), not $-\\infty$" in text and "one `FFMA` and one" not in text
