@@ -7,6 +7,8 @@
 #   notebooks       nbval of chapters 07-11 through tklab.course.report (wheels from bench/notebook_wheels.sh in .whl);
 #                   NOTEBOOKS="11:11* 10:10*" picks some (part name:glob; default all three groups)
 #   host            bench/attention_host.py: the host time of tklab.attention's calls against SDPA's, with a cProfile
+#   bwd-tests       the chapter's backward (DQ_FRAGMENTS at d = 128) on the GPU: its float64-autograd, layout and
+#                   determinism tests, and the exercise's check of the solution (GPU cases and its timed bench)
 #   bwd             bench/flash_bwd.py: the chapter's kernel (DQ_FRAGMENTS at d = 128) against it without (dQ as
 #                   tile), with at d = 64 (dQ fragments), 80-query steps, and the libraries, 3 rounds (FA4 beside it
 #                   when installed)
@@ -44,6 +46,11 @@ for part in "$@"; do
            done ;;
     host) say "host time of the attention calls"
           timeout -s INT 120 python3 bench/attention_host.py 2>&1 | tail -60 | tee -a "$log" ;;
+    bwd-tests) say "backward GPU tests"
+         timeout -s INT 330 python3 -m pytest -q -p no:cacheprovider -m "gpu or hopper" tests/test_attention_bwd.py \
+           -k "float64_autograd or autograd_function or layouts_and_large or deterministic" 2>&1 | tail -5 | tee -a "$log"
+         timeout -s INT 200 python3 -m tklab check solutions/ch11_flash_bwd/ch11_flash_bwd.cu 2>&1 | tail -12 |
+           tee -a "$log" ;;
     bwd) say "backward bench"
          timeout -s INT 300 python3 bench/flash_bwd.py bench --rounds 3 --variants \
            "ch11 default,ch11 dQ as tile,ch11 dQ fragments,ch11 swapAB 80" 2>&1 | grep -v "^  d=" |

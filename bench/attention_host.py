@@ -105,10 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--top", type=int, default=30)
     args = p.parse_args(argv)
-    import torch
-
-    if not torch.cuda.is_available():
-        print("bench/attention_host.py needs a CUDA GPU (H100/H200) and torch", file=sys.stderr)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None or not torch.cuda.is_available():
+        print("bench/attention_host.py needs an H100/H200 GPU and torch (the course's kernels use TMA and wgmma); "
+              f"{'torch is not installed' if torch is None else 'torch sees no CUDA device'} here", file=sys.stderr)
         return 2
     runs = contenders(args.batch, args.context)
     rows = {name: per_call(fn, args.calls) for name, fn in runs.items()}
