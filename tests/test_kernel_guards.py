@@ -42,12 +42,16 @@ def test_overlapping_barrier_ranges_stop_the_build(head_dim: int, old: str, new:
 # ---- DQ_MODE 2's memory --------------------------------------------------------------------------------
 def test_dq_slot_bytes_follow_the_layout() -> None:
     """B x H x (key blocks x slots per key block) x (query blocks x 64) x d x 4: the issue's 16 GiB at N = 16k,
-    H = 16, d = 128; d = 64 keeps a slot per consumer (no column split); DQ_MODE 1 one accumulator."""
+    H = 16, d = 128; d = 64 keeps a slot per consumer (no column split); DQ_MODE 1 one accumulator (d = 128, where dQ's
+    parts are parked in register order: in whole 64-query steps)."""
     gib = 1 << 30
     assert ab.dq_scratch_bytes(1, 16, 16384, ab.build(128, DQ_MODE=2)) == 16 * gib
     n = 1000  # awkward: 8 key blocks of 128, 16 query blocks (1024 rows)
     assert ab.dq_scratch_bytes(2, 3, n, ab.build(64, DQ_MODE=2)) == 2 * 3 * (8 * 2) * 1024 * 64 * 4
-    assert ab.dq_scratch_bytes(2, 3, n, ab.build(128, DQ_MODE=1)) == 2 * 3 * n * 128 * 4
+    assert ab.build(128).dq_fragments and not ab.build(64).dq_fragments
+    assert ab.dq_scratch_bytes(2, 3, n, ab.build(128, DQ_MODE=1)) == 2 * 3 * 1024 * 128 * 4  # 16 steps of 64
+    assert ab.dq_scratch_bytes(2, 3, n, ab.build(128, DQ_FRAGMENTS=0)) == 2 * 3 * n * 128 * 4
+    assert ab.dq_scratch_bytes(2, 3, n, ab.build(64, DQ_MODE=1)) == 2 * 3 * n * 64 * 4
 
 
 class _DeviceArray:

@@ -9,6 +9,7 @@ outside the tile library and the learner's folder are never read. GPU parts (tim
 from __future__ import annotations
 
 import os
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -332,6 +333,45 @@ os.wait()
         os.kill(pid, 9)
     assert not left, "the daemon outlived the run"
     assert sheet.read_text() == "student,ch01\nmallory,no\n"
+
+
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "no-cgroup"])
+def test_the_runs_processes_are_all_stopped_before_any_is_killed(tmp_path, level, monkeypatch, cgroup):
+    """Killed one by one, a shell's ``sleep`` could die first and the shell run its next command (a write to the sheet)
+    before its own kill arrived: a fresh-clone CI run saw the test above fail so, at the process level. Every process
+    of the run is stopped first, by the cgroup's kill and by the /proc walk's where there is no cgroup (or its
+    cgroup.kill ends them at once, and nothing is signalled one by one). bubblewrap's runs end with their PID
+    namespace."""
+    if level != "process":
+        pytest.skip("the bubblewrap level ends a run with its PID namespace")
+    if not cgroup:  # the /proc walk's kill (no cgroup here, or refused), not the group's
+        monkeypatch.setenv("TKLAB_NO_CGROUP", "1")
+    sent: list[tuple[int, int]] = []
+    real_kill = os.kill
+
+    def kill(pid: int, sig: int) -> None:
+        sent.append((pid, sig))
+        real_kill(pid, sig)
+
+    monkeypatch.setattr(os, "kill", kill)
+    token = _token()
+    daemon = f"""\
+import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sh", ["sh", "-c", "sleep {token}; echo mallory,yes"])
+    os._exit(0)
+os.wait()
+"""
+    run_isolated("ch01_naive_matmul", _file(tmp_path / "m", "ch01_naive_matmul.py", daemon + CH01), mode="sim",
+                 timeout=RUN_SECONDS)
+    killed = [i for i, (_, sig) in enumerate(sent) if sig == signal.SIGKILL]
+    assert killed, f"the daemon's shell and sleep were never killed one by one: {sent}"
+    first = killed[0]
+    assert {pid for pid, sig in sent if sig == signal.SIGKILL} <= \
+        {pid for pid, sig in sent[:first] if sig == signal.SIGSTOP}, sent
+    assert not _alive(token)
 
 
 # ---- speed (GPU) ------------------------------------------------------------------------------------

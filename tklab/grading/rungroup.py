@@ -149,6 +149,15 @@ class RunGroup:
         killed = 0
         if self.version == 2 and _write(self.dirs[0] / "cgroup.kill", "1"):
             killed = len(self.pids())
+        stopped: set[int] = set()  # without cgroup.kill: all stopped first, so none acts between the kills
+        for _ in range(20):
+            new = self.pids() - stopped
+            if not new:
+                break
+            for pid in new:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGSTOP)
+            stopped |= new
         for _ in range(200):
             left = self.pids()
             if not left:

@@ -875,6 +875,24 @@ class Sandbox:
             left = still_there()
         return left
 
+    def _stop_all(self, token: bytes) -> None:
+        """SIGSTOP the child and every process of the run, again until no new one appears, before any is killed: one
+        by one, in whatever order the walk finds them, a kill could end a process another waits on (a shell's
+        ``sleep``) and let that one run its next command (a write) before its own kill arrives. A stopped process
+        runs nothing more; SIGKILL still ends it."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.proc.pid, signal.SIGSTOP)
+        stopped: set[int] = set()
+        for _ in range(20):
+            new = set(self._left(token)) - stopped
+            if not new:
+                return
+            for pid in new:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGSTOP)
+            stopped |= new
+
     def kill(self) -> int:
         """Kill every process of the run; returns how many were still alive."""
         if self.proc is None:
@@ -888,6 +906,7 @@ class Sandbox:
             killed = len(alive)  # (the child itself is not counted: it is the run)
         else:
             self._after_exits(lambda: set(self._left(token)))
+            self._stop_all(token)
         if self.proc.returncode is None:  # (once the child is reaped, its number is not ours to signal)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
