@@ -203,7 +203,7 @@ def _scalar(where: str, value: Any, p: Param) -> bytes:
                 return np.array(int(value), dtype=dtype.name.replace("uint", "int")).tobytes()
             raise OverflowError(f"{where}: {value} does not fit in {dtype.name}")
         return np.array(value, dtype=dtype).tobytes()
-    return _pack_scalar(where, value, p.declared, p.size)
+    return _pack_scalar(lambda: where, value, p.declared, p.size)
 
 
 @dataclass

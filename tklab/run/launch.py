@@ -13,9 +13,10 @@ Public API: ``launch(kernel, grid, block, args, *, shared_mem=0, stream=None, sy
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -58,21 +59,28 @@ def check_count(name: str, params: Sequence[Param] | None, expected: int, got: i
 def device_pointer(obj: Any) -> tuple[int, str | None] | None:
     """(address, dtype name) of a GPU array-like, or None if ``obj`` is not one.
 
-    Knows ``__cuda_array_interface__`` (CuPy, Numba, PyTorch) and ``data_ptr()`` (PyTorch).
+    Knows ``data_ptr()`` (PyTorch CUDA tensors: asked first, since torch builds its ``__cuda_array_interface__``
+    in Python on every access, a cost every launch argument paid) and ``__cuda_array_interface__`` (CuPy, Numba).
     """
+    if getattr(obj, "is_cuda", False) and hasattr(obj, "data_ptr"):
+        return int(obj.data_ptr()), str(obj.dtype).replace("torch.", "")
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
-        dtype = None
-        try:
-            dtype = np.dtype(cai["typestr"]).name
-        except TypeError:
-            pass
-        if hasattr(obj, "dtype"):  # torch.bfloat16 has no numpy typestr of its own
+        dtype = _typestr_name(cai["typestr"])
+        if hasattr(obj, "dtype") and not isinstance(obj.dtype, np.dtype):  # a library's own dtype (bf16)
             dtype = str(obj.dtype).replace("torch.", "")
         return int(cai["data"][0]), dtype
-    if hasattr(obj, "data_ptr") and getattr(obj, "is_cuda", False):
-        return int(obj.data_ptr()), str(obj.dtype).replace("torch.", "")
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _typestr_name(typestr: str) -> str | None:
+    """NumPy's name for an array-interface typestr ("<f4" -> "float32"), or None; cached: NumPy builds the name
+    anew on every ``dtype.name``."""
+    try:
+        return np.dtype(typestr).name
+    except TypeError:
+        return None
 
 
 def _is_host_array(obj: Any) -> bool:
@@ -87,40 +95,50 @@ def _describe(i: int, param: Param | None) -> str:
 
 def _pack(kernel_name: str, i: int, value: Any, param: Param | None, size: int | None) -> bytes:
     """The bytes the kernel receives for one parameter."""
-    where = f"{kernel_name}: {_describe(i, param)}"
+
+    def where() -> str:  # the parameter, named in an error (built only then: a launch packs every argument)
+        return f"{kernel_name}: {_describe(i, param)}"
+
     if hasattr(value, "as_kernel_arg"):
         raw = bytes(value.as_kernel_arg())
     elif isinstance(value, (bytes, bytearray, np.void)):
         raw = bytes(value)
     elif (ptr := device_pointer(value)) is not None:
         if param is not None and not param.pointer:
-            raise TypeError(f"{where} is declared as a value, but a GPU array was passed")
+            raise TypeError(f"{where()} is declared as a value, but a GPU array was passed")
         addr, dtype = ptr
         allowed = POINTEES.get(param.base) if param is not None else None
         if allowed and dtype and dtype not in allowed:
-            raise TypeError(f"{where} expects {param.base} data ({'/'.join(allowed)}), "  # type: ignore[union-attr]
+            raise TypeError(f"{where()} expects {param.base} data ({'/'.join(allowed)}), "  # type: ignore[union-attr]
                             f"but the array holds {dtype}; convert it first (e.g. .astype(...))")
         raw = np.uint64(addr).tobytes()
     elif _is_host_array(value):
-        raise TypeError(f"{where} is a host (CPU) array; kernels need GPU memory: use cupy.asarray(x) "
+        raise TypeError(f"{where()} is a host (CPU) array; kernels need GPU memory: use cupy.asarray(x) "
                         "or tensor.cuda()")
     elif isinstance(value, (bool, int, float, np.generic)):
         if param is not None and param.pointer:
             if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
                 raw = np.uint64(value).tobytes()  # a raw device address
             else:
-                raise TypeError(f"{where} is a pointer, but {type(value).__name__} {value!r} was passed")
+                raise TypeError(f"{where()} is a pointer, but {type(value).__name__} {value!r} was passed")
         else:
             raw = _pack_scalar(where, value, param, size)
     else:
-        raise TypeError(f"{where}: cannot pass a {type(value).__name__} to a kernel (pass a CuPy array, a "
+        raise TypeError(f"{where()}: cannot pass a {type(value).__name__} to a kernel (pass a CuPy array, a "
                         "torch CUDA tensor, a number, or an object with as_kernel_arg())")
     if size is not None and len(raw) != size:
-        raise TypeError(f"{where} takes {size} bytes, but the value packs to {len(raw)} bytes")
+        raise TypeError(f"{where()} takes {size} bytes, but the value packs to {len(raw)} bytes")
     return raw
 
 
-def _pack_scalar(where: str, value: Any, param: Param | None, size: int | None) -> bytes:
+@functools.cache
+def _int_bounds(dtype: np.dtype) -> tuple[int, int]:
+    """(min, max) of an integer dtype (np.iinfo builds an object per call)."""
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def _pack_scalar(where: Callable[[], str], value: Any, param: Param | None, size: int | None) -> bytes:
     if param is not None and param.ctype in SCALARS:
         dtype = SCALARS[param.ctype]
     elif isinstance(value, np.generic):
@@ -133,10 +151,10 @@ def _pack_scalar(where: str, value: Any, param: Param | None, size: int | None) 
         dtype = np.dtype(np.float64 if size == 8 else np.float32)
     if dtype.kind in "iub":
         if isinstance(value, (float, np.floating)) and not float(value).is_integer():
-            raise TypeError(f"{where} is an integer, but {value!r} was passed")
-        info = np.iinfo(dtype) if dtype.kind != "b" else None
-        if info is not None and not info.min <= int(value) <= info.max:
-            raise OverflowError(f"{where}: {value} does not fit in {dtype.name}")
+            raise TypeError(f"{where()} is an integer, but {value!r} was passed")
+        bounds = _int_bounds(dtype) if dtype.kind != "b" else None
+        if bounds is not None and not bounds[0] <= int(value) <= bounds[1]:
+            raise OverflowError(f"{where()}: {value} does not fit in {dtype.name}")
         return np.array(int(value), dtype=dtype).tobytes()
     return np.array(value, dtype=dtype).tobytes()
 

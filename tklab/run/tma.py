@@ -20,6 +20,7 @@ alone, no GPU needed), ``pick_swizzle(tile_cols, itemsize)``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -183,9 +184,8 @@ class TensorMap:
     def __init__(self, array: Any, tile: tuple[int, int], *, swizzle: int | None = None,
                  dtype: str | None = None, fold: bool = False):
         address, shape, strides, name = _describe(array, dtype)
-        self.plan = plan(address, shape, strides, name, tuple(tile), swizzle, fold=fold)  # type: ignore[arg-type]
+        self.plan, self._raw = _planned(address, shape, strides, name, tuple(tile), swizzle, fold)  # type: ignore[arg-type]
         self._array = array  # keeps the memory alive as long as the map
-        self._raw = _encode(self.plan)
 
     @property
     def swizzle(self) -> int:
@@ -206,6 +206,16 @@ class TensorMap:
         shape = "x".join(str(d) for d in reversed(p.dims))
         return (f"TensorMap({p.dtype}, {shape}, tile {p.tile[0]}x{p.tile[1]}, "
                 f"box {p.box[1]}x{p.box[0]}, swizzle {p.swizzle} B)")
+
+
+@functools.lru_cache(maxsize=256)
+def _planned(address: int, shape: tuple[int, ...], strides: tuple[int, ...], name: str, tile: tuple[int, int],
+             swizzle: int | None, fold: bool) -> tuple[Plan, bytes]:
+    """``plan`` and the driver's descriptor for them, remembered: a descriptor is a function of these values alone
+    (the address included, not the memory behind it), and a training step asks for the same few maps every layer
+    and step; checking and encoding them again cost each call tens of microseconds. No array is held."""
+    p = plan(address, shape, strides, name, tile, swizzle, fold=fold)
+    return p, _encode(p)
 
 
 def _encode(p: Plan) -> bytes:
