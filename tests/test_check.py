@@ -389,3 +389,17 @@ def test_planted_cuda_fault_is_reported_and_the_caller_survives(tmp_path, fault)
     # This process still has a working GPU: the fault stayed in the child.
     after = check("ch05_mma", ROOT / "solutions" / "ch05_mma" / "ch05_mma.cu", bench=False)
     assert after.passed is True, after
+
+
+def test_an_exercises_notes_reach_its_check() -> None:
+    """What an exercise's author writes in its spec's ``notes`` (what the verdict covers, how to read an output) is
+    shown by every check of it, once; an exercise without notes shows none of another's."""
+    from tklab.grading import specs
+    from tklab.grading.check import check
+
+    ch11 = specs.get("ch11_flash_bwd")
+    assert ch11.notes and "park_dq" in ch11.notes[0]
+    res = check("ch11_flash_bwd", ROOT / "solutions" / "ch11_flash_bwd" / "ch11_flash_bwd.cu", run=False)
+    assert res.notes.count(ch11.notes[0]) == 1
+    plain = check("ch02_smem_tiling", ROOT / "solutions" / "ch02_smem_tiling" / "ch02_smem_tiling.cu", run=False)
+    assert not specs.get("ch02_smem_tiling").notes and ch11.notes[0] not in plain.notes

@@ -187,6 +187,9 @@ _MAIN = Exercise(
     atol=1.5e-1,
     arch="sm_90a",
     options=BUILD.options,
+    notes=("DQ is the fp32 accumulator as the kernel leaves it: at d = 128 each step's two dQ parts in register "
+           "order (DQ_FRAGMENTS), so a DQ index there is a place in that block, not a (query, column); "
+           "tklab.kernels.attention_bwd.park_dq says where each value goes",),
     # the five products (S and dP again, dV, dK, the dQ share) on the tensor cores, judged on what executed
     floors=(TensorCoreWork(lambda d: attention_bwd.flops(d["B"], d["H"], d["N"], _head(d), bool(d["causal"]))),),
     static=(

@@ -160,6 +160,7 @@ def check(exercise: str | os.PathLike[str], path: str | os.PathLike[str] | None 
     if source is None:
         res.passed = False
         return res
+    res.notes += [n for n in spec.notes if n not in res.notes]  # what the exercise's author says of its verdict
     where = route(spec)  # this GPU, or the CPU emulator and why (an older GPU, no NVRTC)
     tell(f"compiling {res.path}")
     module = static.run(spec, source, res.path, res, where.static_arch, file.resolve().parent)  # 2. static

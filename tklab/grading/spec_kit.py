@@ -435,6 +435,7 @@ class Exercise:
     arch: str = "sm_80"
     options: tuple[str, ...] = ()
     chapter: str = ""
+    #: sentences every check of the exercise shows as notes (what its verdict covers, how to read an output)
     notes: tuple[str, ...] = field(default_factory=tuple)
     emu_cases: tuple[Dims, ...] = ()
     by_output: dict[str, tuple[float, float, float | None]] = field(default_factory=dict)
