@@ -13,7 +13,7 @@ may write there: root outside a locked-down container, or a delegated v2 subtree
 None and the per-process limits are all there is.
 
 Public API: ``RunGroup.create(name, memory=..., processes=...)``, ``RunGroup``: ``add_tree(pid)``, ``kill()``,
-``oom_kills()``, ``peak_memory()``, ``remove()``, ``describe()``.
+``oom_kills()``, ``peak_memory()``, ``remove()``, ``describe()``; ``stop_all(processes)``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
@@ -63,6 +64,22 @@ def _write(path: Path, value: str) -> bool:
         return True
     except OSError:
         return False
+
+
+def stop_all(processes: Callable[[], Iterable[int]]) -> None:
+    """SIGSTOP every process ``processes()`` names, again until it names no new one, before any is killed: killed one
+    by one, in whatever order they are found, a kill could end a process another waits on (a shell's ``sleep``) and
+    let that one run its next command (a write) before its own kill arrives. A stopped process runs nothing more;
+    SIGKILL still ends it."""
+    stopped: set[int] = set()
+    for _ in range(20):
+        new = set(processes()) - stopped
+        if not new:
+            return
+        for pid in new:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= new
 
 
 class RunGroup:
@@ -149,15 +166,7 @@ class RunGroup:
         killed = 0
         if self.version == 2 and _write(self.dirs[0] / "cgroup.kill", "1"):
             killed = len(self.pids())
-        stopped: set[int] = set()  # without cgroup.kill: all stopped first, so none acts between the kills
-        for _ in range(20):
-            new = self.pids() - stopped
-            if not new:
-                break
-            for pid in new:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGSTOP)
-            stopped |= new
+        stop_all(self.pids)  # without cgroup.kill: all stopped first, so none acts between the kills
         for _ in range(200):
             left = self.pids()
             if not left:

@@ -876,22 +876,11 @@ class Sandbox:
         return left
 
     def _stop_all(self, token: bytes) -> None:
-        """SIGSTOP the child and every process of the run, again until no new one appears, before any is killed: one
-        by one, in whatever order the walk finds them, a kill could end a process another waits on (a shell's
-        ``sleep``) and let that one run its next command (a write) before its own kill arrives. A stopped process
-        runs nothing more; SIGKILL still ends it."""
+        """SIGSTOP the child and every process of the run before any is killed (``rungroup.stop_all`` says why)."""
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self.proc.pid, signal.SIGSTOP)
-        stopped: set[int] = set()
-        for _ in range(20):
-            new = set(self._left(token)) - stopped
-            if not new:
-                return
-            for pid in new:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGSTOP)
-            stopped |= new
+        rungroup.stop_all(lambda: self._left(token))
 
     def kill(self) -> int:
         """Kill every process of the run; returns how many were still alive."""
