@@ -300,6 +300,19 @@ def _token() -> str:
     return f"41{uuid.uuid4().int % 10**8}.5"
 
 
+def _daemon(command: str) -> str:
+    """Python that leaves a shell running ``command`` in a session of its own (forked twice: a daemon)."""
+    return f"""\
+import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sh", ["sh", "-c", {command!r}])
+    os._exit(0)
+os.wait()
+"""
+
+
 def _alive(token: str) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
@@ -316,15 +329,7 @@ def test_a_daemon_cannot_outlive_the_check_or_rewrite_the_sheet(tmp_path, level)
     token = _token()
     sheet = tmp_path / "grades.csv"
     sheet.write_text("student,ch01\nmallory,no\n")
-    daemon = f"""\
-import os, time
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.execvp("sh", ["sh", "-c", "sleep {token}; echo mallory,yes > {sheet}"])
-    os._exit(0)
-os.wait()
-"""
+    daemon = _daemon(f"sleep {token}; echo mallory,yes > {sheet}")
     res = check(_file(tmp_path / "m", "ch01_naive_matmul.py", daemon + CH01), timeout=RUN_SECONDS)
     assert res.passed is False and "may import only numba" in res.compile_error
     run_isolated("ch01_naive_matmul", tmp_path / "m" / "ch01_naive_matmul.py", mode="sim", timeout=RUN_SECONDS)
@@ -355,15 +360,7 @@ def test_the_runs_processes_are_all_stopped_before_any_is_killed(tmp_path, level
 
     monkeypatch.setattr(os, "kill", kill)
     token = _token()
-    daemon = f"""\
-import os
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.execvp("sh", ["sh", "-c", "sleep {token}; echo mallory,yes"])
-    os._exit(0)
-os.wait()
-"""
+    daemon = _daemon(f"sleep {token}; echo mallory,yes")
     run_isolated("ch01_naive_matmul", _file(tmp_path / "m", "ch01_naive_matmul.py", daemon + CH01), mode="sim",
                  timeout=RUN_SECONDS)
     killed = [i for i, (_, sig) in enumerate(sent) if sig == signal.SIGKILL]

@@ -80,6 +80,8 @@ LAG_FILE = SOLUTIONS / "variants" / "ch11_dq_lag.cu"
 #: exercises --derive``); with the chapter's values (OPT_IN) it compiles to the chapter kernel's SASS.
 STEP_FILE = SOLUTIONS / "variants" / "ch11_step_options.cu"
 STEP_OPTIONS = ("DQ_UNDER_DK", "STATS_EARLY")
+#: The options only SWAPAB=1's kernel (the chapter's) takes.
+SWAPAB_ONLY = ("DQ_WRITER", "QSTEP", "DQ_UNDER_DK", "DQ_FRAGMENTS", "STATS_EARLY")
 #: SWAPAB=1: queries per step by head dimension; the per-step statistics box is fp32 STATS_ROWS x (queries / 4)
 #: (L log2 e, then D).
 SWAPAB_QSTEP, STATS_ROWS = {64: 128, 128: 64}, 8
@@ -294,9 +296,8 @@ def build(head_dim: int = 128, **options: int) -> BwdBuild:
     if swapab and (opts["DQ_MODE"] != 1 or opts["CONSUMERS"] != 2 or opts.get("DQ_LAG") or opts.get("PINGPONG")):
         raise ValueError(f"SWAPAB=1 is written for CONSUMERS=2 and DQ_MODE=1, without DQ_LAG or PINGPONG; got head "
                          f"dimension {head_dim}, {opts}")
-    if ({"DQ_WRITER", "QSTEP", "DQ_FRAGMENTS", *STEP_OPTIONS} & set(opt_in)) and not swapab:
-        raise ValueError(f"DQ_WRITER, QSTEP, DQ_UNDER_DK, DQ_FRAGMENTS, STATS_EARLY are options of SWAPAB=1's kernel; "
-                         f"got {opts}")
+    if set(SWAPAB_ONLY) & set(opt_in) and not swapab:
+        raise ValueError(f"{', '.join(SWAPAB_ONLY)} are options of SWAPAB=1's kernel; got {opts}")
     if opt_in.get("DETERMINISTIC") and (not swapab or opts.get("DQ_WRITER", 1) != 1):
         raise ValueError(f"DETERMINISTIC=1 is an option of SWAPAB=1's kernel with its dQ writer (DQ_WRITER=1): the "
                          f"writer takes the turns; the queries-as-rows kernel's deterministic dQ is DQ_MODE=2; got "
@@ -404,15 +405,15 @@ def park_dq(acc: np.ndarray, cfg: BwdBuild) -> np.ndarray:
     padded = np.zeros((b, h, steps * qstep, d), acc.dtype)
     padded[:, :, :n] = acc
     order = np.array(parked(rows), np.int64)  # (row, col) of each parked float of a 64 x rows part
+    r, c, first = order[None, :, 0], order[None, :, 1], qstep * np.arange(steps)[:, None]  # first: a step's query 0
     out = np.empty((b, h, steps, 2, 64 * rows), acc.dtype)
     for g in range(2):
-        r, c = order[:, 0], order[:, 1]
         if qstep == 80:  # dQ^T's rows: columns 64g + r of dQ; columns: the step's queries
-            query, col = c[None, :] + qstep * np.arange(steps)[:, None], 64 * g + r[None, :]
+            query, col = first + c, 64 * g + r
         elif qstep == 128:  # d = 64: consumer g forms the step's queries 64g..
-            query, col = 64 * g + r[None, :] + qstep * np.arange(steps)[:, None], c[None, :]
+            query, col = first + 64 * g + r, c
         else:  # d = 128, 64-query steps: consumer g forms dQ's columns 64g..
-            query, col = r[None, :] + qstep * np.arange(steps)[:, None], 64 * g + c[None, :]
+            query, col = first + r, 64 * g + c
         out[:, :, :, g] = padded[:, :, query, np.broadcast_to(col, query.shape)]
     return out.reshape(b, h, steps * qstep, d)
 
