@@ -9,9 +9,9 @@
 #   host            bench/attention_host.py: the host time of tklab.attention's calls against SDPA's, with a cProfile
 #   bwd-tests       the chapter's backward (DQ_FRAGMENTS at d = 128) on the GPU: its float64-autograd, layout and
 #                   determinism tests, and the exercise's check of the solution (GPU cases and its timed bench)
-#   bwd             bench/flash_bwd.py: the chapter's kernel (DQ_FRAGMENTS at d = 128) against it without (dQ as
-#                   tile), with at d = 64 (dQ fragments), 80-query steps, and the libraries, 3 rounds (FA4 beside it
-#                   when installed)
+#   bwd             bench/flash_bwd.py: the chapter's kernel (DQ_FRAGMENTS at d = 128) against UNIFORM=1 (its
+#                   default at d = 128, so there a noise control; at d = 64 48 fewer loop instructions) and the
+#                   libraries, 3 rounds (FA4 beside it when installed); BWD_VARIANTS, BWD_ROUNDS pick others
 #   fwd             bench/flash_fwd.py check + bench of MASK_SPLIT beside the defaults, 2 rounds
 #   ncu             bench/ncu_flash_bwd.sh: the chapter's kernel and FA4 at d=128 and 64, DQ_FRAGMENTS=0 at 128, N=8192
 #   train           bench/train_tiny_gpt.py --seeds 4 --profile (the criterion's noise floor, the host time)
@@ -52,8 +52,8 @@ for part in "$@"; do
          timeout -s INT 200 python3 -m tklab check solutions/ch11_flash_bwd/ch11_flash_bwd.cu 2>&1 | tail -12 |
            tee -a "$log" ;;
     bwd) say "backward bench"
-         timeout -s INT 300 python3 bench/flash_bwd.py bench --rounds 3 --variants \
-           "ch11 default,ch11 dQ as tile,ch11 dQ fragments,ch11 swapAB 80" 2>&1 | grep -v "^  d=" |
+         timeout -s INT 300 python3 bench/flash_bwd.py bench --rounds "${BWD_ROUNDS:-3}" --variants \
+           "${BWD_VARIANTS:-ch11 default,ch11 uniform}" 2>&1 | grep -v "^  d=" |
            tail -45 | tee -a "$log" ;;
     fwd) say "forward check and bench"
          timeout -s INT 90 python3 bench/flash_fwd.py check --variants "ch10 split mask" 2>&1 | tail -4 | tee -a "$log"
