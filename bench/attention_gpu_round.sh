@@ -12,7 +12,8 @@
 #   bwd             bench/flash_bwd.py: the chapter's kernel (DQ_FRAGMENTS at d = 128) against UNIFORM=1 (its
 #                   default at d = 128, so there a noise control; at d = 64 48 fewer loop instructions) and the
 #                   libraries, 3 rounds (FA4 beside it when installed); BWD_VARIANTS, BWD_ROUNDS pick others
-#   fwd             bench/flash_fwd.py check + bench of MASK_SPLIT beside the defaults, 2 rounds
+#   fwd             bench/flash_fwd.py check + bench of MASK_SPLIT (BC = 176, and 128 at d = 128) beside the
+#                   defaults, 2 rounds
 #   ncu             bench/ncu_flash_bwd.sh: the chapter's kernel and FA4 at d=128 and 64, DQ_FRAGMENTS=0 at 128, N=8192
 #   train           bench/train_tiny_gpt.py --seeds 4 --profile (the criterion's noise floor, the host time)
 #   planted         bench/planted_gpu.py --seeds 1 for chapters 10 and 11
@@ -56,8 +57,8 @@ for part in "$@"; do
            "${BWD_VARIANTS:-ch11 default,ch11 uniform}" 2>&1 | grep -v "^  d=" |
            tail -45 | tee -a "$log" ;;
     fwd) say "forward check and bench"
-         timeout -s INT 90 python3 bench/flash_fwd.py check --variants "ch10 split mask" 2>&1 | tail -4 | tee -a "$log"
-         timeout -s INT 200 python3 bench/flash_fwd.py bench --rounds 2 --variants "ch10 defaults" "ch10 split mask" \
+         timeout -s INT 90 python3 bench/flash_fwd.py check --variants "ch10 split mask" "ch10 split mask BC=128" 2>&1 | tail -4 | tee -a "$log"
+         timeout -s INT 200 python3 bench/flash_fwd.py bench --rounds 2 --variants "ch10 defaults" "ch10 split mask" "ch10 split mask BC=128" \
            2>&1 | grep "^| " | tail -45 | tee -a "$log" ;;
     ncu) say "ncu of the backward"
          WHO="ch11 fa4" timeout 200 bash bench/ncu_flash_bwd.sh 128,8192 64,8192 2>&1 | tee -a "$log"

@@ -86,6 +86,8 @@ VARIANTS: dict[str, tuple[str, dict[str, int], tuple[int, ...]]] = {
     "ch10 split exp2 2/8": ("hopper", {"EXP2_SPLIT": 2}, (64, 128)),
     "ch10 split exp2 3/8": ("hopper", {"EXP2_SPLIT": 3}, (64,)),
     "ch10 split mask": ("hopper", {"MASK_SPLIT": 1}, (64, 128)),
+    # FA4's 128-key blocks at d = 128: the default key block won over 128 with the mask in every block's code
+    "ch10 split mask BC=128": ("hopper", {"MASK_SPLIT": 1, "BC": 128}, (128,)),
     "ch10 split mask + exp2 1/8": ("hopper", {"MASK_SPLIT": 1, "EXP2_SPLIT": 1}, (64, 128)),
     "ch10 split mask + exp2 2/8": ("hopper", {"MASK_SPLIT": 1, "EXP2_SPLIT": 2}, (64, 128)),
 }
