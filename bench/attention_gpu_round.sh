@@ -5,7 +5,8 @@
 #   fa4-a | fa4-b   install FlashAttention-4 from ../shared/tools/fa4_wheels.sh's files (carried as .fa4a, .fa4b):
 #                   fa4-a copies .fa4a/* aside, fa4-b adds .fa4b/* and installs (the machine must stay warm between)
 #   notebooks       nbval of chapters 07-11 through tklab.course.report (wheels from bench/notebook_wheels.sh in .whl);
-#                   NOTEBOOKS="11:11* 10:10*" picks some (part name:glob; default all three groups)
+#                   NOTEBOOKS="11:11* 10:10*" picks some (part name:glob; default all three groups); NB_LIMIT
+#                   seconds each (default 250; a cell that outlives it less 60 fails by its number, the slowest listed)
 #   host            bench/attention_host.py: the host time of tklab.attention's calls against SDPA's, with a cProfile
 #   bwd-tests       the chapter's backward (DQ_FRAGMENTS at d = 128) on the GPU: its float64-autograd, layout and
 #                   determinism tests, and the exercise's check of the solution (GPU cases and its timed bench)
@@ -42,8 +43,11 @@ for part in "$@"; do
            python3 -m pip install -q --no-index --find-links .whl nbval ipykernel ipywidgets nbclient matplotlib 2>&1 |
              tail -2 | tee -a "$log"
            set -f; for nb in ${NOTEBOOKS:-11:11* 10:10* 07-09:0[7-9]*}; do set +f
-             timeout -s INT 250 python3 -m tklab.course.report --skip tests,bench --notebooks "${nb#*:}" \
-               --part "nb-${nb%%:*}" --timeout 240 2>&1 | tail -6 | tee -a "$log"
+             # the report's own limits inside this one's, so that it still writes what ran (its doctor step first)
+             lim=${NB_LIMIT:-250}
+             timeout -s INT "$lim" python3 -m tklab.course.report --skip tests,bench --notebooks "${nb#*:}" \
+               --part "nb-${nb%%:*}" --timeout $((lim - 30)) --cell-timeout $((lim - 60)) 2>&1 | tail -14 |
+               tee -a "$log"
            done ;;
     host) say "host time of the attention calls"
           timeout -s INT 120 python3 bench/attention_host.py 2>&1 | tail -60 | tee -a "$log" ;;

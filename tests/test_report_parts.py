@@ -30,3 +30,28 @@ def test_a_part_names_its_notebooks_and_scripts() -> None:
 def test_a_part_that_selects_nothing_is_refused(kw: dict[str, str], message: str) -> None:
     with pytest.raises(SystemExit, match=message):
         report.steps(set(), **kw)
+
+
+def test_a_notebook_cell_past_its_limit_fails_by_name_with_the_slowest_cells_listed(tmp_path) -> None:
+    """The nbval step as the report runs it, on a two-cell notebook whose second cell outlives --cell-timeout:
+    pytest fails that cell by its number (not the whole step by the step's limit) and lists the durations."""
+    import json
+    import subprocess
+
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "id": "a", "source": "x = 1"},
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "id": "b",
+         "source": "import time\ntime.sleep(60)"}]}
+    (tmp_path / "slow.ipynb").write_text(json.dumps(nb))
+    step = report.steps({"tests", "bench"}, notebooks="0[0]*", cell_timeout=5)[1]
+    assert "--nbval-cell-timeout=5" in step.command and "--durations=8" in step.command
+    command = [a for a in step.command if not a.startswith("notebooks/")] + ["slow.ipynb"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "slow.ipynb::Cell 1" in done.stdout and "slowest" in done.stdout
+    assert "1 failed, 1 passed" in done.stdout
+
+
+def test_the_report_refuses_a_limit_that_is_not_positive() -> None:
+    with pytest.raises(SystemExit):
+        report.main(["--cell-timeout", "0"])

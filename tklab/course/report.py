@@ -8,8 +8,8 @@ driver, commit and date, with each step's verdict and the tail of its output, an
 Works offline: it only needs the packages importable (see README, "GPU boxes without internet").
 
 Usage: ``python -m tklab report [--out DIR] [--skip tests,notebooks,bench] [--notebooks 0[0-4]*]
-[--bench flash_fwd.py,...] [--timeout S]``. ``--notebooks`` and ``--bench`` run a part of the whole (a GPU
-lent for ten minutes at a time takes the check in parts; each part's report names what it covered).
+[--bench flash_fwd.py,...] [--timeout S] [--cell-timeout S]``. ``--notebooks`` and ``--bench`` run a part of the
+whole (a GPU lent for ten minutes at a time takes the check in parts; each part's report names what it covered).
 """
 
 from __future__ import annotations
@@ -58,9 +58,11 @@ def _run(step: Step, timeout: float, env: dict[str, str]) -> Step:
     return step
 
 
-def steps(skip: set[str], notebooks: str = "", bench: str = "") -> list[Step]:
+def steps(skip: set[str], notebooks: str = "", bench: str = "", cell_timeout: float = 300) -> list[Step]:
     """The check's steps; ``notebooks`` a glob of notebook names (default: all), ``bench`` a comma-separated
-    list of bench/ scripts (default: all)."""
+    list of bench/ scripts (default: all). A notebook cell that runs past ``cell_timeout`` seconds fails by its
+    number, and the report lists the slowest cells: a notebook that outruns the step's limit otherwise leaves
+    no word of where its time went."""
     py = sys.executable
     found: list[Step] = [Step("doctor", [py, "-m", "tklab", "doctor"])]
     if "tests" not in skip:
@@ -75,7 +77,8 @@ def steps(skip: set[str], notebooks: str = "", bench: str = "") -> list[Step]:
                 raise SystemExit(f"--notebooks {notebooks!r} matches no notebook in {ROOT / 'notebooks'}")
         found.append(Step(f"notebooks (nbval){'' if not notebooks else ': ' + notebooks}",
                           [py, "-m", "pytest", "-q", "--nbval-lax", "--nbval-current-env", "-p", "no:cacheprovider",
-                           "--ignore-glob=*.bak-*", *chosen]))
+                           f"--nbval-cell-timeout={cell_timeout:g}", "--durations=8", "--ignore-glob=*.bak-*",
+                           *chosen]))
     if "bench" not in skip:
         scripts = [p for p in sorted((ROOT / "bench").glob("*.py")) if not p.name.startswith("_")]
         if bench:
@@ -96,7 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench", default="", help="comma-separated bench/ scripts to run (default: all)")
     ap.add_argument("--part", default="", help="name of this part, added to the report's file name")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per step")
+    ap.add_argument("--cell-timeout", type=float, default=300, help="seconds per notebook cell")
     args = ap.parse_args(argv)
+    if not (args.timeout > 0 and args.cell_timeout > 0):
+        ap.error(f"--timeout and --cell-timeout must be positive seconds; got {args.timeout:g} and "
+                 f"{args.cell_timeout:g}")
     if not gpu.available():
         print("make gpu-check needs an NVIDIA GPU; none is visible here (try `python -m tklab doctor`).")
         return 2
@@ -110,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     checks_dir = tempfile.mkdtemp(prefix="tklab-checks-")
     env = {**os.environ, "TKLAB_RECORD": "1", "PYTHONUNBUFFERED": "1", "TKLAB_COMMIT": recorded.commit(),
            "TKLAB_CHECK_RESULTS": checks_dir}
-    chosen = steps({x.strip() for x in args.skip.split(",") if x.strip()}, args.notebooks, args.bench)
+    chosen = steps({x.strip() for x in args.skip.split(",") if x.strip()}, args.notebooks, args.bench,
+                   args.cell_timeout)
     done = [_run(s, args.timeout, env) for s in chosen]
     today = dt.date.today().isoformat()
     lines = [f"# tklab GPU check, {today}", "",
