@@ -4,6 +4,10 @@
 # PARTs (each with its own time limit, seconds):
 #   fa4-a | fa4-b   install FlashAttention-4 from ../shared/tools/fa4_wheels.sh's files (carried as .fa4a, .fa4b):
 #                   fa4-a copies .fa4a/* aside, fa4-b adds .fa4b/* and installs (the machine must stay warm between)
+#   nvrtc-a | nvrtc-b  the NVRTC the workbook pins, in place of the box's (bench/notebook_wheels.sh splits its wheel
+#                   into .nvrtca, .nvrtcb, carried one per call: nvrtc-a copies the first part aside, nvrtc-b adds the
+#                   rest and installs it over the image's; the machine must stay warm between). Then the notebooks'
+#                   stored SASS counts and the kernels timed are what a learner's pip install compiles
 #   notebooks       nbval of chapters 07-11 through tklab.course.report (wheels from bench/notebook_wheels.sh in .whl);
 #                   NOTEBOOKS="11:11* 10:10*" picks some (part name:glob; default all three groups); NB_LIMIT
 #                   seconds each (default 250; a cell that outlives it less 60 fails by its number, the slowest listed)
@@ -39,6 +43,11 @@ for part in "$@"; do
            cat "$FA4_PARTS"/cu13libs.part.* | tar -xJ -C "$FA4_SITE"
            export PYTHONPATH="$PYTHONPATH:$FA4_SITE:$FA4_SITE/nvidia_cutlass_dsl/dsl_packages"
            python3 -c "from flash_attn.cute import flash_attn_func" 2>&1 | tail -1 | tee -a "$log" ;;
+    nvrtc-a) say "NVRTC part A aside"; mkdir -p /root/nvrtcp && cp .nvrtca/* /root/nvrtcp/ ;;
+    nvrtc-b) say "NVRTC install"; cp .nvrtcb/part.* /root/nvrtcp/ && whl=/root/nvrtcp/$(cat .nvrtcb/NAME)
+             cat /root/nvrtcp/part.* > "$whl" && python3 -m pip install -q --no-deps --no-index "$whl" 2>&1 | tail -2 |
+               tee -a "$log"
+             python3 -c "from tklab.toolchain import locate; print('NVRTC', locate.nvrtc_version())" 2>&1 | tee -a "$log" ;;
     notebooks) say "notebooks 07-11"
            python3 -m pip install -q --no-index --find-links .whl nbval ipykernel ipywidgets nbclient matplotlib 2>&1 |
              tail -2 | tee -a "$log"
