@@ -29,7 +29,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export TKLAB_COMMIT="${TKLAB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || cat bench/_base/REV 2>/dev/null || echo unknown)}"
-FA4_SITE=${FA4_SITE:-/root/fa4site} FA4_PARTS=${FA4_PARTS:-/root/fa4p}
+FA4_SITE=${FA4_SITE:-/root/fa4site} FA4_PARTS=${FA4_PARTS:-/root/fa4p} NVRTC_PARTS=${NVRTC_PARTS:-/root/nvrtcp}
+SPLIT_VARIANTS=("ch10 split mask" "ch10 split mask BC=128")  # the fwd part checks these, then times them
 stamp=$(mktemp); log=${OUT:-/tmp}/attention_gpu_round.log
 say() { echo "== $*" | tee -a "$log"; }
 [ -d "$FA4_SITE" ] && export PYTHONPATH="$PYTHONPATH:$FA4_SITE:$FA4_SITE/nvidia_cutlass_dsl/dsl_packages"
@@ -43,9 +44,9 @@ for part in "$@"; do
            cat "$FA4_PARTS"/cu13libs.part.* | tar -xJ -C "$FA4_SITE"
            export PYTHONPATH="$PYTHONPATH:$FA4_SITE:$FA4_SITE/nvidia_cutlass_dsl/dsl_packages"
            python3 -c "from flash_attn.cute import flash_attn_func" 2>&1 | tail -1 | tee -a "$log" ;;
-    nvrtc-a) say "NVRTC part A aside"; mkdir -p /root/nvrtcp && cp .nvrtca/* /root/nvrtcp/ ;;
-    nvrtc-b) say "NVRTC install"; cp .nvrtcb/part.* /root/nvrtcp/ && whl=/root/nvrtcp/$(cat .nvrtcb/NAME)
-             cat /root/nvrtcp/part.* > "$whl" && python3 -m pip install -q --no-deps --no-index "$whl" 2>&1 | tail -2 |
+    nvrtc-a) say "NVRTC part A aside"; mkdir -p "$NVRTC_PARTS" && cp .nvrtca/* "$NVRTC_PARTS"/ ;;
+    nvrtc-b) say "NVRTC install"; cp .nvrtcb/part.* "$NVRTC_PARTS"/ && whl=$NVRTC_PARTS/$(cat .nvrtcb/NAME)
+             cat "$NVRTC_PARTS"/part.* > "$whl" && python3 -m pip install -q --no-deps --no-index "$whl" 2>&1 | tail -2 |
                tee -a "$log"
              python3 -c "from tklab.toolchain import locate; print('NVRTC', locate.nvrtc_version())" 2>&1 | tee -a "$log" ;;
     notebooks) say "notebooks 07-11"
@@ -70,8 +71,9 @@ for part in "$@"; do
            "${BWD_VARIANTS:-ch11 default,ch11 uniform}" 2>&1 | grep -v "^  d=" |
            tail -45 | tee -a "$log" ;;
     fwd) say "forward check and bench"
-         timeout -s INT 90 python3 bench/flash_fwd.py check --variants "ch10 split mask" "ch10 split mask BC=128" 2>&1 | tail -4 | tee -a "$log"
-         timeout -s INT 200 python3 bench/flash_fwd.py bench --rounds 2 --variants "ch10 defaults" "ch10 split mask" "ch10 split mask BC=128" \
+         timeout -s INT 90 python3 bench/flash_fwd.py check --variants "${SPLIT_VARIANTS[@]}" 2>&1 | tail -4 |
+           tee -a "$log"
+         timeout -s INT 200 python3 bench/flash_fwd.py bench --rounds 2 --variants "ch10 defaults" "${SPLIT_VARIANTS[@]}" \
            2>&1 | grep "^| " | tail -45 | tee -a "$log" ;;
     ncu) say "ncu of the backward"
          WHO="ch11 fa4" timeout 200 bash bench/ncu_flash_bwd.sh 128,8192 64,8192 2>&1 | tee -a "$log"

@@ -1,7 +1,7 @@
 """bench/wgmma_descriptors.py's finding on this toolchain (compiled for sm_90a, no GPU): descriptors built from the
 tile for every K-slice cost uniform instructions before every HGMMA, two of them UMOVs of the constant high word;
-64-bit bases built once before the loop cost none of those UMOVs and a fraction of the uniform work. The ROADMAP's
-next experiment for chapters 10 and 11 rests on it."""
+64-bit bases built once before the loop cost none of those UMOVs and a fraction of the uniform work. In chapters 10
+and 11's own loops ptxas rebuilt them anyway and the gain was a few instructions (docs/ROADMAP.md, chapter 11)."""
 
 from __future__ import annotations
 
