@@ -4,11 +4,11 @@
 # PARTs (each with its own time limit, seconds):
 #   fa4-a | fa4-b   install FlashAttention-4 from ../shared/tools/fa4_wheels.sh's files (carried as .fa4a, .fa4b):
 #                   fa4-a copies .fa4a/* aside, fa4-b adds .fa4b/* and installs (the machine must stay warm between)
-#   nvrtc-a | nvrtc-b  the NVRTC the workbook pins, in place of the box's (bench/notebook_wheels.sh splits its wheel
-#                   into .nvrtca, .nvrtcb, carried one per call: nvrtc-a copies the first part aside, nvrtc-b adds the
-#                   rest and installs it over the image's; the machine must stay warm between). Then the notebooks'
-#                   stored SASS counts and the kernels timed are what a learner's pip install compiles
-#   notebooks       nbval of chapters 07-11 through tklab.course.report (wheels from bench/notebook_wheels.sh in .whl);
+#   kit             what the notebooks' check needs and the box lacks, from bench/notebook_wheels.sh .nbkit (carried in
+#                   the same call, 46 MB): nbval with a Jupyter kernel, and the NVRTC the workbook pins in place of the
+#                   box's, so the notebooks' stored SASS counts and the kernels timed are what a learner's pip install
+#                   compiles
+#   notebooks       nbval of chapters 07-11 through tklab.course.report (after `kit`, in this call or an earlier one);
 #                   NOTEBOOKS="11:11* 10:10*" picks some (part name:glob; default all three groups); NB_LIMIT
 #                   seconds each (default 250; a cell that outlives it less 60 fails by its number, the slowest listed)
 #   host            bench/attention_host.py: the host time of tklab.attention's calls against SDPA's, with a cProfile
@@ -29,7 +29,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export TKLAB_COMMIT="${TKLAB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || cat bench/_base/REV 2>/dev/null || echo unknown)}"
-FA4_SITE=${FA4_SITE:-/root/fa4site} FA4_PARTS=${FA4_PARTS:-/root/fa4p} NVRTC_PARTS=${NVRTC_PARTS:-/root/nvrtcp}
+FA4_SITE=${FA4_SITE:-/root/fa4site} FA4_PARTS=${FA4_PARTS:-/root/fa4p}
 SPLIT_VARIANTS=("ch10 split mask" "ch10 split mask BC=128")  # the fwd part checks these, then times them
 stamp=$(mktemp); log=${OUT:-/tmp}/attention_gpu_round.log
 say() { echo "== $*" | tee -a "$log"; }
@@ -44,14 +44,12 @@ for part in "$@"; do
            cat "$FA4_PARTS"/cu13libs.part.* | tar -xJ -C "$FA4_SITE"
            export PYTHONPATH="$PYTHONPATH:$FA4_SITE:$FA4_SITE/nvidia_cutlass_dsl/dsl_packages"
            python3 -c "from flash_attn.cute import flash_attn_func" 2>&1 | tail -1 | tee -a "$log" ;;
-    nvrtc-a) say "NVRTC part A aside"; mkdir -p "$NVRTC_PARTS" && cp .nvrtca/* "$NVRTC_PARTS"/ ;;
-    nvrtc-b) say "NVRTC install"; cp .nvrtcb/part.* "$NVRTC_PARTS"/ && whl=$NVRTC_PARTS/$(cat .nvrtcb/NAME)
-             cat "$NVRTC_PARTS"/part.* > "$whl" && python3 -m pip install -q --no-deps --no-index "$whl" 2>&1 | tail -2 |
-               tee -a "$log"
-             python3 -c "from tklab.toolchain import locate; print('NVRTC', locate.nvrtc_version())" 2>&1 | tee -a "$log" ;;
+    kit) say "notebook kit: nbval, a Jupyter kernel, the pinned NVRTC"
+         python3 -m pip install -q --no-deps --no-index .nbkit/*.whl 2>&1 | grep -v "^WARNING: Running pip as" | tail -3 |
+           tee -a "$log"
+         python3 -c "from tklab.toolchain import locate; print('NVRTC', locate.nvrtc_version())" 2>&1 | tee -a "$log" ;;
     notebooks) say "notebooks 07-11"
-           python3 -m pip install -q --no-index --find-links .whl nbval ipykernel ipywidgets nbclient matplotlib 2>&1 |
-             tail -2 | tee -a "$log"
+           python3 -c "import nbval, ipykernel" 2>/dev/null || { say "no nbval here: run the part kit first"; continue; }
            set -f; for nb in ${NOTEBOOKS:-11:11* 10:10* 07-09:0[7-9]*}; do set +f
              # the report's own limits inside this one's, so that it still writes what ran (its doctor step first)
              lim=${NB_LIMIT:-250}
