@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench/results/ncu}
 mkdir -p "$out"
-commit=${GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+commit=${GIT_COMMIT:-${TKLAB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}}
 shapes=("$@")
 [ ${#shapes[@]} -eq 0 ] && shapes=(128,8192 64,8192)
 causal=${CAUSAL:-0}
