@@ -22,6 +22,9 @@
 #   ncu             bench/ncu_flash_bwd.sh: the chapter's kernel and FA4 at d=128 and 64, DQ_FRAGMENTS=0 at 128, N=8192
 #   train           bench/train_tiny_gpt.py --seeds 4 --profile (the criterion's noise floor, the host time)
 #   planted         bench/planted_gpu.py --seeds 1 for chapters 10 and 11
+#   check-stages    where a graded check's time goes on this box: `tklab check --stages` of chapter 10's two
+#                   solutions (notebook 10's slowest cells on the H100, 209 s and 182 s), each stage line stamped
+#                   with the seconds since the check began
 # Writes into bench/results/ (as each script does) and, where $OUT is set (the device tool), one tarball of every
 # file this round wrote there. Every result names device, commit and date itself. Why a script: the session record
 # (bench/results/gpu-session_*.md) can then cite the part that ran, and anyone can run it again.
@@ -81,6 +84,13 @@ for part in "$@"; do
     planted) say "planted mistakes on the GPU"
              timeout -s INT 250 python3 bench/planted_gpu.py --seeds 1 --only ch11_flash_bwd ch10_flash 2>&1 |
                tail -3 | tee -a "$log" ;;
+    check-stages) say "a graded check's stages, timed"
+         for sol in solutions/ch10_flash/ch10_flash.cu solutions/ch10_gqa/ch10_gqa.cu; do
+           t0=${EPOCHREALTIME/./}  # microseconds
+           timeout -s INT 280 python3 -m tklab check "$sol" --stages 2>&1 |
+             while IFS= read -r line; do t=$(( (${EPOCHREALTIME/./} - t0) / 100000 )); echo "$((t / 10)).$((t % 10)) s  $line"
+             done | grep -E "@@tklab-check-stage|PASSED|FAILED" | tee -a "$log"
+         done ;;
     *) echo "unknown part: $part (see the header)" >&2; exit 2 ;;
   esac
 done
