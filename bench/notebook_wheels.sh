@@ -20,8 +20,8 @@ py=${2:-3.12}
 mkdir -p "$out"
 python3 -m pip download -q --only-binary=:all: --python-version "$py" --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  --platform any -d "$out" nbval ipykernel ipywidgets nbclient nbformat matplotlib
-# already in the GPU image (KINDS.md): pip finds them there
+  --platform any -d "$out" nbval ipykernel ipywidgets nbclient nbformat
+# already in the GPU image (KINDS.md: pip finds them there), then what nbval's kernel never imports (see above)
 for have in numpy matplotlib pillow fonttools kiwisolver contourpy cycler pyparsing python_dateutil packaging pytest \
             pluggy iniconfig psutil pygments attrs coverage typing_extensions \
             debugpy jedi parso widgetsnbextension; do rm -f "$out"/"$have"-*.whl; done
