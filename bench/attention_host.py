@@ -127,13 +127,17 @@ def main(argv: list[str] | None = None) -> int:
           "queued work after the loop.", "",
           "| call | wall µs / call | CPU µs / call | drain after the loop (ms) |", "|---|---|---|---|"]
     md += [f"| {n} | {r['wall_us']:.0f} | {r['cpu_us']:.0f} | {r['drain_ms']:.1f} |" for n, r in rows.items()]
+    from tklab.kernels.attention import LAUNCHES
+
+    md += ["", f"Launches remembered (tklab.run.launch_memo) over the calls above and the profile's: {LAUNCHES.hits} "
+           f"hits, {LAUNCHES.misses} misses, {len(LAUNCHES)} entries."]
     md += ["", f"## cProfile of {args.calls} course forward+backward calls, by own time", "", "```", by_time, "```",
            "", "## The same, by cumulative time", "", "```", by_cum, "```", ""]
     stem = f"attention_host_{today}_{recorded.commit()}"
     for folder in [ROOT / "bench" / "results", *([Path(os.environ["OUT"])] if os.environ.get("OUT") else [])]:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{stem}.md").write_text("\n".join(md))
-    print("\n".join(md[:12 + len(rows)]))
+    print("\n".join(md[:14 + len(rows)]))
     print(by_time[:6000])
     return 0
 

@@ -26,7 +26,7 @@ import numpy as np
 from ..paths import solution
 from ..run.limits import SHARED_OPTIN
 from . import attention
-from .attention import SOLUTIONS, _check_inputs, _empty, _is_torch, _layout, _scale
+from .attention import LAUNCHES, SOLUTIONS, _check_inputs, _empty, _is_torch, _layout, _scale, signature
 
 KERNEL = solution("ch11_flash_bwd.cu")
 LOG2E = attention.LOG2E
@@ -538,11 +538,20 @@ def _int32_zeros(like: Any, shape: tuple[int, ...]) -> Any:
     return cp.zeros(shape, dtype=cp.int32)
 
 
+def gpu_scratch(like: Any, b: int, h: int, n: int, cfg: BwdBuild) -> tuple[Any, Any, Any]:
+    """A backward's device scratch, of like's library: D (with SWAPAB=1 the per-step L and D), the fp32 dQ
+    accumulator (with DQ_MODE 2 every key block's slot of shares) and DETERMINISTIC's turn counters (else None)."""
+    delta = _empty(like, stats_shape(b, h, n, cfg) if cfg.swapab else (b, h, n), "float32")
+    turns = _int32_zeros(like, turns_shape(b, h, n, cfg)) if cfg.deterministic else None
+    return delta, _empty(like, dq_scratch_shape(b, h, n, cfg), "float32"), turns
+
+
 class _Launches:
     """The three launches of one backward, their arguments packed once."""
 
     def __init__(self, q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, dq: Any, dk: Any, dv: Any, *,
-                 causal: bool, scale: float | None, cpu: bool, stream: Any = None, **options: int):
+                 causal: bool, scale: float | None, cpu: bool, stream: Any = None,
+                 scratch: tuple[Any, ...] | None = None, **options: int):
         b, h, n, d = _check_inputs(q, k, v, "hopper")
         for name, x in (("o", o), ("do", do), ("dq", dq), ("dk", dk), ("dv", dv)):
             shape, strides, dtype = _layout(x)
@@ -575,9 +584,7 @@ class _Launches:
             def tmap(x: Any, rows: int, cols: int = d, dtype: str | None = dt, swizzle: int | None = None) -> Any:
                 return tma.tensor_map(x, (rows, cols), dtype=dtype, swizzle=swizzle)
 
-            self.delta = _empty(q, stats_shape(b, h, n, cfg) if cfg.swapab else (b, h, n), "float32")
-            self.dq_acc = _empty(q, acc_shape, "float32")
-            self.turns = _int32_zeros(q, turns_shape(b, h, n, cfg)) if cfg.deterministic else None
+            self.delta, self.dq_acc, self.turns = scratch or gpu_scratch(q, b, h, n, cfg)
         mod = compiled(cfg, "cpu" if cpu else "gpu")
         smem = cfg.shared_bytes if cpu else mod.constants["flash_bwd_shared_bytes"]
         grids = _grids(b, h, n, cfg)
@@ -631,11 +638,50 @@ def flash_bwd(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, *, causal: bool
     (dq, dk, dv) shaped like q (torch: with q's strides).
     """
     cpu = isinstance(q, np.ndarray)
+    if not cpu and _is_torch(q):
+        return _remembered(q, k, v, o, lse, do, causal, scale, options)
     b, h, n, d = _check_inputs(q, k, v, "hopper")
     if cpu:
         dq, dk, dv = (np.full((b, h, n, d), 0xFFFF, np.uint16) for _ in range(3))  # NaN until written
     else:
-        strides = _layout(q)[1] if _is_torch(q) else None
-        dq, dk, dv = (_empty(q, (b, h, n, d), "bfloat16", strides) for _ in range(3))
+        dq, dk, dv = (_empty(q, (b, h, n, d), "bfloat16") for _ in range(3))
     _Launches(q, k, v, o, lse, do, dq, dk, dv, causal=causal, scale=scale, cpu=cpu, **options)()
     return dq, dk, dv
+
+
+def _remembered(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, causal: bool, scale: float | None,
+                options: dict[str, int]) -> tuple[Any, Any, Any]:
+    """flash_bwd on torch tensors through attention.LAUNCHES: under the inputs' layout, the build its checks passed;
+    under the layout and every address (outputs and scratch included), the three packed launches. DQ_MODE 2 always
+    takes the full path, whose check of free memory for its O(N^2) scratch must run on every call."""
+    layout = ("bwd", causal, scale, tuple(sorted(options.items())), *map(signature, (q, k, v, o, lse, do)))
+    cfg = LAUNCHES.get(layout)
+    if cfg is None:
+        _check_inputs(q, k, v, "hopper")  # a wrong shape is named before anything is allocated
+    dq, dk, dv = (_empty(q, tuple(q.shape), "bfloat16", tuple(q.stride())) for _ in range(3))
+    arrays = (q, k, v, o, lse, do, dq, dk, dv)
+    if cfg is None:
+        full = _Launches(*arrays, causal=causal, scale=scale, cpu=False, **options)
+        full()
+        if full.cfg.dq_mode != 2:
+            LAUNCHES.put(layout, full.cfg)
+            LAUNCHES.put(_key(layout, arrays, (full.delta, full.dq_acc, full.turns)),
+                         [p.detached() for p in full.prepared])
+        return dq, dk, dv
+    b, h, n, _ = q.shape
+    scratch = gpu_scratch(q, b, h, n, cfg)
+    key = _key(layout, arrays, scratch)
+    runs = LAUNCHES.get(key)
+    if runs is None:
+        full = _Launches(*arrays, causal=causal, scale=scale, cpu=False, scratch=scratch, **options)
+        runs = LAUNCHES.put(key, [p.detached() for p in full.prepared])
+        full()
+        return dq, dk, dv
+    for run in runs:
+        run()
+    return dq, dk, dv
+
+
+def _key(layout: tuple[Any, ...], arrays: tuple[Any, ...], scratch: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A backward's memo key: its layout and the address of every array its launches read or write."""
+    return (layout, *(x.data_ptr() for x in arrays), *(x.data_ptr() if x is not None else 0 for x in scratch))

@@ -236,6 +236,12 @@ class Prepared:
         self._pointers = (ctypes.c_void_p * max(len(self._buffers), 1))(*map(ctypes.addressof, self._buffers))
         self._params = ctypes.addressof(self._pointers) if self._buffers else 0
 
+    def detached(self) -> Prepared:
+        """The same launch, same bytes, holding none of the arrays: for a caller that keeps its arrays alive for
+        each call itself (``launch_memo``); calling it after they are freed launches on freed memory."""
+        return Prepared(self.name, self.func, self.grid, self.block, self.shared_mem, self.stream, list(self.packed),
+                        (), self.kernel)
+
     def __call__(self, sync: bool = False) -> None:
         from cuda.bindings import driver
 
