@@ -12,8 +12,8 @@
 #                   NOTEBOOKS="11:11* 10:10*" picks some (part name:glob; default all three groups); NB_LIMIT
 #                   seconds each (default 250; a cell that outlives it less 60 fails by its number, the slowest listed)
 #   host            bench/attention_host.py: the host time of tklab.attention's calls against SDPA's, with a cProfile
-#   bwd-tests       the chapter's backward (DQ_FRAGMENTS at d = 128) on the GPU: its float64-autograd, layout and
-#                   determinism tests, and the exercise's check of the solution (GPU cases and its timed bench)
+#   bwd-tests       the chapter's backward (DQ_FRAGMENTS at d = 128) on the GPU: its float64-autograd, layout,
+#                   determinism and remembered-launch tests, and the exercise's check of the solution (GPU cases and its timed bench)
 #   bwd             bench/flash_bwd.py: the chapter's kernel (DQ_FRAGMENTS at d = 128) against UNIFORM=1 (its
 #                   default at d = 128, so there a noise control; at d = 64 48 fewer loop instructions) and the
 #                   libraries, 3 rounds (FA4 beside it when installed); BWD_VARIANTS, BWD_ROUNDS pick others
@@ -64,7 +64,7 @@ for part in "$@"; do
           timeout -s INT 120 python3 bench/attention_host.py 2>&1 | tail -60 | tee -a "$log" ;;
     bwd-tests) say "backward GPU tests"
          timeout -s INT 330 python3 -m pytest -q -p no:cacheprovider -m "gpu or hopper" tests/test_attention_bwd.py \
-           -k "float64_autograd or autograd_function or layouts_and_large or deterministic" 2>&1 | tail -5 | tee -a "$log"
+           -k "float64_autograd or autograd_function or layouts_and_large or deterministic or remembered" 2>&1 | tail -5 | tee -a "$log"
          timeout -s INT 200 python3 -m tklab check solutions/ch11_flash_bwd/ch11_flash_bwd.cu 2>&1 | tail -12 |
            tee -a "$log" ;;
     bwd) say "backward bench"

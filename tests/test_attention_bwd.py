@@ -836,6 +836,45 @@ def test_autograd_function_gives_the_kernels_gradients_for_any_incoming_layout()
         assert e.ok(), str(e)
 
 
+@pytest.mark.gpu
+@pytest.mark.hopper
+def test_remembered_launches_give_the_first_calls_results_and_follow_new_inputs() -> None:
+    """tklab.attention's repeated calls launch remembered bytes (attention.LAUNCHES): with dQ deterministic, every
+    repeat of one step's calls (their outputs freed in between, so the allocator hands the same addresses back) gives
+    the first call's o, dq, dk, dv bit for bit, the memo answering; new values written into the same inputs reach
+    float64 autograd's gradients (the launches read the memory, not a copy of the first inputs)."""
+    import torch
+
+    from tklab.kernels.attention import LAUNCHES
+    from tklab.kernels.attention_autograd import attention as course_attention
+
+    b, n, h, d = 2, 300, 4, 64
+    g = torch.Generator(device="cuda").manual_seed(7)
+    qkv = torch.randn(b, n, 3, h, d, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
+    do = torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    def step() -> list[Any]:
+        q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+        o = course_attention(q, k, v, causal=True, deterministic=True)
+        return [o.detach().clone(), *(x.clone() for x in torch.autograd.grad(o, (q, k, v), do))]
+
+    first = step()
+    hits = LAUNCHES.hits
+    for _ in range(3):
+        assert all(torch.equal(a, b_) for a, b_ in zip(step(), first, strict=True))
+    assert LAUNCHES.hits >= hits + 3 * 3, "the repeats were packed anew, not remembered"
+    with torch.no_grad():
+        qkv.copy_(torch.randn(qkv.shape, device="cuda", generator=g))
+    _, dq, dk, dv = step()
+    ref_in = qkv.detach().double().requires_grad_()
+    qd, kd, vd = (ref_in[:, :, i].transpose(1, 2) for i in range(3))
+    ref = torch.autograd.grad(torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=True),
+                              (qd, kd, vd), do.double())
+    for name, got, want in zip(("dq", "dk", "dv"), (dq, dk, dv), ref, strict=True):
+        e = attention_bwd.grad_errors(name, got.double().cpu().numpy(), want.cpu().numpy())
+        assert e.ok(), str(e)
+
+
 def test_a_zero_gradient_is_compared_with_an_absolute_floor_not_divided_by_zero() -> None:
     """One key: dS = P (dP - D) = 0, so dQ and dK are exactly zero; rounding noise must pass, a real
     error must not (found on the H200: rel 1e24 from a norm of 0 in the denominator)."""
