@@ -12,6 +12,7 @@ The kernels, layout [batch, heads, seq, d] (bf16: torch tensors or CuPy uint16 a
 uint16 arrays holding bf16 bits run on the CPU emulator -- correctness only):
     ``build(head_dim, **options) -> BwdBuild``             the variant and its launch geometry
     ``flash_bwd(q, k, v, o, lse, do, causal=, scale=) -> (dq, dk, dv)``
+                                                           (torch: a repeated call only launches, attention.LAUNCHES)
     ``prepare(q, k, v, o, lse, do, dq, dk, dv, ...) -> run()``   GPU: pack once, launch many times
 """
 
