@@ -955,7 +955,7 @@ def test_deterministic_dq_is_the_same_bit_for_bit_in_whatever_order_the_blocks_r
 
 
 DET_SRC = attention_bwd.source(attention_bwd.build(64, DETERMINISTIC=1))
-_TURN_WAIT = "        if constexpr (DETERMINISTIC) turn::wait_for(turns + bh_steps + i, kv);"
+_TURN_WAIT = "            turn::wait_for(turns + bh_steps + i, causal ? last - kv : kv);"
 _TURN_PASS = "        if constexpr (DETERMINISTIC) turn::pass_after_bulk_stores(turns + bh_steps + i);"
 _RELEASE = ('        if constexpr (DETERMINISTIC) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" '
             '::"l"(turns + bh_steps + i) : "memory");')
@@ -968,6 +968,9 @@ DET_MISTAKES = [
     pytest.param("the counters not zeroed by the first pass",
                  [("if (DETERMINISTIC && row % QSTEP == 0) dq_turns[bh * steps + row / QSTEP] = 0;", "")], "hang",
                  marks=pytest.mark.test_full),  # a hang until the time limit: `make test-full`
+    pytest.param("causal: the turns in key-block order while the blocks run from the last key block",
+                 [(_TURN_WAIT, _TURN_WAIT.replace("causal ? last - kv : kv", "kv"))], "hang",
+                 marks=pytest.mark.test_full),
 ]
 
 
@@ -975,10 +978,12 @@ DET_MISTAKES = [
                          ids=[(m.values if hasattr(m, "values") else m)[0] for m in DET_MISTAKES])
 def test_deterministic_planted_mistake_is_caught(what: str, edits: list[tuple[str, str]], caught: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """d = 64, n = 300, causal: three key blocks, and step 2 gets all three adds. What the emulator cannot show: the
-    turn passed after cp.async.bulk.wait_group.read instead of the full wait (it performs a TMA store at the
-    issuing thread's next bulk wait, .read or not, so the adds have always landed by then), and the proxy fences
-    (accepted, ordering nothing for global memory there)."""
+    """d = 64, n = 300: three key blocks. The order mistakes without a mask, where all three reach every step together
+    and the threads' timing orders their adds (under a causal mask the blocks are launched in the order they reach a
+    step, so the emulator's threads seldom break it there; a GPU's timing may). The hangs under a causal mask.
+    What the emulator cannot show: the turn passed after cp.async.bulk.wait_group.read instead of the full wait (it
+    performs a TMA store at the issuing thread's next bulk wait, .read or not, so the adds have always landed by
+    then), and the proxy fences (accepted, ordering nothing for global memory there)."""
     src = DET_SRC
     for old, new in edits:
         assert src.count(old) == 1, what
@@ -986,12 +991,13 @@ def test_deterministic_planted_mistake_is_caught(what: str, edits: list[tuple[st
     x = _inputs(64, 300, heads=2, seed=7)
     if caught == "hang":
         with pytest.raises(Exception, match="(?i)time limit"):
-            _deterministic_run(x, True, workers=DET_WORKERS, src=src, monkeypatch=monkeypatch, time_limit=10.0)
+            # one worker: the blocks one after another in launch order, as on a GPU whose grid does not fit at once
+            _deterministic_run(x, True, src=src, monkeypatch=monkeypatch, time_limit=10.0)
         return
-    good, _, _ = _deterministic_run(x, True)  # the chapter's kernel, blocks in blockIdx order
+    good, _, _ = _deterministic_run(x, False)  # the chapter's kernel, blocks in blockIdx order
     runs = []
     for _ in range(3):
-        bad, errs, _ = _deterministic_run(x, True, workers=DET_WORKERS, src=src, monkeypatch=monkeypatch)
+        bad, errs, _ = _deterministic_run(x, False, workers=DET_WORKERS, src=src, monkeypatch=monkeypatch)
         assert all(e.ok() for e in errs), f"{what}: the order, not the numbers, is what breaks ({errs})"
         runs.append(int((bad.dq_acc.view(np.uint32) != good.dq_acc.view(np.uint32)).sum()))
         if runs[-1]:

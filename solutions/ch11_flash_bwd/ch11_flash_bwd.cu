@@ -29,10 +29,10 @@
 // dQ's last bits depend on the order the key blocks' reduce-adds land: not bit-for-bit reproducible from run to
 // run (dK and dV are). DETERMINISTIC=1 fixes the order: an int32 counter per (batch, head, step), zeroed by the
 // first pass, lets the key blocks add a step's dQ in blockIdx order (write_dq; tk/hopper/turns.cuh), for no
-// memory beyond the counters. It is expected to cost time, hence opt-in: a block waits at every step for the blocks
-// before it to have added theirs, and for its own adds to land in global memory before it passes the turn on, so
-// the blocks of a head advance in a staircase and every step's adds form one chain through them (bench/flash_bwd.py
-// can time it, "ch11 deterministic"; not yet run on the H200).
+// memory beyond the counters. It costs time, hence opt-in: a block waits at every step for the blocks before it to
+// have added theirs, and for its own adds to land in global memory before it passes the turn on. Under a causal mask
+// the blocks run from the last key block (this_block), the order in which they reach each step (bench/flash_bwd.py
+// times it, "ch11 deterministic").
 //
 // Layouts: Q, K, V, O, dO, dQ, dK, dV bf16 [batch, heads, seq, HEAD_DIM] (rank-4 TMA maps, so any strides with
 // a contiguous last dimension; tiles past the end of a head read zeros and are not written back); the dQ
@@ -173,7 +173,7 @@ extern "C" __global__ void flash_bwd_prep(const bf16* o, const bf16* dout, const
         step_stats& s = reinterpret_cast<step_stats*>(stats)[bh * steps + row / QSTEP];
         s.l2[row % QSTEP] = row < seq ? lse[bh * seq + row] * LOG2E : __int_as_float(0x7f800000);  // +inf
         s.d[row % QSTEP] = sum;
-        if (DETERMINISTIC && row % QSTEP == 0) dq_turns[bh * steps + row / QSTEP] = 0;  // key block 0's turn
+        if (DETERMINISTIC && row % QSTEP == 0) dq_turns[bh * steps + row / QSTEP] = 0;  // the first adder's turn
     }
 }
 
@@ -219,10 +219,16 @@ extern "C" __global__ void flash_bwd_dq(const float* dq_acc, bf16* dq, int heads
 // ---- 2. the main kernel ---------------------------------------------------------------------------------
 /// This block's key block, head and batch. Each role calls it after its register split: values computed
 /// before setmaxnreg and live across it are kept on the stack by ptxas.
+/// DETERMINISTIC under a causal mask: the last key block first. Key block j starts at its first step (steps_of), so
+/// of the blocks that add to a step the last one gets there first; taking the turns in that order (write_dq), and
+/// launching the blocks in it, a block seldom waits, and only ever for blocks launched before it.
 struct block_coords {
     int kv, h, b;
 };
-__device__ inline block_coords this_block() { return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)}; }
+__device__ inline block_coords this_block(int causal) {
+    const int x = DETERMINISTIC && causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+    return {x, int(blockIdx.y), int(blockIdx.z)};
+}
 
 /// The query steps a key block walks: all of them, or under a causal mask those at or after its first key.
 struct step_range {
@@ -291,16 +297,20 @@ __device__ inline void send_dq_part(const CUtensorMap& map_dq, const Tile& part,
 
 /// DQ_WRITER: the dQ writer (one lane of the producer's warp 1). Per step: wait until all consumer warps
 /// wrote their parts, add both into the accumulator, and once the copy engine has read them hand the buffer back.
-/// DETERMINISTIC: the key blocks that reach step i are 0, 1, .. up to the last whose first step is <= i (steps_of),
-/// so this block's rank among them is kv: it adds after key block kv - 1 and waits only for lower ones.
+/// DETERMINISTIC: the key blocks that reach step i are 0, 1, .. up to the last whose first step is <= i (steps_of).
+/// This block's rank among them is its place in launch order (this_block): kv, after key block kv - 1; under a causal
+/// mask last - kv, after key block kv + 1. It waits only for blocks launched before it.
 __device__ inline void write_dq(smem_layout& sm, const CUtensorMap& map_dq, int heads, int seq, int causal,
                                 int* turns) {
-    const auto [kv, h, b] = this_block();
+    const auto [kv, h, b] = this_block(causal);
     const auto [first, end] = steps_of(kv, seq, causal);
     if (!warpgroup::elect_one()) return;
     const size_t bh_steps = (size_t(b) * heads + h) * end;  // DETERMINISTIC: this head's step 0 counter
     for (int i = first; i < end; ++i) {
-        if constexpr (DETERMINISTIC) turn::wait_for(turns + bh_steps + i, kv);  // key blocks 0 .. kv - 1 added step i
+        if constexpr (DETERMINISTIC) {  // the adders before this block have added step i
+            const int last = min(int(gridDim.x) - 1, ((i + 1) * QSTEP - 1) / KV_BLOCK);  // the last whose first is <= i
+            turn::wait_for(turns + bh_steps + i, causal ? last - kv : kv);
+        }
         wait(sm.dq_full, uint32_t(i - first) & 1);
         for (int g = 0; g < CONSUMERS; ++g) send_dq_part(map_dq, sm.dq[g], b, h, i, g);
         tma::store_commit();
@@ -314,7 +324,7 @@ __device__ inline void write_dq(smem_layout& sm, const CUtensorMap& map_dq, int 
 __device__ inline void produce_steps(smem_layout& sm, const CUtensorMap& map_q, const CUtensorMap& map_k,
                                      const CUtensorMap& map_v, const CUtensorMap& map_do,
                                      const CUtensorMap& map_stats, int seq, int causal) {
-    const auto [kv, h, b] = this_block();
+    const auto [kv, h, b] = this_block(causal);
     const auto [first, end] = steps_of(kv, seq, causal);
     if (warpgroup::warp() != 0 || !warpgroup::elect_one()) return;
     arrive_expect_bytes(sm.kv_full, 2 * CONSUMERS * tma::bytes<kv_tile>);
@@ -361,7 +371,7 @@ flash_bwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUt
 
     // ---- consumers: warpgroup `me` owns keys kv * KV_BLOCK + 64 me .. + 63; warp w 16 of them ----
     split::consumer();
-    const auto [kv, h, b] = this_block();
+    const auto [kv, h, b] = this_block(causal);
     const auto [first, end] = steps_of(kv, seq, causal);
 #if UNIFORM
     // The same in every lane (lane 0's, by a shuffle), so the compiler keeps the addresses of k[me], v[me] and
