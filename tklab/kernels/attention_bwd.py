@@ -661,22 +661,15 @@ def _remembered(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, causal: bool,
         _check_inputs(q, k, v, "hopper")  # a wrong shape is named before anything is allocated
     dq, dk, dv = (_empty(q, tuple(q.shape), "bfloat16", tuple(q.stride())) for _ in range(3))
     arrays = (q, k, v, o, lse, do, dq, dk, dv)
-    if cfg is None:
-        full = _Launches(*arrays, causal=causal, scale=scale, cpu=False, **options)
+    scratch = gpu_scratch(q, *q.shape[:3], cfg) if cfg is not None else None
+    runs = LAUNCHES.get(_key(layout, arrays, scratch)) if scratch is not None else None
+    if runs is None:  # a layout or an address not seen before: checked, packed and remembered
+        full = _Launches(*arrays, causal=causal, scale=scale, cpu=False, scratch=scratch, **options)
         full()
         if full.cfg.dq_mode != 2:
             LAUNCHES.put(layout, full.cfg)
-            LAUNCHES.put(_key(layout, arrays, (full.delta, full.dq_acc, full.turns)),
-                         [p.detached() for p in full.prepared])
-        return dq, dk, dv
-    b, h, n, _ = q.shape
-    scratch = gpu_scratch(q, b, h, n, cfg)
-    key = _key(layout, arrays, scratch)
-    runs = LAUNCHES.get(key)
-    if runs is None:
-        full = _Launches(*arrays, causal=causal, scale=scale, cpu=False, scratch=scratch, **options)
-        runs = LAUNCHES.put(key, [p.detached() for p in full.prepared])
-        full()
+            packed = [p.detached() for p in full.prepared]
+            LAUNCHES.put(_key(layout, arrays, (full.delta, full.dq_acc, full.turns)), packed)
         return dq, dk, dv
     for run in runs:
         run()
