@@ -21,6 +21,7 @@ from tklab.kernels import attention as fwd
 from tklab.kernels import attention_bwd as bwd
 from tklab.run import launch, tma
 from tklab.run.launch_memo import LaunchMemo
+from tklab.run.limits import SHARED_OPTIN
 
 
 class _DType:
@@ -104,7 +105,8 @@ def stubbed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, tuple[b
     monkeypatch.setattr(launch, "_loaded", lambda module: modules.setdefault(id(module), Loaded()))
     monkeypatch.setattr(launch.gpu, "ensure_current", lambda: None)
     monkeypatch.setattr(launch, "_static_shared", lambda func, kernel: 0)
-    monkeypatch.setattr(launch.gpu, "properties", lambda: types.SimpleNamespace(max_shared_per_block_optin=232448))
+    monkeypatch.setattr(launch.gpu, "properties",
+                        lambda: types.SimpleNamespace(max_shared_per_block_optin=SHARED_OPTIN[90]))
     monkeypatch.setattr(launch, "driver", None, raising=False)
     from cuda.bindings import driver
 
