@@ -569,11 +569,13 @@ def test_the_labs_terminal_runs_the_readmes_check_line(page: Any, lab: tuple[str
     page.goto(f"{url}/lab?reset&token={TOKEN}")
     # The command exists once the terminal plugin has activated (and only if the server offers terminals).
     page.wait_for_function("() => !!window.jupyterapp && window.jupyterapp.commands.hasCommand('terminal:create-new')")
-    page.evaluate("() => window.jupyterapp.commands.execute('terminal:create-new')")
+    # the widget the command made, kept: the shell's current widget is not it once focus moves (a loaded CI box
+    # showed "current widget: none" while the terminal was open)
+    page.evaluate("async () => { window.tklabTerm = await window.jupyterapp.commands.execute('terminal:create-new'); }")
     term = page.locator(".jp-Terminal .xterm").last
     term.wait_for()
     # xterm draws on a canvas: read what the terminal shows from its buffer, line by line
-    screen = ("() => { const w = window.jupyterapp.shell.currentWidget; const t = w && w.content && w.content._term;"
+    screen = ("() => { const w = window.tklabTerm; const t = w && w.content && w.content._term;"
               " if (!t) return ''; const b = t.buffer.active; const out = [];"
               " for (let i = 0; i < b.length; i++) {"
               " const l = b.getLine(i); if (l) out.push(l.translateToString(true)); }"
